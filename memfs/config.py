@@ -1,0 +1,98 @@
+"""Settings, as frozen dataclasses, and where they come from (environment, key files).
+
+The API key is held in a ``Secret`` so that no ``repr``, log line or traceback can show it.
+Keys come from ``ANTHROPIC_API_KEY`` or a key file, never from the command line (argv is
+readable by every user of the machine through ``/proc``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+MEMORY_BETA = "agent-memory-2026-07-22"
+# Header by which a request tells the reference server which session it acts for; versions it
+# writes are then attributed to {"type": "session_actor", "session_id": ...}. An extension of
+# the API, namespaced so it never collides with the hosted service's headers.
+SESSION_HEADER = "x-memfs-session-id"
+
+
+class ConfigError(ValueError):
+    """A setting is missing or unusable; the message is meant for a person."""
+
+
+class Secret:
+    """A string that never shows itself in ``repr`` or ``str``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def read_key_file(path: str | os.PathLike[str]) -> Secret:
+    """Read an API key from a file (first non-empty line, whitespace stripped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read API key file {os.fspath(path)}: {exc.strerror}") from None
+    for line in text.splitlines():
+        if line.strip():
+            return Secret(line.strip())
+    raise ConfigError(f"API key file {os.fspath(path)} is empty")
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How to reach a Memory Stores API."""
+
+    api_key: Secret
+    base_url: str = DEFAULT_BASE_URL
+    session_id: str | None = None  # sent as SESSION_HEADER when set
+    timeout: float = 30.0  # seconds per request attempt
+    connect_timeout: float = 5.0
+    max_retries: int = 4
+    max_connections: int = 20
+    user_agent: str = field(default="memfs/0.1")
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        api_key_file: str | os.PathLike[str] | None = None,
+        base_url: str | None = None,
+        env: dict[str, str] | None = None,
+        **overrides: object,
+    ) -> ClientConfig:
+        """Build from ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` or a key file."""
+        environ = os.environ if env is None else env
+        if api_key_file is not None:
+            key = read_key_file(api_key_file)
+        elif environ.get("ANTHROPIC_API_KEY"):
+            key = Secret(environ["ANTHROPIC_API_KEY"].strip())
+        else:
+            raise ConfigError(
+                "no API key: set ANTHROPIC_API_KEY or pass --api-key-file FILE"
+            )
+        url = base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        return cls(api_key=key, base_url=url.rstrip("/"), **overrides)  # type: ignore[arg-type]
