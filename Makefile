@@ -1,0 +1,52 @@
+# memfs — developer entry points. `make demo` and `make test` each work on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Debian packages: FUSE (runtime + headers to build pyfuse3), and the editors/tools the mount
+# tests drive for real.
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl
+
+.PHONY: setup demo test test-fast lint format bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq || true; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+demo: setup
+	$(BIN)/python scripts/demo.py
+
+test: setup
+	$(BIN)/pytest -q
+
+# The quick inner loop: everything but the real-mount tests.
+test-fast: setup
+	$(BIN)/pytest -q -m 'not fuse'
+
+lint: setup
+	$(BIN)/ruff check memfs tests scripts
+	$(BIN)/ruff format --check memfs tests scripts
+	$(BIN)/mypy memfs
+
+format: setup
+	$(BIN)/ruff format memfs tests scripts
+	$(BIN)/ruff check --fix memfs tests scripts
+
+bench: setup
+	$(BIN)/python scripts/bench_server.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
