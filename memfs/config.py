@@ -91,8 +91,6 @@ class ClientConfig:
         elif environ.get("ANTHROPIC_API_KEY"):
             key = Secret(environ["ANTHROPIC_API_KEY"].strip())
         else:
-            raise ConfigError(
-                "no API key: set ANTHROPIC_API_KEY or pass --api-key-file FILE"
-            )
+            raise ConfigError("no API key: set ANTHROPIC_API_KEY or pass --api-key-file FILE")
         url = base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         return cls(api_key=key, base_url=url.rstrip("/"), **overrides)  # type: ignore[arg-type]

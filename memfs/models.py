@@ -29,8 +29,8 @@ def parse_time(text: str) -> datetime:
     # Python 3.11 accepts 1-6 fraction digits; trim longer fractions (nanoseconds).
     if "." in value:
         head, _, rest = value.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        tail = rest[len(digits) :]
+        tail = rest.lstrip("0123456789")
+        digits = rest[: len(rest) - len(tail)]
         value = f"{head}.{digits[:6]}{tail}"
     moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:

@@ -1,0 +1,80 @@
+"""Path rules shared by the server and the filesystem."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memfs import paths
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/a", "/notes/todo.md", "/a/b/c/d.txt", "/" + "x" * 1023, "/" + "/".join("s" * 20), "/é.md"],
+)
+def test_valid_paths(path: str) -> None:
+    assert paths.validate_path(path) == path
+
+
+@pytest.mark.parametrize(
+    ("path", "fragment"),
+    [
+        ("a", "start with '/'"),
+        ("/", "empty"),
+        ("/a//b", "empty"),
+        ("/a/", "empty"),
+        ("/a/./b", "'.'"),
+        ("/a/../b", "'..'"),
+        ("/a\x00b", "U+0000"),
+        ("/a\nb", "U+000A"),
+        ("/a\u200bb", "U+200B"),
+        ("/a\u2028b", "U+2028"),
+        ("/e\u0301.md", "Normalization Form C"),
+        ("/" + "x" * 1024, "1024 bytes"),
+        ("/" + "/".join("s" * 21), "20 segments"),
+    ],
+)
+def test_invalid_paths(path: str, fragment: str) -> None:
+    with pytest.raises(paths.PathError, match=re.escape(fragment)):
+        paths.validate_path(path)
+
+
+def test_too_long_is_its_own_class() -> None:
+    with pytest.raises(paths.PathTooLongError):
+        paths.validate_path("/" + "é" * 512)  # 1,024 bytes of é plus the slash
+
+
+def test_prefix_rules() -> None:
+    assert paths.validate_prefix("/") == "/"
+    assert paths.validate_prefix("/notes/") == "/notes/"
+    for bad in ("/notes", "notes/", "//", "/a//"):
+        with pytest.raises(paths.PathError):
+            paths.validate_prefix(bad)
+
+
+def test_join_split_and_ancestors() -> None:
+    assert paths.join("/", "a") == "/a"
+    assert paths.join("/a", "b") == "/a/b"
+    assert paths.split("/a/b/c") == ("/a/b", "c")
+    assert paths.split("/c") == ("/", "c")
+    assert paths.ancestors("/a/b/c") == ["/a", "/a/b"]
+    assert paths.ancestors("/c") == []
+    assert paths.as_prefix("/") == "/"
+    assert paths.as_prefix("/a") == "/a/"
+    assert paths.is_below("/a/b", "/a")
+    assert not paths.is_below("/ab", "/a")
+    assert not paths.is_below("/a", "/a")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Demo Memory", "demo-memory"),
+        ("  Team -- Notes!! ", "team-notes"),
+        ("user_42/prefs", "user-42-prefs"),
+        ("ALLCAPS", "allcaps"),
+    ],
+)
+def test_slug(name: str, expected: str) -> None:
+    assert paths.slug(name) == expected
