@@ -277,14 +277,17 @@ class StoreClient:
         ``retry_unsafe=False`` retries only failures where the request surely was not applied.
         """
         url = route.format(**{k: quote(v, safe="") for k, v in path_args.items()})
-        timeout = httpx.Timeout(self._timeout, connect=self._config.connect_timeout)
+        # The whole attempt gets ``timeout`` seconds; connecting alone gets at most
+        # ``connect_timeout`` of them.
+        connect = min(self._config.connect_timeout, self._timeout)
+        timeout = httpx.Timeout(self._timeout, connect=connect)
         lost_answer = False
         retry_number = 0
         while True:
             started = time.perf_counter()
             headers: dict[str, str] | None = None
             try:
-                with trio.fail_after(self._timeout + self._config.connect_timeout):
+                with trio.fail_after(self._timeout):
                     response = await self._http.request(
                         method, url, params=query, json=body, timeout=timeout
                     )
