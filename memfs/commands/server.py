@@ -1,0 +1,100 @@
+"""``memfs server``: run the reference Memory Stores API server.
+
+Parses the command line, collects API keys (``--api-key``, repeatable, and/or ``MEMFS_API_KEYS``,
+comma-separated), configures logging and hands over to ``memfs.server.serve``. Never prints a
+key: a key on the command line only earns a warning that argv is visible to other users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KEYS_ENV = "MEMFS_API_KEYS"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "server",
+        help="run the reference Memory Stores API server",
+        description=(
+            "Serve the Memory Stores API from a SQLite database. API keys come from "
+            f"{KEYS_ENV} (comma-separated) and/or --api-key."
+        ),
+    )
+    parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8700, help="port to bind (default 8700)")
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help=f"accept this API key (repeatable); prefer {KEYS_ENV}: argv is visible to other users",
+    )
+    parser.add_argument(
+        "--version-retention-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="prune versions older than this, keeping each memory's newest (default 30)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default INFO)",
+    )
+    parser.set_defaults(func=run)
+
+
+def collect_keys(cli_keys: list[str], environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    keys = [k.strip() for k in environ.get(KEYS_ENV, "").split(",") if k.strip()]
+    keys += [k.strip() for k in cli_keys if k.strip()]
+    return list(dict.fromkeys(keys))
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from memfs.server.serve import ServerSettings, serve
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.api_key:
+        print(
+            "memfs server: warning: an API key given with --api-key is visible to other users "
+            f"of this machine (ps, /proc); prefer the {KEYS_ENV} environment variable",
+            file=sys.stderr,
+        )
+    keys = collect_keys(args.api_key, os.environ)
+    if not keys:
+        print(f"memfs server: no API key: set {KEYS_ENV} or pass --api-key", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"memfs server: invalid port {args.port}", file=sys.stderr)
+        return 2
+    if args.version_retention_days <= 0:
+        print("memfs server: --version-retention-days must be positive", file=sys.stderr)
+        return 2
+    settings = ServerSettings(
+        db=args.db,
+        api_keys=keys,
+        host=args.host,
+        port=args.port,
+        retention_days=args.version_retention_days,
+    )
+    try:
+        trio.run(serve, settings)
+    except OSError as exc:
+        print(f"memfs server: {exc}", file=sys.stderr)
+        return 1
+    return 0

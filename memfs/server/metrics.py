@@ -1,0 +1,81 @@
+"""Request metrics of the reference server in the Prometheus text exposition format (0.0.4).
+
+Two families: the counter ``memfs_server_requests_total{method,route,status}`` and the histogram
+``memfs_server_request_duration_seconds{method,route}``. ``route`` is the path template (such as
+``/v1/memory_stores/{store_id}/memories``), never a concrete path, so the label set stays small
+and ids never reach a metrics system. A few dozen lines, so no prometheus-client dependency.
+This module must not know about HTTP frameworks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from bisect import bisect_left
+from collections import defaultdict
+
+log = logging.getLogger(__name__)
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels: str) -> str:
+    return ",".join(f'{name}="{_escape(value)}"' for name, value in labels.items())
+
+
+def _number(value: float) -> str:
+    return repr(float(value)) if value != int(value) else str(int(value))
+
+
+class Metrics:
+    """Counts requests and their latency; ``render`` gives the exposition text."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: dict[tuple[str, str, int], int] = defaultdict(int)
+        self._bucket_counts: dict[tuple[str, str], list[int]] = {}
+        self._sums: dict[tuple[str, str], float] = defaultdict(float)
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self._requests[(method, route, status)] += 1
+            counts = self._bucket_counts.setdefault((method, route), [0] * (len(BUCKETS) + 1))
+            counts[bisect_left(BUCKETS, seconds)] += 1
+            self._sums[(method, route)] += seconds
+
+    def request_count(self, method: str, route: str, status: int) -> int:
+        with self._lock:
+            return self._requests.get((method, route, status), 0)
+
+    def render(self) -> str:
+        with self._lock:
+            lines = [
+                "# HELP memfs_server_requests_total HTTP requests answered, by route template.",
+                "# TYPE memfs_server_requests_total counter",
+            ]
+            for (method, route, status), count in sorted(self._requests.items()):
+                labels = _labels(method=method, route=route, status=str(status))
+                lines.append(f"memfs_server_requests_total{{{labels}}} {count}")
+            lines += [
+                "# HELP memfs_server_request_duration_seconds Time to answer an HTTP request.",
+                "# TYPE memfs_server_request_duration_seconds histogram",
+            ]
+            for (method, route), counts in sorted(self._bucket_counts.items()):
+                base = _labels(method=method, route=route)
+                cumulative = 0
+                for bound, count in zip((*BUCKETS, float("inf")), counts, strict=True):
+                    cumulative += count
+                    le = "+Inf" if bound == float("inf") else _number(bound)
+                    lines.append(
+                        f'memfs_server_request_duration_seconds_bucket{{{base},le="{le}"}} '
+                        f"{cumulative}"
+                    )
+                total = self._sums[(method, route)]
+                lines.append(f"memfs_server_request_duration_seconds_sum{{{base}}} {total!r}")
+                lines.append(f"memfs_server_request_duration_seconds_count{{{base}}} {cumulative}")
+        return "\n".join(lines) + "\n"

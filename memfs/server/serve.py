@@ -1,0 +1,115 @@
+"""Running the reference server: Hypercorn's trio worker plus the version-retention task.
+
+``serve(settings)`` opens the SQLite storage, starts ``Retention`` and Hypercorn in one trio
+nursery, and shuts both down on SIGINT/SIGTERM (closing the database cleanly). This module owns
+process-level concerns only; it must not contain routes or SQL.
+
+Retention rule: a version older than ``retention_days`` is pruned, except the newest version of
+each memory (which is also the head of every live memory), so a memory's latest state and the
+``deleted`` record of a deleted memory are kept regardless of age. Pruning runs at start-up and
+then every ``interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from memfs.server.app import create_app
+from memfs.server.metrics import Metrics
+from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import Storage, utc_now
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_PRUNE_INTERVAL = 3600.0
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    db: str
+    api_keys: list[str] = field(repr=False)
+    host: str = "127.0.0.1"
+    port: int = 8700
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    prune_interval: float = DEFAULT_PRUNE_INTERVAL
+
+
+class Retention:
+    """Prunes old versions at start-up and periodically (see the module docstring)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        retention_days: float,
+        interval: float = DEFAULT_PRUNE_INTERVAL,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.storage = storage
+        self.retention = timedelta(days=retention_days)
+        self.interval = interval
+        self.clock = clock
+
+    async def prune_once(self) -> int:
+        pruned = await self.storage.prune_versions(self.clock() - self.retention)
+        if pruned:
+            log.info("pruned %d memory versions older than %s", pruned, self.retention)
+        return pruned
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            try:
+                await self.prune_once()
+            except Exception:
+                log.exception("pruning memory versions failed; will retry")
+            await trio.sleep(self.interval)
+
+
+async def _wait_for_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            return
+
+
+async def serve(
+    settings: ServerSettings,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM (or ``shutdown_trigger`` returns)."""
+    storage = await SqliteStorage.open(settings.db)
+    try:
+        app = create_app(storage, settings.api_keys, metrics=Metrics())
+        config = Config()
+        config.bind = [f"{settings.host}:{settings.port}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hypercorn.error")
+        config.graceful_timeout = 5
+        retention = Retention(
+            storage, retention_days=settings.retention_days, interval=settings.prune_interval
+        )
+        log.info("memfs server on %s:%d (database %s)", settings.host, settings.port, settings.db)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(retention.run)
+            await hypercorn_serve(
+                app,  # type: ignore[arg-type]
+                config,
+                shutdown_trigger=shutdown_trigger or _wait_for_signal,
+                task_status=task_status,
+            )
+            nursery.cancel_scope.cancel()  # Hypercorn has shut down: stop the retention loop
+    finally:
+        with trio.CancelScope(shield=True):
+            await storage.aclose()
