@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-_NAMES = ["server", "admin", "mount"]
+_NAMES = ["server", "admin", "mount", "session"]
 
 
 def _load() -> list[ModuleType]:

@@ -1,0 +1,456 @@
+"""``memfs session …``: mount a sandbox session's memory stores under one root, and stop it.
+
+- ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
+  [--session-id S]`` checks the whole session (config, stores, directories) before mounting
+  anything, mounts every store at ``<root>/<slug>``, prints the agent's prompt (or writes it to
+  ``--prompt-file``), and supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the
+  supervisor runs in the background and the command returns once every store is mounted.
+- ``memfs session stop [--root R]`` asks the supervisor to flush, unmount and clean up, waits for
+  it, and reports anything that may not have been uploaded.
+- ``memfs session status [--root R] [--json]`` shows the running session and its mounts.
+
+This module owns argument parsing, logging setup, the detach handshake and exit codes; the
+checks and the prompt are ``memfs.session``'s, the mounts ``memfs.supervisor``'s. It must not
+print a traceback for an expected failure (one line ``memfs session: …`` instead), and never
+prints or logs the API key: it travels by environment or ``--api-key-file`` only.
+
+Exit codes:
+  0  success
+  1  a store could not be mounted, a stop failed, or changes may not have been uploaded
+  2  the session was refused before anything was mounted (config, stores, directories,
+     credentials, a session already running at the root)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.config import ClientConfig, ConfigError
+from memfs.session import (
+    DEFAULT_ROOT,
+    MountPlan,
+    SessionConfig,
+    SessionError,
+    SessionState,
+    check_session_id,
+    fetch_stores,
+    load_config,
+    new_session_id,
+    pid_alive,
+    plan_mounts,
+    render_prompt,
+    state_path,
+)
+from memfs.supervisor import (
+    FLUSH_TIMEOUT,
+    MountCommand,
+    MountError,
+    Supervisor,
+    lazy_unmount,
+    mount_health,
+)
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 2
+
+STOP_TIMEOUT = FLUSH_TIMEOUT + 15.0  # the supervisor's flush bound, plus lazy unmounts
+CHECK_RETRIES = 1  # fail fast while checking a session: a person is waiting
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "session",
+        help="mount a sandbox session's memory stores under one root (/mnt/memory)",
+        description=(
+            "Mount up to 8 memory stores at ROOT/<slug>, as a sandbox session does, and print "
+            "the text an agent needs about them. Runs until SIGTERM/SIGINT or "
+            "`memfs session stop`, then flushes, unmounts and removes the directories."
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the session's resources: a JSON list, or an object with 'resources', of "
+        '{"type": "memory_store", "memory_store_id", "access", "instructions"}',
+    )
+    _root_option(parser)
+    parser.add_argument(
+        "--prompt-file", metavar="F", help="write the agent prompt (markdown) here, not stdout"
+    )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run the supervisor in the background; return once every store is mounted",
+    )
+    parser.add_argument(
+        "--session-id", metavar="S", help="attribute writes to this session (default: sesn_…)"
+    )
+    parser.add_argument(
+        "--api-key-file", metavar="F", help="read the API key from F (else ANTHROPIC_API_KEY)"
+    )
+    parser.add_argument(
+        "--base-url", metavar="URL", help="the API to use (else ANTHROPIC_BASE_URL, or hosted)"
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="F",
+        help="with --detach: where the supervisor logs (default: next to its state file)",
+    )
+    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    parser.set_defaults(func=_start)
+
+    commands = parser.add_subparsers(dest="session_command", metavar="COMMAND")
+    stop = commands.add_parser("stop", help="stop the session at ROOT: flush, unmount, clean up")
+    _root_option(stop)
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=STOP_TIMEOUT,
+        help=f"seconds to wait for the supervisor (default {STOP_TIMEOUT:g})",
+    )
+    stop.set_defaults(func=_stop)
+    status = commands.add_parser("status", help="show the session at ROOT and its mounts")
+    _root_option(status)
+    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status.set_defaults(func=_status)
+
+
+def _root_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--root",
+        default=DEFAULT_ROOT,
+        help=f"where the stores are mounted, one directory each (default {DEFAULT_ROOT})",
+    )
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"memfs session: {message}", file=sys.stderr)
+    return code
+
+
+def setup_logging(*, debug: bool) -> None:
+    """One line per event on stderr, with a level; no colours; timestamps unless journald."""
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if not os.environ.get("JOURNAL_STREAM"):
+        fmt = "%(asctime)s " + fmt
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# ---------------------------------------------------------------------------------------------
+# memfs session --config FILE
+
+
+def _start(args: argparse.Namespace) -> int:
+    if args.config is None:
+        return _fail("give --config FILE (or a command: stop, status)", EXIT_REFUSED)
+    setup_logging(debug=args.debug)
+    root = Path(os.path.abspath(args.root))
+    try:
+        session_id = check_session_id(args.session_id or new_session_id())
+        config = load_config(args.config)
+        client_config = ClientConfig.from_env(
+            api_key_file=args.api_key_file, base_url=args.base_url, session_id=session_id
+        )
+    except SessionError as exc:
+        for problem in exc.problems:
+            print(f"memfs session: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_REFUSED)
+    busy = _running_session(root)
+    if busy is not None:
+        return _fail(
+            f"a session is already running at {root} (pid {busy.pid}, {busy.session_id}); "
+            f"stop it with: memfs session stop --root {root}",
+            EXIT_REFUSED,
+        )
+    for note in config.notes:
+        log.info("%s", note)
+    if args.detach and args.ready_fd is None:
+        return _detach(args, root, session_id)
+    return trio.run(_supervise, args, root, session_id, config, client_config)
+
+
+def _running_session(root: Path) -> SessionState | None:
+    """The live session at ``root``, if any; a dead one's leftover state file is removed."""
+    path = state_path(root)
+    state = SessionState.read(path)
+    if state is None:
+        return None
+    if _is_supervisor(state.pid):
+        return state
+    if state.problems:
+        log.warning("the previous session at %s ended with problems:", root)
+        for problem in state.problems:
+            log.warning("  %s", problem)
+    path.unlink(missing_ok=True)
+    return None
+
+
+def _is_supervisor(pid: int) -> bool:
+    """True if ``pid`` is alive and is a ``memfs session`` process (not a reused pid)."""
+    if pid == os.getpid() or not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
+    except OSError:
+        return True  # cannot tell; assume it is
+    return b"session" in argv and any(b"memfs" in arg for arg in argv)
+
+
+async def _supervise(
+    args: argparse.Namespace,
+    root: Path,
+    session_id: str,
+    config: SessionConfig,
+    client_config: ClientConfig,
+) -> int:
+    ready_fd: int | None = args.ready_fd
+
+    def refuse(problems: list[str], code: int) -> int:
+        for problem in problems:
+            print(f"memfs session: {problem}", file=sys.stderr)
+        if ready_fd is not None:
+            _send_ready(ready_fd, {"ok": False, "problems": problems, "code": code})
+        return code
+
+    try:
+        async with StoreClient(client_config) as client:
+            quick = client.with_options(max_retries=CHECK_RETRIES)
+            stores = await fetch_stores(quick, config.attachments)
+        plans = plan_mounts(config.attachments, stores, root)
+    except SessionError as exc:
+        return refuse(exc.problems, EXIT_REFUSED)
+
+    prompt = render_prompt(plans)
+    prompt_file = Path(os.path.abspath(args.prompt_file)) if args.prompt_file else None
+
+    def ready() -> None:
+        if prompt_file is not None:
+            _write_text(prompt_file, prompt)
+            log.info("agent prompt written to %s", prompt_file)
+        if ready_fd is not None:
+            _send_ready(ready_fd, {"ok": True, "prompt": prompt, "pid": os.getpid()})
+        elif prompt_file is None:
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
+
+    supervisor = Supervisor(
+        plans,
+        root=root,
+        session_id=session_id,
+        state_file=state_path(root),
+        command=_mount_command(args),
+        log_file=args.log_file,
+    )
+    log.info("session %s: mounting %d stores under %s", session_id, len(plans), root)
+    _log_plan(plans)
+    try:
+        return await supervisor.run(ready=ready)
+    except MountError as exc:
+        return refuse([str(exc)], EXIT_FAILED)
+
+
+def _log_plan(plans: list[MountPlan]) -> None:
+    for plan in plans:
+        log.debug(
+            "plan: %s (%s) -> %s %s",
+            plan.store.name,
+            plan.store.id,
+            plan.path,
+            plan.attachment.access,
+        )
+
+
+def _mount_command(args: argparse.Namespace) -> MountCommand:
+    options: list[str] = []
+    if args.api_key_file:
+        options += ["--api-key-file", os.path.abspath(args.api_key_file)]
+    if args.debug:
+        options.append("--debug")
+    env = None
+    if args.base_url:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
+    return MountCommand(mount_options=tuple(options), env=env)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# --detach: a supervisor in the background, and a pipe that says when it is ready
+
+
+def _send_ready(fd: int, message: dict[str, Any]) -> None:
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as pipe:
+            pipe.write(json.dumps(message))
+    except OSError as exc:  # the parent is gone; keep supervising
+        log.warning("cannot report readiness: %s", exc)
+
+
+def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
+    log_file = Path(os.path.abspath(args.log_file or state_path(root).with_suffix(".log")))
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    read_end, write_end = os.pipe()
+    argv = [
+        sys.executable, "-m", "memfs", "session",
+        "--config", os.path.abspath(args.config),
+        "--root", str(root),
+        "--session-id", session_id,
+        "--log-file", str(log_file),
+        "--ready-fd", str(write_end),
+    ]  # fmt: skip
+    if args.prompt_file:
+        argv += ["--prompt-file", os.path.abspath(args.prompt_file)]
+    if args.api_key_file:
+        argv += ["--api-key-file", os.path.abspath(args.api_key_file)]
+    if args.base_url:
+        argv += ["--base-url", args.base_url]
+    if args.debug:
+        argv.append("--debug")
+    with open(log_file, "ab") as log_stream:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_stream,
+            pass_fds=(write_end,),
+            start_new_session=True,  # no terminal signals; outlives this command
+        )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        raw = pipe.read()  # EOF when the supervisor is ready, refused, or dead
+    try:
+        message = json.loads(raw) if raw else None
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        code = child.poll()
+        return _fail(
+            f"the session supervisor exited (status {code}) before it was ready; see {log_file}",
+            EXIT_FAILED,
+        )
+    if not message.get("ok"):
+        child.wait()
+        for problem in message.get("problems") or []:
+            print(f"memfs session: {problem}", file=sys.stderr)
+        return int(message.get("code") or EXIT_FAILED)
+    if not args.prompt_file:
+        sys.stdout.write(str(message.get("prompt", "")))
+        sys.stdout.flush()
+    print(
+        f"memfs session: {session_id} running (supervisor pid {child.pid}, log {log_file}); "
+        f"stop it with: memfs session stop --root {root}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# memfs session stop / status
+
+
+def _stop(args: argparse.Namespace) -> int:
+    setup_logging(debug=False)
+    root = Path(os.path.abspath(args.root))
+    path = state_path(root)
+    state = SessionState.read(path)
+    if state is None:
+        return _fail(f"no session is running at {root}", EXIT_FAILED)
+    if _is_supervisor(state.pid):
+        os.kill(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + args.timeout
+        while pid_alive(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(state.pid):
+            return _fail(
+                f"the supervisor (pid {state.pid}) did not stop within {args.timeout:g} s",
+                EXIT_FAILED,
+            )
+        state = SessionState.read(path)
+        if state is None:
+            print(f"memfs session: stopped; every store flushed and unmounted under {root}")
+            return EXIT_OK
+    path.unlink(missing_ok=True)
+    problems = list(state.problems)
+    if state.status != "stopped":
+        problems += _clean_up_after(state)
+    for problem in problems:
+        print(f"memfs session: {problem}", file=sys.stderr)
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def _clean_up_after(state: SessionState) -> list[str]:
+    """A supervisor died without its teardown: detach its mounts, remove empty directories."""
+    problems = [f"the supervisor (pid {state.pid}) died without unmounting; cleaning up"]
+    for mount in state.mounts:
+        mount_path = Path(str(mount.get("path")))
+        if os.path.ismount(mount_path) or (mount_health(mount_path) or "").startswith("dead"):
+            lazy_unmount(mount_path)
+            problems.append(f"{mount_path}: detached; changes not uploaded may be lost")
+        try:
+            mount_path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            problems.append(f"cannot remove {mount_path}: {exc.strerror}")
+    return problems
+
+
+def _status(args: argparse.Namespace) -> int:
+    root = Path(os.path.abspath(args.root))
+    state = SessionState.read(state_path(root))
+    if state is None:
+        return _fail(f"no session at {root}", EXIT_FAILED)
+    alive = _is_supervisor(state.pid)
+    health = {
+        str(m.get("path")): (mount_health(Path(str(m.get("path")))) or "ok") if alive else "-"
+        for m in state.mounts
+    }
+    if args.json:
+        data = state.to_json()
+        data["alive"] = alive
+        for mount in data["mounts"]:
+            mount["health"] = health[str(mount.get("path"))]
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"session  {state.session_id}")
+        print(f"root     {state.root}")
+        print(f"status   {state.status if alive else state.status + ' (supervisor gone)'}")
+        print(f"pid      {state.pid}")
+        for mount in state.mounts:
+            print(
+                f"  {mount.get('path')}  {mount.get('access')}  {mount.get('memory_store_id')}  "
+                f"{health[str(mount.get('path'))]}"
+            )
+        for problem in state.problems:
+            print(f"problem  {problem}")
+    return EXIT_OK if alive else EXIT_FAILED

@@ -1,0 +1,515 @@
+"""A sandbox session's memory stores: the config, its validation, the mount plan, the prompt.
+
+A session attaches up to eight stores in the platform's own resource shape (a JSON list, or an
+object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "access",
+"instructions"}``); each is mounted at ``<root>/<slug>``. This module owns:
+
+- parsing and checking the config (``load_config``, ``parse_config``), then the stores as the
+  API knows them (``check_stores``), then the directories (``plan_mounts``) — every check runs
+  before anything is mounted, and each problem is one line for a person (``SessionError``);
+- the text an agent needs about its mounts (``render_prompt``);
+- session ids (``new_session_id``) and the state file by which ``memfs session stop`` finds a
+  running supervisor (``SessionState``, ``state_path``).
+
+It must not mount, start processes or touch the network except through the ``StoreClient`` it is
+handed (``fetch_stores``); the supervisor (``memfs.supervisor``) does the mounting.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.config import ConfigError
+from memfs.errors import (
+    ApiConnectionError,
+    ApiError,
+    AuthenticationError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from memfs.models import MemoryStore
+from memfs.paths import slug
+
+log = logging.getLogger(__name__)
+
+MAX_STORES = 8
+MAX_INSTRUCTIONS = 4096  # characters, as the platform counts them
+DEFAULT_ROOT = "/mnt/memory"
+STATE_DIR_ENV = "MEMFS_STATE_DIR"
+SESSION_ID_PREFIX = "sesn_"
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+Access = Literal["read_write", "read_only"]
+ACCESS_VALUES: tuple[Access, ...] = ("read_write", "read_only")
+# Fields the platform returns on a session's resources (snapshotted at attach time, output-only):
+# accepted so that a resources list copied from the API works, but the live store decides.
+_OUTPUT_ONLY_FIELDS = frozenset({"name", "description", "mount_path", "id"})
+_INPUT_FIELDS = frozenset({"type", "memory_store_id", "access", "instructions"})
+
+
+class SessionError(ConfigError):
+    """The session cannot start; ``problems`` holds one line per reason, meant for a person."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The config
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One memory store attached to the session, as the config asks for it."""
+
+    memory_store_id: str
+    access: Access = "read_write"
+    instructions: str = ""
+    index: int = 0  # position in the resources list, for messages
+
+    @property
+    def read_only(self) -> bool:
+        return self.access == "read_only"
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    attachments: list[Attachment]
+    notes: list[str] = field(default_factory=list)  # things skipped, worth a log line
+
+
+def load_config(path: str | os.PathLike[str]) -> SessionConfig:
+    """Read and parse a session config file (see ``parse_config``)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SessionError(
+            [f"cannot read session config {os.fspath(path)}: {exc.strerror}"]
+        ) from None
+    except UnicodeDecodeError:
+        raise SessionError([f"session config {os.fspath(path)} is not UTF-8 text"]) from None
+    return parse_config(text, source=os.fspath(path))
+
+
+def parse_config(text: str, *, source: str = "session config") -> SessionConfig:
+    """Parse the resources of a session; raise SessionError listing every problem found.
+
+    Resources of other types (files, repositories) are skipped with a note: memfs mounts only
+    memory stores. Unknown fields of a memory_store resource are errors (a typo such as
+    ``acess`` must not silently attach a store read-write).
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SessionError(
+            [f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+        ) from None
+    if isinstance(data, dict):
+        if "resources" not in data:
+            raise SessionError(
+                [f"{source}: expected a list of resources or an object with 'resources'"]
+            )
+        data = data["resources"]
+    if not isinstance(data, list):
+        raise SessionError([f"{source}: 'resources' must be a list, not {_json_type(data)}"])
+
+    problems: list[str] = []
+    notes: list[str] = []
+    attachments: list[Attachment] = []
+    for index, item in enumerate(data):
+        where = f"resources[{index}]"
+        if not isinstance(item, dict):
+            problems.append(f"{where} must be an object, not {_json_type(item)}")
+            continue
+        kind = item.get("type")
+        if kind != "memory_store":
+            if not isinstance(kind, str) or not kind:
+                problems.append(f"{where} has no 'type'")
+            else:
+                notes.append(f"{where} is a {kind!r} resource; memfs mounts only memory stores")
+            continue
+        attachment = _parse_attachment(item, index, problems)
+        if attachment is not None:
+            attachments.append(attachment)
+
+    if len(attachments) > MAX_STORES:
+        problems.append(
+            f"the session attaches {len(attachments)} memory stores; "
+            f"at most {MAX_STORES} are allowed"
+        )
+    seen: dict[str, int] = {}
+    for attachment in attachments:
+        first = seen.setdefault(attachment.memory_store_id, attachment.index)
+        if first != attachment.index:
+            problems.append(
+                f"resources[{attachment.index}] attaches {attachment.memory_store_id} again "
+                f"(already resources[{first}]); attach each store once"
+            )
+    if not attachments and not problems:
+        problems.append(f"{source} attaches no memory store")
+    if problems:
+        raise SessionError(problems)
+    return SessionConfig(attachments=attachments, notes=notes)
+
+
+def _parse_attachment(item: dict[str, Any], index: int, problems: list[str]) -> Attachment | None:
+    where = f"resources[{index}]"
+    before = len(problems)
+    unknown = sorted(set(item) - _INPUT_FIELDS - _OUTPUT_ONLY_FIELDS)
+    if unknown:
+        problems.append(f"{where} has unknown field(s): {', '.join(unknown)}")
+    store_id = item.get("memory_store_id")
+    if not isinstance(store_id, str) or not store_id.strip():
+        problems.append(f"{where} needs a 'memory_store_id' string")
+        store_id = ""
+    elif store_id != store_id.strip() or "/" in store_id:
+        problems.append(f"{where}: {store_id!r} is not a memory store id")
+    access: Access = "read_write"
+    given_access = item.get("access")
+    if given_access == "read_only":
+        access = "read_only"
+    elif given_access not in (None, "read_write"):
+        problems.append(
+            f"{where}: access must be 'read_write' or 'read_only', not {given_access!r}"
+        )
+    instructions = item.get("instructions")
+    if instructions is None:
+        instructions = ""
+    elif not isinstance(instructions, str):
+        problems.append(f"{where}: instructions must be a string, not {_json_type(instructions)}")
+        instructions = ""
+    elif len(instructions) > MAX_INSTRUCTIONS:
+        problems.append(
+            f"{where}: instructions for {store_id} are {len(instructions)} characters; "
+            f"at most {MAX_INSTRUCTIONS} are allowed"
+        )
+    if len(problems) > before:
+        return None
+    return Attachment(
+        memory_store_id=store_id, access=access, instructions=instructions, index=index
+    )
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "a number"
+    return names.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stores, as the API knows them
+
+
+async def fetch_stores(
+    client: StoreClient, attachments: list[Attachment]
+) -> dict[str, MemoryStore | None]:
+    """Retrieve every attached store concurrently; an unknown store maps to None.
+
+    Authentication, permission and connection failures are not the config's fault: they raise
+    SessionError with the reason, so the caller refuses the session as a whole.
+    """
+    found: dict[str, MemoryStore | None] = {}
+    failures: list[str] = []
+
+    async def one(store_id: str) -> None:
+        try:
+            found[store_id] = await client.get_store(store_id)
+        except NotFoundError:
+            found[store_id] = None
+        except AuthenticationError as exc:
+            failures.append(f"the API refused the credentials: {exc.message}")
+        except PermissionDeniedError:
+            failures.append(f"memory store {store_id} is not accessible with these credentials")
+        except ApiConnectionError as exc:
+            failures.append(f"cannot reach the API at {client.config.base_url}: {exc}")
+        except ApiError as exc:
+            failures.append(f"cannot retrieve memory store {store_id}: {exc}")
+
+    async with trio.open_nursery() as nursery:
+        for attachment in attachments:
+            nursery.start_soon(one, attachment.memory_store_id)
+    if failures:
+        raise SessionError(sorted(set(failures)))
+    return found
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    """Where and how one attached store is mounted."""
+
+    attachment: Attachment
+    store: MemoryStore
+    path: Path
+
+    @property
+    def slug(self) -> str:
+        return self.path.name
+
+    @property
+    def read_only(self) -> bool:
+        return self.attachment.read_only
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory_store_id": self.store.id,
+            "name": self.store.name,
+            "path": str(self.path),
+            "access": self.attachment.access,
+        }
+
+
+def check_stores(attachments: list[Attachment], stores: dict[str, MemoryStore | None]) -> list[str]:
+    """Problems with the stores themselves: unknown, archived but attached read-write."""
+    problems = []
+    for attachment in attachments:
+        store = stores.get(attachment.memory_store_id)
+        where = f"resources[{attachment.index}]"
+        if store is None:
+            problems.append(f"{where}: memory store {attachment.memory_store_id} does not exist")
+        elif store.archived and not attachment.read_only:
+            problems.append(
+                f"{where}: memory store {store.id} ({store.name!r}) is archived and cannot be "
+                "attached read_write; attach it read_only"
+            )
+    return problems
+
+
+def plan_mounts(
+    attachments: list[Attachment], stores: dict[str, MemoryStore | None], root: Path
+) -> list[MountPlan]:
+    """Check the stores and the directories, and say where each store goes.
+
+    Raises SessionError with every problem found. Nothing is created or mounted here.
+    """
+    problems = check_stores(attachments, stores)
+    if problems:
+        raise SessionError(problems)
+    plans: list[MountPlan] = []
+    by_slug: dict[str, MountPlan] = {}
+    for attachment in attachments:
+        store = stores[attachment.memory_store_id]
+        assert store is not None  # check_stores refused unknown stores
+        name_slug = slug(store.name)
+        if not name_slug:
+            problems.append(
+                f"memory store {store.id} is named {store.name!r}, which gives an empty "
+                "directory name; rename the store"
+            )
+            continue
+        plan = MountPlan(attachment=attachment, store=store, path=root / name_slug)
+        other = by_slug.get(name_slug)
+        if other is not None:
+            problems.append(
+                f"memory stores {other.store.id} ({other.store.name!r}) and {store.id} "
+                f"({store.name!r}) would both mount at {plan.path}; rename one of them"
+            )
+            continue
+        by_slug[name_slug] = plan
+        plans.append(plan)
+    problems.extend(check_root(root))
+    for plan in plans:
+        problems.extend(check_mount_path(plan.path))
+    if problems:
+        raise SessionError(problems)
+    return plans
+
+
+def check_root(root: Path) -> list[str]:
+    """The session root must be a directory we can create mount points in, or not exist yet."""
+    try:
+        info = root.stat()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"session root {root} is unusable: {exc.strerror}"]
+    if not root.is_dir():
+        return [f"session root {root} exists and is not a directory"]
+    if not os.access(root, os.W_OK | os.X_OK):
+        return [f"session root {root} is not writable"]
+    del info
+    return []
+
+
+def check_mount_path(path: Path) -> list[str]:
+    """A mount point must not exist, or be an empty directory (not a mount already)."""
+    try:
+        entries = os.listdir(path)
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        return [f"mount path {path} exists and is not a directory"]
+    except OSError as exc:
+        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+            return [f"mount path {path} is a dead mount; unmount it (fusermount3 -uz {path})"]
+        return [f"mount path {path} is unusable: {exc.strerror}"]
+    if os.path.ismount(path):
+        return [f"mount path {path} is already a mount point"]
+    if entries:
+        return [f"mount path {path} exists and is not empty ({len(entries)} entries)"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Session ids
+
+
+def new_session_id() -> str:
+    """``sesn_`` and 24 random base62 characters (about 143 bits)."""
+    return SESSION_ID_PREFIX + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+
+
+def check_session_id(session_id: str) -> str:
+    """Return ``session_id`` if it can travel in a header, else raise SessionError."""
+    if not _SESSION_ID.fullmatch(session_id):
+        raise SessionError([f"session id {session_id!r} must be 1-128 letters, digits, '_' or '-'"])
+    return session_id
+
+
+# ---------------------------------------------------------------------------------------------
+# The prompt
+
+
+def render_prompt(plans: list[MountPlan]) -> str:
+    """Markdown for an agent's system prompt: what is mounted where, and how to use it.
+
+    Descriptions and instructions are the store owner's words, passed through unchanged.
+    """
+    count = len(plans)
+    noun = "memory store" if count == 1 else "memory stores"
+    lines = [
+        "# Memory",
+        "",
+        f"You have {count} {noun} mounted as {'a directory' if count == 1 else 'directories'}. "
+        "Files in them persist across sessions: read them before you start, to recall what "
+        "earlier sessions learned, and keep them up to date as you work.",
+        "",
+        "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
+        "is UTF-8 text of at most 100 KB. A change is saved to the store when the file is "
+        'closed; a read-only store refuses every change with "Read-only file system".',
+    ]
+    for plan in plans:
+        store = plan.store
+        access = (
+            "read-only (you can read these files; writes fail)" if plan.read_only else "read-write"
+        )
+        lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`", f"- Access: {access}"]
+        if store.description.strip():
+            lines.append(f"- Description: {_one_paragraph(store.description)}")
+        if plan.attachment.instructions.strip():
+            lines += ["", "Instructions:", "", plan.attachment.instructions.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def _one_paragraph(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------------
+# The state file: how `memfs session stop` and `status` find a running supervisor
+
+
+def state_dir() -> Path:
+    """Where state files live: $MEMFS_STATE_DIR, else /run/memfs as root, else per user."""
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override)
+    if os.geteuid() == 0:
+        return Path("/run/memfs")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "memfs"
+    return Path(f"/tmp/memfs-{os.geteuid()}")
+
+
+def state_path(root: Path) -> Path:
+    """The state file of the session at ``root`` (kept outside the root, away from agents)."""
+    absolute = Path(os.path.abspath(root))
+    digest = hashlib.sha256(str(absolute).encode("utf-8")).hexdigest()[:16]
+    return state_dir() / f"session-{slug(absolute.name) or 'root'}-{digest}.json"
+
+
+@dataclass
+class SessionState:
+    """What a running (or finished) supervisor tells ``memfs session stop`` and ``status``."""
+
+    pid: int
+    root: str
+    session_id: str
+    status: str  # "starting", "running", "stopping", "stopped"
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    log_file: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "root": self.root,
+            "session_id": self.session_id,
+            "status": self.status,
+            "mounts": self.mounts,
+            "problems": self.problems,
+            "log_file": self.log_file,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionState:
+        return cls(
+            pid=int(data["pid"]),
+            root=str(data["root"]),
+            session_id=str(data["session_id"]),
+            status=str(data["status"]),
+            mounts=list(data.get("mounts") or []),
+            problems=[str(p) for p in data.get("problems") or []],
+            log_file=data.get("log_file"),
+        )
+
+    def write(self, path: Path) -> None:
+        """Replace the state file atomically (readers never see half a file)."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: Path) -> SessionState | None:
+        """The state at ``path``, or None when there is none (or it is unreadable)."""
+        try:
+            return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable session state %s: %s", path, exc)
+            return None
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a process with this pid exists (zombies of our own children count as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return True

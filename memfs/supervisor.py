@@ -1,0 +1,397 @@
+"""The supervisor of a sandbox session: the one process that owns a session's mounts.
+
+Given a checked mount plan (``memfs.session.plan_mounts``), it creates the mount directories,
+runs ``memfs mount`` for every store (each mount is its own daemon process: pyfuse3 allows one
+mount per process), writes the state file, and then watches: every ``poll_interval`` seconds it
+checks each mount point, and a dead mount (its daemon gone: ENOTCONN) or a vanished one is
+reported, lazily unmounted and mounted again, a bounded number of times. On SIGTERM, SIGINT or
+SIGHUP (``memfs session stop`` sends SIGTERM) it flushes and unmounts every store with
+``memfs umount``, in parallel and bounded by ``flush_timeout`` in all, reports whatever may not
+have been uploaded, lazily unmounts anything left, and removes the directories it created.
+
+Invariants:
+- nothing is mounted before the whole plan was checked (the caller's job) and every directory
+  was created; a failure while mounting unmounts what was mounted and removes what was created;
+- only directories this supervisor created are removed, and only with ``rmdir`` (never a
+  recursive delete: a directory that is not empty after unmounting is reported and kept);
+- the teardown runs even when the watch fails, shielded from cancellation, and is bounded.
+
+It must not talk to the API (the mount daemons do), nor parse configs or render prompts.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from memfs.session import MountPlan, SessionState
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL = 2.0  # seconds between health checks of the mounts
+FLUSH_TIMEOUT = 30.0  # seconds for flushing and unmounting every store, in all
+MOUNT_TIMEOUT = 60.0  # seconds for one `memfs mount` to report a usable mount
+STAT_TIMEOUT = 10.0  # a mount point that does not answer stat() within this is "not responding"
+MAX_REMOUNTS = 3  # per store and session: a mount that keeps dying is left dead and reported
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+@dataclass(frozen=True)
+class MountCommand:
+    """How to run ``memfs mount`` / ``memfs umount``: the program, shared options, environment."""
+
+    program: tuple[str, ...] = (sys.executable, "-m", "memfs")
+    mount_options: tuple[str, ...] = ()  # e.g. ("--api-key-file", F), passed to every mount
+    env: dict[str, str] | None = None  # None: inherit
+
+    def mount_argv(self, plan: MountPlan, session_id: str) -> list[str]:
+        argv = [*self.program, "mount", plan.store.id, str(plan.path), "--session-id", session_id]
+        if plan.read_only:
+            argv.append("--read-only")
+        return argv + list(self.mount_options)
+
+    def umount_argv(self, path: Path) -> list[str]:
+        return [*self.program, "umount", str(path)]
+
+
+@dataclass
+class _Mount:
+    plan: MountPlan
+    mounted: bool = False
+    created_dir: bool = False
+    remounts: int = 0
+    given_up: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+class MountError(Exception):
+    """A store could not be mounted; the message is one line for a person."""
+
+
+async def run_command(
+    argv: list[str], *, env: dict[str, str] | None, timeout: float
+) -> tuple[int | None, str]:
+    """Run a command; return (its exit code, or None on timeout; its output, stripped).
+
+    Output goes to a temporary file rather than a pipe: a daemon that inherits it and keeps it
+    open after the command returns must not make us wait for the daemon's end.
+    """
+    with tempfile.TemporaryFile() as output:
+        code: int | None = None
+        with trio.move_on_after(timeout):
+            done = await trio.run_process(
+                argv, stdin=b"", stdout=output, stderr=output, env=env, check=False
+            )
+            code = done.returncode
+        output.seek(0)
+        text = output.read().decode("utf-8", "replace").strip()
+    return code, text
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a command's output: its one-line reason."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def mount_health(path: Path) -> str | None:
+    """None if ``path`` is a live mount point, else what is wrong with it (blocking)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+            return "dead (transport endpoint is not connected: its daemon is gone)"
+        return f"unusable ({exc.strerror})"
+    if not os.path.ismount(path):
+        return "no longer mounted"
+    return None
+
+
+def lazy_unmount(path: Path) -> bool:
+    """Detach a (possibly dead) mount point now, whatever still uses it (blocking)."""
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    argv = [tool, "-uz", str(path)] if tool else ["umount", "-l", str(path)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=15)
+    if done.returncode != 0:
+        log.warning("lazy unmount of %s failed: %s", path, last_line(done.stderr))
+    return done.returncode == 0
+
+
+def sd_notify(message: str) -> None:
+    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode("utf-8"))
+    except OSError as exc:
+        log.warning("cannot notify systemd: %s", exc)
+
+
+class Supervisor:
+    """Mounts a session's stores, watches them, and tears everything down at the end."""
+
+    def __init__(
+        self,
+        plans: list[MountPlan],
+        *,
+        root: Path,
+        session_id: str,
+        state_file: Path,
+        command: MountCommand | None = None,
+        log_file: str | None = None,
+        poll_interval: float = POLL_INTERVAL,
+        flush_timeout: float = FLUSH_TIMEOUT,
+        mount_timeout: float = MOUNT_TIMEOUT,
+    ) -> None:
+        self._mounts = [_Mount(plan) for plan in plans]
+        self._root = root
+        self._session_id = session_id
+        self._state_file = state_file
+        self._command = command or MountCommand()
+        self._log_file = log_file
+        self._poll_interval = poll_interval
+        self._flush_timeout = flush_timeout
+        self._mount_timeout = mount_timeout
+        self._created_root = False
+        self._problems: list[str] = []
+
+    # -- state file -----------------------------------------------------------------------
+
+    def _write_state(self, status: str) -> None:
+        state = SessionState(
+            pid=os.getpid(),
+            root=str(self._root),
+            session_id=self._session_id,
+            status=status,
+            mounts=[
+                {**m.plan.to_json(), "mounted": m.mounted, "remounts": m.remounts}
+                for m in self._mounts
+            ],
+            problems=self._problems + [p for m in self._mounts for p in m.problems],
+            log_file=self._log_file,
+        )
+        try:
+            state.write(self._state_file)
+        except OSError as exc:
+            log.warning("cannot write session state %s: %s", self._state_file, exc)
+
+    # -- the whole life -------------------------------------------------------------------
+
+    async def run(self, *, ready: Callable[[], None] | None = None) -> int:
+        """Mount, call ``ready``, watch until a signal, tear down; return the exit code.
+
+        Raises MountError (after undoing everything) when a store cannot be mounted.
+        """
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            try:
+                self._write_state("starting")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._stop_on_signal, signals, nursery.cancel_scope)
+                    await self._mount_all()
+                    self._write_state("running")
+                    log.info(
+                        "session %s: %d stores mounted under %s",
+                        self._session_id,
+                        len(self._mounts),
+                        self._root,
+                    )
+                    sd_notify("READY=1")
+                    if ready is not None:
+                        ready()
+                    await self._watch()
+            finally:
+                with trio.CancelScope(shield=True):
+                    sd_notify("STOPPING=1")
+                    await self._teardown()
+        problems = self._all_problems()
+        for problem in problems:
+            log.error("%s", problem)
+        if problems:
+            self._write_state("stopped")
+            return EXIT_FAILED
+        self._state_file.unlink(missing_ok=True)
+        log.info("session %s stopped; every mount flushed and removed", self._session_id)
+        return EXIT_OK
+
+    def _all_problems(self) -> list[str]:
+        return self._problems + [p for m in self._mounts for p in m.problems]
+
+    async def _stop_on_signal(self, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+        async for signum in signals:
+            log.info("received %s: stopping the session", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+    # -- mounting -------------------------------------------------------------------------
+
+    async def _mount_all(self) -> None:
+        if not self._root.exists():
+            self._root.mkdir(parents=True)
+            self._created_root = True
+        for mount in self._mounts:
+            try:
+                mount.plan.path.mkdir()
+                mount.created_dir = True
+            except FileExistsError:
+                pass  # an empty directory, as checked
+        failures: list[str] = []
+
+        async def one(mount: _Mount) -> None:
+            try:
+                await self._mount(mount)
+            except MountError as exc:
+                failures.append(str(exc))
+
+        async with trio.open_nursery() as nursery:
+            for mount in self._mounts:
+                nursery.start_soon(one, mount)
+        if failures:
+            raise MountError("; ".join(sorted(failures)))
+
+    async def _mount(self, mount: _Mount) -> None:
+        plan = mount.plan
+        argv = self._command.mount_argv(plan, self._session_id)
+        code, output = await run_command(argv, env=self._command.env, timeout=self._mount_timeout)
+        if output:
+            for line in output.splitlines():
+                log.debug("memfs mount %s: %s", plan.slug, line)
+        if code == 0 and await trio.to_thread.run_sync(os.path.ismount, plan.path):
+            mount.mounted = True
+            log.info(
+                "mounted %s (%s) at %s %s",
+                plan.store.name,
+                plan.store.id,
+                plan.path,
+                "read-only" if plan.read_only else "read-write",
+            )
+            return
+        if code is None:
+            reason = f"no usable mount within {self._mount_timeout:g} s"
+        elif code == 0:
+            reason = "`memfs mount` succeeded but nothing is mounted there"
+        else:
+            reason = last_line(output) or f"`memfs mount` exited with status {code}"
+        raise MountError(f"cannot mount {plan.store.id} at {plan.path}: {reason}")
+
+    # -- watching -------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        while True:
+            await trio.sleep(self._poll_interval)
+            for mount in self._mounts:
+                if mount.given_up:
+                    continue
+                health: str | None = "not responding (stat() did not return)"
+                with trio.move_on_after(STAT_TIMEOUT):
+                    health = await trio.to_thread.run_sync(
+                        mount_health, mount.plan.path, abandon_on_cancel=True
+                    )
+                if health is not None:
+                    await self._recover(mount, health)
+
+    async def _recover(self, mount: _Mount, health: str) -> None:
+        plan = mount.plan
+        log.error("mount of %s at %s is %s", plan.store.id, plan.path, health)
+        if health.startswith("not responding"):
+            return  # a hung daemon may still hold unsaved data: leave it, keep reporting
+        mount.mounted = False
+        if mount.remounts >= MAX_REMOUNTS:
+            mount.given_up = True
+            mount.problems.append(
+                f"{plan.path}: the mount died {mount.remounts + 1} times; not remounting again"
+            )
+            self._write_state("running")
+            return
+        if await trio.to_thread.run_sync(os.path.ismount, plan.path) or health.startswith("dead"):
+            await trio.to_thread.run_sync(lazy_unmount, plan.path)
+        if not plan.read_only:
+            log.warning(
+                "%s: writes the dead mount had not uploaded are in its write-back journal, "
+                "not in the store",
+                plan.path,
+            )
+        mount.remounts += 1
+        try:
+            await self._mount(mount)
+            log.warning("remounted %s at %s (remount %d)", plan.store.id, plan.path, mount.remounts)
+        except MountError as exc:
+            log.error("%s", exc)
+        self._write_state("running")
+
+    # -- the end --------------------------------------------------------------------------
+
+    async def _teardown(self) -> None:
+        self._write_state("stopping")
+        mounted = [m for m in self._mounts if m.mounted]
+        if mounted:
+            log.info(
+                "flushing and unmounting %d stores (at most %g s)",
+                len(mounted),
+                self._flush_timeout,
+            )
+        with trio.move_on_after(self._flush_timeout):
+            async with trio.open_nursery() as nursery:
+                for mount in mounted:
+                    nursery.start_soon(self._unmount, mount)
+        for mount in self._mounts:
+            if mount.mounted:
+                mount.problems.append(
+                    f"{mount.plan.path}: not unmounted within {self._flush_timeout:g} s; changes "
+                    "not uploaded yet may be lost (detached lazily)"
+                )
+                await trio.to_thread.run_sync(lazy_unmount, mount.plan.path)
+                mount.mounted = False
+            elif await trio.to_thread.run_sync(os.path.ismount, mount.plan.path):
+                await trio.to_thread.run_sync(lazy_unmount, mount.plan.path)
+        for mount in self._mounts:
+            if mount.created_dir:
+                self._remove_dir(mount.plan.path, mount.problems)
+        if self._created_root:
+            self._remove_dir(self._root, self._problems)
+
+    async def _unmount(self, mount: _Mount) -> None:
+        plan = mount.plan
+        code, output = await run_command(
+            self._command.umount_argv(plan.path), env=self._command.env, timeout=self._flush_timeout
+        )
+        for line in output.splitlines():
+            log.info("memfs umount %s: %s", plan.slug, line)
+        if code is None:
+            return  # the caller reports it with the deadline
+        if code != 0:
+            mount.problems.append(
+                f"{plan.path}: flush failed, changes may not be uploaded: "
+                f"{last_line(output) or f'memfs umount exited with status {code}'}"
+            )
+            return
+        mount.mounted = await trio.to_thread.run_sync(os.path.ismount, plan.path)
+        if not mount.mounted:
+            log.info("unmounted %s", plan.path)
+
+    @staticmethod
+    def _remove_dir(path: Path, problems: list[str]) -> None:
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            problems.append(f"cannot remove {path}: {exc.strerror}")
