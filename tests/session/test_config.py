@@ -1,0 +1,304 @@
+"""Session config parsing, store and directory checks, the prompt and the state file (no server)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memfs.models import MemoryStore
+from memfs.session import (
+    MAX_INSTRUCTIONS,
+    Attachment,
+    MountPlan,
+    SessionError,
+    SessionState,
+    check_session_id,
+    load_config,
+    new_session_id,
+    parse_config,
+    plan_mounts,
+    render_prompt,
+    state_path,
+)
+
+NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def store(
+    store_id: str, name: str, *, description: str = "", archived: bool = False
+) -> MemoryStore:
+    return MemoryStore(
+        id=store_id,
+        name=name,
+        description=description,
+        metadata={},
+        created_at=NOW,
+        updated_at=NOW,
+        archived_at=NOW if archived else None,
+    )
+
+
+def resource(store_id: str, **extra: object) -> dict[str, object]:
+    return {"type": "memory_store", "memory_store_id": store_id, **extra}
+
+
+def problems_of(text: str) -> list[str]:
+    with pytest.raises(SessionError) as info:
+        parse_config(text)
+    return info.value.problems
+
+
+def test_a_list_and_an_object_with_resources_are_both_accepted() -> None:
+    listed = parse_config(json.dumps([resource("memstore_a", access="read_only")]))
+    wrapped = parse_config(json.dumps({"resources": [resource("memstore_a", access="read_only")]}))
+    assert listed.attachments == wrapped.attachments
+    assert listed.attachments[0].read_only
+
+
+def test_defaults_read_write_and_empty_instructions() -> None:
+    (attachment,) = parse_config(json.dumps([resource("memstore_a")])).attachments
+    assert attachment == Attachment("memstore_a", "read_write", "", 0)
+
+
+def test_other_resource_types_are_skipped_with_a_note() -> None:
+    config = parse_config(
+        json.dumps([{"type": "file", "file_id": "file_1"}, resource("memstore_a")])
+    )
+    assert [a.memory_store_id for a in config.attachments] == ["memstore_a"]
+    assert config.notes == ["resources[0] is a 'file' resource; memfs mounts only memory stores"]
+
+
+def test_output_only_fields_from_the_platform_are_accepted() -> None:
+    item = resource("memstore_a", name="Old name", description="d", mount_path="/mnt/memory/x")
+    assert parse_config(json.dumps([item])).attachments[0].memory_store_id == "memstore_a"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[", "is not valid JSON: Expecting value at line 1 column 2"),
+        ('{"stores": []}', "expected a list of resources or an object with 'resources'"),
+        ('{"resources": 3}', "'resources' must be a list, not a number"),
+        ("[]", "attaches no memory store"),
+        ("[7]", "resources[0] must be an object, not a number"),
+        ('[{"memory_store_id": "memstore_a"}]', "resources[0] has no 'type'"),
+        ('[{"type": "memory_store"}]', "resources[0] needs a 'memory_store_id' string"),
+        (
+            json.dumps([resource("memstore_a", access="rw")]),
+            "resources[0]: access must be 'read_write' or 'read_only', not 'rw'",
+        ),
+        (
+            json.dumps([resource("memstore_a", acess="read_only")]),
+            "resources[0] has unknown field(s): acess",
+        ),
+        (
+            json.dumps([resource("memstore_a", instructions=5)]),
+            "resources[0]: instructions must be a string, not a number",
+        ),
+    ],
+)
+def test_malformed_configs_are_refused_with_a_precise_message(text: str, expected: str) -> None:
+    problems = problems_of(text)
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_more_than_eight_stores_are_refused() -> None:
+    problems = problems_of(json.dumps([resource(f"memstore_{i}") for i in range(9)]))
+    assert problems == ["the session attaches 9 memory stores; at most 8 are allowed"]
+    assert (
+        len(parse_config(json.dumps([resource(f"memstore_{i}") for i in range(8)])).attachments)
+        == 8
+    )
+
+
+def test_instructions_over_4096_characters_are_refused_and_4096_accepted() -> None:
+    ok = parse_config(json.dumps([resource("memstore_a", instructions="é" * MAX_INSTRUCTIONS)]))
+    assert len(ok.attachments[0].instructions) == MAX_INSTRUCTIONS
+    problems = problems_of(json.dumps([resource("memstore_a", instructions="x" * 4097)]))
+    assert problems == [
+        "resources[0]: instructions for memstore_a are 4097 characters; at most 4096 are allowed"
+    ]
+
+
+def test_the_same_store_twice_is_refused() -> None:
+    problems = problems_of(json.dumps([resource("memstore_a"), resource("memstore_a")]))
+    assert problems == [
+        "resources[1] attaches memstore_a again (already resources[0]); attach each store once"
+    ]
+
+
+def test_every_problem_is_reported_not_only_the_first() -> None:
+    problems = problems_of(
+        json.dumps([resource("memstore_a", access="x"), {"type": "memory_store"}])
+    )
+    assert len(problems) == 2
+
+
+def test_load_config_reports_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SessionError) as info:
+        load_config(tmp_path / "nope.json")
+    assert info.value.problems == [
+        f"cannot read session config {tmp_path / 'nope.json'}: No such file or directory"
+    ]
+
+
+def attach(*items: tuple[str, str]) -> list[Attachment]:
+    return [Attachment(sid, access, "", i) for i, (sid, access) in enumerate(items)]  # type: ignore[arg-type]
+
+
+def test_plan_mounts_places_each_store_at_its_slug(tmp_path: Path) -> None:
+    stores = {
+        "memstore_a": store("memstore_a", "Demo Memory"),
+        "memstore_b": store("memstore_b", "Team: Notes!"),
+    }
+    plans = plan_mounts(
+        attach(("memstore_a", "read_write"), ("memstore_b", "read_only")), stores, tmp_path / "root"
+    )
+    assert [(p.path, p.read_only) for p in plans] == [
+        (tmp_path / "root" / "demo-memory", False),
+        (tmp_path / "root" / "team-notes", True),
+    ]
+    assert not (tmp_path / "root").exists()  # planning creates nothing
+
+
+def test_unknown_store_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError) as info:
+        plan_mounts(attach(("memstore_x", "read_only")), {"memstore_x": None}, tmp_path)
+    assert info.value.problems == ["resources[0]: memory store memstore_x does not exist"]
+
+
+def test_archived_store_is_refused_read_write_and_accepted_read_only(tmp_path: Path) -> None:
+    stores = {"memstore_a": store("memstore_a", "Old", archived=True)}
+    with pytest.raises(SessionError) as info:
+        plan_mounts(attach(("memstore_a", "read_write")), stores, tmp_path)
+    assert info.value.problems == [
+        "resources[0]: memory store memstore_a ('Old') is archived and cannot be attached "
+        "read_write; attach it read_only"
+    ]
+    assert plan_mounts(attach(("memstore_a", "read_only")), stores, tmp_path)[0].read_only
+
+
+def test_two_stores_with_the_same_slug_are_refused(tmp_path: Path) -> None:
+    stores = {
+        "memstore_a": store("memstore_a", "My Notes"),
+        "memstore_b": store("memstore_b", "my-notes"),
+    }
+    with pytest.raises(SessionError) as info:
+        plan_mounts(
+            attach(("memstore_a", "read_write"), ("memstore_b", "read_write")), stores, tmp_path
+        )
+    assert info.value.problems == [
+        "memory stores memstore_a ('My Notes') and memstore_b ('my-notes') would both mount at "
+        f"{tmp_path / 'my-notes'}; rename one of them"
+    ]
+
+
+def test_a_name_without_letters_or_digits_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError) as info:
+        plan_mounts(
+            attach(("memstore_a", "read_write")),
+            {"memstore_a": store("memstore_a", "!!!")},
+            tmp_path,
+        )
+    assert "gives an empty directory name" in info.value.problems[0]
+
+
+def test_mount_paths_must_be_absent_or_empty_directories(tmp_path: Path) -> None:
+    stores = {
+        "memstore_a": store("memstore_a", "a"),
+        "memstore_b": store("memstore_b", "b"),
+        "memstore_c": store("memstore_c", "c"),
+    }
+    (tmp_path / "a").mkdir()  # empty: fine
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "left-over.md").write_text("x")
+    (tmp_path / "c").write_text("a file")
+    with pytest.raises(SessionError) as info:
+        plan_mounts(
+            attach(
+                ("memstore_a", "read_write"),
+                ("memstore_b", "read_write"),
+                ("memstore_c", "read_only"),
+            ),
+            stores,
+            tmp_path,
+        )
+    assert info.value.problems == [
+        f"mount path {tmp_path / 'b'} exists and is not empty (1 entries)",
+        f"mount path {tmp_path / 'c'} exists and is not a directory",
+    ]
+
+
+def test_root_must_be_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "root").write_text("")
+    with pytest.raises(SessionError) as info:
+        plan_mounts(
+            attach(("memstore_a", "read_write")),
+            {"memstore_a": store("memstore_a", "a")},
+            tmp_path / "root",
+        )
+    assert (
+        info.value.problems[0] == f"session root {tmp_path / 'root'} exists and is not a directory"
+    )
+
+
+def test_prompt_names_each_mount_its_path_access_description_and_instructions() -> None:
+    plans = [
+        MountPlan(
+            Attachment("memstore_a", "read_write", "Keep one file per customer.", 0),
+            store("memstore_a", "Customer Notes", description="What we know\nabout customers."),
+            Path("/mnt/memory/customer-notes"),
+        ),
+        MountPlan(
+            Attachment("memstore_b", "read_only", "", 1),
+            store("memstore_b", "Style Guide"),
+            Path("/mnt/memory/style-guide"),
+        ),
+    ]
+    prompt = render_prompt(plans)
+    assert prompt.startswith("# Memory\n\nYou have 2 memory stores mounted as directories.")
+    assert (
+        "## Customer Notes\n\n- Path: `/mnt/memory/customer-notes`\n- Access: read-write\n"
+        "- Description: What we know about customers.\n\nInstructions:\n\n"
+        "Keep one file per customer.\n"
+    ) in prompt
+    assert (
+        "## Style Guide\n\n- Path: `/mnt/memory/style-guide`\n"
+        "- Access: read-only (you can read these files; writes fail)\n"
+    ) in prompt
+    assert "Read-only file system" in prompt
+
+
+def test_session_ids() -> None:
+    first, second = new_session_id(), new_session_id()
+    assert first.startswith("sesn_") and len(first) == 29 and first != second
+    assert check_session_id(first) == first
+    for bad in ("", "a b", "x" * 129, "sesn_\n", "é"):
+        with pytest.raises(SessionError):
+            check_session_id(bad)
+
+
+def test_state_file_round_trip_outside_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMFS_STATE_DIR", str(tmp_path / "state"))
+    path = state_path(tmp_path / "root")
+    assert path.parent == tmp_path / "state"
+    assert state_path(tmp_path / "root") == path != state_path(tmp_path / "other")
+    assert SessionState.read(path) is None
+    state = SessionState(
+        pid=os.getpid(),
+        root="/r",
+        session_id="sesn_x",
+        status="running",
+        mounts=[{"path": "/r/a"}],
+        problems=["p"],
+    )
+    state.write(path)
+    assert SessionState.read(path) == state
+    path.write_text("{not json")
+    assert SessionState.read(path) is None
