@@ -1,0 +1,242 @@
+"""``memfs stores`` / ``memfs memories`` as a user runs them: subprocesses on the real server.
+
+Every run checks that the API key appears in no output. Expected errors must be one line
+``memfs: …`` on stderr with the documented exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.models import sha256_hex
+
+EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_UNREACHABLE = 2, 3, 4, 5, 6
+
+
+class Cli:
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.env = server.client_env()
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        expect: int = 0,
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "memfs", *args],
+            input=input,
+            env=env or self.env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        out = subprocess.CompletedProcess(
+            proc.args,
+            proc.returncode,
+            proc.stdout.decode("utf-8"),
+            proc.stderr.decode("utf-8"),
+        )
+        for key in self.server.keys:
+            assert key not in out.stdout and key not in out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
+        assert out.returncode == expect, (out.returncode, out.stdout, out.stderr)
+        if expect != 0 and not out.stderr.startswith("usage:"):  # argparse's own usage errors
+            assert out.stderr.startswith("memfs: "), out.stderr
+            assert out.stderr.count("\n") == 1, out.stderr  # exactly one line
+        return out
+
+    def json(self, *args: str, input: bytes | None = None) -> Any:
+        return json.loads(self.run(*args, "--json", input=input).stdout)
+
+
+@pytest.fixture
+def cli(server: Any) -> Cli:
+    return Cli(server)
+
+
+@pytest.fixture
+def store_name(cli: Cli) -> str:
+    name = f"CLI Store {uuid.uuid4().hex[:8]}"
+    cli.run("stores", "create", name)
+    return name
+
+
+def columns(header: str, *names: str) -> list[int]:
+    return [header.index(name) for name in names]
+
+
+def test_store_commands(cli: Cli) -> None:
+    name = f"Team Notes {uuid.uuid4().hex[:8]}"
+    out = cli.run("stores", "create", name, "--description", "shared notes",
+                  "--metadata", "team=a", "owner=b")  # fmt: skip
+    assert out.stdout.startswith(f"created store '{name}' (memstore_")
+    created = cli.json("stores", "show", name)
+    assert created["name"] == name
+    assert created["metadata"] == {"team": "a", "owner": "b"}
+
+    shown = cli.run("stores", "show", created["id"]).stdout
+    assert f"name         {name}" in shown
+    assert "metadata     owner=b" in shown and "metadata     team=a" in shown
+    assert "archived     no" in shown
+
+    listing = cli.run("stores", "list").stdout.splitlines()
+    header = listing[0]
+    assert header.split() == ["ID", "NAME", "CREATED", "DESCRIPTION"]
+    row = next(line for line in listing if created["id"] in line)
+    name_col, created_col = columns(header, "NAME", "CREATED")
+    assert row[name_col:].startswith(name)  # aligned under its header
+    assert row[created_col : created_col + 2] == "20"
+
+    updated = cli.json("stores", "update", name, "--name", name + " v2",
+                       "--metadata", "team=", "extra=1")  # fmt: skip
+    assert updated["name"] == name + " v2"
+    assert updated["metadata"] == {"owner": "b", "extra": "1"}
+
+    cli.run("stores", "archive", name + " v2")
+    assert created["id"] not in cli.run("stores", "list").stdout
+    assert created["id"] in cli.run("stores", "list", "--archived").stdout
+    archived = [s for s in cli.json("stores", "list", "--archived") if s["id"] == created["id"]]
+    assert archived[0]["archived_at"] is not None
+
+    refused = cli.run("stores", "delete", created["id"], expect=EXIT_USAGE)
+    assert "--yes" in refused.stderr
+    cli.run("stores", "show", created["id"])  # still there
+    out = cli.run("stores", "delete", created["id"], "--yes")
+    assert out.stdout.startswith("deleted store")
+    cli.run("stores", "show", created["id"], expect=EXIT_NOT_FOUND)
+
+
+def test_memory_commands(cli: Cli, store_name: str, tmp_path: Path) -> None:
+    out = cli.run("memories", "put", store_name, "/notes/todo.md", "-", input=b"- [ ] one\n")
+    assert out.stdout.startswith("created /notes/todo.md (10 bytes, sha256 ")
+    source = tmp_path / "readme.md"
+    source.write_text("héllo\n", encoding="utf-8")
+    cli.run("memories", "put", store_name, "/readme.md", str(source))
+    cli.run("memories", "put", store_name, "/notes/deep/x.md", input=b"x")
+
+    cat = subprocess.run(
+        [sys.executable, "-m", "memfs", "memories", "cat", store_name, "/readme.md"],
+        env=cli.env, capture_output=True, check=True,
+    )  # fmt: skip
+    assert cat.stdout == "héllo\n".encode()
+
+    listing = cli.run("memories", "ls", store_name).stdout.splitlines()
+    assert listing[0].split() == ["SIZE", "UPDATED", "ID", "PATH"]
+    assert [line.split()[-1] for line in listing[1:]] == ["/notes/", "/readme.md"]
+    assert listing[2].split()[0] == str(len("héllo\n".encode()))
+    size_end = len("SIZE")
+    assert all(line[:size_end].strip() for line in listing)  # right-aligned sizes
+
+    deep = cli.run("memories", "ls", store_name, "/notes", "-r").stdout.splitlines()
+    assert [line.split()[-1] for line in deep[1:]] == ["/notes/deep/x.md", "/notes/todo.md"]
+    items = cli.json("memories", "ls", store_name, "/notes/")
+    assert [(i["type"], i["path"]) for i in items] == [
+        ("memory_prefix", "/notes/deep/"),
+        ("memory", "/notes/todo.md"),
+    ]
+
+    out = cli.run("memories", "put", store_name, "/notes/todo.md", input=b"- [x] one\n")
+    assert out.stdout.startswith("updated /notes/todo.md")
+    out = cli.run("memories", "put", store_name, "/notes/todo.md", input=b"- [x] one\n")
+    assert out.stdout.startswith("unchanged /notes/todo.md")
+
+    moved = cli.json("memories", "mv", store_name, "/notes/todo.md", "/done/todo.md")
+    assert moved["path"] == "/done/todo.md"
+    cli.run("memories", "cat", store_name, "/notes/todo.md", expect=EXIT_NOT_FOUND)
+
+    log = cli.run("memories", "log", store_name, "/done/todo.md").stdout.splitlines()
+    assert log[0].split() == ["TIME", "OPERATION", "ACTOR", "PATH", "SIZE", "ID"]
+    assert [line.split()[2] for line in log[1:]] == ["modified", "modified", "created"]
+    assert [line.split()[-3] for line in log[1:]] == ["/done/todo.md", "/notes/todo.md",
+                                                      "/notes/todo.md"]  # fmt: skip
+    assert all(" api " in line for line in log[1:])
+
+    cli.run("memories", "rm", store_name, "/done/todo.md")
+    cli.run("memories", "rm", store_name, "/done/todo.md", expect=EXIT_NOT_FOUND)
+    history = cli.json("memories", "log", store_name, "/done/todo.md")
+    assert history[0]["operation"] == "deleted"
+    every = cli.json("memories", "log", store_name)
+    assert len(every) == 6  # 3 creates, 1 update (the 2nd put was a no-op), 1 rename, 1 delete
+    assert every[0]["operation"] == "deleted"
+    assert len(cli.json("memories", "log", store_name, "-n", "2")) == 2
+
+
+def test_precondition_and_conflict_exit_codes(cli: Cli, store_name: str) -> None:
+    cli.run("memories", "put", store_name, "/p.md", input=b"v1")
+    wrong = sha256_hex("not v1")
+    out = cli.run("memories", "put", store_name, "/p.md", "--if-sha", wrong,
+                  input=b"v2", expect=EXIT_CONFLICT)  # fmt: skip
+    assert "memory_precondition_failed_error" in out.stderr and "request_id" in out.stderr
+    result = cli.json("memories", "put", store_name, "/p.md", "--if-sha", sha256_hex("v1"),
+                      input=b"v2")  # fmt: skip
+    assert result["action"] == "updated"
+    assert result["memory"]["content_sha256"] == sha256_hex("v2")
+    cli.run("memories", "put", store_name, "/absent.md", "--if-sha", wrong,
+            input=b"x", expect=EXIT_CONFLICT)  # fmt: skip
+    cli.run("memories", "put", store_name, "/q.md", input=b"q")
+    cli.run("memories", "mv", store_name, "/q.md", "/p.md", expect=EXIT_CONFLICT)
+    cli.run("memories", "rm", store_name, "/p.md", "--if-sha", wrong, expect=EXIT_CONFLICT)
+
+
+def test_usage_errors(cli: Cli, store_name: str, tmp_path: Path) -> None:
+    cli.run("memories", "put", store_name, "no-slash", input=b"x", expect=EXIT_USAGE)
+    cli.run("memories", "cat", store_name, "/a/../b", expect=EXIT_USAGE)
+    cli.run("memories", "put", store_name, "/x", "--if-sha", "abc", input=b"x", expect=EXIT_USAGE)
+    cli.run("stores", "update", store_name, expect=EXIT_USAGE)
+    cli.run("stores", "create", "x", "--metadata", "novalue", expect=EXIT_USAGE)
+    out = cli.run("stores", expect=EXIT_USAGE)  # argparse: no action
+    assert "usage:" in out.stderr
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("café".encode("latin-1"))
+    out = cli.run("memories", "put", store_name, "/bad.md", str(bad), expect=1)
+    assert "not UTF-8" in out.stderr
+    out = cli.run("memories", "put", store_name, "/x.md", str(tmp_path / "missing"), expect=1)
+    assert "cannot read" in out.stderr
+
+
+def test_not_found_and_ambiguous_stores(cli: Cli) -> None:
+    out = cli.run("stores", "show", "no such store " + uuid.uuid4().hex, expect=EXIT_NOT_FOUND)
+    assert "no memory store" in out.stderr
+    cli.run("memories", "ls", "memstore_doesnotexist", expect=EXIT_NOT_FOUND)
+    name = f"twin {uuid.uuid4().hex[:8]}"
+    cli.run("stores", "create", name)
+    cli.run("stores", "create", name)
+    out = cli.run("stores", "show", name, expect=1)
+    assert "use an id" in out.stderr
+
+
+def test_key_sources_and_auth_errors(cli: Cli, store_name: str, tmp_path: Path) -> None:
+    env = dict(cli.env)
+    del env["ANTHROPIC_API_KEY"]
+    out = cli.run("stores", "list", env=env, expect=EXIT_USAGE)
+    assert "no API key" in out.stderr
+
+    key_file = tmp_path / "key"
+    key_file.write_text(cli.server.api_key + "\n")
+    listing = cli.run("stores", "list", "--api-key-file", str(key_file), env=env).stdout
+    assert store_name in listing
+
+    env["ANTHROPIC_API_KEY"] = "sk-memfs-wrong-" + "w" * 24
+    out = cli.run("stores", "list", env=env, expect=EXIT_AUTH)
+    assert "sk-memfs-wrong" not in out.stderr
+    assert "authentication_error" in out.stderr
+
+
+def test_unreachable_server_exit_code(cli: Cli) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        out = cli.run("stores", "list", "--base-url", f"http://127.0.0.1:{port}",
+                      expect=EXIT_UNREACHABLE)  # fmt: skip
+    assert "cannot reach" in out.stderr
