@@ -1,0 +1,199 @@
+"""``memfs mount STORE MOUNTPOINT`` and ``memfs umount MOUNTPOINT``.
+
+Owns the command line of mounting: argument parsing, daemonizing (a ``--foreground`` child
+re-executed with its output to a log file, reporting readiness through a pipe), one-line errors
+with exit code 1, and unmounting by asking the daemon (SIGTERM: flush, unmount, exit) and
+waiting for it. The API key is never put on a command line: the child inherits the environment.
+
+It must not implement the filesystem (``memfs.daemon`` runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 60.0
+UMOUNT_TIMEOUT = 45.0
+
+
+def register(subparsers: Any) -> None:
+    mount = subparsers.add_parser(
+        "mount",
+        help="mount a memory store as a directory",
+        description="Mount a memory store (id or exact name) on an empty directory.",
+    )
+    mount.add_argument("store", metavar="STORE", help="memory store id or exact name")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing empty directory")
+    mount.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
+    mount.add_argument("--foreground", action="store_true", help="do not daemonize")
+    mount.add_argument("--debug", action="store_true", help="verbose log (and FUSE debug)")
+    mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
+    mount.add_argument("--log-file", metavar="FILE", help="daemon log (default: runtime dir)")
+    mount.add_argument(
+        "--grace", type=float, default=2.0, help="seconds a removed memory may be re-created"
+    )
+    mount.add_argument(
+        "--update-delay", type=float, default=0.5, help="seconds before a save is uploaded"
+    )
+    mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.set_defaults(func=run_mount)
+
+    umount = subparsers.add_parser(
+        "umount",
+        help="flush pending writes and unmount",
+        description="Ask the mount daemon to upload pending writes, unmount and exit.",
+    )
+    umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.set_defaults(func=run_umount)
+
+
+def _setup_logging(debug: bool, log_file: str | None) -> None:
+    handler: logging.Handler
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    if not debug:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    from memfs.daemon import MountError, MountOptions, check_mountpoint, run_foreground, state_path
+
+    mountpoint = os.path.abspath(args.mountpoint)
+    options = MountOptions(
+        store=args.store,
+        mountpoint=mountpoint,
+        read_only=args.read_only,
+        debug=args.debug,
+        api_key_file=args.api_key_file,
+        session_id=args.session_id,
+        grace=args.grace,
+        update_delay=args.update_delay,
+    )
+    if args.foreground:
+        _setup_logging(args.debug, args.log_file)
+        ready_fd = args.ready_fd
+
+        def ready(message: str) -> None:
+            nonlocal ready_fd
+            if ready_fd is None:
+                if message.startswith("error: "):
+                    print(f"memfs mount: {message[7:]}", file=sys.stderr)
+                return
+            with contextlib.suppress(OSError):
+                os.write(ready_fd, (message + "\n").encode())
+                os.close(ready_fd)
+            ready_fd = None
+
+        return run_foreground(options, ready)
+
+    try:
+        check_mountpoint(mountpoint)
+    except MountError as exc:
+        print(f"memfs mount: {exc}", file=sys.stderr)
+        return 1
+    log_file = args.log_file or str(state_path(mountpoint, "log"))
+    read_end, write_end = os.pipe()
+    argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
+    argv += ["--ready-fd", str(write_end), "--log-file", log_file]
+    argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
+    for flag, value in (("--api-key-file", args.api_key_file), ("--session-id", args.session_id)):
+        if value:
+            argv += [flag, value]
+    if args.read_only:
+        argv.append("--read-only")
+    if args.debug:
+        argv.append("--debug")
+    with open(os.devnull, "rb") as devnull:
+        child = subprocess.Popen(
+            argv,
+            stdin=devnull,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(write_end,),
+            start_new_session=True,
+        )
+    os.close(write_end)
+    answer = _read_ready(read_end, child)
+    if answer == "ok":
+        return 0
+    if answer.startswith("error: "):
+        print(f"memfs mount: {answer[7:]}", file=sys.stderr)
+    else:
+        print(f"memfs mount: the mount daemon failed to start (see {log_file})", file=sys.stderr)
+    if child.poll() is None:
+        child.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(10)
+    return 1
+
+
+def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:
+    deadline = time.monotonic() + READY_TIMEOUT
+    data = b""
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as pipe:
+        while time.monotonic() < deadline:
+            chunk = pipe.readline()
+            data += chunk
+            if chunk.endswith(b"\n") or not chunk:
+                break
+    return data.decode("utf-8", "replace").strip()
+
+
+def _daemon_pid(mountpoint: str) -> int | None:
+    from memfs.daemon import state_path
+
+    try:
+        text = state_path(mountpoint, "pid").read_text()
+        pid = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def run_umount(args: argparse.Namespace) -> int:
+    mountpoint = os.path.abspath(args.mountpoint)
+    pid = _daemon_pid(mountpoint)
+    if pid is None:
+        if not os.path.ismount(mountpoint):
+            print(f"memfs umount: {mountpoint} is not mounted", file=sys.stderr)
+            return 1
+        fusermount = shutil.which("fusermount3") or "fusermount3"
+        result = subprocess.run([fusermount, "-u", mountpoint], capture_output=True, text=True)
+        if result.returncode != 0:
+            reason = result.stderr.strip().splitlines()[-1:] or ["fusermount3 failed"]
+            print(f"memfs umount: {reason[0]}", file=sys.stderr)
+            return 1
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + UMOUNT_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return 0
+        time.sleep(0.05)
+    print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
+    return 1

@@ -1,0 +1,240 @@
+"""The mount daemon: one process, one mount of one store.
+
+Owns the startup checks (credentials, store, mount point), ``pyfuse3.init``, the trio nursery
+(FUSE loop, write-back queue, change feed, signals), the readiness report to the parent
+process, the pid file that ``memfs umount`` reads, and the final flush (bounded) before the
+filesystem goes away. Kernel invalidations run here, from a worker thread only.
+
+It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from memfs.api import StoreClient
+from memfs.config import ClientConfig, ConfigError
+from memfs.errors import (
+    ApiConnectionError,
+    ApiError,
+    AuthenticationError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from memfs.fuse_ops import FuseOperations
+from memfs.vfs import Invalidation, Vfs, VfsConfig, run_invalidations
+
+log = logging.getLogger(__name__)
+
+FINAL_FLUSH_SECONDS = 30.0
+FEED_INTERVAL = 1.0
+
+
+class MountError(Exception):
+    """A mount cannot start; the message is one line for a person."""
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    store: str
+    mountpoint: str
+    read_only: bool = False
+    debug: bool = False
+    api_key_file: str | None = None
+    session_id: str | None = None
+    grace: float = 2.0
+    update_delay: float = 0.5
+
+
+def runtime_dir() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memfs-{os.getuid()}"
+    path = Path(base) / "memfs"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def state_path(mountpoint: str, suffix: str) -> Path:
+    """``<runtime>/memfs/<hash of the mount point>.<suffix>`` (pid file, log)."""
+    real = os.path.realpath(mountpoint)
+    digest = hashlib.sha1(real.encode()).hexdigest()[:16]
+    return runtime_dir() / f"{digest}.{suffix}"
+
+
+def check_mountpoint(mountpoint: str) -> None:
+    """Refuse a missing, non-directory, mounted or non-empty mount point (left untouched)."""
+    if not os.path.exists(mountpoint):
+        raise MountError(f"mount point {mountpoint} does not exist")
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"mount point {mountpoint} is not a directory")
+    if os.path.ismount(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point")
+    try:
+        if os.listdir(mountpoint):
+            raise MountError(f"mount point {mountpoint} is not empty")
+    except PermissionError:
+        raise MountError(f"mount point {mountpoint} is not readable") from None
+
+
+def describe_api_error(exc: BaseException, store: str, base_url: str) -> str:
+    if isinstance(exc, NotFoundError):
+        return f"memory store {store!r} not found"
+    if isinstance(exc, AuthenticationError):
+        return "the API key was refused (401 authentication_error)"
+    if isinstance(exc, PermissionDeniedError):
+        return "the API key may not access this store (403 permission_error)"
+    if isinstance(exc, ApiConnectionError):
+        return f"cannot reach the Memory Stores API at {base_url}"
+    if isinstance(exc, ApiError):
+        return f"the API refused the request: {exc}"
+    return str(exc)
+
+
+def make_invalidator() -> Callable[[list[Invalidation]], object]:
+    def work(items: list[Invalidation]) -> None:
+        for kind, ino, name in items:
+            try:
+                if kind == "inode":
+                    pyfuse3.invalidate_inode(ino, attr_only=False)
+                else:
+                    pyfuse3.invalidate_entry(ino, name)
+            except OSError:  # FileNotFoundError: the kernel does not know it
+                pass
+            except Exception:
+                log.exception("invalidation of %s %s failed", kind, ino)
+
+    async def invalidate(items: list[Invalidation]) -> None:
+        await trio.to_thread.run_sync(work, items)
+
+    return invalidate
+
+
+class Daemon:
+    """Runs one mount until it is unmounted or signalled."""
+
+    def __init__(self, options: MountOptions, ready: Callable[[str], None]) -> None:
+        self.options = options
+        self._ready = ready
+        self.vfs: Vfs | None = None
+        self._stopping = False
+
+    async def run(self) -> int:
+        opts = self.options
+        try:
+            config = ClientConfig.from_env(
+                api_key_file=opts.api_key_file, session_id=opts.session_id
+            )
+        except ConfigError as exc:
+            raise MountError(str(exc)) from None
+        check_mountpoint(opts.mountpoint)
+        async with StoreClient(config) as client:
+            quick = client.with_options(timeout=5.0, max_retries=1)
+            try:
+                store = await quick.resolve_store(opts.store)
+                read_only = opts.read_only or store.archived
+                vfs = Vfs(
+                    client.with_options(timeout=10.0, max_retries=2),
+                    store.id,
+                    VfsConfig(
+                        read_only=read_only, grace=opts.grace, update_delay=opts.update_delay
+                    ),
+                    upload_client=client.with_options(timeout=60.0, max_retries=4),
+                )
+                await vfs.init_feed()
+            except (ApiError, ApiConnectionError) as exc:
+                raise MountError(describe_api_error(exc, opts.store, config.base_url)) from None
+            self.vfs = vfs
+            vfs.invalidator = make_invalidator()  # type: ignore[assignment]
+            options = set(pyfuse3.default_options)
+            options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
+            if read_only:
+                options.add("ro")
+            if opts.debug:
+                options.add("debug")
+            ops = FuseOperations(vfs)
+            # computed before init: once mounted, a syscall on the mount point from this process
+            # would wait for the FUSE loop that has not started yet
+            pid_file = state_path(opts.mountpoint, "pid")
+            try:
+                pyfuse3.init(ops, opts.mountpoint, options)
+            except RuntimeError as exc:
+                raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
+            pid_file.write_text(f"{os.getpid()}\n{opts.mountpoint}\n")
+            log.info(
+                "mounted store %s (%s) on %s%s",
+                store.name,
+                store.id,
+                opts.mountpoint,
+                " read-only" if read_only else "",
+            )
+            unmounted = False
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(vfs.writeback.run)
+                    nursery.start_soon(self._feed, vfs)
+                    nursery.start_soon(self._signals)
+                    self._ready("ok")
+                    await pyfuse3.main()
+                    unmounted = not self._stopping
+                    await self._final_flush(vfs)
+                    nursery.cancel_scope.cancel()
+            finally:
+                pyfuse3.close(unmount=not unmounted)
+                pid_file.unlink(missing_ok=True)
+                log.info("unmounted %s", opts.mountpoint)
+        return 0
+
+    async def _final_flush(self, vfs: Vfs) -> None:
+        if not len(vfs.writeback):
+            return
+        log.info("flushing %d pending uploads", len(vfs.writeback))
+        with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
+            errors = await vfs.flush_all()
+            for error in errors:
+                log.error("final upload failed: %s", error)
+        if scope.cancelled_caught:
+            log.error("final flush did not finish within %.0f s", FINAL_FLUSH_SECONDS)
+
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                log.info("signal %s: flushing and unmounting", signal.Signals(signum).name)
+                self._stopping = True
+                if self.vfs is not None:
+                    await self._final_flush(self.vfs)
+                pyfuse3.terminate()
+                return
+
+    async def _feed(self, vfs: Vfs) -> None:
+        last_error = 0.0
+        while True:
+            await trio.sleep(FEED_INTERVAL)
+            try:
+                if any(node.lookups > 0 for node in vfs.table.nodes.values()):
+                    await vfs.poll_changes()
+                await run_invalidations(vfs)
+            except (ApiError, ApiConnectionError) as exc:
+                if time.monotonic() - last_error > 60:
+                    log.warning("change feed: %s", exc)
+                    last_error = time.monotonic()
+            except Exception:
+                log.exception("change feed failed")
+
+
+def run_foreground(options: MountOptions, ready: Callable[[str], None]) -> int:
+    daemon = Daemon(options, ready)
+    try:
+        return trio.run(daemon.run)
+    except MountError as exc:
+        ready(f"error: {exc}")
+        log.error("%s", exc)
+        return 1

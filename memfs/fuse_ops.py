@@ -1,0 +1,266 @@
+"""The pyfuse3 adapter: kernel requests in, ``Vfs`` calls, attributes and errnos out.
+
+Owns the translation between pyfuse3 types and the core (names as bytes, ``EntryAttributes``,
+``FileInfo``, readdir tokens and lookup counting) and the errno boundary: this is the only
+module that raises ``pyfuse3.FUSEError``. Every handler maps memfs errors with
+``memfs.errors.errno_for``; anything unexpected is logged with its traceback and becomes EIO,
+because an exception escaping a handler ends ``pyfuse3.main()`` and leaves a dead mount.
+
+It must not hold filesystem state or decide semantics (``vfs`` does) and must never call the
+kernel-notification functions (``invalidate_*``) from a handler (see editors.md §5).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import pyfuse3
+
+from memfs.errors import MemfsError, NotPermittedError, NotSupportedError, errno_for
+from memfs.inodes import Node
+from memfs.vfs import Attr, Vfs, decode_name
+
+log = logging.getLogger(__name__)
+
+ENTRY_TIMEOUT = 1.0
+ATTR_TIMEOUT = 1.0
+
+
+def _fail(op: str, exc: BaseException) -> NoReturn:
+    """Raise the FUSEError for ``exc`` (the one errno boundary)."""
+    if isinstance(exc, pyfuse3.FUSEError):
+        raise exc
+    number = errno_for(exc)
+    if isinstance(exc, MemfsError):
+        log.debug("%s: %s -> %s", op, exc, errno.errorcode.get(number, number))
+    else:
+        log.exception("unexpected error in %s; answering EIO", op)
+        number = errno.EIO
+    raise pyfuse3.FUSEError(number) from None
+
+
+def entry(attr: Attr) -> pyfuse3.EntryAttributes:
+    out = pyfuse3.EntryAttributes()
+    out.st_ino = attr.ino
+    out.generation = 0
+    out.entry_timeout = ENTRY_TIMEOUT
+    out.attr_timeout = ATTR_TIMEOUT
+    out.st_mode = attr.mode
+    out.st_nlink = attr.nlink
+    out.st_uid = attr.uid
+    out.st_gid = attr.gid
+    out.st_rdev = 0
+    out.st_size = attr.size
+    out.st_blksize = 4096
+    out.st_blocks = (attr.size + 511) // 512
+    out.st_atime_ns = int(attr.atime * 1e9)
+    out.st_mtime_ns = int(attr.mtime * 1e9)
+    out.st_ctime_ns = int(attr.ctime * 1e9)
+    return out
+
+
+class FuseOperations(pyfuse3.Operations):
+    """See the module docstring."""
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, vfs: Vfs) -> None:
+        super().__init__()
+        self.vfs = vfs
+        self._dirs: dict[int, list[tuple[str, Node]]] = {}
+        self._next_dir_fh = 1
+
+    # -- names and attributes --------------------------------------------------------------
+
+    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
+        try:
+            return entry(await self.vfs.lookup(parent_inode, decode_name(name)))
+        except Exception as exc:
+            _fail("lookup", exc)
+
+    async def getattr(self, inode: int, ctx: Any = None) -> Any:
+        try:
+            return entry(await self.vfs.getattr(inode))
+        except Exception as exc:
+            _fail("getattr", exc)
+
+    async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
+        try:
+            size = attr.st_size if fields.update_size else None
+            atime = attr.st_atime_ns / 1e9 if fields.update_atime else None
+            mtime = attr.st_mtime_ns / 1e9 if fields.update_mtime else None
+            # mode, uid and gid are accepted and ignored (editors.md §3)
+            return entry(await self.vfs.setattr(inode, size=size, atime=atime, mtime=mtime, fh=fh))
+        except Exception as exc:
+            _fail("setattr", exc)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        try:
+            for inode, count in inode_list:
+                self.vfs.forget(inode, count)
+        except Exception:
+            log.exception("unexpected error in forget")
+
+    async def statfs(self, ctx: Any) -> Any:
+        try:
+            values = await self.vfs.statfs()
+            out = pyfuse3.StatvfsData()
+            for key, value in values.items():
+                setattr(out, key, value)
+            return out
+        except Exception as exc:
+            _fail("statfs", exc)
+
+    # -- directories -----------------------------------------------------------------------
+
+    async def opendir(self, inode: int, ctx: Any) -> int:
+        try:
+            entries = await self.vfs.readdir(inode)
+            fh = self._next_dir_fh
+            self._next_dir_fh += 1
+            self._dirs[fh] = entries
+            return fh
+        except Exception as exc:
+            _fail("opendir", exc)
+
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        try:
+            entries = self._dirs.get(fh, [])
+            for index in range(start_id, len(entries)):
+                name, node = entries[index]
+                attr = self.vfs.attr(node)
+                if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), index + 1):
+                    break
+                self.vfs.table.remember(node)  # readdirplus counts as a lookup
+        except Exception as exc:
+            _fail("readdir", exc)
+
+    async def releasedir(self, fh: int) -> None:
+        self._dirs.pop(fh, None)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        try:
+            await self.vfs.fsync_dir()
+        except Exception as exc:
+            _fail("fsyncdir", exc)
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
+        try:
+            return entry(await self.vfs.mkdir(parent_inode, decode_name(name)))
+        except Exception as exc:
+            _fail("mkdir", exc)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        try:
+            await self.vfs.rmdir(parent_inode, decode_name(name))
+        except Exception as exc:
+            _fail("rmdir", exc)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        try:
+            await self.vfs.unlink(parent_inode, decode_name(name))
+        except Exception as exc:
+            _fail("unlink", exc)
+
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: Any,
+    ) -> None:
+        try:
+            await self.vfs.rename(
+                parent_inode_old,
+                decode_name(name_old),
+                parent_inode_new,
+                decode_name(name_new),
+                flags,
+            )
+        except Exception as exc:
+            _fail("rename", exc)
+
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
+        try:
+            return entry(await self.vfs.symlink(parent_inode, decode_name(name), target))
+        except Exception as exc:
+            _fail("symlink", exc)
+
+    async def readlink(self, inode: int, ctx: Any) -> bytes:
+        try:
+            return await self.vfs.readlink(inode)
+        except Exception as exc:
+            _fail("readlink", exc)
+
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
+        _fail("link", NotPermittedError("hard links are not supported"))
+
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
+        _fail("mknod", NotPermittedError("special files are not supported"))
+
+    # -- files -----------------------------------------------------------------------------
+
+    async def open(self, inode: int, flags: int, ctx: Any) -> Any:
+        try:
+            fh, keep_cache = await self.vfs.open(inode, flags)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
+        except Exception as exc:
+            _fail("open", exc)
+
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
+        try:
+            fh, attr = await self.vfs.create(parent_inode, decode_name(name), flags)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False), entry(attr)
+        except Exception as exc:
+            _fail("create", exc)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        try:
+            return await self.vfs.read(fh, off, size)
+        except Exception as exc:
+            _fail("read", exc)
+
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        try:
+            return await self.vfs.write(fh, off, buf)
+        except Exception as exc:
+            _fail("write", exc)
+
+    async def flush(self, fh: int) -> None:
+        try:
+            await self.vfs.flush(fh)
+        except Exception as exc:
+            _fail("flush", exc)
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        try:
+            await self.vfs.fsync(fh)
+        except Exception as exc:
+            _fail("fsync", exc)
+
+    async def release(self, fh: int) -> None:
+        try:
+            await self.vfs.release(fh)
+        except Exception as exc:
+            _fail("release", exc)
+
+    # -- extended attributes: ENOSYS, so the kernel stops asking (editors.md §3) --------------
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
+        _fail("setxattr", NotSupportedError("no extended attributes"))
+
+    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
+        _fail("getxattr", NotSupportedError("no extended attributes"))
+
+    async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
+        _fail("listxattr", NotSupportedError("no extended attributes"))
+
+    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
+        _fail("removexattr", NotSupportedError("no extended attributes"))

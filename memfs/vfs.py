@@ -1,0 +1,1309 @@
+"""POSIX semantics on a memory store: the filesystem core of a mount.
+
+Owns the meaning of every file operation (lookup, readdir, open/read/write, create, rename,
+unlink, mkdir/rmdir, setattr, fsync, statfs) in terms of the store: directories from memory
+paths, local copies of files being written, the rename rules that keep a memory's identity
+(``/work/shared/editors.md`` §4), deferred deletes, local-only names, and the upload of each
+inode (``sync``) that the write-back queue runs. It raises ``memfs.errors`` exceptions only.
+
+It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep
+dirty data anywhere but on the inode (``Node.data``). Kernel cache invalidations are handed to
+an ``invalidator`` callback, which the daemon runs from a worker thread.
+
+Invariants (besides those of ``inodes``):
+- a node is *settled* when it stands for a memory, has no local change and nothing queued; only
+  settled nodes follow remote listings and the change feed;
+- a memory id is held by at most one of: a node (``table.by_id``), a pending delete;
+- a pending delete is adoptable (rule 3) until its grace window ends or its delete runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memfs import paths
+from memfs.api import StoreClient
+from memfs.cache import ContentCache, Listing, ListingCache
+from memfs.errors import (
+    ApiConnectionError,
+    DirectoryNotEmptyError,
+    ExistsError,
+    FileTooLargeError,
+    InternalServerError,
+    InvalidArgumentError,
+    InvalidNameError,
+    IsDirectoryError,
+    NameTooLongError,
+    NoEntryError,
+    NotDirectoryError,
+    NotFoundError,
+    NotPermittedError,
+    NotUtf8Error,
+    OverloadedError,
+    PathConflictError,
+    PreconditionFailedError,
+    RateLimitError,
+    ReadOnlyError,
+    RemoteConflictError,
+    StoreArchivedError,
+)
+from memfs.inodes import InodeTable, Kind, Node
+from memfs.localfiles import LocalNames
+from memfs.models import Memory, MemoryPrefix, sha256_hex
+from memfs.writeback import WriteBack
+
+log = logging.getLogger(__name__)
+
+MAX_CONTENT_BYTES = 102_400
+MAX_MEMORIES = 2_000
+RESERVED_ROOT_NAMES = frozenset({".versions"})
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+BLOCK_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class VfsConfig:
+    read_only: bool = False
+    grace: float = 2.0  # deferred delete / move window (rule 3)
+    update_delay: float = 0.5  # upload of an existing memory after a save
+    new_file_delay: float = 1.0  # a new file must be closed and left alone this long
+    listing_ttl: float = 1.0
+    uid: int = field(default_factory=os.getuid)
+    gid: int = field(default_factory=os.getgid)
+    local_names: LocalNames = field(default_factory=LocalNames)
+
+
+@dataclass(frozen=True)
+class Attr:
+    ino: int
+    mode: int
+    nlink: int
+    size: int
+    uid: int
+    gid: int
+    atime: float
+    mtime: float
+    ctime: float
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+
+@dataclass
+class Handle:
+    fh: int
+    node: Node
+    flags: int
+    snapshot: bytes | None = None  # content at open, for readers of a memory not loaded
+    wrote: bool = False
+
+    @property
+    def writable(self) -> bool:
+        return (self.flags & os.O_ACCMODE) != os.O_RDONLY
+
+
+@dataclass
+class PendingDelete:
+    """A memory unlinked or renamed away (rule 3), deleted when its grace window ends."""
+
+    memory_id: str
+    expected_sha: str | None
+    remote_path: str | None
+    local_path: str  # the path it disappeared from; re-creating it in time adopts the memory
+    at: float  # monotonic
+    created_at: datetime | None = None
+
+
+Invalidation = tuple[str, int, bytes]  # ("inode", ino, b"") or ("entry", parent_ino, name)
+Invalidator = Callable[[list[Invalidation]], Awaitable[None]]
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying in the background (the server or the network may recover)."""
+    return isinstance(
+        exc, ApiConnectionError | RateLimitError | InternalServerError | OverloadedError
+    )
+
+
+def decode_name(raw: bytes) -> str:
+    """A name from the kernel as text; non-UTF-8 names are invalid."""
+    if len(raw) > paths.MAX_NAME_BYTES:
+        raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidNameError("name is not UTF-8") from None
+
+
+def _delete_key(memory_id: str) -> tuple[str, str]:
+    return ("delete", memory_id)
+
+
+class Vfs:
+    """The filesystem core of one mount of one store. See the module docstring."""
+
+    def __init__(
+        self,
+        client: StoreClient,
+        store_id: str,
+        config: VfsConfig | None = None,
+        *,
+        upload_client: StoreClient | None = None,
+    ) -> None:
+        self.client = client  # short deadlines: a syscall waits on these calls
+        self.upload_client = upload_client or client  # long deadlines: background uploads
+        self.store_id = store_id
+        self.config = config or VfsConfig()
+        self.table = InodeTable()
+        self.contents = ContentCache()
+        self.listings = ListingCache(ttl=self.config.listing_ttl)
+        self.writeback = WriteBack(
+            self.sync, is_transient=is_transient, on_failure=self._upload_failed
+        )
+        self.pending_deletes: dict[str, PendingDelete] = {}
+        self.tombstones: set[str] = set()  # memory ids deleted by this mount
+        self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
+        self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
+        self.handles: dict[int, Handle] = {}
+        self._next_fh = 1
+        self.invalidator: Invalidator | None = None
+        self.read_only = self.config.read_only
+        self.started = time.time()
+        self._statfs_cache: tuple[float, int, int] | None = None
+        self.feed_since: datetime | None = None
+        self._feed_seen: set[str] = set()
+        self._invalidations: list[Invalidation] = []
+
+    # =========================================================================================
+    # helpers: state
+
+    def _now(self) -> float:
+        return time.monotonic()
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError("read-only mount")
+
+    def _node(self, ino: int) -> Node:
+        node = self.table.get(ino)
+        if node is None:
+            raise NoEntryError(f"no inode {ino}")
+        return node
+
+    def _dir_path(self, ino: int) -> str:
+        node = self._node(ino)
+        if not node.is_dir:
+            raise NotDirectoryError("not a directory")
+        if node.path is None:
+            raise NoEntryError("directory was removed")
+        return node.path
+
+    def settled(self, node: Node) -> bool:
+        return (
+            node.kind is Kind.FILE
+            and node.memory_id is not None
+            and not node.local_only
+            and not node.dirty
+            and node.path is not None
+            and node.path == node.remote_path
+            and not self.writeback.pending(node.ino)
+        )
+
+    def _is_local_path(self, path: str) -> bool:
+        return self.config.local_names.is_local(path)
+
+    def _check_new_name(self, parent_path: str, name: str) -> str:
+        """The path of a new entry ``name`` in ``parent_path``, validated."""
+        if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:
+            raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
+        if parent_path == "/" and name in RESERVED_ROOT_NAMES:
+            raise InvalidNameError(f"/{name} is reserved")
+        path = paths.join(parent_path, name)
+        if self._is_local_path(path):
+            if name in (".", "..") or "/" in name or "\0" in name:
+                raise InvalidNameError(f"invalid name {name!r}")
+            return path
+        try:
+            paths.validate_path(path)
+        except paths.PathTooLongError as exc:
+            raise NameTooLongError(str(exc)) from None
+        except paths.PathError as exc:
+            raise InvalidNameError(str(exc)) from None
+        return path
+
+    def _drop_listing(self, *dirs: str | None) -> None:
+        for directory in dirs:
+            if directory is not None:
+                self.listings.drop(directory)
+
+    def _mark_parent_kept(self, path: str) -> None:
+        """Keep the directory of ``path`` after its entry leaves (rm -r then rmdir works)."""
+        directory = paths.parent(path)
+        if directory != "/":
+            self.local_dirs.add(directory)
+        self.removed_dirs.pop(directory, None)
+
+    def _touch_dir(self, directory: str) -> None:
+        node = self.table.by_path.get(directory)
+        if node is not None:
+            node.mtime = time.time()
+            node.ctime = node.mtime
+
+    # =========================================================================================
+    # directory views: remote listing merged with local state
+
+    async def _listing(self, directory: str) -> Listing:
+        cached = self.listings.get(directory)
+        if cached is not None:
+            return cached
+        started = self._now()
+        prefix = None if directory == "/" else paths.as_prefix(directory)
+        items = [
+            item
+            async for item in self.client.list_memories(
+                self.store_id, path_prefix=prefix, depth=1, limit=100, view="basic"
+            )
+        ]
+        listing = Listing(started=started, items=tuple(items))
+        self.listings.put(directory, listing)
+        return listing
+
+    def _apply_memory(self, node: Node, memory: Memory, started: float) -> None:
+        """Take the server's view of a settled node from a listing or answer."""
+        if not self.settled(node) or node.synced_at > started:
+            return
+        if node.base_sha != memory.content_sha256:
+            if node.base_sha is not None:
+                self._queue_invalidations([("inode", node.ino, b"")])
+            node.base_sha = memory.content_sha256
+            if node.open_count == 0:
+                node.data = None
+        node.remote_size = memory.content_size_bytes
+        node.created_at = memory.created_at
+        node.updated_at = memory.updated_at
+
+    def _memory_node(self, memory: Memory) -> Node:
+        node = self.table.new(Kind.FILE, memory.path)
+        self.table.set_memory(node, memory.id)
+        node.remote_path = memory.path
+        node.base_sha = memory.content_sha256
+        node.remote_size = memory.content_size_bytes
+        node.created_at = memory.created_at
+        node.updated_at = memory.updated_at
+        node.ctime = memory.updated_at.timestamp()
+        return node
+
+    def _dir_kept(self, path: str) -> bool:
+        if path in self.local_dirs:
+            return True
+        for node in self.table.below(path):
+            if not node.is_dir and not self.settled(node):
+                return True
+            if node.is_dir and node.path in self.local_dirs:
+                return True
+        return False
+
+    async def children(self, directory: str) -> dict[str, Node]:
+        """The entries of ``directory``: name -> node (nodes are created as needed)."""
+        listing = await self._listing(directory)
+        now = self._now()
+        result: dict[str, Node] = {}
+        for item in listing.items:
+            if isinstance(item, MemoryPrefix):
+                path = item.path.rstrip("/")
+                name = paths.basename(path)
+                removed = self.removed_dirs.get(path)
+                if removed is not None and now - removed < self.config.grace + 10:
+                    continue
+                if directory == "/" and name in RESERVED_ROOT_NAMES:
+                    continue
+                node = self.table.by_path.get(path)
+                if node is None:
+                    node = self.table.new(Kind.DIR, path)
+                if node.is_dir:
+                    result[name] = node
+                continue
+            memory = item
+            name = paths.basename(memory.path)
+            if directory == "/" and name in RESERVED_ROOT_NAMES:
+                continue
+            if memory.id in self.tombstones or memory.id in self.pending_deletes:
+                continue
+            holder = self.table.by_id.get(memory.id)
+            if holder is not None:
+                if holder.path != memory.path:
+                    occupant = self.table.by_path.get(memory.path)
+                    if self.settled_remote(holder, listing.started) and (
+                        occupant is None or self.settled_remote(occupant, listing.started)
+                    ):
+                        # renamed on the server
+                        self._drop_listing(paths.parent(holder.path or "/"))
+                        self.table.bind(holder, memory.path)
+                        holder.remote_path = memory.path
+                    else:
+                        continue
+                self._apply_memory(holder, memory, listing.started)
+                result[name] = holder
+                continue
+            occupant = self.table.by_path.get(memory.path)
+            if occupant is not None and not self.settled_remote(occupant, listing.started):
+                continue  # a local file or directory wins
+            if occupant is not None:
+                self.table.unbind(occupant)
+            result[name] = self._memory_node(memory)
+        # local nodes of this directory
+        prefix = paths.as_prefix(directory)
+        for path, node in list(self.table.by_path.items()):
+            if path == "/" or not path.startswith(prefix) or "/" in path[len(prefix) :]:
+                continue
+            name = path[len(prefix) :]
+            if result.get(name) is node:
+                continue
+            if name in result:
+                continue
+            if node.is_dir:
+                if self._dir_kept(path):
+                    result[name] = node
+                else:
+                    self.table.unbind(node)
+                continue
+            if self.settled_remote(node, listing.started):
+                # a settled memory missing from a newer listing was deleted on the server
+                self._forget_memory(node)
+                continue
+            result[name] = node
+        return result
+
+    def settled_remote(self, node: Node, started: float) -> bool:
+        """Settled and last heard of before a listing that began at ``started``."""
+        return self.settled(node) and node.synced_at <= started
+
+    def _forget_memory(self, node: Node) -> None:
+        parent_ino = self._parent_ino(node.path)
+        name = paths.basename(node.path) if node.path else ""
+        self.table.set_memory(node, None)
+        self.table.unbind(node)
+        if parent_ino is not None:
+            self._queue_invalidations([("entry", parent_ino, name.encode())])
+
+    def _parent_ino(self, path: str | None) -> int | None:
+        if path is None:
+            return None
+        parent = self.table.by_path.get(paths.parent(path))
+        return parent.ino if parent is not None else None
+
+    async def _child(self, parent_ino: int, name: str) -> Node:
+        directory = self._dir_path(parent_ino)
+        node = (await self.children(directory)).get(name)
+        if node is None:
+            raise NoEntryError(f"{paths.join(directory, name)} does not exist")
+        return node
+
+    # =========================================================================================
+    # attributes
+
+    def attr(self, node: Node) -> Attr:
+        if node.is_dir:
+            mode = stat.S_IFDIR | 0o755
+            nlink = 2
+        elif node.kind is Kind.SYMLINK:
+            mode = stat.S_IFLNK | 0o777
+            nlink = 1
+        else:
+            mode = stat.S_IFREG | 0o644
+            nlink = 1
+        updated = node.updated_at.timestamp() if node.updated_at else node.ctime
+        mtime = node.mtime if node.mtime is not None else updated
+        if node.is_dir and node.mtime is None:
+            mtime = self.started
+        return Attr(
+            ino=node.ino,
+            mode=mode,
+            nlink=nlink,
+            size=node.size(),
+            uid=self.config.uid,
+            gid=self.config.gid,
+            atime=node.atime if node.atime is not None else mtime,
+            mtime=mtime,
+            ctime=max(node.ctime, updated) if node.kind is Kind.FILE else node.ctime,
+        )
+
+    async def lookup(self, parent_ino: int, name: str) -> Attr:
+        if name in (".", ".."):
+            node = self._node(parent_ino)
+            if name == ".." and node.path not in (None, "/"):
+                node = self.table.by_path.get(paths.parent(node.path or "/"), node)
+        else:
+            node = await self._child(parent_ino, name)
+        self.table.remember(node)
+        return self.attr(node)
+
+    async def getattr(self, ino: int) -> Attr:
+        return self.attr(self._node(ino))
+
+    def forget(self, ino: int, count: int) -> None:
+        self.table.forget(ino, count)
+
+    async def setattr(
+        self,
+        ino: int,
+        *,
+        size: int | None = None,
+        atime: float | None = None,
+        mtime: float | None = None,
+        fh: int | None = None,
+    ) -> Attr:
+        node = self._node(ino)
+        if size is not None:
+            if node.is_dir:
+                raise IsDirectoryError("is a directory")
+            self._check_writable()
+            if size < 0:
+                raise InvalidArgumentError("negative size")
+            if size > MAX_CONTENT_BYTES:
+                raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+            if size == 0 and node.data is None:
+                node.data = bytearray()
+            else:
+                await self._ensure_data(node)
+            assert node.data is not None
+            if size != len(node.data):
+                if size < len(node.data):
+                    del node.data[size:]
+                else:
+                    node.data.extend(b"\0" * (size - len(node.data)))
+            self._changed(node)
+            if node.open_count == 0:
+                self._commit(node)
+        if atime is not None or mtime is not None:
+            # chmod/chown are accepted and ignored; times are kept locally, never uploaded
+            if self.read_only:
+                raise ReadOnlyError("read-only mount")
+            if atime is not None:
+                node.atime = atime
+            if mtime is not None:
+                node.mtime = mtime
+        return self.attr(node)
+
+    def _changed(self, node: Node) -> None:
+        node.dirty = True
+        node.gen += 1
+        node.mtime = time.time()
+        node.ctime = node.mtime
+
+    # =========================================================================================
+    # contents
+
+    async def _fetch(self, node: Node) -> bytes:
+        """The server's content of a memory node (clean cache first)."""
+        cached = self.contents.get(node.base_sha)
+        if cached is not None:
+            return cached
+        if node.memory_id is None:
+            return b""
+        memory_id = node.memory_id
+        memory = await self.client.get_memory(self.store_id, memory_id, view="full")
+        content = (memory.content or "").encode("utf-8")
+        self.contents.put(memory.content_sha256, content)
+        if (
+            node.memory_id == memory_id
+            and node.data is None
+            and not node.dirty
+            and node.base_sha != memory.content_sha256
+        ):
+            node.base_sha = memory.content_sha256
+            node.remote_size = memory.content_size_bytes
+            node.updated_at = memory.updated_at
+        return content
+
+    async def _ensure_data(self, node: Node) -> bytearray:
+        if node.data is None:
+            content = await self._fetch(node)
+            if node.data is None:
+                node.data = bytearray(content)
+        return node.data
+
+    async def _content_for_read(self, node: Node) -> bytes:
+        if node.data is not None:
+            return bytes(node.data)
+        return await self._fetch(node)
+
+    # =========================================================================================
+    # open files
+
+    def _new_handle(self, node: Node, flags: int) -> Handle:
+        handle = Handle(fh=self._next_fh, node=node, flags=flags)
+        self._next_fh += 1
+        self.handles[handle.fh] = handle
+        node.open_count += 1
+        return handle
+
+    def _handle(self, fh: int) -> Handle:
+        handle = self.handles.get(fh)
+        if handle is None:
+            raise InvalidArgumentError(f"no open file {fh}")
+        return handle
+
+    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
+        """Open a file; returns (fh, keep_cache)."""
+        node = self._node(ino)
+        if node.is_dir:
+            raise IsDirectoryError("is a directory")
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable or flags & os.O_TRUNC:
+            self._check_writable()
+        snapshot: bytes | None = None
+        if flags & os.O_TRUNC:
+            if node.data is None or len(node.data) > 0:
+                node.data = bytearray()
+                self._changed(node)
+        elif writable:
+            await self._ensure_data(node)
+        elif node.kind is Kind.FILE:
+            snapshot = await self._content_for_read(node)
+        handle = self._new_handle(node, flags)
+        handle.snapshot = snapshot
+        sha = node.base_sha if not node.dirty else None
+        keep_cache = sha is not None and node.last_open_sha == sha
+        node.last_open_sha = sha
+        return handle.fh, keep_cache
+
+    async def create(self, parent_ino: int, name: str, flags: int) -> tuple[int, Attr]:
+        directory = self._dir_path(parent_ino)
+        self._check_writable()
+        existing = (await self.children(directory)).get(name)
+        if existing is not None:
+            if flags & os.O_EXCL:
+                raise ExistsError(f"{paths.join(directory, name)} exists")
+            if existing.is_dir:
+                raise IsDirectoryError("is a directory")
+            fh, _ = await self.open(existing.ino, flags)
+            self.table.remember(existing)
+            return fh, self.attr(existing)
+        path = self._check_new_name(directory, name)
+        node = self.table.new(Kind.FILE, path)
+        node.data = bytearray()
+        node.local_only = self._is_local_path(path)
+        self._changed(node)
+        self.removed_dirs.pop(directory, None)
+        if not node.local_only:
+            await self._adopt(node, path)
+        self._drop_listing(directory)
+        self._touch_dir(directory)
+        handle = self._new_handle(node, flags)
+        self.table.remember(node)
+        return handle.fh, self.attr(node)
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        handle = self._handle(fh)
+        node = handle.node
+        if node.data is not None:
+            return bytes(node.data[offset : offset + size])
+        if handle.snapshot is None:
+            handle.snapshot = await self._content_for_read(node)
+        return handle.snapshot[offset : offset + size]
+
+    async def write(self, fh: int, offset: int, buf: bytes) -> int:
+        handle = self._handle(fh)
+        self._check_writable()
+        node = handle.node
+        data = await self._ensure_data(node)
+        if handle.flags & os.O_APPEND:
+            offset = len(data)
+        end = offset + len(buf)
+        if end > MAX_CONTENT_BYTES:
+            raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+        if offset > len(data):
+            data.extend(b"\0" * (offset - len(data)))
+        data[offset:end] = buf
+        handle.wrote = True
+        self._changed(node)
+        return len(buf)
+
+    def _validate(self, node: Node) -> str:
+        data = node.data if node.data is not None else bytearray()
+        if len(data) > MAX_CONTENT_BYTES:
+            raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            log.warning(
+                "%s is not UTF-8 text (byte %d); kept locally, not uploaded", node.path, exc.start
+            )
+            raise NotUtf8Error(f"{node.path} is not UTF-8 text") from None
+
+    def _commit(self, node: Node) -> None:
+        """Validate a changed file and queue its upload (rule: close/fsync/rename commit)."""
+        if node.local_only or node.kind is not Kind.FILE or node.path is None or self.read_only:
+            return
+        if not node.dirty and node.memory_id is not None and node.path == node.remote_path:
+            return
+        if node.dirty:
+            self._validate(node)
+        if node.memory_id is None:
+            self.writeback.schedule(node.ino, self.config.new_file_delay, debounce=True)
+        else:
+            self.writeback.schedule(node.ino, self.config.update_delay)
+
+    def _report(self, node: Node) -> None:
+        """Raise a failed upload of ``node`` once (ESTALE for a conflict)."""
+        error = node.error
+        if error is None:
+            return
+        node.error = None
+        if isinstance(error, PreconditionFailedError | RemoteConflictError):
+            node.rebase = True
+            raise RemoteConflictError(
+                f"{node.path} changed on the server; the local content was kept"
+            ) from error
+        raise error
+
+    async def flush(self, fh: int) -> None:
+        handle = self._handle(fh)
+        node = handle.node
+        if handle.wrote or (node.dirty and handle.writable):
+            self._commit(node)
+        self._report(node)
+
+    async def fsync(self, fh: int) -> None:
+        handle = self._handle(fh)
+        node = handle.node
+        if node.dirty:
+            self._commit(node)
+        self._report(node)
+        await self.writeback.flush(node.ino)
+        self._report(node)
+
+    async def fsync_dir(self) -> None:
+        errors = await self.writeback.flush_all()
+        if errors:
+            raise errors[0]
+
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop(fh, None)
+        if handle is None:
+            return
+        node = handle.node
+        node.open_count -= 1
+        if handle.wrote and node.dirty:
+            # a NotUtf8Error was reported by flush already; the content stays local
+            with contextlib.suppress(NotUtf8Error):
+                self._commit(node)
+        self._drop_clean_data(node)
+        self.table.maybe_drop(node)
+
+    def _drop_clean_data(self, node: Node) -> None:
+        if (
+            node.open_count == 0
+            and node.data is not None
+            and not node.dirty
+            and not node.local_only
+            and node.memory_id is not None
+            and node.base_sha is not None
+            and not self.writeback.pending(node.ino)
+        ):
+            self.contents.put(node.base_sha, bytes(node.data))
+            node.data = None
+
+    # =========================================================================================
+    # namespace changes
+
+    def _adoptable(self, path: str) -> PendingDelete | Node | None:
+        now = self._now()
+        for pending in self.pending_deletes.values():
+            key = _delete_key(pending.memory_id)
+            if (
+                pending.local_path == path
+                and now - pending.at <= self.config.grace
+                and not self.writeback.running(key)
+            ):
+                return pending
+        for node in self.table.by_id.values():
+            if (
+                node.departed_from == path
+                and node.path != path
+                and now - node.departed_at <= self.config.grace
+                and not self.writeback.running(node.ino)
+            ):
+                return node
+        return None
+
+    async def _adopt(self, node: Node, path: str) -> bool:
+        """Rule 3: new content at a path whose memory just left makes it an update of it."""
+        source = self._adoptable(path)
+        if source is None:
+            return False
+        if isinstance(source, PendingDelete):
+            self.writeback.cancel(_delete_key(source.memory_id))
+            del self.pending_deletes[source.memory_id]
+            self.table.set_memory(node, source.memory_id)
+            node.remote_path = source.remote_path
+            node.base_sha = source.expected_sha
+            node.created_at = source.created_at
+            log.info("%s re-created in time: update of %s", path, source.memory_id)
+            return True
+        old = source
+        await self._ensure_data(old)
+        if old.departed_from != path or old.memory_id is None:
+            return False  # changed while fetching
+        memory_id = old.memory_id
+        self.writeback.cancel(old.ino)
+        self.table.set_memory(node, memory_id)
+        node.remote_path = old.remote_path
+        node.base_sha = old.base_sha
+        node.created_at = old.created_at
+        old.remote_path = None
+        old.base_sha = None
+        old.departed_from = None
+        old.dirty = True
+        if not old.local_only and old.path is not None:
+            self.writeback.schedule(old.ino, self.config.new_file_delay, debounce=True)
+        log.info("%s re-created in time: update of %s (moved-away copy is new)", path, memory_id)
+        return True
+
+    def _detach_memory(self, node: Node, local_path: str) -> None:
+        """Rule 3: the memory of ``node`` leaves; it is deleted when the grace window ends."""
+        memory_id = node.memory_id
+        if memory_id is None:
+            return
+        self.pending_deletes[memory_id] = PendingDelete(
+            memory_id=memory_id,
+            expected_sha=node.base_sha,
+            remote_path=node.remote_path,
+            local_path=local_path,
+            at=self._now(),
+            created_at=node.created_at,
+        )
+        self.table.set_memory(node, None)
+        node.remote_path = None
+        node.base_sha = None
+        node.departed_from = None
+        self.writeback.cancel(node.ino)
+        self.writeback.schedule(_delete_key(memory_id), self.config.grace)
+
+    async def unlink(self, parent_ino: int, name: str) -> None:
+        directory = self._dir_path(parent_ino)
+        node = await self._child(parent_ino, name)
+        if node.is_dir:
+            raise IsDirectoryError("is a directory")
+        self._check_writable()
+        path = paths.join(directory, name)
+        if node.memory_id is not None:
+            if node.open_count > 0:
+                await self._ensure_data(node)
+            self._detach_memory(node, path)
+        self.writeback.cancel(node.ino)
+        node.dirty = False
+        self.table.unbind(node)
+        self._mark_parent_kept(path)
+        self._drop_listing(directory)
+        self._touch_dir(directory)
+
+    async def mkdir(self, parent_ino: int, name: str) -> Attr:
+        directory = self._dir_path(parent_ino)
+        self._check_writable()
+        if name in await self.children(directory):
+            raise ExistsError(f"{paths.join(directory, name)} exists")
+        path = self._check_new_name(directory, name)
+        node = self.table.new(Kind.DIR, path)
+        node.mtime = time.time()
+        self.local_dirs.add(path)
+        self.removed_dirs.pop(path, None)
+        self._drop_listing(directory)
+        self._touch_dir(directory)
+        self.table.remember(node)
+        return self.attr(node)
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        directory = self._dir_path(parent_ino)
+        node = await self._child(parent_ino, name)
+        if not node.is_dir:
+            raise NotDirectoryError("not a directory")
+        self._check_writable()
+        path = paths.join(directory, name)
+        self.listings.drop(path)
+        if await self.children(path):
+            raise DirectoryNotEmptyError(f"{path} is not empty")
+        self.local_dirs.discard(path)
+        self.removed_dirs[path] = self._now()
+        self.table.unbind(node)
+        self._mark_parent_kept(path)
+        self._drop_listing(directory)
+        self._touch_dir(directory)
+
+    async def symlink(self, parent_ino: int, name: str, target: bytes) -> Attr:
+        directory = self._dir_path(parent_ino)
+        self._check_writable()
+        path = self._check_new_name(directory, name)
+        if not self._is_local_path(path):
+            raise NotPermittedError("symbolic links are only allowed for local-only names")
+        if name in await self.children(directory):
+            raise ExistsError(f"{path} exists")
+        node = self.table.new(Kind.SYMLINK, path)
+        node.local_only = True
+        node.target = target
+        self._drop_listing(directory)
+        self.table.remember(node)
+        return self.attr(node)
+
+    async def readlink(self, ino: int) -> bytes:
+        node = self._node(ino)
+        if node.kind is not Kind.SYMLINK:
+            raise InvalidArgumentError("not a symbolic link")
+        return node.target
+
+    async def rename(
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0
+    ) -> None:
+        if flags & RENAME_EXCHANGE:
+            raise InvalidArgumentError("RENAME_EXCHANGE is not supported")
+        old_dir = self._dir_path(old_parent)
+        new_dir = self._dir_path(new_parent)
+        src = await self._child(old_parent, old_name)
+        dst = (await self.children(new_dir)).get(new_name)
+        if flags & RENAME_NOREPLACE and dst is not None:
+            raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
+        self._check_writable()
+        old_path = paths.join(old_dir, old_name)
+        new_path = self._check_new_name(new_dir, new_name)
+        if src is dst:
+            return
+        if src.is_dir:
+            if dst is not None and not dst.is_dir:
+                raise NotDirectoryError(f"{new_path} is not a directory")
+            if paths.is_below(new_path, old_path):
+                raise InvalidArgumentError("cannot move a directory below itself")
+            await self._rename_dir(src, old_path, new_path, dst)
+        else:
+            if dst is not None and dst.is_dir:
+                raise IsDirectoryError(f"{new_path} is a directory")
+            await self._rename_file(src, old_path, new_path, dst)
+        self._mark_parent_kept(old_path)
+        self.removed_dirs.pop(new_dir, None)
+        self._drop_listing(old_dir, new_dir)
+        self._touch_dir(old_dir)
+        self._touch_dir(new_dir)
+
+    async def _rename_file(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
+        new_local = self._is_local_path(new_path)
+        if src.kind is Kind.SYMLINK and not new_local:
+            raise NotPermittedError("symbolic links are only allowed for local-only names")
+        if not new_local and src.kind is Kind.FILE and (src.dirty or src.memory_id is None):
+            if src.data is None:
+                await self._ensure_data(src)
+            self._validate(src)  # EILSEQ/EFBIG at rename onto a memory path
+        if src.memory_id is not None and (dst is not None or new_local):
+            await self._ensure_data(src)  # the content must travel without its identity
+        if dst is not None and dst.open_count > 0:
+            await self._ensure_data(dst)
+        identity: PendingDelete | Node | None = None
+        if not new_local:
+            if dst is not None and dst.memory_id is not None:
+                identity = dst
+            elif dst is None:
+                identity = self._adoptable(new_path)
+                if isinstance(identity, Node):
+                    await self._ensure_data(identity)
+                    if identity.departed_from != new_path or identity.memory_id is None:
+                        identity = None
+        # the source's own memory leaves when it takes another identity or becomes local
+        if (
+            src.memory_id is not None
+            and (identity is not None or new_local)
+            and identity is not src
+        ):
+            self._detach_memory(src, old_path)
+        # the target leaves
+        if dst is not None:
+            self.writeback.cancel(dst.ino)
+            if dst.memory_id is not None and identity is not dst:
+                self._detach_memory(dst, new_path)
+            dst.dirty = False
+        committed = False
+        if isinstance(identity, Node):
+            memory_id = identity.memory_id
+            assert memory_id is not None
+            self.writeback.cancel(identity.ino)
+            remote_path, base_sha, created = (
+                identity.remote_path,
+                identity.base_sha,
+                identity.created_at,
+            )
+            self.table.set_memory(src, memory_id)
+            src.remote_path, src.base_sha, src.created_at = remote_path, base_sha, created
+            identity.remote_path = None
+            identity.base_sha = None
+            identity.departed_from = None
+            if identity is not dst and identity.path is not None:
+                identity.dirty = True
+                if not identity.local_only:
+                    self.writeback.schedule(identity.ino, self.config.new_file_delay, debounce=True)
+            committed = True
+        elif isinstance(identity, PendingDelete):
+            self.writeback.cancel(_delete_key(identity.memory_id))
+            del self.pending_deletes[identity.memory_id]
+            self.table.set_memory(src, identity.memory_id)
+            src.remote_path = identity.remote_path
+            src.base_sha = identity.expected_sha
+            src.created_at = identity.created_at
+            committed = True
+        if dst is not None:
+            self.table.unbind(dst)
+        self.table.bind(src, new_path)
+        src.local_only = new_local or src.kind is Kind.SYMLINK
+        src.ctime = time.time()
+        if new_local:
+            self.writeback.cancel(src.ino)
+            return
+        if committed:
+            src.dirty = True  # compared with the base at upload: unchanged content sends nothing
+            self.writeback.schedule(src.ino, self.config.update_delay)
+        elif src.memory_id is not None:
+            if src.departed_from is None:
+                src.departed_from = old_path
+            src.departed_at = self._now()
+            self.writeback.schedule(src.ino, self.config.grace, debounce=True)
+        else:
+            src.dirty = True
+            self.writeback.schedule(src.ino, self.config.new_file_delay, debounce=True)
+
+    async def _rename_dir(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
+        """Rename every memory below ``old_path`` (one request each; not atomic)."""
+        if dst is not None:
+            self.listings.drop(new_path)
+            if await self.children(new_path):
+                raise DirectoryNotEmptyError(f"{new_path} is not empty")
+            self.table.unbind(dst)
+            self.local_dirs.discard(new_path)
+        # settle what is queued below first, so the server's paths are the ones we know
+        for node in self.table.below(old_path):
+            if self.writeback.pending(node.ino):
+                await self.writeback.flush(node.ino)
+        for key in list(self.pending_deletes):
+            pending = self.pending_deletes[key]
+            if pending.remote_path and paths.is_below(pending.remote_path, old_path):
+                await self.writeback.flush(_delete_key(key))
+
+        def moved(path: str) -> str:
+            return new_path + path[len(old_path) :]
+
+        if not self._is_local_path(old_path) and not self._is_local_path(new_path):
+            async for item in self.client.list_memories(
+                self.store_id, path_prefix=paths.as_prefix(old_path), limit=100, view="basic"
+            ):
+                if not isinstance(item, Memory) or item.id in self.tombstones:
+                    continue
+                target = moved(item.path)
+                try:
+                    paths.validate_path(target)
+                except paths.PathError as exc:
+                    raise NameTooLongError(f"{target}: {exc}") from None
+                updated = await self.client.update_memory(self.store_id, item.id, path=target)
+                holder = self.table.by_id.get(item.id)
+                if holder is not None:
+                    holder.remote_path = updated.path
+                    holder.synced_at = self._now()
+        # rebind local state below (deepest last is fine: bind keys are distinct)
+        for node in sorted(self.table.below(old_path), key=lambda n: n.path or ""):
+            assert node.path is not None
+            target = moved(node.path)
+            self.table.bind(node, target)
+            node.local_only = self._is_local_path(target) or node.kind is Kind.SYMLINK
+            if node.memory_id is not None and node.remote_path != target and not node.local_only:
+                self.writeback.schedule(node.ino, 0)
+        self.table.bind(src, new_path)
+        for directory in list(self.local_dirs):
+            if directory == old_path or paths.is_below(directory, old_path):
+                self.local_dirs.discard(directory)
+                self.local_dirs.add(moved(directory))
+        self.local_dirs.add(new_path)
+        self.listings.clear()
+
+    # =========================================================================================
+    # directories and the filesystem
+
+    async def readdir(self, ino: int) -> list[tuple[str, Node]]:
+        directory = self._dir_path(ino)
+        entries = await self.children(directory)
+        return sorted(entries.items())
+
+    async def statfs(self) -> dict[str, int]:
+        now = self._now()
+        if self._statfs_cache is None or now - self._statfs_cache[0] > 5.0:
+            count = 0
+            used = 0
+            async for item in self.client.list_memories(self.store_id, limit=100, view="basic"):
+                if isinstance(item, Memory):
+                    count += 1
+                    used += item.content_size_bytes
+            self._statfs_cache = (now, count, used)
+        _, count, used = self._statfs_cache
+        blocks = MAX_MEMORIES * MAX_CONTENT_BYTES // BLOCK_SIZE
+        free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
+        if self.read_only:
+            free = 0
+        return {
+            "f_bsize": BLOCK_SIZE,
+            "f_frsize": BLOCK_SIZE,
+            "f_blocks": blocks,
+            "f_bfree": free,
+            "f_bavail": free,
+            "f_files": MAX_MEMORIES,
+            "f_ffree": max(0, MAX_MEMORIES - count),
+            "f_favail": max(0, MAX_MEMORIES - count),
+            "f_namemax": paths.MAX_NAME_BYTES,
+        }
+
+    # =========================================================================================
+    # uploads (run by the write-back queue)
+
+    async def sync(self, key: Hashable) -> None:
+        """Make the server match one inode (or run one pending delete)."""
+        if isinstance(key, tuple):
+            await self._run_delete(str(key[1]))
+            return
+        assert isinstance(key, int)
+        node = self.table.get(key)
+        if node is None or node.kind is not Kind.FILE or self.read_only:
+            return
+        if node.path is None or node.local_only:
+            return
+        path = node.path
+        gen = node.gen
+        text = self._validate(node) if node.data is not None else None
+        if node.memory_id is None:
+            memory = await self._create(path, text or "")
+            self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
+            self.table.set_memory(node, memory.id)
+            self._took(node, memory, gen)
+            if node.path is None or node.local_only:
+                # unlinked or renamed to a local name while it was being created
+                self._detach_memory(node, path)
+                self.writeback.schedule(_delete_key(memory.id), 0)
+            elif node.path != node.remote_path or node.gen != gen:
+                self.writeback.schedule(node.ino, self.config.update_delay)
+            self._drop_listing(paths.parent(path))
+            return
+        memory_id = node.memory_id
+        if node.rebase:
+            current = await self.client.get_memory(self.store_id, memory_id, view="basic")
+            node.base_sha = current.content_sha256
+            node.rebase = False
+        content = None
+        if text is not None and sha256_hex(text) != node.base_sha:
+            content = text
+        new_path = path if path != node.remote_path else None
+        old_remote = node.remote_path
+        if content is None and new_path is None:
+            if node.gen == gen:
+                node.dirty = False
+            node.departed_from = None
+            self._drop_clean_data(node)
+            return
+        try:
+            memory = await self.upload_client.update_memory(
+                self.store_id,
+                memory_id,
+                content=content,
+                path=new_path,
+                expected_sha256=node.base_sha if content is not None else None,
+            )
+        except PathConflictError:
+            if new_path is None or not await self._wait_for_path(new_path):
+                raise
+            memory = await self.upload_client.update_memory(
+                self.store_id,
+                memory_id,
+                content=content,
+                path=new_path,
+                expected_sha256=node.base_sha if content is not None else None,
+            )
+        if content is not None:
+            self.contents.put(memory.content_sha256, content.encode("utf-8"))
+        holder = self.table.by_id.get(memory_id)
+        if holder is node:
+            self._took(node, memory, gen)
+            if node.path != node.remote_path or node.gen != gen:
+                self.writeback.schedule(node.ino, self.config.update_delay)
+        elif holder is not None:
+            holder.base_sha, holder.remote_path = memory.content_sha256, memory.path
+        elif memory_id in self.pending_deletes:
+            pending = self.pending_deletes[memory_id]
+            pending.expected_sha, pending.remote_path = memory.content_sha256, memory.path
+        self._drop_listing(paths.parent(path), paths.parent(old_remote or path))
+
+    def _took(self, node: Node, memory: Memory, gen: int) -> None:
+        """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
+        node.remote_path = memory.path
+        node.base_sha = memory.content_sha256
+        node.remote_size = memory.content_size_bytes
+        node.created_at = memory.created_at
+        node.updated_at = memory.updated_at
+        node.synced_at = self._now()
+        node.error = None
+        if node.path == memory.path:
+            node.departed_from = None
+        if node.gen == gen:
+            node.dirty = False
+            if node.open_count == 0:
+                node.mtime = None if node.mtime is None else node.mtime
+        self._drop_clean_data(node)
+
+    async def _create(self, path: str, text: str) -> Memory:
+        try:
+            return await self.upload_client.create_memory(self.store_id, path, text)
+        except PathConflictError:
+            if not await self._wait_for_path(path):
+                raise
+            return await self.upload_client.create_memory(self.store_id, path, text)
+
+    async def _wait_for_path(self, path: str) -> bool:
+        """Run queued work that frees ``path`` on the server; False if there is none."""
+        for memory_id, pending in list(self.pending_deletes.items()):
+            if pending.remote_path == path:
+                await self.writeback.flush(_delete_key(memory_id))
+                return True
+        for node in list(self.table.by_id.values()):
+            if node.remote_path == path and node.path != path:
+                await self.writeback.flush(node.ino)
+                return True
+        return False
+
+    async def _run_delete(self, memory_id: str) -> None:
+        pending = self.pending_deletes.get(memory_id)
+        if pending is None:
+            return
+        try:
+            await self.upload_client.delete_memory(
+                self.store_id, memory_id, expected_sha256=pending.expected_sha
+            )
+        except NotFoundError:
+            pass
+        except PreconditionFailedError:
+            log.warning(
+                "%s (%s) was changed on the server after it was removed here: not deleted",
+                pending.remote_path,
+                memory_id,
+            )
+            self.pending_deletes.pop(memory_id, None)
+            self._drop_listing(paths.parent(pending.remote_path or "/"))
+            return
+        self.pending_deletes.pop(memory_id, None)
+        self.tombstones.add(memory_id)
+        self._drop_listing(paths.parent(pending.remote_path or "/"))
+
+    def _upload_failed(self, key: Hashable, exc: BaseException) -> None:
+        if isinstance(exc, StoreArchivedError):
+            log.error("the store is archived: the mount is read-only from now on")
+            self.read_only = True
+        if isinstance(key, tuple):
+            pending = self.pending_deletes.pop(str(key[1]), None)
+            log.error("delete of %s failed: %s", pending.remote_path if pending else key, exc)
+            return
+        assert isinstance(key, int)
+        node = self.table.get(key)
+        if node is None:
+            return
+        if isinstance(exc, PreconditionFailedError | PathConflictError):
+            log.error(
+                "CONFLICT: %s (%s) changed on the server; the local content is kept in the "
+                "daemon and was not uploaded",
+                node.path,
+                node.memory_id,
+            )
+            node.error = RemoteConflictError(f"{node.path} changed on the server")
+            node.error.__cause__ = exc
+        else:
+            log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
+            node.error = exc
+
+    async def flush_all(self) -> list[BaseException]:
+        """Upload everything pending now (deferred deletes and moves included)."""
+        return await self.writeback.flush_all()
+
+    # =========================================================================================
+    # remote changes
+
+    def _queue_invalidations(self, items: list[Invalidation]) -> None:
+        self._invalidations.extend(items)
+
+    def take_invalidations(self) -> list[Invalidation]:
+        items = list(self._invalidations)
+        self._invalidations.clear()
+        return items
+
+    async def init_feed(self) -> None:
+        page = await self.client.list_versions_page(self.store_id, limit=1, view="basic")
+        self.feed_since = page.data[0].created_at if page.data else None
+        self._feed_seen = {v.id for v in page.data}
+
+    async def poll_changes(self) -> int:
+        """Apply versions written since the last poll by anyone else; return how many."""
+        versions = []
+        async for version in self.client.list_versions(
+            self.store_id, created_gte=self.feed_since, limit=100, view="basic"
+        ):
+            if version.id in self._feed_seen:
+                continue
+            versions.append(version)
+            if len(versions) >= 1000:
+                break
+        if not versions:
+            return 0
+        newest = max(v.created_at for v in versions)
+        if self.feed_since is None or newest > self.feed_since:
+            self.feed_since = newest
+            self._feed_seen = set()
+        self._feed_seen.update(v.id for v in versions if v.created_at == self.feed_since)
+        applied = 0
+        for version in sorted(versions, key=lambda v: v.created_at):
+            if version.path:
+                self._drop_listing(paths.parent(version.path))
+            holder = self.table.by_id.get(version.memory_id)
+            if holder is None or not self.settled(holder):
+                continue
+            if holder.updated_at is not None and version.created_at < holder.updated_at:
+                continue
+            if version.operation == "deleted":
+                self.tombstones.add(version.memory_id)
+                self._drop_listing(paths.parent(holder.path or "/"))
+                self._forget_memory(holder)
+                applied += 1
+                continue
+            if version.path and version.path != holder.remote_path:
+                self._drop_listing(paths.parent(holder.path or "/"))
+                parent_ino = self._parent_ino(holder.path)
+                if parent_ino is not None and holder.path is not None:
+                    name = paths.basename(holder.path).encode()
+                    self._queue_invalidations([("entry", parent_ino, name)])
+                if version.path in self.table.by_path:
+                    self._forget_memory(holder)
+                else:
+                    self.table.bind(holder, version.path)
+                    holder.remote_path = version.path
+                applied += 1
+            if version.content_sha256 and version.content_sha256 != holder.base_sha:
+                holder.base_sha = version.content_sha256
+                holder.remote_size = version.content_size_bytes or 0
+                holder.updated_at = version.created_at
+                if holder.open_count == 0:
+                    holder.data = None
+                self._queue_invalidations([("inode", holder.ino, b"")])
+                applied += 1
+        return applied
+
+
+async def run_invalidations(vfs: Vfs) -> None:
+    """Hand queued kernel invalidations to the daemon's invalidator (from the feed task)."""
+    items = vfs.take_invalidations()
+    if items and vfs.invalidator is not None:
+        await vfs.invalidator(items)

@@ -1,0 +1,226 @@
+"""The delayed upload queue for dirty files and deferred store operations.
+
+Owns *when* an upload runs: one entry per key (the filesystem core uses inode numbers and
+pending deletes), a due time, at most one run per key at a time, collapsing of repeated
+requests, retries with backoff for transient errors, ``flush(key)`` (run now and report the
+outcome) and ``flush_all()`` (unmount). *What* an upload does is the ``upload(key)`` function
+it is given: the queue holds no data, so dirty content never lives here nor in a cache.
+
+Invariants:
+- an entry exists while work for its key is outstanding; it is removed only after a run that
+  succeeded (and was not re-requested meanwhile), after ``cancel``, or after a permanent
+  failure has been handed to ``on_failure``;
+- a key never runs twice at the same time; ``schedule`` while running sets ``rerun``.
+
+This module must not import the client, pyfuse3 or the filesystem core.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+
+import trio
+
+log = logging.getLogger(__name__)
+
+UploadFn = Callable[[Hashable], Awaitable[None]]
+
+
+def _never_transient(exc: BaseException) -> bool:
+    return False
+
+
+def _ignore_failure(key: Hashable, exc: BaseException) -> None:
+    return None
+
+
+@dataclass
+class _Entry:
+    due: float
+    attempts: int = 0
+    running: bool = False
+    rerun: bool = False
+    cancelled: bool = False
+    finished: trio.Event = field(default_factory=trio.Event)
+
+
+class WriteBack:
+    """Runs ``upload(key)`` when each key falls due; see the module docstring."""
+
+    def __init__(
+        self,
+        upload: UploadFn,
+        *,
+        is_transient: Callable[[BaseException], bool] = _never_transient,
+        on_failure: Callable[[Hashable, BaseException], None] = _ignore_failure,
+        base_backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        concurrency: int = 4,
+    ) -> None:
+        self._upload = upload
+        self._is_transient = is_transient
+        self._on_failure = on_failure
+        self._base_backoff = base_backoff
+        self._max_backoff = max_backoff
+        self._limiter = trio.CapacityLimiter(concurrency)
+        self._entries: dict[Hashable, _Entry] = {}
+        self._wake = trio.Event()
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def pending(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def running(self, key: Hashable) -> bool:
+        entry = self._entries.get(key)
+        return entry is not None and entry.running
+
+    def keys(self) -> list[Hashable]:
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def schedule(self, key: Hashable, delay: float, *, debounce: bool = False) -> None:
+        """Run ``upload(key)`` in ``delay`` seconds.
+
+        Without ``debounce`` an earlier due time already set is kept (repeated saves collapse
+        into one upload); with it the due time moves to ``now + delay`` (left alone that long).
+        """
+        due = trio.current_time() + max(0.0, delay)
+        entry = self._entries.get(key)
+        if entry is None:
+            self._entries[key] = _Entry(due=due)
+        else:
+            entry.cancelled = False
+            if entry.running:
+                entry.rerun = True
+                entry.due = due
+            elif debounce or due < entry.due:
+                entry.due = due
+        self._wake.set()
+
+    def cancel(self, key: Hashable) -> None:
+        """Forget the pending work of ``key`` (a run in progress finishes but is not repeated)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        if entry.running:
+            entry.cancelled = True
+            entry.rerun = False
+        else:
+            del self._entries[key]
+
+    async def flush(self, key: Hashable) -> None:
+        """Run the pending work of ``key`` now and wait; raise the error of that run.
+
+        Returns at once when nothing is pending. A transient failure stays queued for retry
+        but is raised here all the same (the caller is waiting for the server to have it).
+        """
+        while True:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            if entry.running:
+                await entry.finished.wait()
+                continue
+            exc = await self._run_one(key, entry)
+            if exc is not None:
+                raise exc
+            return
+
+    async def flush_all(self) -> list[BaseException]:
+        """Run everything pending now (deferred work too); return the errors of this pass.
+
+        Keys re-requested while they ran are run again; keys that keep failing transiently are
+        tried once per pass. Callers bound this with a deadline.
+        """
+        errors: list[BaseException] = []
+        tried: set[Hashable] = set()
+
+        async def one(key: Hashable) -> None:
+            try:
+                await self.flush(key)
+            except Exception as exc:
+                errors.append(exc)
+
+        while True:
+            todo = [k for k in self._entries if k not in tried]
+            if not todo:
+                return errors
+            tried.update(todo)
+            async with trio.open_nursery() as nursery:
+                for key in todo:
+                    nursery.start_soon(one, key)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start due uploads until cancelled."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                now = trio.current_time()
+                next_due = math.inf
+                for key, entry in list(self._entries.items()):
+                    if entry.running:
+                        continue
+                    if entry.due <= now:
+                        entry.running = True  # claimed before the task starts
+                        nursery.start_soon(self._run_background, key, entry)
+                    else:
+                        next_due = min(next_due, entry.due)
+                self._wake = trio.Event()
+                with trio.move_on_at(next_due):
+                    await self._wake.wait()
+
+    async def _run_background(self, key: Hashable, entry: _Entry) -> None:
+        async with self._limiter:
+            await self._run_one(key, entry, claimed=True)
+
+    async def _run_one(
+        self, key: Hashable, entry: _Entry, *, claimed: bool = False
+    ) -> Exception | None:
+        if entry.running and not claimed:
+            raise RuntimeError("run of a key that is already running")
+        entry.running = True
+        entry.rerun = False
+        entry.finished = trio.Event()
+        error: Exception | None = None
+        try:
+            await self._upload(key)
+        except Exception as exc:
+            error = exc
+        finally:
+            entry.running = False
+        if self._entries.get(key) is entry:
+            if entry.cancelled:
+                del self._entries[key]
+            elif error is None:
+                entry.attempts = 0
+                if not entry.rerun:
+                    del self._entries[key]
+            elif self._is_transient(error):
+                entry.attempts += 1
+                backoff = min(self._max_backoff, self._base_backoff * 2 ** (entry.attempts - 1))
+                if not entry.rerun:
+                    entry.due = trio.current_time() + backoff
+                log.warning(
+                    "upload of %s failed (attempt %d), retrying in %.1f s: %s",
+                    key,
+                    entry.attempts,
+                    backoff,
+                    error,
+                )
+            else:
+                del self._entries[key]
+                log.error("upload of %s failed for good: %s", key, error)
+                self._on_failure(key, error)
+        entry.finished.set()
+        self._wake.set()
+        return error
