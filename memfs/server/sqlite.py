@@ -504,13 +504,14 @@ class SqliteStorage(Storage):
         columns = _MEMORY_FULL if with_content else _MEMORY_BASIC
         upper = _upper_bound(prefix)
 
-        def seek(conn: sqlite3.Connection, bound: MemoryPosition, count: int) -> list[Row]:
+        def seek(conn: sqlite3.Connection, bound: MemoryPosition, count: int) -> sqlite3.Cursor:
+            # Rows are stepped lazily: breaking out of the loop below reads no further rows.
             op = ">=" if bound.inclusive else ">"
             return conn.execute(
                 f"SELECT {columns} FROM memories WHERE store_id = ? AND path {op} ? "
                 "AND path < ? ORDER BY path LIMIT ?",
                 (store_id, bound.key, upper, count),
-            ).fetchall()
+            )
 
         def run(conn: sqlite3.Connection) -> Slice[ListItem, MemoryPosition]:
             self._load_store(conn, store_id)
@@ -520,10 +521,10 @@ class SqliteStorage(Storage):
             want = limit + 1  # one more than a page, to know whether another page exists
             while len(items) < want:
                 count = want - len(items)
+                found = 0
                 rows = seek(conn, bound, count)
-                if not rows:
-                    break
                 for row in rows:
+                    found += 1
                     rest = row["path"][len(prefix) :]
                     if depth == 1 and "/" in rest:
                         directory = prefix + rest.split("/", 1)[0] + "/"
@@ -531,12 +532,13 @@ class SqliteStorage(Storage):
                         # Skip the whole subdirectory with one index seek.
                         bound = MemoryPosition(_upper_bound(directory), True)
                         positions.append(bound)
+                        rows.close()
                         break
                     items.append(_memory(row))
                     bound = MemoryPosition(row["path"], False)
                     positions.append(bound)
                 else:
-                    if len(rows) < count:  # the range is exhausted
+                    if found < count:  # the range is exhausted
                         break
             if len(items) > limit:
                 return Slice(items[:limit], positions[limit - 1])
