@@ -65,6 +65,12 @@ from memfs.paths import as_prefix, parent
 
 log = logging.getLogger(__name__)
 
+# httpx logs every request at INFO with its full URL (path prefixes may be personal data);
+# we log by route template at DEBUG instead. An explicit setting by the application wins.
+_httpx_log = logging.getLogger("httpx")
+if _httpx_log.level == logging.NOTSET:
+    _httpx_log.setLevel(logging.WARNING)
+
 T = TypeVar("T")
 
 # Route templates: the keys of RequestStats and of the DEBUG log.
