@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -370,3 +371,15 @@ async def test_with_options_shares_pool_and_stats(client: StoreClient, store: Me
     await quick.aclose()
     await client.get_store(store.id)  # the pool is still open
     assert client.stats.total == 2
+
+
+async def test_key_not_in_debug_logs_of_a_real_exchange(
+    server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # includes httpx and httpcore
+    async with make_client(server) as debug_client:
+        store = await debug_client.create_store(unique())
+        await debug_client.create_memory(store.id, "/private/notes.md", "x")
+        await debug_client.get_store(store.id)
+    assert "POST /v1/memory_stores/{store}/memories -> 200" in caplog.text
+    assert server.api_key not in caplog.text

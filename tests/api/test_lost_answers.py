@@ -119,3 +119,15 @@ async def test_lost_store_create_answer_is_not_retried(server: Any, client: Stor
             await lossy.create_store(name)
     same_name = [s async for s in client.list_stores(limit=100) if s.name == name]
     assert len(same_name) == 1  # applied once, never duplicated by a blind retry
+
+
+async def test_lost_redact_answer_returns_the_redacted_version(
+    server: Any, client: StoreClient, store: MemoryStore
+) -> None:
+    memory = await client.create_memory(store.id, "/r.md", "secret")
+    await client.update_memory(store.id, memory.id, content="public")
+    transport = LosingTransport(is_call("POST", "/redact"))
+    async with make_client(server, transport=transport) as lossy:
+        version = await lossy.redact_version(store.id, memory.memory_version_id)
+    assert transport.dropped
+    assert version.redacted and version.content is None
