@@ -398,8 +398,9 @@ def render_prompt(plans: list[MountPlan]) -> str:
         "# Memory",
         "",
         f"You have {count} {noun} mounted as {'a directory' if count == 1 else 'directories'}. "
-        "Files in them persist across sessions: read them before you start, to recall what "
-        "earlier sessions learned, and keep them up to date as you work.",
+        f"The files in {'it' if count == 1 else 'them'} persist across sessions: read them "
+        "before you start, to recall what earlier sessions learned, and keep them up to date "
+        "as you work.",
         "",
         "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
         "is UTF-8 text of at most 100 KB. A change is saved to the store when the file is "

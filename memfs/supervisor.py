@@ -58,10 +58,14 @@ class MountCommand:
     mount_options: tuple[str, ...] = ()  # e.g. ("--api-key-file", F), passed to every mount
     env: dict[str, str] | None = None  # None: inherit
 
-    def mount_argv(self, plan: MountPlan, session_id: str) -> list[str]:
+    def mount_argv(
+        self, plan: MountPlan, session_id: str, log_file: Path | None = None
+    ) -> list[str]:
         argv = [*self.program, "mount", plan.store.id, str(plan.path), "--session-id", session_id]
         if plan.read_only:
             argv.append("--read-only")
+        if log_file is not None:
+            argv += ["--log-file", str(log_file)]
         return argv + list(self.mount_options)
 
     def umount_argv(self, path: Path) -> list[str]:
@@ -174,6 +178,10 @@ class Supervisor:
         self._created_root = False
         self._problems: list[str] = []
 
+    def mount_log(self, plan: MountPlan) -> Path:
+        """Where the daemon of one mount logs: next to the state file, one per store."""
+        return self._state_file.with_name(f"{self._state_file.stem}.{plan.slug}.log")
+
     # -- state file -----------------------------------------------------------------------
 
     def _write_state(self, status: str) -> None:
@@ -269,7 +277,7 @@ class Supervisor:
 
     async def _mount(self, mount: _Mount) -> None:
         plan = mount.plan
-        argv = self._command.mount_argv(plan, self._session_id)
+        argv = self._command.mount_argv(plan, self._session_id, self.mount_log(plan))
         code, output = await run_command(argv, env=self._command.env, timeout=self._mount_timeout)
         if output:
             for line in output.splitlines():
@@ -325,8 +333,8 @@ class Supervisor:
             await trio.to_thread.run_sync(lazy_unmount, plan.path)
         if not plan.read_only:
             log.warning(
-                "%s: writes the dead mount had not uploaded are in its write-back journal, "
-                "not in the store",
+                "%s: changes the dead mount had not uploaded yet may be lost; "
+                "check the store before relying on them",
                 plan.path,
             )
         mount.remounts += 1
@@ -370,6 +378,20 @@ class Supervisor:
 
     async def _unmount(self, mount: _Mount) -> None:
         plan = mount.plan
+        daemon_log = self.mount_log(plan)
+        try:
+            offset = daemon_log.stat().st_size
+        except OSError:
+            offset = 0
+        try:
+            await self._unmount_once(mount)
+        finally:
+            # What the daemon's final flush could not upload, it logged as errors.
+            for line in _errors_since(daemon_log, offset):
+                mount.problems.append(f"{plan.path}: {line}")
+
+    async def _unmount_once(self, mount: _Mount) -> None:
+        plan = mount.plan
         code, output = await run_command(
             self._command.umount_argv(plan.path), env=self._command.env, timeout=self._flush_timeout
         )
@@ -395,3 +417,19 @@ class Supervisor:
             pass
         except OSError as exc:
             problems.append(f"cannot remove {path}: {exc.strerror}")
+
+
+def _errors_since(log_file: Path, offset: int) -> list[str]:
+    """The ERROR lines a daemon wrote to ``log_file`` after ``offset``, without their prefix."""
+    try:
+        with open(log_file, "rb") as stream:
+            stream.seek(offset)
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        _, marker, message = line.partition(" ERROR ")
+        if marker:
+            found.append(message.partition(": ")[2] or message)
+    return found
