@@ -173,6 +173,16 @@ def _daemon_pid(mountpoint: str) -> int | None:
     return pid
 
 
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            state = stat_file.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def run_umount(args: argparse.Namespace) -> int:
     mountpoint = os.path.abspath(args.mountpoint)
     pid = _daemon_pid(mountpoint)
@@ -190,10 +200,8 @@ def run_umount(args: argparse.Namespace) -> int:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + UMOUNT_TIMEOUT
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             return 0
-        time.sleep(0.05)
+        time.sleep(0.02)
     print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
     return 1

@@ -1,0 +1,234 @@
+"""Fixtures for real FUSE mounts: a ``memfs mount`` subprocess on the session's real server.
+
+``mount`` gives a fresh store mounted at a temp directory (``MountedStore``): ``.path``,
+``.store_id``, ``.sdk`` (the official SDK), and synchronous helpers to read the store
+(``memories()``, ``content(path)``, ``versions()``), to write it from outside (``put``), to wait
+for the daemon's uploads (``settle()``) and to unmount/remount. ``mount_factory`` mounts with
+options (read-only, another store, extra arguments). Teardown always unmounts: ``memfs
+umount``, then ``fusermount3 -uz`` and killing the daemon, even when the test failed.
+
+Every test in this directory is marked ``fuse``. Editor/tool matrices can build on these.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+MOUNT_READY_TIMEOUT = 20.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.fuse)
+
+
+def memfs(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memfs", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+@dataclass
+class MountedStore:
+    """A store, its mount point and helpers to check the store behind the mount."""
+
+    path: Path
+    store_id: str
+    store_name: str
+    sdk: anthropic.Anthropic
+    env: dict[str, str]
+    log_file: Path
+    extra_args: list[str] = field(default_factory=list)
+    pid: int | None = None
+
+    # -- the mount --------------------------------------------------------------------------
+
+    def mount(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = memfs(
+            "mount",
+            self.store_id,
+            str(self.path),
+            "--log-file",
+            str(self.log_file),
+            *self.extra_args,
+            *args,
+            env=self.env,
+        )
+        if result.returncode == 0:
+            assert os.path.ismount(self.path), "memfs mount returned 0 but nothing is mounted"
+            self.pid = self._daemon_pid()
+        return result
+
+    def _daemon_pid(self) -> int | None:
+        from memfs.daemon import state_path
+
+        try:
+            return int(state_path(str(self.path), "pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def umount(self) -> subprocess.CompletedProcess[str]:
+        result = memfs("umount", str(self.path), env=self.env)
+        wait_for(lambda: not os.path.ismount(self.path), timeout=10)
+        return result
+
+    def cleanup(self) -> None:
+        """Unmount whatever state the test left (never raises)."""
+        if os.path.ismount(self.path):
+            try:
+                memfs("umount", str(self.path), env=self.env, timeout=40)
+            except subprocess.TimeoutExpired:
+                pass
+        if os.path.ismount(self.path):
+            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def settle(self) -> None:
+        """Wait until the daemon has uploaded everything pending (fsync of the mount root)."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text()
+        except OSError:
+            return ""
+
+    # -- the store behind it ------------------------------------------------------------------
+
+    def memories(self) -> dict[str, Any]:
+        """path -> memory (basic view) of every memory in the store."""
+        return {
+            m.path: m
+            for m in self.sdk.beta.memory_stores.memories.list(self.store_id, limit=100)
+            if m.type == "memory"
+        }
+
+    def paths(self) -> set[str]:
+        return set(self.memories())
+
+    def content(self, path: str) -> str | None:
+        memory = self.memories().get(path)
+        if memory is None:
+            return None
+        full = self.sdk.beta.memory_stores.memories.retrieve(
+            memory.id, memory_store_id=self.store_id
+        )
+        return full.content
+
+    def versions(self, memory_id: str | None = None) -> list[Any]:
+        kwargs: dict[str, Any] = {"limit": 100}
+        if memory_id is not None:
+            kwargs["memory_id"] = memory_id
+        return list(self.sdk.beta.memory_stores.memory_versions.list(self.store_id, **kwargs))
+
+    def put(self, path: str, content: str) -> Any:
+        """Create or update a memory directly through the API (a remote change)."""
+        existing = self.memories().get(path)
+        if existing is None:
+            return self.sdk.beta.memory_stores.memories.create(
+                self.store_id, path=path, content=content
+            )
+        return self.sdk.beta.memory_stores.memories.update(
+            existing.id, memory_store_id=self.store_id, content=content
+        )
+
+    def wait_content(self, path: str, content: str | None, timeout: float = 10.0) -> None:
+        wait_for(lambda: self.content(path) == content, timeout=timeout)
+
+
+@pytest.fixture
+def sdk(server: Any) -> Iterator[anthropic.Anthropic]:
+    client = anthropic.Anthropic(api_key=server.api_key, base_url=server.base_url, max_retries=1)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def mount_factory(
+    server: Any, sdk: anthropic.Anthropic, tmp_path: Path
+) -> Iterator[Callable[..., MountedStore]]:
+    made: list[MountedStore] = []
+
+    def make(
+        *args: str,
+        store_id: str | None = None,
+        mount: bool = True,
+        memories: dict[str, str] | None = None,
+    ) -> MountedStore:
+        if store_id is None:
+            store = sdk.beta.memory_stores.create(name=f"mount-test-{uuid.uuid4().hex[:10]}")
+            store_id, name = store.id, store.name
+        else:
+            name = sdk.beta.memory_stores.retrieve(store_id).name
+        for path, content in (memories or {}).items():
+            sdk.beta.memory_stores.memories.create(store_id, path=path, content=content)
+        point = tmp_path / f"mnt{len(made)}"
+        point.mkdir()
+        mounted = MountedStore(
+            path=point,
+            store_id=store_id,
+            store_name=name,
+            sdk=sdk,
+            env=server.client_env(),
+            log_file=tmp_path / f"mount{len(made)}.log",
+            extra_args=list(args),
+        )
+        made.append(mounted)
+        if mount:
+            result = mounted.mount()
+            assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
+        return mounted
+
+    try:
+        yield make
+    finally:
+        for mounted in made:
+            mounted.cleanup()
+        for mounted in made:
+            log = mounted.log()
+            assert "Traceback" not in log, f"the daemon logged a traceback:\n{log}"
+
+
+@pytest.fixture
+def mount(mount_factory: Callable[..., MountedStore]) -> MountedStore:
+    return mount_factory()
