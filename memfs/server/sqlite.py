@@ -523,8 +523,7 @@ class SqliteStorage(Storage):
                 count = want - len(items)
                 found = 0
                 rows = seek(conn, bound, count)
-                for row in rows:
-                    found += 1
+                for found, row in enumerate(rows, start=1):  # noqa: B007 - read after the loop
                     rest = row["path"][len(prefix) :]
                     if depth == 1 and "/" in rest:
                         directory = prefix + rest.split("/", 1)[0] + "/"

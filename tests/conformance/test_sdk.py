@@ -36,7 +36,8 @@ def error_of(exc: pytest.ExceptionInfo[anthropic.APIStatusError]) -> dict[str, A
     assert isinstance(body, dict)
     # The SDK hands over the parsed envelope; request_id is on the exception too.
     assert exc.value.request_id and exc.value.request_id.startswith("req_")
-    error: dict[str, Any] = body["error"] if "error" in body else body
+    assert body["type"] == "error" and "request_id" in body
+    error: dict[str, Any] = body["error"]
     return error
 
 
@@ -99,7 +100,9 @@ def test_memory_lifecycle(sdk: anthropic.Anthropic, store: Any) -> None:
         created.id, memory_store_id=store.id, path="/done/todo.md", view="full"
     )
     assert (renamed.id, renamed.path, renamed.content) == (
-        created.id, "/done/todo.md", "buy oat milk",
+        created.id,
+        "/done/todo.md",
+        "buy oat milk",
     )
     noop = memories.update(created.id, memory_store_id=store.id, content="buy oat milk")
     assert noop.memory_version_id == renamed.memory_version_id
@@ -117,11 +120,17 @@ def test_memory_listing(sdk: anthropic.Anthropic, store: Any) -> None:
     for path in ("/a/x", "/a/y/z", "/b", "/notes/t", "/notes-archive/t"):
         memories.create(store.id, path=path, content=path)
     assert [m.path for m in memories.list(store.id)] == [
-        "/a/x", "/a/y/z", "/b", "/notes-archive/t", "/notes/t",
+        "/a/x",
+        "/a/y/z",
+        "/b",
+        "/notes-archive/t",
+        "/notes/t",
     ]
     top = list(memories.list(store.id, depth=1, limit=1))
     assert [(item.type, item.path) for item in top] == [
-        ("memory_prefix", "/a/"), ("memory", "/b"), ("memory_prefix", "/notes-archive/"),
+        ("memory_prefix", "/a/"),
+        ("memory", "/b"),
+        ("memory_prefix", "/notes-archive/"),
         ("memory_prefix", "/notes/"),
     ]
     assert [m.path for m in memories.list(store.id, path_prefix="/notes/")] == ["/notes/t"]
@@ -169,8 +178,15 @@ def test_memory_errors(sdk: anthropic.Anthropic, store: Any) -> None:
     assert too_big.value.status_code == 413
     assert error_of(too_big)["type"] == "request_too_large"
 
-    bad_paths = ["nope", "/a//b", "/a/../b", "/x\x00", "/cafe\u0301", "/" + "x" * 1024,
-                 "/" + "/".join("s" * 21)]
+    bad_paths = [
+        "nope",
+        "/a//b",
+        "/a/../b",
+        "/x\x00",
+        "/cafe\u0301",
+        "/" + "x" * 1024,
+        "/" + "/".join("s" * 21),
+    ]
     for path in bad_paths:
         with pytest.raises(anthropic.BadRequestError) as bad:
             memories.create(store.id, path=path, content="")

@@ -83,7 +83,9 @@ async def store_id(client: httpx.AsyncClient) -> str:
     return str(r.json()["id"])
 
 
-def assert_error(r: httpx.Response, status: int, error_type: str, contains: str = "") -> dict[str, Any]:
+def assert_error(
+    r: httpx.Response, status: int, error_type: str, contains: str = ""
+) -> dict[str, Any]:
     """The response is the documented error envelope with this status and type."""
     assert r.status_code == status, r.text
     body: dict[str, Any] = r.json()

@@ -138,9 +138,7 @@ async def test_oversized_body_is_413(client: httpx.AsyncClient, store_id: str) -
     assert_error(r, 413, "request_too_large")
 
 
-async def test_session_header_attributes_writes(
-    client: httpx.AsyncClient, store_id: str
-) -> None:
+async def test_session_header_attributes_writes(client: httpx.AsyncClient, store_id: str) -> None:
     r = await client.post(
         f"/v1/memory_stores/{store_id}/memories",
         json={"path": "/s.md", "content": "x"},
@@ -177,9 +175,7 @@ class _BrokenStorage(SqliteStorage):
         raise RuntimeError("boom " + str(datetime.now()))
 
 
-async def test_unexpected_exceptions_become_a_logged_500(
-    tmp_path: Any, caplog: Any
-) -> None:
+async def test_unexpected_exceptions_become_a_logged_500(tmp_path: Any, caplog: Any) -> None:
     storage = await _BrokenStorage.open(tmp_path / "broken.db")
     try:
         app = create_app(storage, [KEY])

@@ -40,7 +40,9 @@ async def list_all(client: httpx.AsyncClient, store_id: str, **params: Any) -> l
 PATHS = ["/z", "/é", "/a/c/d", "/a", "/B", "/a/b", "/a-x", "/a/c/e", "/notes-archive/t", "/notes/t"]
 
 
-async def test_whole_store_in_byte_order(client: httpx.AsyncClient, store_id: str, mem: MakeMemory) -> None:
+async def test_whole_store_in_byte_order(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
     for path in PATHS:
         await mem(path)
     expected = sorted(PATHS, key=lambda p: p.encode("utf-8"))
@@ -76,7 +78,9 @@ async def test_depth_one_rolls_up_directories(
     assert len(r.json()["data"]) == 4 and r.json()["next_page"]
 
 
-async def test_memory_prefix_item_shape(client: httpx.AsyncClient, store_id: str, mem: MakeMemory) -> None:
+async def test_memory_prefix_item_shape(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
     await mem("/dir/x")
     r = await client.get(url(store_id), params={"depth": "1"})
     assert r.json() == {"data": [{"type": "memory_prefix", "path": "/dir/"}], "next_page": None}
@@ -102,7 +106,9 @@ async def test_view_full_caps_pages_at_20(
     assert len(default["data"]) == 20
 
 
-async def test_bad_listing_parameters(client: httpx.AsyncClient, store_id: str, mem: MakeMemory) -> None:
+async def test_bad_listing_parameters(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
     await mem("/a/b")
     await mem("/a/c")
     cases = [
@@ -122,7 +128,9 @@ async def test_bad_listing_parameters(client: httpx.AsyncClient, store_id: str, 
         ({"page": "nope"}, "page"),
     ]
     for params, message in cases:
-        assert_error(await client.get(url(store_id), params=params), 400, "invalid_request_error", message)
+        assert_error(
+            await client.get(url(store_id), params=params), 400, "invalid_request_error", message
+        )
 
 
 async def test_tampered_and_foreign_cursors_are_400(
@@ -142,7 +150,9 @@ async def test_tampered_and_foreign_cursors_are_400(
         assert_error(r, 400, "invalid_request_error", "different")
     # Nor a cursor of another store or of another kind of list.
     other = (await client.post("/v1/memory_stores", json={"name": "o"})).json()["id"]
-    assert_error(await client.get(url(other), params={"page": cursor}), 400, "invalid_request_error")
+    assert_error(
+        await client.get(url(other), params={"page": cursor}), 400, "invalid_request_error"
+    )
     r = await client.get(f"/v1/memory_stores/{store_id}/memory_versions", params={"page": cursor})
     assert_error(r, 400, "invalid_request_error")
 
@@ -175,7 +185,11 @@ async def test_depth_one_skips_subdirectories_by_index_seeks(
     assert len(seeks) <= 4, seeks
     # Continuing after a directory starts past its whole range.
     after_big = await storage.list_memories(
-        store.id, prefix="/", depth=1, after=MemoryPosition("/big0", True), limit=1,
+        store.id,
+        prefix="/",
+        depth=1,
+        after=MemoryPosition("/big0", True),
+        limit=1,
         with_content=False,
     )
     assert [item.path for item in after_big.items] == ["/c"]

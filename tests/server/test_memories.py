@@ -12,8 +12,16 @@ from memfs.models import sha256_hex
 from .conftest import MakeMemory, assert_error
 
 MEMORY_FIELDS = {
-    "id", "type", "memory_store_id", "path", "content", "content_sha256", "content_size_bytes",
-    "memory_version_id", "created_at", "updated_at",
+    "id",
+    "type",
+    "memory_store_id",
+    "path",
+    "content",
+    "content_sha256",
+    "content_size_bytes",
+    "memory_version_id",
+    "created_at",
+    "updated_at",
 }
 
 
@@ -61,9 +69,14 @@ async def test_empty_content_is_allowed_but_required(
     assert r.status_code == 200 and r.json()["content_size_bytes"] == 0
     assert r.json()["content_sha256"] == sha256_hex("")
     for body in ({"path": "/x"}, {"path": "/x", "content": None}):
-        assert_error(await client.post(url(store_id), json=body), 400, "invalid_request_error", "content")
+        assert_error(
+            await client.post(url(store_id), json=body), 400, "invalid_request_error", "content"
+        )
     assert_error(
-        await client.post(url(store_id), json={"content": "x"}), 400, "invalid_request_error", "path"
+        await client.post(url(store_id), json={"content": "x"}),
+        400,
+        "invalid_request_error",
+        "path",
     )
 
 
@@ -146,7 +159,9 @@ async def test_update_content_and_rename_keep_the_id(
         "memory_path_conflict_error",
     )
     # The old path is free again.
-    assert (await client.post(url(store_id), json={"path": "/a.md", "content": ""})).status_code == 200
+    assert (
+        await client.post(url(store_id), json={"path": "/a.md", "content": ""})
+    ).status_code == 200
     ops = [v["operation"] for v in await versions_of(client, store_id, memory["id"])]
     assert ops == ["modified", "modified", "created"]
 
@@ -234,7 +249,9 @@ async def test_delete(client: httpx.AsyncClient, store_id: str, mem: MakeMemory)
     deleted = versions[0]
     assert deleted["path"] == "/d"
     assert (deleted["content"], deleted["content_sha256"], deleted["content_size_bytes"]) == (
-        None, None, None,
+        None,
+        None,
+        None,
     )
     # The path can be reused; the new memory has a new id.
     again = await mem("/d", "back")
@@ -243,7 +260,9 @@ async def test_delete(client: httpx.AsyncClient, store_id: str, mem: MakeMemory)
 
 async def test_unknown_ids_are_404(client: httpx.AsyncClient, store_id: str) -> None:
     assert_error(await client.get(url(store_id, "mem_nope")), 404, "not_found_error", "mem_nope")
-    assert_error(await client.get(url("memstore_nope", "mem_x")), 404, "not_found_error", "memstore_nope")
+    assert_error(
+        await client.get(url("memstore_nope", "mem_x")), 404, "not_found_error", "memstore_nope"
+    )
     assert_error(await client.get(url("memstore_nope")), 404, "not_found_error")
     r = await client.post(url("memstore_nope"), json={"path": "/a", "content": ""})
     assert_error(r, 404, "not_found_error")
@@ -271,6 +290,8 @@ async def test_store_full(client: httpx.AsyncClient, store_id: str, mem: MakeMem
     r = await client.patch(url(store_id, made[0]["id"]), json={"content": "edited", "path": "/m0b"})
     assert r.status_code == 200
     assert (await client.delete(url(store_id, made[1]["id"]))).status_code == 200
-    assert (await client.post(url(store_id), json={"path": "/m10", "content": ""})).status_code == 200
+    assert (
+        await client.post(url(store_id), json={"path": "/m10", "content": ""})
+    ).status_code == 200
     r = await client.post(url(store_id), json={"path": "/m11", "content": ""})
     assert_error(r, 400, "invalid_request_error", STORE_FULL_MESSAGE)

@@ -182,13 +182,17 @@ def test_cli_key_warning_does_not_echo_the_key(tmp_path: Path) -> None:
     args = ["--db", str(tmp_path / "x.db"), "--port", str(port), "--api-key", key]
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "server", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                r = httpx.get(f"http://127.0.0.1:{port}/v1/memory_stores", headers={"x-api-key": key})
+                r = httpx.get(
+                    f"http://127.0.0.1:{port}/v1/memory_stores", headers={"x-api-key": key}
+                )
                 if r.status_code == 200:
                     break
             except httpx.HTTPError:

@@ -1,4 +1,4 @@
-"""Memory stores: create, retrieve, list (newest first, filters, cursors), patch, archive, delete."""
+"""Memory stores: create, retrieve, list (newest first, filters, pages), patch, archive, delete."""
 
 from __future__ import annotations
 
@@ -22,12 +22,20 @@ async def test_create_and_retrieve(client: httpx.AsyncClient) -> None:
     store = r.json()
     assert store["id"].startswith("memstore_")
     assert set(store) == {
-        "id", "type", "name", "description", "metadata", "created_at", "updated_at",
+        "id",
+        "type",
+        "name",
+        "description",
+        "metadata",
+        "created_at",
+        "updated_at",
         "archived_at",
     }
     assert store["type"] == "memory_store"
     assert (store["name"], store["description"], store["metadata"]) == (
-        "Demo Memory", "notes", {"user": "u1"},
+        "Demo Memory",
+        "notes",
+        {"user": "u1"},
     )
     assert store["archived_at"] is None
     assert store["created_at"] == store["updated_at"]
@@ -66,14 +74,16 @@ async def test_create_validation(client: httpx.AsyncClient) -> None:
     ok = {
         "name": "n" * 255,
         "description": "d" * 1024,
-        "metadata": {("k%02d" % i) + "k" * 61: "v" * 512 for i in range(16)},
+        "metadata": {f"k{i:02d}" + "k" * 61: "v" * 512 for i in range(16)},
     }
     assert (await client.post(STORES, json=ok)).status_code == 200
 
 
 async def test_unknown_store_is_404(client: httpx.AsyncClient) -> None:
     for method in ("GET", "POST", "DELETE"):
-        r = await client.request(method, f"{STORES}/memstore_nope", json={} if method == "POST" else None)
+        r = await client.request(
+            method, f"{STORES}/memstore_nope", json={} if method == "POST" else None
+        )
         assert_error(r, 404, "not_found_error", "memstore_nope")
     assert_error(await client.post(f"{STORES}/memstore_nope/archive"), 404, "not_found_error")
 
@@ -104,7 +114,9 @@ async def test_list_filters(client: httpx.AsyncClient, clock: FakeClock) -> None
 
     assert names(await client.get(STORES)) == ["new", "old"]
     assert names(await client.get(STORES, params={"include_archived": "true"})) == [
-        "gone", "new", "old",
+        "gone",
+        "new",
+        "old",
     ]
     assert names(await client.get(STORES, params={"include_archived": "false"})) == ["new", "old"]
     assert names(await client.get(STORES, params={"created_at[gte]": new["created_at"]})) == ["new"]
@@ -137,7 +149,9 @@ async def test_cursor_cannot_be_reused_with_other_filters(client: httpx.AsyncCli
 
 async def test_update_is_a_patch(client: httpx.AsyncClient, clock: FakeClock) -> None:
     store = (
-        await client.post(STORES, json={"name": "a", "description": "d", "metadata": {"x": "1", "y": "2"}})
+        await client.post(
+            STORES, json={"name": "a", "description": "d", "metadata": {"x": "1", "y": "2"}}
+        )
     ).json()
     url = f"{STORES}/{store['id']}"
     r = await client.post(url, json={"metadata": {"x": None, "z": "3"}})
@@ -173,9 +187,7 @@ async def test_archive_is_irreversible_and_read_only(
     client: httpx.AsyncClient, store_id: str, mem: MakeMemory
 ) -> None:
     memory = await mem("/keep.md", "v1")
-    await client.post(
-        f"{STORES}/{store_id}/memories/{memory['id']}", json={"content": "v2"}
-    )
+    await client.post(f"{STORES}/{store_id}/memories/{memory['id']}", json={"content": "v2"})
     url = f"{STORES}/{store_id}"
     archived = (await client.post(f"{url}/archive")).json()
     assert archived["archived_at"] is not None

@@ -15,8 +15,18 @@ from memfs.server.storage import VersionFilter
 from .conftest import KEY, OTHER, FakeClock, MakeMemory, assert_error
 
 VERSION_FIELDS = {
-    "id", "type", "memory_id", "memory_store_id", "operation", "path", "content",
-    "content_sha256", "content_size_bytes", "created_at", "created_by", "redacted_at",
+    "id",
+    "type",
+    "memory_id",
+    "memory_store_id",
+    "operation",
+    "path",
+    "content",
+    "content_sha256",
+    "content_size_bytes",
+    "created_at",
+    "created_by",
+    "redacted_at",
     "redacted_by",
 }
 
@@ -88,20 +98,28 @@ async def test_filters(client: httpx.AsyncClient, app: Any, store_id: str, mem: 
         base_url="http://memfs.test",
         headers={"x-api-key": OTHER},
     ) as other:
-        c = (await other.post(f"/v1/memory_stores/{store_id}/memories", json={"path": "/c", "content": ""})).json()
+        c = (
+            await other.post(
+                f"/v1/memory_stores/{store_id}/memories", json={"path": "/c", "content": ""}
+            )
+        ).json()
 
     def ops(versions: list[dict[str, Any]]) -> list[tuple[str, str]]:
         return [(v["memory_id"], v["operation"]) for v in versions]
 
     assert ops(await history(client, store_id, memory_id=a["id"])) == [
-        (a["id"], "modified"), (a["id"], "created"),
+        (a["id"], "modified"),
+        (a["id"], "created"),
     ]
     assert ops(await history(client, store_id, memory_id=b["id"])) == [
-        (b["id"], "deleted"), (b["id"], "created"),
+        (b["id"], "deleted"),
+        (b["id"], "created"),
     ]
     assert ops(await history(client, store_id, operation="deleted")) == [(b["id"], "deleted")]
     assert ops(await history(client, store_id, session_id="sesn_one")) == [(a["id"], "created")]
-    assert ops(await history(client, store_id, api_key_id=api_key_id(OTHER))) == [(c["id"], "created")]
+    assert ops(await history(client, store_id, api_key_id=api_key_id(OTHER))) == [
+        (c["id"], "created")
+    ]
     assert len(await history(client, store_id, api_key_id=api_key_id(KEY))) == 3
     assert await history(client, store_id, service_account_id="svac_1") == []
     assert await history(client, store_id, memory_id="mem_unknown") == []
@@ -112,14 +130,18 @@ async def test_filters(client: httpx.AsyncClient, app: Any, store_id: str, mem: 
     assert len(newer) == 3 and len(older) == len(everything) - 2
 
 
-async def test_pages_and_bad_parameters(client: httpx.AsyncClient, store_id: str, mem: MakeMemory) -> None:
+async def test_pages_and_bad_parameters(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
     memory = await mem("/p", "0")
     for i in range(1, 5):
         await client.patch(murl(store_id, memory["id"]), json={"content": str(i)})
     seen: list[str] = []
     page = None
     while True:
-        r = await client.get(vurl(store_id), params={"limit": 2, **({"page": page} if page else {})})
+        r = await client.get(
+            vurl(store_id), params={"limit": 2, **({"page": page} if page else {})}
+        )
         seen += [v["id"] for v in r.json()["data"]]
         page = r.json()["next_page"]
         if not page:
@@ -136,10 +158,16 @@ async def test_pages_and_bad_parameters(client: httpx.AsyncClient, store_id: str
         ({"created_at[gte]": "2026-13-45"}, "created_at[gte]"),
         ({"page": "page_AAAA"}, "page"),
     ):
-        assert_error(await client.get(vurl(store_id), params=params), 400, "invalid_request_error", message)
-    assert_error(await client.get(vurl(store_id, "memver_nope")), 404, "not_found_error", "memver_nope")
+        assert_error(
+            await client.get(vurl(store_id), params=params), 400, "invalid_request_error", message
+        )
+    assert_error(
+        await client.get(vurl(store_id, "memver_nope")), 404, "not_found_error", "memver_nope"
+    )
     assert_error(await client.get(vurl("memstore_nope")), 404, "not_found_error")
-    assert_error(await client.post(vurl(store_id, "memver_nope") + "/redact"), 404, "not_found_error")
+    assert_error(
+        await client.post(vurl(store_id, "memver_nope") + "/redact"), 404, "not_found_error"
+    )
 
 
 async def test_redaction(client: httpx.AsyncClient, store_id: str, mem: MakeMemory) -> None:
@@ -154,7 +182,9 @@ async def test_redaction(client: httpx.AsyncClient, store_id: str, mem: MakeMemo
     assert r.status_code == 200, r.text
     redacted = r.json()
     assert (redacted["content"], redacted["content_sha256"], redacted["content_size_bytes"]) == (
-        None, None, None,
+        None,
+        None,
+        None,
     )
     assert redacted["path"] is None
     assert redacted["redacted_at"] is not None
