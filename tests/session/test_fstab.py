@@ -1,0 +1,92 @@
+"""The mount(8) helper contrib/mount.fuse.memfs: option translation, refusals, a real mount."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import Api, mounts_under, run_memfs, unique
+
+HELPER = Path(__file__).resolve().parents[2] / "contrib" / "mount.fuse.memfs"
+MEMFS = str(Path(sys.executable).with_name("memfs"))
+
+
+def helper(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {"PATH": "/usr/bin:/bin", "MEMFS": MEMFS} if env is None else env
+    return subprocess.run(
+        [sys.executable, str(HELPER), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_fstab_options_become_memfs_mount_arguments() -> None:
+    done = helper(
+        "memstore_abc", "/mnt/memory/notes", "-o",
+        "api_key_file=/etc/memfs/key,base_url=http://10.0.0.1:8080,ro,_netdev,nofail,"
+        "x-systemd.automount,session_id=sesn_1,debug", "--dry-run",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        f"ANTHROPIC_BASE_URL=http://10.0.0.1:8080 {MEMFS} mount memstore_abc /mnt/memory/notes "
+        "--api-key-file /etc/memfs/key --read-only --session-id sesn_1 --debug\n"
+    )
+
+
+def test_the_memfs_hash_store_form_is_accepted() -> None:
+    done = helper("memfs#Team Notes", "/mnt/x", "-o", "api_key_file=/k,rw,dev,suid", "--dry-run")
+    assert done.stdout == f"{MEMFS} mount Team Notes /mnt/x --api-key-file /k\n"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("api_key_file=/k,uid=5", "unknown mount option 'uid'"),
+        ("api_key_file=/k,allow_other", "option allow_other is not supported"),
+        ("api_key_file=", "option api_key_file needs a value"),
+        ("ro", "no API key: add -o api_key_file=FILE"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option(options: str, message: str) -> None:
+    done = helper("memstore_abc", "/mnt/x", "-o", options, "--dry-run")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("mount.fuse.memfs: ") and message in done.stderr
+
+
+@pytest.mark.fuse
+def test_helper_mounts_read_only_with_a_key_file(tmp_path: Path, server: Any, api: Api) -> None:
+    store = api.create_store(unique("Fstab"))
+    api.create_memory(store["id"], "/hello.md", "hi\n")
+    key_file = tmp_path / "key"
+    key_file.write_text(server.api_key + "\n")
+    key_file.chmod(0o600)
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    base_url = server.base_url
+    env = {"PATH": "/usr/bin:/bin", "MEMFS": MEMFS}  # as mount(8) runs it: no API key in env
+    try:
+        done = helper(
+            store["id"], str(mountpoint), "-o", f"api_key_file={key_file},base_url={base_url},ro",
+            env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert mounts_under(mountpoint) == [str(mountpoint)]
+        assert (mountpoint / "hello.md").read_text() == "hi\n"
+        with pytest.raises(OSError) as info:
+            (mountpoint / "new.md").write_text("x")
+        assert info.value.errno == errno.EROFS
+        assert run_memfs(["umount", str(mountpoint)], dict(os.environ)).returncode == 0
+        assert mounts_under(mountpoint) == []
+    finally:
+        if mounts_under(mountpoint):
+            subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
