@@ -137,6 +137,8 @@ async def read_json_object(request: Request, *, allow_empty: bool = False) -> di
         raise _bad("request body is not valid UTF-8") from None
     except ValueError as exc:
         raise _bad(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _bad("request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise _bad("request body must be a JSON object")
     return data

@@ -126,6 +126,9 @@ async def test_malformed_bodies(client: httpx.AsyncClient, store_id: str) -> Non
         (b"null", "JSON object"),
         (b'{"path": "/a", "content": NaN}', "not valid JSON"),
         (b"\xff\xfe{}", "UTF-8"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (b'{"path": "/a", "content": ' + b"1" * 5000 + b"}", "not valid JSON"),
+        (b'{"path": "/a", "content": 1e999999}', "expected a string"),
     ]
     for raw, message in cases:
         r = await client.post(url, content=raw, headers={"content-type": "application/json"})
