@@ -399,6 +399,11 @@ class Supervisor:
             log.info("memfs umount %s: %s", plan.slug, line)
         if code is None:
             return  # the caller reports it with the deadline
+        if code != 0 and not await trio.to_thread.run_sync(os.path.ismount, plan.path):
+            # e.g. systemd signalled the whole cgroup: the daemon flushed and left on its own
+            log.warning("%s was already unmounted: %s", plan.path, last_line(output))
+            mount.mounted = False
+            return
         if code != 0:
             mount.problems.append(
                 f"{plan.path}: flush failed, changes may not be uploaded: "
