@@ -209,27 +209,38 @@ class Supervisor:
 
         Raises MountError (after undoing everything) when a store cannot be mounted.
         """
+        failure: MountError | None = None
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             try:
                 self._write_state("starting")
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._stop_on_signal, signals, nursery.cancel_scope)
-                    await self._mount_all()
-                    self._write_state("running")
-                    log.info(
-                        "session %s: %d stores mounted under %s",
-                        self._session_id,
-                        len(self._mounts),
-                        self._root,
-                    )
-                    sd_notify("READY=1")
-                    if ready is not None:
-                        ready()
-                    await self._watch()
+                    try:
+                        await self._mount_all()
+                    except MountError as exc:
+                        failure = exc
+                        nursery.cancel_scope.cancel()
+                    else:
+                        self._write_state("running")
+                        log.info(
+                            "session %s: %d stores mounted under %s",
+                            self._session_id,
+                            len(self._mounts),
+                            self._root,
+                        )
+                        sd_notify("READY=1")
+                        if ready is not None:
+                            ready()
+                        await self._watch()
             finally:
                 with trio.CancelScope(shield=True):
                     sd_notify("STOPPING=1")
                     await self._teardown()
+        if failure is not None:
+            for problem in self._all_problems():
+                log.error("%s", problem)
+            self._state_file.unlink(missing_ok=True)
+            raise failure
         problems = self._all_problems()
         for problem in problems:
             log.error("%s", problem)
