@@ -495,6 +495,9 @@ class Vfs:
         return self.attr(node)
 
     def _changed(self, node: Node) -> None:
+        if node.conflict:  # a new save after a reported conflict replaces the remote head
+            node.conflict = False
+            node.rebase = True
         node.dirty = True
         node.gen += 1
         node.mtime = time.time()
@@ -647,6 +650,8 @@ class Vfs:
             return
         if not node.dirty and node.memory_id is not None and node.path == node.remote_path:
             return
+        if node.conflict:
+            return  # kept locally until the file is written again (docs/semantics.md)
         if node.dirty:
             self._validate(node)
         if node.memory_id is None:
@@ -661,7 +666,6 @@ class Vfs:
             return
         node.error = None
         if isinstance(error, PreconditionFailedError | RemoteConflictError):
-            node.rebase = True
             raise RemoteConflictError(
                 f"{node.path} changed on the server; the local content was kept"
             ) from error
@@ -680,7 +684,12 @@ class Vfs:
         if node.dirty:
             self._commit(node)
         self._report(node)
-        await self.writeback.flush(node.ino)
+        try:
+            await self.writeback.flush(node.ino)
+        except Exception:
+            if node.error is not None:
+                self._report(node)  # the same failure, reported once
+            raise
         self._report(node)
 
     async def fsync_dir(self) -> None:
@@ -1222,6 +1231,7 @@ class Vfs:
             )
             node.error = RemoteConflictError(f"{node.path} changed on the server")
             node.error.__cause__ = exc
+            node.conflict = True
         else:
             log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
             node.error = exc

@@ -12,6 +12,7 @@ Every test in this directory is marked ``fuse``. Editor/tool matrices can build 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,17 +106,13 @@ class MountedStore:
     def cleanup(self) -> None:
         """Unmount whatever state the test left (never raises)."""
         if os.path.ismount(self.path):
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 memfs("umount", str(self.path), env=self.env, timeout=40)
-            except subprocess.TimeoutExpired:
-                pass
         if os.path.ismount(self.path):
             subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
         if self.pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def settle(self) -> None:
         """Wait until the daemon has uploaded everything pending (fsync of the mount root)."""

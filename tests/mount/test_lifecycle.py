@@ -1,0 +1,190 @@
+"""Mounting, unmounting, read-only mounts, remote changes and conflicts through a real mount."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import memfs, wait_for
+
+
+def expect_errno(number: int, func, *args, **kwargs) -> None:
+    with pytest.raises(OSError) as info:
+        func(*args, **kwargs)
+    assert info.value.errno == number, errno.errorcode[info.value.errno]
+
+
+def daemon_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_umount_flushes_pending_writes(mount):
+    (mount.path / "new.md").write_text("pending")
+    result = mount.umount()
+    assert result.returncode == 0, result.stderr
+    assert not os.path.ismount(mount.path)
+    assert mount.content("/new.md") == "pending"
+    assert mount.pid is not None and daemon_gone(mount.pid)
+
+
+def test_sigterm_flushes(mount_factory):
+    m = mount_factory(memories={"/a.md": "old"})
+    (m.path / "a.md").write_text("new")
+    assert m.pid is not None
+    os.kill(m.pid, signal.SIGTERM)
+    wait_for(lambda: daemon_gone(m.pid), timeout=20)
+    assert not os.path.ismount(m.path)
+    assert m.content("/a.md") == "new"
+
+
+def test_fusermount_flushes(mount):
+    (mount.path / "f.md").write_text("via fusermount")
+    subprocess.run(["fusermount3", "-u", str(mount.path)], check=True)
+    wait_for(lambda: mount.pid is not None and daemon_gone(mount.pid), timeout=20)
+    assert mount.content("/f.md") == "via fusermount"
+
+
+def test_remount_persistence(mount):
+    (mount.path / "keep.md").write_text("kept")
+    os.mkdir(mount.path / "d")
+    (mount.path / "d" / "x.md").write_text("x")
+    (mount.path / "scratch~").write_text("local only")
+    assert mount.umount().returncode == 0
+    assert os.listdir(mount.path) == []
+    result = mount.mount()
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(mount.path)) == ["d", "keep.md"]
+    assert (mount.path / "keep.md").read_text() == "kept"
+    assert (mount.path / "d" / "x.md").read_text() == "x"
+
+
+def test_read_only_mount(mount_factory):
+    m = mount_factory("--read-only", memories={"/a.md": "A", "/d/b.md": "B"})
+    assert (m.path / "a.md").read_text() == "A"
+    result = subprocess.run(["bash", "-c", f"echo hi > {m.path}/new.md"], capture_output=True)
+    assert result.returncode != 0 and b"Read-only file system" in result.stderr
+    expect_errno(errno.EROFS, open, m.path / "a.md", "w")
+    expect_errno(errno.EROFS, open, m.path / "a.md", "a")
+    expect_errno(errno.EROFS, os.unlink, m.path / "a.md")
+    expect_errno(errno.EROFS, os.rename, m.path / "a.md", m.path / "c.md")
+    expect_errno(errno.EROFS, os.mkdir, m.path / "e")
+    expect_errno(errno.EROFS, os.rmdir, m.path / "d")
+    expect_errno(errno.EROFS, os.truncate, m.path / "a.md", 0)
+    expect_errno(errno.EROFS, os.symlink, "x", m.path / ".#x")
+    expect_errno(errno.EROFS, os.utime, m.path / "a.md", (1, 1))
+    assert m.content("/a.md") == "A"
+    assert [v.operation for v in m.versions()] == ["created", "created"]
+
+
+def test_archived_store_mounts_read_only(mount_factory, sdk):
+    m = mount_factory(mount=False, memories={"/a.md": "A"})
+    sdk.beta.memory_stores.archive(m.store_id)
+    assert m.mount().returncode == 0
+    assert (m.path / "a.md").read_text() == "A"
+    expect_errno(errno.EROFS, open, m.path / "b.md", "w")
+
+
+def test_remote_changes_show_up(mount_factory):
+    m = mount_factory(memories={"/a.md": "one"})
+    assert (m.path / "a.md").read_text() == "one"
+    assert (m.path / "a.md").read_text() == "one"  # second open: kernel cache kept
+    m.put("/a.md", "two, longer")
+    wait_for(lambda: (m.path / "a.md").read_text() == "two, longer", timeout=5)
+    m.put("/b.md", "new remote")
+    wait_for(lambda: "b.md" in os.listdir(m.path), timeout=5)
+    memory = m.memories()["/a.md"]
+    m.sdk.beta.memory_stores.memories.delete(memory.id, memory_store_id=m.store_id)
+    wait_for(lambda: not (m.path / "a.md").exists(), timeout=5)
+
+
+def test_conflict_reports_estale_and_keeps_content(mount_factory):
+    m = mount_factory(memories={"/a.md": "base"})
+    fd = os.open(m.path / "a.md", os.O_RDWR)
+    try:
+        os.read(fd, 10)
+        m.put("/a.md", "remote edit")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, b"local edit")
+        expect_errno(errno.ESTALE, os.fsync, fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert os.read(fd, 100) == b"local edit"  # kept locally
+    finally:
+        os.close(fd)  # reported once: close after the fsync succeeds
+    time.sleep(1.0)
+    assert m.content("/a.md") == "remote edit"
+    assert "CONFLICT" in m.log()
+    # a new save after the report replaces the remote head
+    with open(m.path / "a.md", "w") as f:
+        f.write("resolved")
+    m.settle()
+    assert m.content("/a.md") == "resolved"
+
+
+def test_mount_point_not_empty_refused(mount_factory):
+    m = mount_factory(mount=False)
+    (m.path / "existing").write_text("mine")
+    result = m.mount()
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert "not empty" in result.stderr
+    assert (m.path / "existing").read_text() == "mine"
+    assert not os.path.ismount(m.path)
+
+
+def test_mount_point_missing(mount_factory, tmp_path):
+    m = mount_factory(mount=False)
+    result = memfs("mount", m.store_id, str(tmp_path / "nope"), env=m.env)
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_store_not_found(mount_factory):
+    m = mount_factory(mount=False)
+    m.store_id = "no-such-store-name"
+    result = m.mount()
+    assert result.returncode == 1
+    assert "not found" in result.stderr and result.stderr.count("\n") == 1
+    assert not os.path.ismount(m.path)
+
+
+def test_bad_key(mount_factory):
+    m = mount_factory(mount=False)
+    m.env = dict(m.env, ANTHROPIC_API_KEY="sk-wrong-key-xxxxxxxxxxxxxxxxxxxx")
+    result = m.mount()
+    assert result.returncode == 1
+    assert "refused" in result.stderr and result.stderr.count("\n") == 1
+    assert "sk-wrong" not in result.stderr + m.log()
+
+
+def test_server_down(fresh_server, tmp_path):
+    env = fresh_server.client_env()
+    fresh_server.stop()
+    point = tmp_path / "mnt"
+    point.mkdir()
+    start = time.monotonic()
+    result = memfs("mount", "anything", str(point), env=env)
+    assert result.returncode == 1
+    assert "cannot reach" in result.stderr and result.stderr.count("\n") == 1
+    assert time.monotonic() - start < 30
+    assert not os.path.ismount(point)
+
+
+def test_by_name_and_session_attribution(mount_factory, sdk):
+    m = mount_factory(mount=False)
+    store_id, m.store_id = m.store_id, m.store_name
+    assert m.mount("--session-id", "sesn_test123").returncode == 0
+    m.store_id = store_id
+    (m.path / "s.md").write_text("by session")
+    m.settle()
+    versions = m.versions()
+    assert versions[0].created_by.type == "session_actor"
+    assert versions[0].created_by.session_id == "sesn_test123"
