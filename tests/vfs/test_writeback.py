@@ -1,0 +1,160 @@
+"""The write-back queue alone: a fake upload function the test controls, trio's autojump clock."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import pytest
+import trio
+import trio.testing
+
+from memfs.errors import ApiConnectionError, PreconditionFailedError
+from memfs.vfs import is_transient
+from memfs.writeback import WriteBack
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Hashable, float]] = []
+        self.fail: dict[Hashable, list[BaseException]] = {}
+        self.failures: list[tuple[Hashable, BaseException]] = []
+
+    async def upload(self, key: Hashable) -> None:
+        self.calls.append((key, trio.current_time()))
+        errors = self.fail.get(key)
+        if errors:
+            raise errors.pop(0)
+
+    def on_failure(self, key: Hashable, exc: BaseException) -> None:
+        self.failures.append((key, exc))
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def start(rec: Recorder, nursery: trio.Nursery) -> WriteBack:
+    wb = WriteBack(rec.upload, is_transient=is_transient, on_failure=rec.on_failure)
+    await nursery.start(wb.run)
+    return wb
+
+
+async def test_runs_when_due_and_collapses_repeated_saves(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        t0 = trio.current_time()
+        wb.schedule("a", 1.0)
+        await trio.sleep(0.5)
+        wb.schedule("a", 1.0)  # collapses: the earlier due time is kept
+        await trio.sleep(2)
+        assert [k for k, _ in rec.calls] == ["a"]
+        assert rec.calls[0][1] == pytest.approx(t0 + 1.0)
+        assert not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_debounce_waits_until_left_alone(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        t0 = trio.current_time()
+        wb.schedule("new", 1.0, debounce=True)
+        await trio.sleep(0.8)
+        wb.schedule("new", 1.0, debounce=True)
+        await trio.sleep(3)
+        assert rec.calls == [("new", pytest.approx(t0 + 1.8))]
+        nursery.cancel_scope.cancel()
+
+
+async def test_cancel_forgets(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        wb.schedule("tmp", 1.0)
+        wb.cancel("tmp")
+        await trio.sleep(3)
+        assert rec.calls == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_transient_errors_retry_with_backoff(clock):
+    rec = Recorder()
+    rec.fail["a"] = [ApiConnectionError("down"), ApiConnectionError("down")]
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        wb.schedule("a", 0)
+        await trio.sleep(10)
+        times = [t for _, t in rec.calls]
+        assert len(times) == 3
+        assert times[2] - times[1] > times[1] - times[0]  # backoff grows
+        assert not wb.pending("a") and rec.failures == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_permanent_error_goes_to_on_failure(clock):
+    rec = Recorder()
+    error = PreconditionFailedError("changed")
+    rec.fail["a"] = [error]
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        wb.schedule("a", 0)
+        await trio.sleep(5)
+        assert rec.failures == [("a", error)]
+        assert len(rec.calls) == 1 and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_runs_now_and_raises(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        t0 = trio.current_time()
+        wb.schedule("a", 30)
+        await wb.flush("a")
+        assert rec.calls == [("a", t0)]
+        rec.fail["b"] = [ApiConnectionError("down")]
+        wb.schedule("b", 30)
+        with pytest.raises(ApiConnectionError):
+            await wb.flush("b")
+        assert wb.pending("b")  # transient: still queued for retry
+        await wb.flush("missing")  # nothing pending: returns at once
+        nursery.cancel_scope.cancel()
+
+
+async def test_schedule_while_running_runs_again(clock):
+    started = trio.Event()
+    release = trio.Event()
+    calls: list[str] = []
+
+    async def upload(key: Hashable) -> None:
+        calls.append(str(key))
+        if len(calls) == 1:
+            started.set()
+            await release.wait()
+
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(upload)
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        await started.wait()
+        wb.schedule("a", 0.5)  # a save while the upload runs
+        release.set()
+        await trio.sleep(2)
+        assert calls == ["a", "a"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_all(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        for key in "abc":
+            wb.schedule(key, 60)
+        rec.fail["c"] = [ApiConnectionError("down"), ApiConnectionError("down")]
+        errors = await wb.flush_all()
+        assert sorted(k for k, _ in rec.calls) == ["a", "b", "c"]
+        assert len(errors) == 1 and isinstance(errors[0], ApiConnectionError)
+        assert wb.keys() == ["c"]
+        nursery.cancel_scope.cancel()
