@@ -59,6 +59,15 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
         time.sleep(interval)
 
 
+def daemon_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 @dataclass
 class MountedStore:
     """A store, its mount point and helpers to check the store behind the mount."""
@@ -110,7 +119,7 @@ class MountedStore:
                 memfs("umount", str(self.path), env=self.env, timeout=40)
         if os.path.ismount(self.path):
             subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
-        if self.pid is not None:
+        if self.pid is not None and daemon_alive(self.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
 
