@@ -4,8 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages: FUSE (runtime + headers to build pyfuse3), and the editors/tools the mount
-# tests drive for real.
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl
+# tests drive for real; postgresql for the throwaway clusters of the PostgreSQL backend tests.
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl postgresql
 
 .PHONY: setup demo test test-fast lint format bench clean
 

@@ -3,6 +3,10 @@
 ``server`` is started once per test session (function-scoped stores keep tests apart);
 ``fresh_server`` starts a private one for tests that need to stop or restart it.
 API keys travel by environment variable only, never argv.
+
+``pg_cluster`` is a throwaway PostgreSQL cluster (``tests/pgcluster.py``) started once per
+session for the tests that run on the PostgreSQL backend; they skip only if the PostgreSQL
+binaries are absent. ``pg_url`` is a fresh empty database on it for one test.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pgcluster import PgCluster
 
 TEST_KEY = "sk-memfs-test-" + "k" * 24
 OTHER_KEY = "sk-memfs-other-" + "o" * 24
@@ -112,3 +117,21 @@ def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    bindir = PgCluster.find_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    cluster = PgCluster(bindir, port=free_port())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> str:
+    return pg_cluster.create_database()

@@ -1,16 +1,25 @@
-"""The SQLite schema of the reference server, as numbered migrations.
+"""The schema of the reference server, as numbered migrations, for SQLite and PostgreSQL.
 
-``migrate`` brings a database up to ``LATEST`` inside one transaction per step and records the
-step in ``schema_version``. Times are integer microseconds since the Unix epoch (UTC), paths are
-TEXT compared with the default BINARY collation, which is byte order of UTF-8 (a PostgreSQL port
-needs ``COLLATE "C"`` on ``path``). Keep the SQL plain so it ports; this module must not hold any
-query other than DDL.
+Both dialects live here, step for step: ``MIGRATIONS[n]`` (SQLite) and ``PG_MIGRATIONS[n]``
+(PostgreSQL) describe the same tables, so a new step is added to both lists at once (a test
+checks that their numbers agree).
+
+``migrate`` brings a SQLite database up to ``LATEST`` inside one transaction and records the step
+in ``schema_version``. ``migrate_postgres`` does the same on PostgreSQL inside one transaction that
+first takes ``pg_advisory_xact_lock(MIGRATION_LOCK)``: when several replicas start together, one
+migrates and the others wait, then find nothing left to do.
+
+Times are integer microseconds since the Unix epoch (UTC). Paths compare in byte order of UTF-8:
+SQLite's default BINARY collation does that; on PostgreSQL every text column that is sorted or
+compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
+DDL and the bookkeeping of ``schema_version``.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +81,67 @@ MIGRATIONS: list[tuple[int, str]] = [
 ]
 LATEST = MIGRATIONS[-1][0]
 
+# The same tables on PostgreSQL. ``C`` collation = byte order, as SQLite's BINARY.
+PG_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE stores (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_us BIGINT NOT NULL,
+            updated_us BIGINT NOT NULL,
+            archived_us BIGINT,
+            memory_count INTEGER NOT NULL DEFAULT 0,
+            version_seq BIGINT NOT NULL DEFAULT 0,
+            last_version_us BIGINT NOT NULL DEFAULT 0
+        );
+        CREATE INDEX stores_by_created ON stores (created_us, id);
+
+        CREATE TABLE memories (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            store_id TEXT COLLATE "C" NOT NULL REFERENCES stores (id) ON DELETE CASCADE,
+            path TEXT COLLATE "C" NOT NULL,
+            content TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            content_size INTEGER NOT NULL,
+            head_version_id TEXT COLLATE "C" NOT NULL,
+            created_us BIGINT NOT NULL,
+            updated_us BIGINT NOT NULL,
+            UNIQUE (store_id, path)
+        );
+        CREATE INDEX memories_by_head ON memories (head_version_id);
+
+        CREATE TABLE versions (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            store_id TEXT COLLATE "C" NOT NULL REFERENCES stores (id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            memory_id TEXT COLLATE "C" NOT NULL,
+            operation TEXT NOT NULL CHECK (operation IN ('created', 'modified', 'deleted')),
+            path TEXT COLLATE "C",
+            content TEXT,
+            content_sha256 TEXT,
+            content_size INTEGER,
+            created_us BIGINT NOT NULL,
+            actor_type TEXT NOT NULL,
+            actor_id TEXT NOT NULL,
+            redacted_us BIGINT,
+            redacted_by_type TEXT,
+            redacted_by_id TEXT,
+            UNIQUE (store_id, seq)
+        );
+        CREATE INDEX versions_by_memory ON versions (store_id, memory_id, seq);
+        CREATE INDEX versions_by_created ON versions (created_us);
+        CREATE INDEX versions_by_store_created ON versions (store_id, created_us);
+        """,
+    ),
+]
+PG_LATEST = PG_MIGRATIONS[-1][0]
+# Key of the transaction-level advisory lock that serialises migrations of concurrent replicas.
+MIGRATION_LOCK = 0x6D656D6673  # "memfs"
+
 
 def current_version(conn: sqlite3.Connection) -> int:
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -103,6 +173,33 @@ def migrate(conn: sqlite3.Connection) -> int:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    return version
+
+
+def migrate_postgres(conn: Any) -> int:
+    """Apply every PostgreSQL migration newer than the database; return the resulting version.
+
+    ``conn`` is a psycopg connection (not in a transaction). Safe to call from several
+    processes at once: the advisory lock admits one migrator at a time.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        first = row[0] if isinstance(row, tuple | list) else next(iter(row.values()))
+        version = int(first) if first is not None else 0
+        if version > PG_LATEST:
+            raise RuntimeError(
+                f"database schema version {version} is newer than this memfs ({PG_LATEST})"
+            )
+        for number, script in PG_MIGRATIONS:
+            if number <= version:
+                continue
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+            log.info("applied PostgreSQL schema migration %d", number)
+            version = number
     return version
 
 

@@ -1,4 +1,8 @@
-"""Fixtures for the server tests: the app in-process over httpx.ASGITransport (under trio)."""
+"""Fixtures for the server tests: the app in-process over httpx.ASGITransport (under trio).
+
+``storage`` is parametrized by backend: every test that uses it runs once on SQLite and once on
+PostgreSQL (a fresh database per test on the session's throwaway cluster).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ import pytest
 
 from memfs.server.app import create_app
 from memfs.server.metrics import Metrics
+from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import Storage
 
 KEY = "sk-inproc-" + "a" * 30
 OTHER = "sk-inproc-" + "b" * 30
@@ -41,9 +47,16 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-async def storage(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStorage]:
-    store = await SqliteStorage.open(tmp_path / "memfs.db", clock=clock, max_memories=10)
+@pytest.fixture(params=["sqlite", "postgres"])
+async def storage(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> AsyncIterator[Storage]:
+    store: Storage
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_url")
+        store = await PostgresStorage.open(url, clock=clock, max_memories=10, pool_size=4)
+    else:
+        store = await SqliteStorage.open(tmp_path / "memfs.db", clock=clock, max_memories=10)
     try:
         yield store
     finally:
@@ -66,7 +79,7 @@ def make_client(app: Any, key: str | None = KEY, **headers: str) -> httpx.AsyncC
 
 
 @pytest.fixture
-def app(storage: SqliteStorage, metrics: Metrics) -> Any:
+def app(storage: Storage, metrics: Metrics) -> Any:
     return create_app(storage, [KEY, OTHER], metrics=metrics)
 
 
