@@ -23,11 +23,23 @@ def register(subparsers: Any) -> None:
         "server",
         help="run the reference Memory Stores API server",
         description=(
-            "Serve the Memory Stores API from a SQLite database. API keys come from "
-            f"{KEYS_ENV} (comma-separated) and/or --api-key."
+            "Serve the Memory Stores API from a SQLite database file, or from PostgreSQL "
+            "(--db postgresql://…; run any number of replicas on one database). API keys come "
+            f"from {KEYS_ENV} (comma-separated) and/or --api-key."
         ),
     )
-    parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    parser.add_argument(
+        "--db",
+        required=True,
+        help="SQLite database file (created if missing) or a postgresql:// URL",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=10,
+        metavar="N",
+        help="PostgreSQL connections of this replica (default 10)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8700, help="port to bind (default 8700)")
     parser.add_argument(
@@ -85,8 +97,22 @@ def run(args: argparse.Namespace) -> int:
     if args.version_retention_days <= 0:
         print("memfs server: --version-retention-days must be positive", file=sys.stderr)
         return 2
+    if args.pool_size < 1:
+        print("memfs server: --pool-size must be at least 1", file=sys.stderr)
+        return 2
+    if args.db.startswith(("postgresql://", "postgres://")):
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            print(
+                "memfs server: the PostgreSQL backend needs psycopg: pip install 'memfs[postgres]'",
+                file=sys.stderr,
+            )
+            return 2
     settings = ServerSettings(
         db=args.db,
+        pool_size=args.pool_size,
         api_keys=keys,
         host=args.host,
         port=args.port,
@@ -97,4 +123,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"memfs server: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
+            # e.g. the database is unreachable; the message never holds a password.
+            print(f"memfs server: PostgreSQL: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        raise
     return 0

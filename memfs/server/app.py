@@ -16,6 +16,12 @@ id is a digest of the key (``ids.api_key_id``), or, when it carries the header
 400), to ``{"type": "session_actor", "session_id": …}``. Redactions are always attributed to the
 API key, since sessions have no redact capability.
 
+The change stream (a memfs extension, only when ``create_app`` gets a ``ChangeHub``):
+``GET /v1/memory_stores/{store_id}/memfs/changes`` answers Server-Sent Events, one
+``memory_version`` event per committed version in commit order, ``id:`` = a resume cursor;
+``GET /v1/memfs/capabilities`` says whether it is offered (see ``memfs.server.changes`` and
+docs/server.md).
+
 This module validates everything that does not depend on stored state and leaves the rest to
 ``Storage``. It must not contain SQL or know which backend it runs on.
 """
@@ -28,14 +34,16 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, cast
 
+import trio
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -45,10 +53,11 @@ from memfs.errors import (
     ApiError,
     AuthenticationError,
     BadRequestError,
+    NotFoundError,
     RequestTooLargeError,
 )
 from memfs.models import Actor, Memory, MemoryVersion, format_time, parse_time
-from memfs.server import cursor, ids
+from memfs.server import changes, cursor, ids
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.storage import (
     MAX_METADATA_PAIRS,
@@ -329,8 +338,9 @@ def listing(data: list[dict[str, Any]], next_page: str | None) -> JSONResponse:
 class Handlers:
     """The endpoint functions, bound to one ``Storage``."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, hub: changes.ChangeHub | None = None) -> None:
         self.storage = storage
+        self.hub = hub
 
     @staticmethod
     def actor(request: Request) -> Actor:
@@ -575,6 +585,100 @@ class Handlers:
         )
         return JSONResponse(version.to_json(full=True))
 
+    # -- the change stream (memfs extension) -------------------------------------------------------
+
+    async def capabilities(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "type": "memfs_capabilities",
+                "change_stream": self.hub is not None,
+                "change_stream_path": "/v1/memory_stores/{store_id}/memfs/changes",
+            }
+        )
+
+    async def change_stream(self, request: Request) -> Response:
+        hub = self.hub
+        assert hub is not None  # the route exists only with a hub
+        store_id = request.path_params["store_id"]
+        full = query_view(request, "basic")
+        raw = request.headers.get("last-event-id") or query_text(request, "after")
+        await self.storage.get_store(store_id)  # 404 before the stream starts
+        sub = hub.subscribe(store_id)  # before reading storage: no change slips between
+        try:
+            if raw is None:
+                newest = await self.storage.list_versions(
+                    store_id, VersionFilter(), after=None, limit=1, with_content=False
+                )
+                start = newest.items[0].created_at if newest.items else changes.ORIGIN
+            elif raw.startswith("memver_"):
+                try:
+                    start = (await self.storage.get_version(store_id, raw)).created_at
+                except NotFoundError:
+                    raise _bad(
+                        f"after: memory version {raw!r} is not in this store (pruned?); "
+                        "resynchronise and reconnect without it"
+                    ) from None
+            else:
+                decoded = changes.decode_cursor(raw)
+                if decoded is None:
+                    raise _bad("after: expected a change-stream cursor or a memory version id")
+                start = decoded
+        except BaseException:
+            sub.__exit__(None, None, None)
+            raise
+        return StreamingResponse(
+            self._change_events(sub, start, full),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    async def _versions_after(
+        self, store_id: str, after: datetime, full: bool
+    ) -> list[MemoryVersion]:
+        """Every version of the store created after ``after``, oldest first."""
+        flt = VersionFilter(created_gte=after + timedelta(microseconds=1))
+        found: list[MemoryVersion] = []
+        page: int | None = None
+        while True:
+            result = await self.storage.list_versions(
+                store_id, flt, after=page, limit=MAX_LIMIT, with_content=full
+            )
+            found.extend(result.items)
+            if result.next is None:
+                return found[::-1]
+            page = result.next
+
+    async def _change_events(
+        self, sub: changes.Subscription, position: datetime, full: bool
+    ) -> AsyncIterator[str]:
+        hub = sub.hub
+        with sub:
+            cursor_text = changes.encode_cursor(position)
+            ready = json.dumps({"type": "ready", "cursor": cursor_text})
+            yield f"event: ready\nid: {cursor_text}\ndata: {ready}\n\n"
+            while True:
+                try:
+                    versions = await self._versions_after(sub.store_id, position, full)
+                except NotFoundError as exc:  # the store was deleted
+                    body = json.dumps(error_body(exc.error_type, exc.message, ""))
+                    yield f"event: error\ndata: {body}\n\n"
+                    return
+                for version in versions:
+                    position = version.created_at
+                    data = json.dumps(version.to_json(full=full), separators=(",", ":"))
+                    yield (
+                        f"event: memory_version\nid: {changes.encode_cursor(position)}\n"
+                        f"data: {data}\n\n"
+                    )
+                if hub.closed:
+                    return
+                with trio.move_on_after(hub.heartbeat) as idle:
+                    await sub.wait()
+                if hub.closed:
+                    return
+                if idle.cancelled_caught:
+                    yield ": heartbeat\n\n"
+
     # -- operations -------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
@@ -609,6 +713,12 @@ def _routes(handlers: Handlers, metrics: Metrics) -> list[Route]:
         Route(store + "/memory_versions", h.list_versions, methods=["GET"]),
         Route(version, h.get_version, methods=["GET"]),
         Route(version + "/redact", h.redact_version, methods=["POST"]),
+        Route("/v1/memfs/capabilities", h.capabilities, methods=["GET"]),
+        *(
+            [Route(store + "/memfs/changes", h.change_stream, methods=["GET"])]
+            if h.hub is not None
+            else []
+        ),
     ]
 
 
@@ -769,12 +879,16 @@ def create_app(
     *,
     metrics: Metrics | None = None,
     fault_middleware: FaultMiddleware | None = None,
+    change_hub: changes.ChangeHub | None = None,
 ) -> ApiMiddleware:
-    """The ASGI app of the reference server on ``storage``, accepting ``api_keys``."""
+    """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
+
+    With ``change_hub`` the change stream is offered; the hub must be fed (``NotifyingStorage``
+    around ``storage``, or a ``PgListener``)."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
     metrics = metrics or Metrics()
-    routes = _routes(Handlers(storage), metrics)
+    routes = _routes(Handlers(storage, change_hub), metrics)
     starlette = Starlette(
         routes=routes,
         exception_handlers={

@@ -1,8 +1,13 @@
 """Running the reference server: Hypercorn's trio worker plus the version-retention task.
 
-``serve(settings)`` opens the SQLite storage, starts ``Retention`` and Hypercorn in one trio
-nursery, and shuts both down on SIGINT/SIGTERM (closing the database cleanly). This module owns
+``serve(settings)`` opens the storage (SQLite for a file path, PostgreSQL for a
+``postgresql://`` URL), starts the change feed, ``Retention`` and Hypercorn in one trio nursery,
+and shuts them down on SIGINT/SIGTERM (ending open change streams first, so Hypercorn's graceful
+shutdown does not wait for them, then closing the database cleanly). This module owns
 process-level concerns only; it must not contain routes or SQL.
+
+Change feed: on SQLite the storage is wrapped in ``NotifyingStorage`` (every write passes
+through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every replica.
 
 Retention rule: a version older than ``retention_days`` is pruned, except the newest version of
 each memory (which is also the head of every live memory), so a memory's latest state and the
@@ -23,6 +28,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from memfs.server.app import create_app
+from memfs.server.changes import ChangeHub, NotifyingStorage, PgListener
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage, utc_now
@@ -41,6 +47,23 @@ class ServerSettings:
     port: int = 8700
     retention_days: float = DEFAULT_RETENTION_DAYS
     prune_interval: float = DEFAULT_PRUNE_INTERVAL
+    pool_size: int = 10  # PostgreSQL connections per replica
+    heartbeat: float = 15.0  # seconds between change-stream heartbeats
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.db.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def db_label(self) -> str:
+        """The database for logs: a PostgreSQL URL without its password."""
+        if not self.is_postgres:
+            return self.db
+        scheme, _, rest = self.db.partition("://")
+        userinfo, at, host = rest.rpartition("@")
+        if at and ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        return f"{scheme}://{userinfo}{at}{host}"
 
 
 class Retention:
@@ -89,9 +112,24 @@ async def serve(
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or ``shutdown_trigger`` returns)."""
-    storage = await SqliteStorage.open(settings.db)
+    hub = ChangeHub(heartbeat=settings.heartbeat)
+    listener: PgListener | None = None
+    storage: Storage
+    if settings.is_postgres:
+        from memfs.server.postgres import PostgresStorage
+
+        storage = await PostgresStorage.open(settings.db, pool_size=settings.pool_size)
+        listener = PgListener(settings.db, hub)
+    else:
+        storage = NotifyingStorage(await SqliteStorage.open(settings.db), hub)
+    trigger = shutdown_trigger or _wait_for_signal
+
+    async def shutdown() -> None:
+        await trigger()
+        hub.close()  # end the change streams, so graceful shutdown need not wait for them
+
     try:
-        app = create_app(storage, settings.api_keys, metrics=Metrics())
+        app = create_app(storage, settings.api_keys, metrics=Metrics(), change_hub=hub)
         config = Config()
         config.bind = [f"{settings.host}:{settings.port}"]
         config.accesslog = None
@@ -100,13 +138,17 @@ async def serve(
         retention = Retention(
             storage, retention_days=settings.retention_days, interval=settings.prune_interval
         )
-        log.info("memfs server on %s:%d (database %s)", settings.host, settings.port, settings.db)
+        log.info(
+            "memfs server on %s:%d (database %s)", settings.host, settings.port, settings.db_label
+        )
         async with trio.open_nursery() as nursery:
+            if listener is not None:
+                await nursery.start(listener.run)
             await nursery.start(retention.run)
             await hypercorn_serve(
                 app,  # type: ignore[arg-type]
                 config,
-                shutdown_trigger=shutdown_trigger or _wait_for_signal,
+                shutdown_trigger=shutdown,
                 task_status=task_status,
             )
             nursery.cancel_scope.cancel()  # Hypercorn has shut down: stop the retention loop

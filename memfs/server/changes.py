@@ -1,0 +1,350 @@
+"""Change notification for the change stream: who must look at a store again, and when.
+
+A notification carries no data, only "store S has committed something new": the change stream
+(``app.Handlers.change_stream``) then reads the versions after its cursor *from storage*. So a
+lost, duplicated or coalesced notification can delay an event but never lose or reorder one, and
+replay after a reconnect and live streaming are the same code path.
+
+- ``ChangeHub``: the in-process fan-out. ``subscribe(store_id)`` returns a ``Subscription``
+  whose ``wait()`` returns once something was published for that store since the previous
+  ``wait()`` (or the hub closed). Subscribe *before* reading storage: a publish that lands
+  during the read then wakes the next ``wait()`` at once, so nothing slips between.
+- ``NotifyingStorage``: wraps a ``Storage`` and publishes to the hub after each successful
+  mutation that appends a version (or deletes a store). This is the SQLite feed: one server
+  process owns a SQLite file, so every write passes through it.
+- ``PgListener``: the PostgreSQL feed. A dedicated connection in a worker thread ``LISTEN``s
+  on ``postgres.CHANNEL``; the backend sends ``pg_notify`` inside each mutation transaction,
+  so only committed changes are announced, by whichever replica wrote them, to every replica.
+  After a lost connection it reconnects and wakes every subscriber (they re-read storage).
+
+Cursors: a stream position is the ``created_at`` of the last version seen, in integer
+microseconds since the epoch (``encode_cursor``). ``created_at`` strictly increases within a
+store in commit order (a ``Storage`` invariant), so "versions after this cursor" is exact.
+
+This module must not contain routes or SQL other than ``LISTEN``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
+from memfs.server.sqlite import from_us, to_us
+from memfs.server.storage import (
+    ListItem,
+    MemoryPosition,
+    MetadataPatch,
+    Slice,
+    Storage,
+    StoreFilter,
+    StorePosition,
+    VersionFilter,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT = 15.0
+ORIGIN = from_us(0)  # the position before every version
+
+
+def encode_cursor(created_at: datetime) -> str:
+    return str(to_us(created_at))
+
+
+def decode_cursor(text: str) -> datetime | None:
+    """The position in a cursor, or None if ``text`` is not one."""
+    if not text.isascii() or not text.isdigit() or len(text) > 20:
+        return None
+    return from_us(int(text))
+
+
+class Subscription:
+    """One subscriber's view of one store (see ``ChangeHub``)."""
+
+    def __init__(self, hub: ChangeHub, store_id: str) -> None:
+        self.hub = hub
+        self.store_id = store_id
+        self._event = trio.Event()
+        self._pending = False
+
+    def _notify(self) -> None:
+        self._pending = True
+        self._event.set()
+
+    async def wait(self) -> None:
+        """Return once something was published since the last ``wait`` (or the hub closed)."""
+        if not self._pending and not self.hub.closed:
+            await self._event.wait()
+        self._pending = False
+        self._event = trio.Event()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.hub._unsubscribe(self)
+
+
+class ChangeHub:
+    """In-process fan-out of "store S changed" to the subscribers of S (trio thread only)."""
+
+    def __init__(self, *, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
+        self.heartbeat = heartbeat
+        self.closed = False
+        self._subscribers: dict[str, set[Subscription]] = {}
+
+    def subscribe(self, store_id: str) -> Subscription:
+        sub = Subscription(self, store_id)
+        self._subscribers.setdefault(store_id, set()).add(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        subs = self._subscribers.get(sub.store_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subscribers[sub.store_id]
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(subs) for subs in self._subscribers.values())
+
+    def publish(self, store_id: str) -> None:
+        for sub in self._subscribers.get(store_id, ()):
+            sub._notify()
+
+    def publish_all(self) -> None:
+        for subs in self._subscribers.values():
+            for sub in subs:
+                sub._notify()
+
+    def close(self) -> None:
+        """Wake every subscriber for the last time: streams end (server shutdown)."""
+        self.closed = True
+        self.publish_all()
+
+
+class NotifyingStorage(Storage):
+    """A ``Storage`` that publishes to a hub after each committed change of a store."""
+
+    def __init__(self, inner: Storage, hub: ChangeHub) -> None:
+        self.inner = inner
+        self.hub = hub
+
+    async def create_store(
+        self, *, name: str, description: str, metadata: dict[str, str]
+    ) -> MemoryStore:
+        return await self.inner.create_store(name=name, description=description, metadata=metadata)
+
+    async def get_store(self, store_id: str) -> MemoryStore:
+        return await self.inner.get_store(store_id)
+
+    async def list_stores(
+        self, flt: StoreFilter, *, after: StorePosition | None, limit: int
+    ) -> Slice[MemoryStore, StorePosition]:
+        return await self.inner.list_stores(flt, after=after, limit=limit)
+
+    async def update_store(
+        self,
+        store_id: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: MetadataPatch | None = None,
+    ) -> MemoryStore:
+        return await self.inner.update_store(
+            store_id, name=name, description=description, metadata=metadata
+        )
+
+    async def archive_store(self, store_id: str) -> MemoryStore:
+        return await self.inner.archive_store(store_id)
+
+    async def delete_store(self, store_id: str) -> None:
+        await self.inner.delete_store(store_id)
+        self.hub.publish(store_id)
+
+    async def create_memory(
+        self, store_id: str, *, path: str, content: str, actor: Actor
+    ) -> Memory:
+        memory = await self.inner.create_memory(store_id, path=path, content=content, actor=actor)
+        self.hub.publish(store_id)
+        return memory
+
+    async def get_memory(self, store_id: str, memory_id: str) -> Memory:
+        return await self.inner.get_memory(store_id, memory_id)
+
+    async def list_memories(
+        self,
+        store_id: str,
+        *,
+        prefix: str,
+        depth: int,
+        after: MemoryPosition | None,
+        limit: int,
+        with_content: bool,
+    ) -> Slice[ListItem, MemoryPosition]:
+        return await self.inner.list_memories(
+            store_id,
+            prefix=prefix,
+            depth=depth,
+            after=after,
+            limit=limit,
+            with_content=with_content,
+        )
+
+    async def update_memory(
+        self,
+        store_id: str,
+        memory_id: str,
+        *,
+        content: str | None,
+        path: str | None,
+        expected_sha256: str | None,
+        actor: Actor,
+    ) -> Memory:
+        memory = await self.inner.update_memory(
+            store_id,
+            memory_id,
+            content=content,
+            path=path,
+            expected_sha256=expected_sha256,
+            actor=actor,
+        )
+        self.hub.publish(store_id)  # a no-op update wakes subscribers needlessly, harmlessly
+        return memory
+
+    async def delete_memory(
+        self, store_id: str, memory_id: str, *, expected_sha256: str | None, actor: Actor
+    ) -> None:
+        await self.inner.delete_memory(
+            store_id, memory_id, expected_sha256=expected_sha256, actor=actor
+        )
+        self.hub.publish(store_id)
+
+    async def list_versions(
+        self,
+        store_id: str,
+        flt: VersionFilter,
+        *,
+        after: int | None,
+        limit: int,
+        with_content: bool,
+    ) -> Slice[MemoryVersion, int]:
+        return await self.inner.list_versions(
+            store_id, flt, after=after, limit=limit, with_content=with_content
+        )
+
+    async def get_version(self, store_id: str, version_id: str) -> MemoryVersion:
+        return await self.inner.get_version(store_id, version_id)
+
+    async def redact_version(
+        self, store_id: str, version_id: str, *, actor: Actor
+    ) -> MemoryVersion:
+        return await self.inner.redact_version(store_id, version_id, actor=actor)
+
+    async def prune_versions(self, older_than: datetime) -> int:
+        return await self.inner.prune_versions(older_than)
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class PgListener:
+    """Feeds a ``ChangeHub`` from PostgreSQL ``LISTEN`` (see the module docstring).
+
+    Start with ``await nursery.start(listener.run)``: it returns once the first ``LISTEN`` is
+    in place, so every change committed afterwards is announced.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        hub: ChangeHub,
+        *,
+        channel: str | None = None,
+        poll: float = 0.2,
+        reconnect_delay: float = 1.0,
+    ) -> None:
+        from memfs.server.postgres import CHANNEL
+
+        self.url = url
+        self.hub = hub
+        self.channel = channel or CHANNEL
+        self.poll = poll
+        self.reconnect_delay = reconnect_delay
+        self._stop = threading.Event()
+        self._done = threading.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        token = trio.lowlevel.current_trio_token()
+        started = trio.Event()
+
+        def call(fn: Callable[[], Any]) -> bool:
+            try:
+                trio.from_thread.run_sync(fn, trio_token=token)
+            except trio.RunFinishedError:
+                return False
+            return True
+
+        self._stop.clear()
+        self._done.clear()
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def listen() -> None:
+                    await trio.to_thread.run_sync(
+                        self._thread_main, call, started.set, abandon_on_cancel=True
+                    )
+
+                nursery.start_soon(listen)
+                await started.wait()
+                task_status.started()
+        finally:
+            self._stop.set()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._done.wait, self.poll * 5 + 5)
+
+    def _thread_main(
+        self, call: Callable[[Callable[[], Any]], bool], on_listening: Callable[[], None]
+    ) -> None:
+        import psycopg
+
+        first = True
+        try:
+            while not self._stop.is_set():
+                try:
+                    with psycopg.connect(self.url, autocommit=True) as conn:
+                        conn.execute(f'LISTEN "{self.channel}"')
+                        log.debug("listening for changes on %s", self.channel)
+                        # Changes committed while we were not listening: everyone re-reads.
+                        if not call(on_listening if first else self.hub.publish_all):
+                            return
+                        first = False
+                        while not self._stop.is_set():
+                            for note in conn.notifies(timeout=self.poll):
+                                if not call(functools.partial(self.hub.publish, note.payload)):
+                                    return
+                except psycopg.Error as exc:
+                    log.warning(
+                        "change listener lost its PostgreSQL connection (%s); reconnecting",
+                        type(exc).__name__,
+                    )
+                    self._stop.wait(self.reconnect_delay)
+        finally:
+            self._done.set()
