@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+MEMFS = [sys.executable, "-m", "memfs"]
 SAMPLES = {
     "/README.md": "# Demo Memory\n\nA memory store mounted as a directory by memfs.\n",
     "/notes/todo.md": "- [ ] try `grep -r` over the mount\n- [ ] edit a memory in vim\n",
@@ -43,12 +45,13 @@ def banner(text: str) -> None:
 
 
 def run(cmd: list[str], env: dict[str, str], *, shell_view: str | None = None) -> str:
-    print(f"$ {shell_view or ' '.join(cmd)}", flush=True)
+    shown = shell_view or shlex.join(["memfs", *cmd[3:]] if cmd[:3] == MEMFS else cmd)
+    print(f"$ {shown}", flush=True)
     done = subprocess.run(cmd, env=env, text=True, capture_output=True, check=False)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     if done.returncode != 0:
-        raise SystemExit(f"demo: command failed ({done.returncode}): {shell_view or cmd[0]}")
+        raise SystemExit(f"demo: command failed ({done.returncode}): {shown}")
     return done.stdout
 
 
@@ -77,7 +80,7 @@ def main() -> int:
     server_env = {**os.environ, "MEMFS_API_KEYS": key}
     env = {**os.environ, "ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base_url}
     env.pop("MEMFS_API_KEYS", None)
-    memfs = [sys.executable, "-m", "memfs"]
+    memfs = MEMFS
     mountpoint = work / "mnt" / "demo-memory"
     mountpoint.mkdir(parents=True)
 
@@ -98,20 +101,27 @@ def main() -> int:
             print(f"$ memfs memories put 'Demo Memory' {path} - <<< …", flush=True)
             subprocess.run(
                 [*memfs, "memories", "put", "Demo Memory", path, "-"],
-                input=content, text=True, env=env, check=True, capture_output=True,
+                input=content,
+                text=True,
+                env=env,
+                check=True,
+                capture_output=True,
             )
         run([*memfs, "memories", "ls", "Demo Memory", "-r"], env)
 
         banner(f"mounting it at {mountpoint}")
-        run([*memfs, "mount", "Demo Memory", str(mountpoint)], env)
+        # Writes through the mount are attributed to this session in the store's history.
+        session = "sesn_demo" + secrets.token_hex(4)
+        run([*memfs, "mount", "Demo Memory", str(mountpoint), "--session-id", session], env)
         mounted = True
-        run(["ls", "-lR", str(mountpoint)], env, shell_view=f"ls -lR {mountpoint}")
-        run(["cat", str(mountpoint / "notes/todo.md")], env)
-        run(["grep", "-rn", "memfs", str(mountpoint)], env)
+        os.chdir(mountpoint)
+        run(["ls", "-lR"], env)
+        run(["cat", "notes/todo.md"], env)
+        run(["grep", "-rn", "memfs", "."], env)
 
         banner("editing a memory with ordinary tools (sed -i keeps the memory's id)")
-        todo = mountpoint / "notes/todo.md"
-        run(["sed", "-i", "s/- \\[ \\] try/- [x] try/", str(todo)], env)
+        todo = "notes/todo.md"
+        run(["sed", "-i", "s/- \\[ \\] try/- [x] try/", todo], env)
         with open(todo, "a", encoding="utf-8") as handle:
             handle.write("- [ ] read docs/semantics.md\n")
             handle.flush()
@@ -131,6 +141,7 @@ def main() -> int:
             except KeyboardInterrupt:
                 pass
     finally:
+        os.chdir(work)
         if mounted:
             banner("unmounting (pending writes are flushed first)")
             subprocess.run([*memfs, "umount", str(mountpoint)], env=env, check=False)
