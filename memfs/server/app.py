@@ -54,6 +54,7 @@ from memfs.errors import (
     AuthenticationError,
     BadRequestError,
     NotFoundError,
+    OverloadedError,
     RequestTooLargeError,
 )
 from memfs.models import Actor, Memory, MemoryVersion, format_time, parse_time
@@ -602,6 +603,8 @@ class Handlers:
         store_id = request.path_params["store_id"]
         full = query_view(request, "basic")
         raw = request.headers.get("last-event-id") or query_text(request, "after")
+        if hub.closed:
+            raise OverloadedError("the server is shutting down; reconnect to another replica")
         await self.storage.get_store(store_id)  # 404 before the stream starts
         sub = hub.subscribe(store_id)  # before reading storage: no change slips between
         try:
@@ -629,7 +632,11 @@ class Handlers:
         return StreamingResponse(
             self._change_events(sub, start, full),
             media_type="text/event-stream",
-            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+            headers={
+                "cache-control": "no-store",
+                "x-accel-buffering": "no",
+                "connection": "close",  # a reconnect opens a fresh connection (another replica)
+            },
         )
 
     async def _versions_after(
