@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -68,12 +69,22 @@ class ClientConfig:
 
     api_key: Secret
     base_url: str = DEFAULT_BASE_URL
+    # "x-api-key" for API keys; "bearer" for a session-scoped token (ANTHROPIC_AUTH_TOKEN), sent
+    # as `Authorization: Bearer`, which is how a sandbox's writes are credited to its session on
+    # the hosted service.
+    auth_scheme: Literal["x-api-key", "bearer"] = "x-api-key"
     session_id: str | None = None  # sent as SESSION_HEADER when set
     timeout: float = 30.0  # seconds per request attempt
     connect_timeout: float = 5.0
     max_retries: int = 4
     max_connections: int = 20
     user_agent: str = field(default="memfs/0.1")
+
+    def auth_headers(self) -> dict[str, str]:
+        """The credential header of every request (one form only)."""
+        if self.auth_scheme == "bearer":
+            return {"authorization": f"Bearer {self.api_key.reveal()}"}
+        return {"x-api-key": self.api_key.reveal()}
 
     @classmethod
     def from_env(
@@ -84,13 +95,27 @@ class ClientConfig:
         env: dict[str, str] | None = None,
         **overrides: object,
     ) -> ClientConfig:
-        """Build from ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` or a key file."""
+        """Build from a key file, ``ANTHROPIC_API_KEY``, or ``ANTHROPIC_AUTH_TOKEN`` (bearer).
+
+        The base URL comes from ``base_url`` or ``ANTHROPIC_BASE_URL``, as in the official SDK.
+        """
         environ = os.environ if env is None else env
+        scheme: Literal["x-api-key", "bearer"] = "x-api-key"
         if api_key_file is not None:
             key = read_key_file(api_key_file)
         elif environ.get("ANTHROPIC_API_KEY"):
             key = Secret(environ["ANTHROPIC_API_KEY"].strip())
+        elif environ.get("ANTHROPIC_AUTH_TOKEN"):
+            key, scheme = Secret(environ["ANTHROPIC_AUTH_TOKEN"].strip()), "bearer"
         else:
-            raise ConfigError("no API key: set ANTHROPIC_API_KEY or pass --api-key-file FILE")
+            raise ConfigError(
+                "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) "
+                "or pass --api-key-file FILE"
+            )
         url = base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        return cls(api_key=key, base_url=url.rstrip("/"), **overrides)  # type: ignore[arg-type]
+        return cls(
+            api_key=key,
+            base_url=url.rstrip("/"),
+            auth_scheme=scheme,
+            **overrides,  # type: ignore[arg-type]
+        )

@@ -199,7 +199,7 @@ class StoreClient:
         self.stats = RequestStats()
         self._owns_http = True
         headers = {
-            "x-api-key": config.api_key.reveal(),
+            **config.auth_headers(),
             "anthropic-version": API_VERSION,
             "anthropic-beta": MEMORY_BETA,
             "user-agent": config.user_agent,

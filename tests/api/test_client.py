@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memfs.api import AmbiguousStoreError, StoreClient
+from memfs.config import ClientConfig
 from memfs.errors import (
     AuthenticationError,
     BadRequestError,
@@ -383,3 +384,19 @@ async def test_key_not_in_debug_logs_of_a_real_exchange(
         await debug_client.get_store(store.id)
     assert "POST /v1/memory_stores/{store}/memories -> 200" in caplog.text
     assert server.api_key not in caplog.text
+
+
+async def test_bearer_token_from_the_environment(server: Any) -> None:
+    """A session-scoped token (ANTHROPIC_AUTH_TOKEN) travels as `Authorization: Bearer`."""
+    env = {"ANTHROPIC_AUTH_TOKEN": server.api_key, "ANTHROPIC_BASE_URL": server.base_url}
+    config = ClientConfig.from_env(env=env)
+    assert config.auth_scheme == "bearer"
+    assert config.auth_headers() == {"authorization": f"Bearer {server.api_key}"}
+    async with StoreClient(config) as bearer_client:
+        created = await bearer_client.create_store(unique("bearer"))
+        assert (await bearer_client.get_store(created.id)).name == created.name
+        await bearer_client.delete_store(created.id)
+    wrong = ClientConfig.from_env(env={**env, "ANTHROPIC_AUTH_TOKEN": "not-a-key"})
+    async with StoreClient(wrong) as refused:
+        with pytest.raises(AuthenticationError):
+            await refused.get_store(created.id)
