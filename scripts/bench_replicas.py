@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Benchmark one SQLite server against 1 and 3 PostgreSQL replicas, and change-stream latency.
+
+For each setup (``sqlite``: one ``memfs server`` on a SQLite file; ``pg1`` / ``pg3``: one or
+three ``memfs server --db postgresql://…`` on one database of a throwaway cluster, see
+``tests/pgcluster.py``) it seeds a store and runs retrieve, list (basic, limit 100) and update
+for ``--duration`` seconds each under ``--concurrency`` client tasks, spreading requests over
+the replicas round-robin (as a load balancer would), with the measuring code of
+``scripts/bench_server.py``. Then it measures the change stream: a subscriber on the last
+replica, ``--events`` sequential writes on the first; latency = write sent → event received.
+
+Prints markdown tables (or JSON with ``--json``). This script owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
+
+from bench_server import Result, content_of, free_port, measure, percentile, seed_store  # noqa: E402
+from pgcluster import PgCluster  # noqa: E402
+
+from memfs.api import StoreClient  # noqa: E402
+from memfs.api.changes import ChangeStream  # noqa: E402
+from memfs.config import ClientConfig, Secret  # noqa: E402
+
+log = logging.getLogger("bench_replicas")
+KEY = "sk-bench-replicas-" + "r" * 20
+
+
+@contextmanager
+def server(db: str, workdir: Path) -> Iterator[str]:
+    port = free_port()
+    env = dict(os.environ, MEMFS_API_KEYS=KEY)
+    with open(workdir / f"server-{port}.log", "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "server", "--db", db, "--port", str(port),
+             "--log-level", "WARNING"],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"server exited: see {workdir}")
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("server did not become healthy")
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def config(url: str, concurrency: int) -> ClientConfig:
+    return ClientConfig(
+        api_key=Secret(KEY), base_url=url, max_retries=0, max_connections=concurrency, timeout=30
+    )
+
+
+async def run_setup(args: argparse.Namespace, urls: list[str]) -> tuple[list[Result], Result]:
+    rng = random.Random(1)
+    clients = [StoreClient(config(u, args.concurrency)) for u in urls]
+    results: list[Result] = []
+    try:
+        store_id, ids = await seed_store(clients[0], args.memories, args.size, args.concurrency)
+
+        def pick(n: int) -> StoreClient:
+            return clients[n % len(clients)]
+
+        operations: dict[str, Callable[[int], Awaitable[object]]] = {
+            "retrieve": lambda n: pick(n).get_memory(store_id, rng.choice(ids)),
+            "list_basic": lambda n: pick(n).list_memories_page(store_id, limit=100),
+            "update": lambda n: pick(n).update_memory(
+                store_id, rng.choice(ids), content=content_of(args.size, 1_000_000 + n)
+            ),
+        }
+        for name, call in operations.items():
+            results.append(await measure(name, call, args.concurrency, args.duration))
+        stream_result = await stream_latency(args, urls, clients[0], store_id, ids)
+    finally:
+        for client in clients:
+            await client.aclose()
+    return results, stream_result
+
+
+async def stream_latency(
+    args: argparse.Namespace, urls: list[str], writer: StoreClient, store_id: str, ids: list[str]
+) -> Result:
+    latencies: list[float] = []
+    arrived = trio.Event()
+    ready = trio.Event()
+    async with ChangeStream(config(urls[-1], 1), store_id) as stream, trio.open_nursery() as n:
+
+        async def read() -> None:
+            nonlocal arrived
+            async for event in stream:
+                if event.kind == "ready":
+                    ready.set()
+                else:
+                    arrived.set()
+
+        n.start_soon(read)
+        await ready.wait()
+        for i in range(args.events):
+            arrived = trio.Event()
+            sent = time.perf_counter()
+            await writer.update_memory(store_id, ids[i % len(ids)], content=f"event {i}")
+            with trio.fail_after(10):
+                await arrived.wait()
+            latencies.append((time.perf_counter() - sent) * 1000)
+        n.cancel_scope.cancel()
+    latencies.sort()
+    return Result(
+        operation="stream write→event",
+        concurrency=1,
+        requests=len(latencies),
+        errors=0,
+        seconds=0,
+        throughput=0,
+        p50_ms=round(percentile(latencies, 50), 2),
+        p99_ms=round(percentile(latencies, 99), 2),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-c", "--concurrency", type=int, default=8)
+    parser.add_argument("-d", "--duration", type=float, default=3.0)
+    parser.add_argument("--memories", type=int, default=200)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--events", type=int, default=100, help="change-stream writes")
+    parser.add_argument("--setups", nargs="+", default=["sqlite", "pg1", "pg3"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    bindir = PgCluster.find_bin()
+    if bindir is None and any(s.startswith("pg") for s in args.setups):
+        print("PostgreSQL binaries not found (apt-get install postgresql)", file=sys.stderr)
+        return 2
+    report: dict[str, dict[str, list[dict[str, object]]]] = {}
+    with tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp, ExitStack() as stack:
+        cluster = PgCluster(bindir, port=free_port()) if bindir else None
+        if cluster is not None:
+            cluster.start()
+            stack.callback(cluster.stop)
+        for setup in args.setups:
+            with ExitStack() as servers:
+                if setup == "sqlite":
+                    urls = [servers.enter_context(server(str(Path(tmp) / "b.db"), Path(tmp)))]
+                else:
+                    assert cluster is not None
+                    db = cluster.create_database("bench")
+                    count = int(setup[2:])
+                    urls = [servers.enter_context(server(db, Path(tmp))) for _ in range(count)]
+                results, stream = trio.run(run_setup, args, urls)
+            report[setup] = {
+                "operations": [
+                    {k: v for k, v in asdict(r).items() if k != "latencies"} for r in results
+                ],
+                "stream": [{k: v for k, v in asdict(stream).items() if k != "latencies"}],
+            }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    print(f"{datetime.now(UTC):%Y-%m-%d}, {machine}; -c {args.concurrency} -d {args.duration}")
+    print("\n| setup | operation | requests | throughput (req/s) | p50 (ms) | p99 (ms) | errors |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for setup, data in report.items():
+        for r in data["operations"]:
+            print(
+                f"| {setup} | {r['operation']} | {r['requests']} | {r['throughput']} "
+                f"| {r['p50_ms']} | {r['p99_ms']} | {r['errors']} |"
+            )
+    print(
+        "\n| setup | change stream: write on first replica → event on last | p50 (ms) | p99 (ms) |"
+    )
+    print("|---|---:|---:|---:|")
+    for setup, data in report.items():
+        s = data["stream"][0]
+        print(f"| {setup} | {s['requests']} events | {s['p50_ms']} | {s['p99_ms']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
