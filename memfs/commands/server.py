@@ -57,6 +57,14 @@ def register(subparsers: Any) -> None:
         help="prune versions older than this, keeping each memory's newest (default 30)",
     )
     parser.add_argument(
+        "--faults",
+        metavar="SPEC",
+        help=(
+            "inject faults for tests and benchmarks, e.g. 'latency=0.05,drop=0.1' or 'none' "
+            "(switchable at run time through PUT /v1/memfs/faults; also MEMFS_SERVER_FAULTS)"
+        ),
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -110,6 +118,15 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    from memfs.server.faults import FAULTS_ENV, FaultSpec, FaultSpecError
+
+    faults = args.faults if args.faults is not None else os.environ.get(FAULTS_ENV)
+    if faults is not None:
+        try:
+            FaultSpec.parse(faults)
+        except FaultSpecError as exc:
+            print(f"memfs server: --faults: {exc}", file=sys.stderr)
+            return 2
     settings = ServerSettings(
         db=args.db,
         pool_size=args.pool_size,
@@ -117,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         retention_days=args.version_retention_days,
+        faults=faults,
     )
     try:
         trio.run(serve, settings)

@@ -29,6 +29,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub, NotifyingStorage, PgListener
+from memfs.server.faults import FaultMiddleware, FaultSpec
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage, utc_now
@@ -49,6 +50,7 @@ class ServerSettings:
     prune_interval: float = DEFAULT_PRUNE_INTERVAL
     pool_size: int = 10  # PostgreSQL connections per replica
     heartbeat: float = 15.0  # seconds between change-stream heartbeats
+    faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
 
     @property
     def is_postgres(self) -> bool:
@@ -129,7 +131,16 @@ async def serve(
         hub.close()  # end the change streams, so graceful shutdown need not wait for them
 
     try:
-        app = create_app(storage, settings.api_keys, metrics=Metrics(), change_hub=hub)
+        fault_middleware = None
+        if settings.faults is not None:
+            fault_middleware = FaultMiddleware.factory(FaultSpec.parse(settings.faults))
+        app = create_app(
+            storage,
+            settings.api_keys,
+            metrics=Metrics(),
+            change_hub=hub,
+            fault_middleware=fault_middleware,
+        )
         config = Config()
         config.bind = [f"{settings.host}:{settings.port}"]
         config.accesslog = None

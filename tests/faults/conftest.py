@@ -1,0 +1,47 @@
+"""Fixtures for fault tests: a private server with the fault middleware installed (no fault yet).
+
+``faulty_server.set_faults(spec)`` switches faults at run time through the admin endpoint
+(``memfs.server.faults``); teardown switches them off before the server stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ServerProcess, free_port
+
+
+class FaultyServer(ServerProcess):
+    def set_faults(self, spec: str) -> dict[str, object]:
+        response = httpx.put(
+            self.base_url + "/v1/memfs/faults",
+            json={"spec": spec},
+            headers={"x-api-key": self.api_key},
+            timeout=5,
+        )
+        response.raise_for_status()
+        data: dict[str, object] = response.json()
+        return data
+
+    def faults(self) -> dict[str, object]:
+        response = httpx.get(
+            self.base_url + "/v1/memfs/faults", headers={"x-api-key": self.api_key}, timeout=5
+        )
+        response.raise_for_status()
+        data: dict[str, object] = response.json()
+        return data
+
+
+@pytest.fixture
+def faulty_server(tmp_path: Path) -> Iterator[FaultyServer]:
+    proc = FaultyServer(
+        db=tmp_path / "faulty.db", port=free_port(), extra_args=["--faults", "none"]
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

@@ -1,0 +1,80 @@
+"""The reference server's fault mode, seen by our own client over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from memfs.api import StoreClient
+from memfs.api.retry import RetryPolicy
+from memfs.config import ClientConfig
+from memfs.errors import ApiConnectionError, RateLimitError
+from memfs.server.faults import FaultSpec, FaultSpecError
+
+
+def client_for(server: Any, **options: Any) -> StoreClient:
+    config = ClientConfig.from_env(env=server.client_env(), **options)
+    return StoreClient(config, retry=RetryPolicy(base_delay=0.01, max_delay=0.05))
+
+
+def test_spec_round_trip_and_errors() -> None:
+    spec = FaultSpec.parse("latency=0.05, drop=0.1, methods=POST+delete, seed=3")
+    assert spec.latency == 0.05 and spec.drop == 0.1 and spec.methods == {"POST", "DELETE"}
+    assert FaultSpec.parse(str(spec)) == spec
+    assert str(FaultSpec.parse("none")) == "none"
+    for bad in ("drop=2", "nonsense=1", "latency=abc", "drop"):
+        with pytest.raises(FaultSpecError):
+            FaultSpec.parse(bad)
+
+
+async def test_latency_and_outage(faulty_server: Any) -> None:
+    async with client_for(faulty_server, max_retries=0, timeout=5.0) as client:
+        store = await client.create_store(name="faults")
+        faulty_server.set_faults("latency=0.2")
+        started = time.monotonic()
+        await client.get_store(store.id)
+        assert time.monotonic() - started >= 0.2
+        faulty_server.set_faults("outage=1")
+        with pytest.raises(ApiConnectionError):
+            await client.get_store(store.id)
+        faulty_server.set_faults("none")
+        assert (await client.get_store(store.id)).id == store.id
+        assert faulty_server.faults()["counts"] == {"outage": 1}
+
+
+async def test_rate_limit_carries_retry_after(faulty_server: Any) -> None:
+    async with client_for(faulty_server, max_retries=0) as client:
+        store = await client.create_store(name="faults")
+        faulty_server.set_faults("rate_limit=1,retry_after=7")
+        with pytest.raises(RateLimitError):
+            await client.get_store(store.id)
+        faulty_server.set_faults("none")
+
+
+async def test_lost_answers_of_creates_make_no_duplicates(faulty_server: Any) -> None:
+    async with client_for(faulty_server, max_retries=6) as client:
+        store = await client.create_store(name="faults")
+        faulty_server.set_faults("drop_after=0.3,error=0.1,methods=POST,seed=7")
+        for n in range(20):
+            await client.create_memory(store.id, f"/m{n}.md", f"content {n}")
+        counts = faulty_server.faults()["counts"]
+        faulty_server.set_faults("none")
+        assert counts.get("drop_after", 0) > 0  # the fault really happened
+        paths = [m.path async for m in client.list_memories(store.id, limit=100)]
+        assert sorted(paths) == sorted(f"/m{n}.md" for n in range(20))
+
+
+async def test_admin_endpoint_refuses_bad_specs(faulty_server: Any) -> None:
+    import httpx
+
+    response = httpx.put(
+        faulty_server.base_url + "/v1/memfs/faults",
+        json={"spec": "drop=9"},
+        headers={"x-api-key": faulty_server.api_key},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    unauthenticated = httpx.get(faulty_server.base_url + "/v1/memfs/faults")
+    assert unauthenticated.status_code == 401
