@@ -43,6 +43,7 @@ class ServerProcess:
     keys: list[str] = field(default_factory=lambda: [TEST_KEY, OTHER_KEY])
     extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
+    db_url: str | None = None  # a postgresql:// URL to serve instead of the file ``db``
     log_path: Path | None = None
 
     @property
@@ -67,7 +68,7 @@ class ServerProcess:
         self.log_path = self.db.with_suffix(".log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs", "server", "--db", str(self.db),
+            [sys.executable, "-m", "memfs", "server", "--db", self.db_url or str(self.db),
              "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )
