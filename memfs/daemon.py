@@ -32,6 +32,7 @@ from memfs.errors import (
     PermissionDeniedError,
 )
 from memfs.fuse_ops import FuseOperations
+from memfs.journal import Journal, JournalError, default_cache_dir
 from memfs.vfs import Invalidation, Vfs, VfsConfig, run_invalidations
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,12 @@ class MountOptions:
     mountpoint: str
     read_only: bool = False
     debug: bool = False
+    allow_other: bool = False
     api_key_file: str | None = None
     session_id: str | None = None
     grace: float = 2.0
     update_delay: float = 0.5
+    cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
 
 
 def runtime_dir() -> Path:
@@ -152,6 +155,8 @@ class Daemon:
                 await vfs.init_feed()
             except (ApiError, ApiConnectionError) as exc:
                 raise MountError(describe_api_error(exc, opts.store, config.base_url)) from None
+            journal = self._open_journal(vfs)
+            await self._replay(vfs)  # before mounting: nobody waits on a mount not serving yet
             self.vfs = vfs
             vfs.invalidator = make_invalidator()  # type: ignore[assignment]
             options = set(pyfuse3.default_options)
@@ -160,6 +165,13 @@ class Daemon:
                 options.add("ro")
             if opts.debug:
                 options.add("debug")
+            if opts.allow_other:
+                # root needs no user_allow_other in /etc/fuse.conf; other users do (fusermount3)
+                options.add("allow_other")
+                log.warning(
+                    "allow_other: every user of this machine can read the store through %s",
+                    opts.mountpoint,
+                )
             ops = FuseOperations(vfs)
             # computed before init: once mounted, a syscall on the mount point from this process
             # would wait for the FUSE loop that has not started yet
@@ -190,19 +202,55 @@ class Daemon:
             finally:
                 pyfuse3.close(unmount=not unmounted)
                 pid_file.unlink(missing_ok=True)
+                journal.close()
                 log.info("unmounted %s", opts.mountpoint)
         return 0
 
-    async def _final_flush(self, vfs: Vfs) -> None:
-        if not len(vfs.writeback):
+    def _open_journal(self, vfs: Vfs) -> Journal:
+        cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
+        try:
+            journal = Journal.open(cache_dir or default_cache_dir(), vfs.store_id)
+        except (JournalError, OSError) as exc:
+            raise MountError(f"write-back journal: {exc}") from None
+        vfs.durable.journal = journal
+        log.info("write-back journal in %s", journal.directory)
+        return journal
+
+    async def _replay(self, vfs: Vfs) -> None:
+        """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""
+        count = vfs.durable.load()
+        if not count:
             return
-        log.info("flushing %d pending uploads", len(vfs.writeback))
-        with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
+        log.info("replaying %d journal records of an earlier mount", count)
+        with trio.move_on_after(FINAL_FLUSH_SECONDS):
             errors = await vfs.flush_all()
             for error in errors:
-                log.error("final upload failed: %s", error)
-        if scope.cancelled_caught:
-            log.error("final flush did not finish within %.0f s", FINAL_FLUSH_SECONDS)
+                log.warning("replay: %s (kept, retried in the background)", error)
+
+    async def _final_flush(self, vfs: Vfs) -> None:
+        if len(vfs.writeback):
+            log.info("flushing %d pending uploads", len(vfs.writeback))
+            with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
+                errors = await vfs.flush_all()
+                for error in errors:
+                    log.error("final upload failed: %s", error)
+            if scope.cancelled_caught:
+                log.error("final flush did not finish within %.0f s", FINAL_FLUSH_SECONDS)
+        self._write_report(vfs)
+
+    def _write_report(self, vfs: Vfs) -> None:
+        """Tell ``memfs umount`` what could not be uploaded and where it is kept."""
+        report = state_path(self.options.mountpoint, "report")
+        lines = vfs.durable.not_uploaded()
+        if not lines:
+            report.unlink(missing_ok=True)
+            return
+        journal = vfs.durable.journal
+        where = journal.directory if journal is not None else "the daemon's memory (lost)"
+        text = f"{len(lines)} change(s) not uploaded; kept in {where} (replayed at next mount):\n"
+        text += "".join(f"  {line}\n" for line in lines)
+        log.error("%s", text.rstrip())
+        report.write_text(text)
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

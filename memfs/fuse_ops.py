@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pyfuse3
 
-from memfs.errors import MemfsError, NotPermittedError, NotSupportedError, errno_for
+from memfs.errors import MemfsError, NotSupportedError, errno_for
 from memfs.inodes import Node
 from memfs.vfs import Attr, Vfs, decode_name
 
@@ -95,7 +95,12 @@ class FuseOperations(pyfuse3.Operations):
             atime = attr.st_atime_ns / 1e9 if fields.update_atime else None
             mtime = attr.st_mtime_ns / 1e9 if fields.update_mtime else None
             # mode, uid and gid are accepted and ignored (editors.md §3)
-            return entry(await self.vfs.setattr(inode, size=size, atime=atime, mtime=mtime, fh=fh))
+            owner = bool(fields.update_mode or fields.update_uid or fields.update_gid)
+            return entry(
+                await self.vfs.setattr(
+                    inode, size=size, atime=atime, mtime=mtime, fh=fh, mode_or_owner=owner
+                )
+            )
         except Exception as exc:
             _fail("setattr", exc)
 
@@ -200,10 +205,16 @@ class FuseOperations(pyfuse3.Operations):
             _fail("readlink", exc)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
-        _fail("link", NotPermittedError("hard links are not supported"))
+        try:
+            self.vfs.refuse_special("hard links")
+        except Exception as exc:
+            _fail("link", exc)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
-        _fail("mknod", NotPermittedError("special files are not supported"))
+        try:
+            self.vfs.refuse_special("special files")
+        except Exception as exc:
+            _fail("mknod", exc)
 
     # -- files -----------------------------------------------------------------------------
 

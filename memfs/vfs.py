@@ -461,8 +461,11 @@ class Vfs:
         atime: float | None = None,
         mtime: float | None = None,
         fh: int | None = None,
+        mode_or_owner: bool = False,
     ) -> Attr:
         node = self._node(ino)
+        if mode_or_owner:
+            self._check_writable()  # accepted and ignored, but not on a read-only mount
         if size is not None:
             if node.is_dir:
                 raise IsDirectoryError("is a directory")
@@ -863,6 +866,11 @@ class Vfs:
         self._drop_listing(directory)
         self.table.remember(node)
         return self.attr(node)
+
+    def refuse_special(self, what: str) -> None:
+        """Hard links and special files: EPERM (EROFS first on a read-only mount)."""
+        self._check_writable()
+        raise NotPermittedError(f"{what} are not supported")
 
     async def readlink(self, ino: int) -> bytes:
         node = self._node(ino)

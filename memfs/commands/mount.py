@@ -38,6 +38,11 @@ def register(subparsers: Any) -> None:
     mount.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
     mount.add_argument("--foreground", action="store_true", help="do not daemonize")
     mount.add_argument("--debug", action="store_true", help="verbose log (and FUSE debug)")
+    mount.add_argument(
+        "--allow-other",
+        action="store_true",
+        help="let every user of the machine use the mount (FUSE allow_other; off by default)",
+    )
     mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
     mount.add_argument("--log-file", metavar="FILE", help="daemon log (default: runtime dir)")
@@ -46,6 +51,11 @@ def register(subparsers: Any) -> None:
     )
     mount.add_argument(
         "--update-delay", type=float, default=0.5, help="seconds before a save is uploaded"
+    )
+    mount.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="write-back journal directory (default $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
     )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=run_mount)
@@ -80,10 +90,12 @@ def run_mount(args: argparse.Namespace) -> int:
         mountpoint=mountpoint,
         read_only=args.read_only,
         debug=args.debug,
+        allow_other=args.allow_other,
         api_key_file=args.api_key_file,
         session_id=args.session_id,
         grace=args.grace,
         update_delay=args.update_delay,
+        cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
     )
     if args.foreground:
         _setup_logging(args.debug, args.log_file)
@@ -112,13 +124,19 @@ def run_mount(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
     argv += ["--ready-fd", str(write_end), "--log-file", log_file]
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
-    for flag, value in (("--api-key-file", args.api_key_file), ("--session-id", args.session_id)):
+    for flag, value in (
+        ("--api-key-file", args.api_key_file),
+        ("--session-id", args.session_id),
+        ("--cache-dir", options.cache_dir),
+    ):
         if value:
             argv += [flag, value]
     if args.read_only:
         argv.append("--read-only")
     if args.debug:
         argv.append("--debug")
+    if args.allow_other:
+        argv.append("--allow-other")
     with open(os.devnull, "rb") as devnull:
         child = subprocess.Popen(
             argv,
@@ -197,11 +215,26 @@ def run_umount(args: argparse.Namespace) -> int:
             print(f"memfs umount: {reason[0]}", file=sys.stderr)
             return 1
         return 0
+    from memfs.daemon import state_path
+
+    report = state_path(mountpoint, "report")
+    report.unlink(missing_ok=True)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + UMOUNT_TIMEOUT
     while time.monotonic() < deadline:
         if not _alive(pid):
-            return 0
+            return _report_unuploaded(report)
         time.sleep(0.02)
     print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
+    return 1
+
+
+def _report_unuploaded(report: Any) -> int:
+    """Exit 1 and print the daemon's report if some changes could not be uploaded."""
+    try:
+        text = report.read_text()
+    except OSError:
+        return 0
+    report.unlink(missing_ok=True)
+    print(f"memfs umount: {text.rstrip()}", file=sys.stderr)
     return 1
