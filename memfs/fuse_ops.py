@@ -20,7 +20,8 @@ from typing import Any, NoReturn
 import pyfuse3
 
 from memfs.errors import MemfsError, NotSupportedError, errno_for
-from memfs.inodes import Node
+from memfs.inodes import ROOT_INODE, Node
+from memfs.versions import VERSIONS_NAME, VersionAttr
 from memfs.vfs import Attr, Vfs, decode_name
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def _fail(op: str, exc: BaseException) -> NoReturn:
     raise pyfuse3.FUSEError(number) from None
 
 
-def entry(attr: Attr) -> pyfuse3.EntryAttributes:
+def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
     out = pyfuse3.EntryAttributes()
     out.st_ino = attr.ino
     out.generation = 0
@@ -74,23 +75,37 @@ class FuseOperations(pyfuse3.Operations):
         self.vfs = vfs
         self._dirs: dict[int, list[tuple[str, Node]]] = {}
         self._next_dir_fh = 1
+        self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
+        self._vdirs: dict[int, list[tuple[str, int]]] = {}
+
+    def _in_versions(self, parent: int, name: bytes = b"") -> bool:
+        """True for a node of /.versions, or the name .versions in the mount root."""
+        if self.versions.owns(parent):
+            return True
+        return parent == ROOT_INODE and name == VERSIONS_NAME.encode()
 
     # -- names and attributes --------------------------------------------------------------
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
         try:
+            if self._in_versions(parent_inode, name):
+                return entry(await self.versions.lookup(parent_inode, decode_name(name)))
             return entry(await self.vfs.lookup(parent_inode, decode_name(name)))
         except Exception as exc:
             _fail("lookup", exc)
 
     async def getattr(self, inode: int, ctx: Any = None) -> Any:
         try:
+            if self.versions.owns(inode):
+                return entry(await self.versions.getattr(inode))
             return entry(await self.vfs.getattr(inode))
         except Exception as exc:
             _fail("getattr", exc)
 
     async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
         try:
+            if self.versions.owns(inode):
+                raise self.versions.refuse("setattr")
             size = attr.st_size if fields.update_size else None
             atime = attr.st_atime_ns / 1e9 if fields.update_atime else None
             mtime = attr.st_mtime_ns / 1e9 if fields.update_mtime else None
@@ -107,7 +122,10 @@ class FuseOperations(pyfuse3.Operations):
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:
             for inode, count in inode_list:
-                self.vfs.forget(inode, count)
+                if self.versions.owns(inode):
+                    self.versions.forget(inode, count)
+                else:
+                    self.vfs.forget(inode, count)
         except Exception:
             log.exception("unexpected error in forget")
 
@@ -125,6 +143,11 @@ class FuseOperations(pyfuse3.Operations):
 
     async def opendir(self, inode: int, ctx: Any) -> int:
         try:
+            if self.versions.owns(inode):
+                fh = self._next_dir_fh
+                self._next_dir_fh += 1
+                self._vdirs[fh] = await self.versions.readdir(inode)
+                return fh
             entries = await self.vfs.readdir(inode)
             fh = self._next_dir_fh
             self._next_dir_fh += 1
@@ -135,6 +158,9 @@ class FuseOperations(pyfuse3.Operations):
 
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
         try:
+            if fh in self._vdirs:
+                self._readdir_versions(fh, start_id, token)
+                return
             entries = self._dirs.get(fh, [])
             for index in range(start_id, len(entries)):
                 name, node = entries[index]
@@ -145,8 +171,21 @@ class FuseOperations(pyfuse3.Operations):
         except Exception as exc:
             _fail("readdir", exc)
 
+    def _readdir_versions(self, fh: int, start_id: int, token: Any) -> None:
+        entries = self._vdirs[fh]
+        for index in range(start_id, len(entries)):
+            name, ino = entries[index]
+            node = self.versions.nodes.get(ino)
+            if node is None:
+                continue
+            attr = self.versions.attr(node)
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), index + 1):
+                break
+            self.versions.remember(ino)  # readdirplus counts as a lookup
+
     async def releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
+        self._vdirs.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         try:
@@ -156,18 +195,24 @@ class FuseOperations(pyfuse3.Operations):
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
         try:
+            if self._in_versions(parent_inode, name):
+                raise self.versions.refuse("mkdir")
             return entry(await self.vfs.mkdir(parent_inode, decode_name(name)))
         except Exception as exc:
             _fail("mkdir", exc)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
+            if self._in_versions(parent_inode, name):
+                raise self.versions.refuse("rmdir")
             await self.vfs.rmdir(parent_inode, decode_name(name))
         except Exception as exc:
             _fail("rmdir", exc)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
+            if self._in_versions(parent_inode, name):
+                raise self.versions.refuse("unlink")
             await self.vfs.unlink(parent_inode, decode_name(name))
         except Exception as exc:
             _fail("unlink", exc)
@@ -182,6 +227,10 @@ class FuseOperations(pyfuse3.Operations):
         ctx: Any,
     ) -> None:
         try:
+            if self._in_versions(parent_inode_old, name_old) or self._in_versions(
+                parent_inode_new, name_new
+            ):
+                raise self.versions.refuse("rename")
             await self.vfs.rename(
                 parent_inode_old,
                 decode_name(name_old),
@@ -194,23 +243,31 @@ class FuseOperations(pyfuse3.Operations):
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
         try:
+            if self._in_versions(parent_inode, name):
+                raise self.versions.refuse("symlink")
             return entry(await self.vfs.symlink(parent_inode, decode_name(name), target))
         except Exception as exc:
             _fail("symlink", exc)
 
     async def readlink(self, inode: int, ctx: Any) -> bytes:
         try:
+            if self.versions.owns(inode):
+                return await self.versions.readlink(inode)
             return await self.vfs.readlink(inode)
         except Exception as exc:
             _fail("readlink", exc)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
+        if self.versions.owns(inode) or self._in_versions(new_parent_inode, new_name):
+            _fail("link", self.versions.refuse("link"))
         try:
             self.vfs.refuse_special("hard links")
         except Exception as exc:
             _fail("link", exc)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
+        if self._in_versions(parent_inode, name):
+            _fail("mknod", self.versions.refuse("mknod"))
         try:
             self.vfs.refuse_special("special files")
         except Exception as exc:
@@ -220,6 +277,9 @@ class FuseOperations(pyfuse3.Operations):
 
     async def open(self, inode: int, flags: int, ctx: Any) -> Any:
         try:
+            if self.versions.owns(inode):
+                fh, keep_cache = await self.versions.open(inode, flags)
+                return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
             fh, keep_cache = await self.vfs.open(inode, flags)
             return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
         except Exception as exc:
@@ -227,6 +287,8 @@ class FuseOperations(pyfuse3.Operations):
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
         try:
+            if self._in_versions(parent_inode, name):
+                raise self.versions.refuse("create")
             fh, attr = await self.vfs.create(parent_inode, decode_name(name), flags)
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False), entry(attr)
         except Exception as exc:
@@ -234,30 +296,41 @@ class FuseOperations(pyfuse3.Operations):
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         try:
+            if self.versions.owns_handle(fh):
+                return await self.versions.read(fh, off, size)
             return await self.vfs.read(fh, off, size)
         except Exception as exc:
             _fail("read", exc)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         try:
+            if self.versions.owns_handle(fh):
+                raise self.versions.refuse("write")
             return await self.vfs.write(fh, off, buf)
         except Exception as exc:
             _fail("write", exc)
 
     async def flush(self, fh: int) -> None:
         try:
+            if self.versions.owns_handle(fh):
+                return
             await self.vfs.flush(fh)
         except Exception as exc:
             _fail("flush", exc)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         try:
+            if self.versions.owns_handle(fh):
+                return
             await self.vfs.fsync(fh)
         except Exception as exc:
             _fail("fsync", exc)
 
     async def release(self, fh: int) -> None:
         try:
+            if self.versions.owns_handle(fh):
+                await self.versions.release(fh)
+                return
             await self.vfs.release(fh)
         except Exception as exc:
             _fail("release", exc)
