@@ -45,8 +45,11 @@ format: setup
 	$(BIN)/ruff format memfs tests scripts
 	$(BIN)/ruff check --fix memfs tests scripts
 
+# Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures).
 bench: setup
-	$(BIN)/python scripts/bench_server.py
+	@set -e; for script in scripts/bench_*.py; do \
+	  echo "== $$script"; $(BIN)/python $$script; echo; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

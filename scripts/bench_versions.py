@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Benchmark the ``.versions`` tree: requests and time to open ``.versions/<t>/`` and read a file.
+
+Seeds a throwaway SQLite database directly through the server's storage layer
+(``memfs.server.sqlite.SqliteStorage``, before the server starts, so no HTTP is spent on it):
+``--memories`` memories (2,000) with ``--versions`` versions each (10: one create, then
+modifications, interleaved across memories, with a clock that advances ``--step`` seconds per
+write so the history spans days). Then starts ``memfs server`` on that file and drives the
+filesystem core of the tree (``memfs.versions.VersionsTree``, the code a mount runs, without
+FUSE) through one ``StoreClient``, counting requests with its ``stats``:
+
+- cold: a fresh tree; look up ``.versions/<t>/`` (t in the middle of the history), list it,
+  walk to one file and read it (the version index is loaded here);
+- another instant: list ``.versions/<t2>/`` and read a file of another memory;
+- the same file again; the timeline (``ls .versions``); one path's history (ls + cat).
+
+Prints a markdown table, or JSON with ``--json``. This script owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.config import ClientConfig, Secret
+from memfs.inodes import ROOT_INODE
+from memfs.models import Actor
+from memfs.server.sqlite import SqliteStorage
+from memfs.versions import VersionsTree, stamp
+
+log = logging.getLogger("bench_versions")
+
+
+@dataclass
+class Step:
+    step: str
+    requests: int
+    seconds: float
+    detail: str
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def content_of(memory: int, version: int) -> str:
+    return f"memory {memory}, version {version}\n" + "lorem ipsum dolor sit amet. " * 8
+
+
+async def seed(
+    db: Path, memories: int, versions: int, step: float
+) -> tuple[str, datetime, datetime]:
+    """Create the store and its history on ``db``; return the store id, first and last write."""
+    start = datetime.now(UTC) - timedelta(seconds=step * memories * versions + 3600)
+    ticks = 0
+
+    def clock() -> datetime:
+        nonlocal ticks
+        ticks += 1
+        return start + timedelta(seconds=step * ticks)
+
+    storage = await SqliteStorage.open(db, clock=clock)
+    actor = Actor("api_actor", "apikey_bench")
+    try:
+        store = await storage.create_store(name="bench-versions", description="", metadata={})
+        ids = []
+        oldest = newest = clock()
+        for i in range(memories):
+            memory = await storage.create_memory(
+                store.id, path=f"/dir{i % 20:02d}/note{i:05d}.md", content=content_of(i, 0),
+                actor=actor,
+            )  # fmt: skip
+            ids.append(memory.id)
+            oldest = min(oldest, memory.created_at)
+        for version in range(1, versions):
+            for i, memory_id in enumerate(ids):
+                updated = await storage.update_memory(
+                    store.id, memory_id, content=content_of(i, version), path=None,
+                    expected_sha256=None, actor=actor,
+                )  # fmt: skip
+                newest = updated.updated_at
+        return store.id, oldest, newest
+    finally:
+        await storage.aclose()
+
+
+@contextmanager
+def server_on(db: Path, key: str) -> Iterator[str]:
+    port = free_port()
+    env = dict(os.environ, MEMFS_API_KEYS=key)
+    log_path = db.with_suffix(".log")
+    with open(log_path, "wb") as server_log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "server", "--db", str(db), "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "WARNING"],
+            env=env, stdout=server_log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"server exited:\n{log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(base_url + "/healthz", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("server did not become healthy within 20 s")
+            time.sleep(0.05)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+async def measure(
+    client: StoreClient, name: str, work: Callable[[], Awaitable[str]], steps: list[Step]
+) -> None:
+    before = client.stats.total
+    started = time.perf_counter()
+    detail = await work()
+    steps.append(Step(name, client.stats.total - before, time.perf_counter() - started, detail))
+
+
+async def run(
+    base_url: str, key: str, store_id: str, oldest: datetime, newest: datetime
+) -> list[Step]:
+    steps: list[Step] = []
+    config = ClientConfig(api_key=Secret(key), base_url=base_url)
+    async with StoreClient(config) as client:
+        tree = VersionsTree(client, store_id)
+
+        async def ino(*names: str) -> int:
+            node = ROOT_INODE
+            for name in (".versions", *names):
+                node = (await tree.lookup(node, name)).ino
+            return node
+
+        async def cat(*names: str) -> bytes:
+            fh, _ = await tree.open(await ino(*names), os.O_RDONLY)
+            try:
+                return await tree.read(fh, 0, 1 << 20)
+            finally:
+                await tree.release(fh)
+
+        t1 = stamp(oldest + (newest - oldest) / 2)
+        t2 = (oldest + (newest - oldest) / 4).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+        async def cold() -> str:
+            names = [n for n, _ in await tree.readdir(await ino(t1))]
+            files = [n for n, _ in await tree.readdir(await ino(t1, names[0]))]
+            size = len(await cat(t1, names[0], files[0]))
+            return f"{len(names)} dirs; {files[0]}: {size} bytes; index {len(tree.index.versions)}"
+
+        async def other() -> str:
+            names = [n for n, _ in await tree.readdir(await ino(t2))]
+            files = [n for n, _ in await tree.readdir(await ino(t2, names[1]))]
+            return f"{files[1]}: {len(await cat(t2, names[1], files[1]))} bytes"
+
+        async def again() -> str:
+            names = [n for n, _ in await tree.readdir(await ino(t2))]
+            files = [n for n, _ in await tree.readdir(await ino(t2, names[1]))]
+            return f"{files[1]}: {len(await cat(t2, names[1], files[1]))} bytes"
+
+        async def timeline() -> str:
+            return f"{len(await tree.readdir(await ino()))} entries"
+
+        async def history() -> str:
+            names = [
+                n for n, _ in await tree.readdir(await ino("history", "dir03", "note00003.md"))
+            ]
+            text = await cat("history", "dir03", "note00003.md", names[4])
+            return f"{len(names)} entries; {len(text)} bytes read"
+
+        await measure(client, f"cold: ls .versions/{t1}/ + cat one file", cold, steps)
+        await measure(client, f"ls .versions/{t2}/ + cat a file of another memory", other, steps)
+        await measure(client, "the same again (within 2 s)", again, steps)
+        await trio.sleep(1.1)  # let the "anything new?" interval pass: the timeline asks once
+        await measure(client, "ls .versions (timeline)", timeline, steps)
+        await measure(client, "ls + cat .versions/history/<path>/", history, steps)
+    return steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--memories", type=int, default=2000, help="memories (default 2000)")
+    parser.add_argument("--versions", type=int, default=10, help="versions each (default 10)")
+    parser.add_argument("--step", type=float, default=30.0, help="seconds between writes")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    if args.memories < 4 or args.versions < 5:
+        parser.error("at least 4 memories and 5 versions")
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    started = datetime.now(UTC)
+    key = "sk-bench-" + secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="memfs-bench-versions-") as tmp:
+        db = Path(tmp) / "versions.db"
+        seeding = time.perf_counter()
+        store_id, oldest, newest = trio.run(seed, db, args.memories, args.versions, args.step)
+        seed_seconds = time.perf_counter() - seeding
+        log.info("seeded %d versions in %.1f s", args.memories * args.versions, seed_seconds)
+        with server_on(db, key) as base_url:
+            steps = trio.run(run, base_url, key, store_id, oldest, newest)
+    meta = {
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+        "python": platform.python_version(),
+        "memories": args.memories,
+        "versions_each": args.versions,
+        "seed_seconds": round(seed_seconds, 1),
+    }
+    if args.json:
+        print(json.dumps({"meta": meta, "steps": [asdict(s) for s in steps]}, indent=2))
+        return 0
+    print(
+        f".versions benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}; "
+        f"{args.memories} memories x {args.versions} versions "
+        f"(seeded in {seed_seconds:.1f} s through the storage layer).\n"
+    )
+    print("| step | requests | time (ms) | detail |\n|---|---:|---:|---|")
+    for s in steps:
+        print(f"| {s.step} | {s.requests} | {s.seconds * 1000:.0f} | {s.detail} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
