@@ -11,8 +11,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -374,3 +376,365 @@ def test_name_errors(mount_factory):
         "/" + "n" * 255,
         "/" + str(deep.relative_to(p)) + "/" + "z" * 19,
     }
+
+
+# -- content ----------------------------------------------------------------------------------
+
+
+def test_not_utf8_eilseq_kept_locally(mount_factory):
+    m = mount_factory(memories={"/a.md": "A"})
+    p = m.path
+    # fsync, then close: refused once each, nothing stored, the bytes stay readable
+    fd = os.open(p / "bin.md", os.O_CREAT | os.O_RDWR)
+    os.write(fd, b"ok \xff\xfe")
+    expect_errno(errno.EILSEQ, os.fsync, fd)
+    expect_errno(errno.EILSEQ, os.close, fd)
+    assert (p / "bin.md").read_bytes() == b"ok \xff\xfe"
+    # an existing memory made invalid in place: refused at close, the memory unchanged
+    with pytest.raises(OSError) as info, open(p / "a.md", "ab") as f:
+        f.write(b"\xc3")  # a truncated two-byte sequence
+    assert info.value.errno == errno.EILSEQ
+    assert (p / "a.md").read_bytes() == b"A\xc3"
+    # a temp file renamed onto a memory path (the sed/perl/Python pattern), or a free one
+    write_file(p / "tmp~", b"\x80")
+    expect_errno(errno.EILSEQ, os.rename, p / "tmp~", p / "other.md")
+    expect_errno(errno.EILSEQ, renameat2, p / "tmp~", p / "a.md", RENAME_NOREPLACE * 0)
+    assert (p / "tmp~").read_bytes() == b"\x80"
+    # a shell redirection swallows the error, but the refusal is in the log and nothing stored
+    subprocess.run(["bash", "-c", f"printf '\\xff' > {p}/shell.md"], check=True)
+    time.sleep(1.5)
+    assert m.paths() == {"/a.md"}
+    assert m.content("/a.md") == "A"
+    assert "not UTF-8" in m.log()
+    # fixing the content uploads it
+    write_file(p / "bin.md", b"fixed")
+    m.settle()
+    assert m.content("/bin.md") == "fixed"
+
+
+def write_or_efbig(fd: int, data: bytes) -> int:
+    """Bytes written by a write that crosses the limit: 0 for EFBIG, or a short count.
+
+    The kernel splits a large write that starts inside a page into the rest of that page and
+    then big pieces; the daemon refuses the piece that crosses the limit (EFBIG), so a caller
+    sees EFBIG or, when an earlier piece was taken, a short write. Never more than the limit.
+    """
+    try:
+        return os.write(fd, data)
+    except OSError as exc:
+        assert exc.errno == errno.EFBIG
+        return 0
+
+
+def test_efbig_at_the_crossing_write(mount_factory):
+    m = mount_factory(memories={"/a.md": "A"})
+    p = m.path
+    fd = os.open(p / "big.md", os.O_CREAT | os.O_RDWR)
+    try:
+        assert os.write(fd, b"x" * 100_000) == 100_000
+        assert write_or_efbig(fd, b"y" * 2_401) < 2_401  # would end at 102,401
+        assert os.fstat(fd).st_size <= LIMIT
+        os.pwrite(fd, b"y" * 2_400, 100_000)  # exactly 102,400: fine
+        expect_errno(errno.EFBIG, os.write, fd, b"z")
+        expect_errno(errno.EFBIG, os.pwrite, fd, b"z", LIMIT)
+        expect_errno(errno.EFBIG, os.pwrite, fd, b"z", 1 << 40)
+        expect_errno(errno.EFBIG, os.ftruncate, fd, LIMIT + 1)
+        assert os.fstat(fd).st_size == LIMIT
+    finally:
+        os.close(fd)
+    fd = os.open(p / "a.md", os.O_WRONLY | os.O_APPEND)
+    try:
+        assert write_or_efbig(fd, b"q" * LIMIT) < LIMIT  # appended, it would cross
+        assert os.fstat(fd).st_size <= LIMIT
+        os.ftruncate(fd, 1)  # back to "A": nothing is uploaded
+    finally:
+        os.close(fd)
+    for size in (LIMIT + 1, 1 << 40, (1 << 63) - 1):
+        expect_errno(errno.EFBIG, os.truncate, p / "a.md", size)
+    # cp of a file over the limit fails loudly
+    source = m.path.parent / "large.txt"
+    source.write_bytes(b"L" * (LIMIT + 10))
+    cp = subprocess.run(["cp", str(source), str(p / "copy.md")], capture_output=True, text=True)
+    assert cp.returncode != 0 and "File too large" in cp.stderr
+    m.settle()
+    assert m.content("/a.md") == "A"
+    assert m.content("/big.md") == "x" * 100_000 + "y" * 2_400
+    assert max(x.content_size_bytes for x in m.memories().values()) == LIMIT
+    assert os.stat(p).st_ino == 1  # the daemon is alive
+
+
+# -- namespace refusals -----------------------------------------------------------------------
+
+
+def test_renameat2_flags(mount_factory):
+    m = mount_factory(memories={"/a.md": "A", "/b.md": "B", "/d/c.md": "C"})
+    p = m.path
+    write_file(p / "x.md~", b"local")
+    os.mkdir(p / "e")
+    for target in ("b.md", "x.md~", "d", "e"):
+        expect_errno(errno.EEXIST, renameat2, p / "a.md", p / target, RENAME_NOREPLACE)
+        expect_errno(errno.EINVAL, renameat2, p / "a.md", p / target, RENAME_EXCHANGE)
+    expect_errno(errno.EINVAL, renameat2, p / "d", p / "e", RENAME_EXCHANGE)
+    renameat2(p / "a.md", p / "new.md", RENAME_NOREPLACE)
+    renameat2(p / "d", p / "f", RENAME_NOREPLACE)
+    assert sorted(os.listdir(p)) == ["b.md", "e", "f", "new.md", "x.md~"]
+    m.settle()
+    assert m.paths() == {"/b.md", "/new.md", "/f/c.md"}
+    assert m.content("/b.md") == "B"
+
+
+def test_links_special_files_symlinks_eperm(mount_factory):
+    m = mount_factory(memories={"/a.md": "A"})
+    p = m.path
+    write_file(p / "a.md~", b"backup")
+    expect_errno(errno.EPERM, os.link, p / "a.md", p / "hard.md")
+    expect_errno(errno.EPERM, os.link, p / "a.md~", p / "b.md~")  # local-only too
+    expect_errno(errno.EPERM, os.mkfifo, p / "fifo")
+    expect_errno(errno.EPERM, os.mknod, p / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    expect_errno(errno.EPERM, os.symlink, "a.md", p / "sym.md")
+    expect_errno(errno.EPERM, os.symlink, "a.md", p / "4912")
+    ln = subprocess.run(["ln", "-s", "a.md", str(p / "l.md")], capture_output=True, text=True)
+    assert ln.returncode != 0 and "Operation not permitted" in ln.stderr
+    os.symlink("user@host.42:1", p / ".#a.md")  # an Emacs lock is local-only: allowed
+    assert os.readlink(p / ".#a.md") == "user@host.42:1"
+    expect_errno(errno.EPERM, os.rename, p / ".#a.md", p / "lock.md")  # no symlink memories
+    os.unlink(p / ".#a.md")
+    m.settle()
+    assert m.paths() == {"/a.md"}
+
+
+def test_xattrs_not_supported(mount_factory):
+    m = mount_factory(memories={"/a.md": "A"})
+    target = m.path / "a.md"
+    for call in (
+        lambda: os.setxattr(target, "user.x", b"1"),
+        lambda: os.getxattr(target, "user.x"),
+        lambda: os.removexattr(target, "user.x"),
+    ):
+        with pytest.raises(OSError) as info:
+            call()
+        assert info.value.errno in (errno.ENOSYS, errno.ENOTSUP), info.value
+    with pytest.raises(OSError) as info:
+        os.listxattr(target)
+    assert info.value.errno == errno.ENOTSUP  # the kernel turns ENOSYS into ENOTSUP here
+    if shutil.which("setfattr") is None:
+        return  # the Debian package "attr"
+    for command in (
+        ["setfattr", "-n", "user.x", "-v", "1", str(target)],
+        ["getfattr", "-n", "user.x", str(target)],
+        ["getfattr", "-d", str(target)],
+    ):
+        tool = subprocess.run(command, capture_output=True, text=True)
+        assert tool.returncode == 1 and tool.stdout == "", command
+        assert tool.stderr.endswith(": Operation not supported\n"), tool.stderr
+    assert (m.path / "a.md").read_text() == "A"
+
+
+def test_rmdir_enotempty(mount_factory):
+    m = mount_factory(memories={"/d/a.md": "A", "/e/sub/b.md": "B"})
+    p = m.path
+    expect_errno(errno.ENOTEMPTY, os.rmdir, p / "d")
+    expect_errno(errno.ENOTEMPTY, os.rmdir, p / "e")  # only a subdirectory inside
+    os.mkdir(p / "f")
+    write_file(p / "f" / ".x.md.swp", b"swap")  # only a local-only file inside
+    expect_errno(errno.ENOTEMPTY, os.rmdir, p / "f")
+    os.mkdir(p / "g")
+    write_file(p / "g" / "new.md", b"not uploaded yet")
+    expect_errno(errno.ENOTEMPTY, os.rmdir, p / "g")
+    expect_errno(errno.ENOTEMPTY, os.rename, p / "f", p / "d")  # over a non-empty directory
+    expect_errno(errno.ENOTDIR, os.rmdir, p / "d" / "a.md")
+    os.unlink(p / "f" / ".x.md.swp")
+    os.rmdir(p / "f")
+    m.settle()
+    assert m.paths() == {"/d/a.md", "/e/sub/b.md", "/g/new.md"}
+
+
+# -- plain filesystem correctness, side by side with a local directory ------------------------
+
+
+def posix_scenario(root: Path) -> list[Any]:
+    """Run the same calls under ``root``; return what a caller observes (data and errnos)."""
+    seen: list[Any] = []
+
+    def attempt(label: str, func: Callable[[], Any]) -> Any:
+        try:
+            result = func()
+        except OSError as exc:
+            seen.append((label, errno.errorcode.get(exc.errno or 0)))
+            return None
+        seen.append(
+            (label, "ok" if isinstance(result, int) and label.startswith("open") else result)
+        )
+        return result
+
+    f = root / "f.md"
+    fd = attempt("open excl", lambda: os.open(f, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    os.write(fd, b"hello")
+    os.close(fd)
+    attempt("open excl again", lambda: os.open(f, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    attempt("open excl dir", lambda: os.open(root / "dir", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    attempt("open missing", lambda: os.open(root / "missing.md", os.O_RDONLY))
+    attempt("open dir for write", lambda: os.open(root / "dir", os.O_WRONLY))
+    # O_APPEND ignores the offset: every write goes to the end
+    fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b" world")
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, b"!")
+    seen.append(("append pos", os.lseek(fd, 0, os.SEEK_CUR)))
+    os.close(fd)
+    seen.append(("after append", f.read_bytes()))
+    # an appender and a plain writer on the same file
+    appender = os.open(f, os.O_WRONLY | os.O_APPEND)
+    writer = os.open(f, os.O_WRONLY)
+    os.write(writer, b"HE")
+    os.write(appender, b"<")
+    os.write(writer, b"LL")
+    os.write(appender, b">")
+    os.close(appender)
+    os.close(writer)
+    seen.append(("interleaved", f.read_bytes()))
+    # O_TRUNC empties at open; reading shows nothing, then new data
+    fd = os.open(f, os.O_RDWR | os.O_TRUNC)
+    seen.append(("trunc size", os.fstat(fd).st_size))
+    seen.append(("trunc read", os.read(fd, 10)))
+    os.write(fd, b"abc")
+    # a write past the end zero-fills the hole
+    os.pwrite(fd, b"Z", 10)
+    seen.append(("hole", os.pread(fd, 100, 0)))
+    seen.append(("read past end", os.pread(fd, 10, 50)))
+    os.ftruncate(fd, 14)
+    seen.append(("grown", os.pread(fd, 100, 0)))
+    os.ftruncate(fd, 2)
+    seen.append(("shrunk", os.pread(fd, 100, 0)))
+    seen.append(("end", os.lseek(fd, 0, os.SEEK_END)))
+    os.close(fd)
+    # O_TRUNC with nothing written leaves an empty file; O_CREAT|O_APPEND on a new file
+    os.close(os.open(root / "g.md", os.O_CREAT | os.O_WRONLY, 0o644))
+    write_file(root / "g.md", b"gone", os.O_WRONLY | os.O_TRUNC)
+    os.close(os.open(root / "g.md", os.O_WRONLY | os.O_TRUNC))
+    seen.append(("truncated", (root / "g.md").read_bytes()))
+    fd = os.open(root / "h.md", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    os.write(fd, b"1")
+    os.write(fd, b"2")
+    os.close(fd)
+    seen.append(("new append", (root / "h.md").read_bytes()))
+    seen.append(("listing", sorted(os.listdir(root))))
+    return seen
+
+
+def test_open_flags_and_holes_match_a_local_disk(mount, tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    for root in (local, mount.path):
+        os.mkdir(root / "dir")
+    expected = posix_scenario(local)
+    assert posix_scenario(mount.path) == expected
+    mount.settle()
+    for name in ("f.md", "g.md", "h.md"):
+        assert mount.content(f"/{name}") == (local / name).read_text()
+
+
+# -- inodes and directory times ---------------------------------------------------------------
+
+
+def test_inode_numbers_stable_per_memory(mount_factory):
+    m = mount_factory(memories={"/a.md": "A", "/d/b.md": "B"})
+    p = m.path
+    ino = os.stat(p / "a.md").st_ino
+    listed = {e.name: e.inode() for e in os.scandir(p)}
+    assert listed["a.md"] == ino
+    m.put("/a.md", "changed remotely")
+    wait_for(lambda: (p / "a.md").read_text() == "changed remotely", timeout=5)
+    assert os.stat(p / "a.md").st_ino == ino
+    (p / "a.md").write_text("changed here")
+    assert os.stat(p / "a.md").st_ino == ino
+    os.rename(p / "a.md", p / "d" / "moved.md")
+    assert os.stat(p / "d" / "moved.md").st_ino == ino
+    # the kernel forgets its inodes; the daemon still answers the same number for the memory
+    with open("/proc/sys/vm/drop_caches", "w") as caches:
+        caches.write("2")
+    time.sleep(1.1)
+    assert os.stat(p / "d" / "moved.md").st_ino == ino
+    # numbers are never reused: files created and removed get fresh ones
+    seen = {ino, os.stat(p / "d" / "b.md").st_ino, os.stat(p / "d").st_ino, os.stat(p).st_ino}
+    for i in range(20):
+        path = p / f"t{i}.md~" if i % 2 else p / f"t{i}.md"
+        path.write_text("t")
+        number = os.stat(path).st_ino
+        assert number not in seen
+        seen.add(number)
+        os.unlink(path)
+    m.settle()
+    assert m.memories()["/d/moved.md"].id
+    assert m.content("/d/moved.md") == "changed here"
+
+
+def test_parent_directory_mtime_changes(mount_factory):
+    m = mount_factory(memories={"/d/a.md": "A"})
+    p = m.path
+
+    def changes(directory: Path, action: Callable[[], Any]) -> None:
+        before = os.stat(directory).st_mtime_ns
+        time.sleep(0.02)
+        action()
+        after = os.stat(directory).st_mtime_ns
+        assert after > before, action
+
+    for directory in (p, p / "d"):
+        changes(directory, lambda d=directory: write_file(d / "new.md", b"n"))
+        changes(directory, lambda d=directory: os.unlink(d / "new.md"))
+        changes(directory, lambda d=directory: os.mkdir(d / "sub"))
+        changes(directory, lambda d=directory: os.rmdir(d / "sub"))
+        changes(directory, lambda d=directory: write_file(d / "x.md~", b"local"))
+        changes(directory, lambda d=directory: os.rename(d / "x.md~", d / "y.md~"))
+    changes(p / "d", lambda: os.rename(p / "d" / "a.md", p / "a.md"))
+    changes(p / "d", lambda: os.rename(p / "a.md", p / "d" / "a.md"))
+
+
+# -- allow_other --------------------------------------------------------------------------------
+
+
+def test_allow_other(mount_factory, sdk, server, tmp_path):
+    nobody = 65534
+    m = mount_factory(memories={"/a.md": "shared"})
+    store_id = m.store_id
+    m.umount()
+    shared = Path(tempfile.mkdtemp(prefix="memfs-allow-other-"))
+    try:
+        os.chmod(shared, 0o755)
+
+        def read_as_nobody(point: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["cat", str(point / "a.md")], user=nobody, capture_output=True, text=True
+            )
+
+        for allow, point in ((False, shared / "private"), (True, shared / "open")):
+            point.mkdir()
+            mounted = MountedStore(
+                path=point,
+                store_id=store_id,
+                store_name=m.store_name,
+                sdk=sdk,
+                env=server.client_env(),
+                log_file=tmp_path / f"allow-{allow}.log",
+                extra_args=["--allow-other"] if allow else [],
+            )
+            try:
+                assert mounted.mount().returncode == 0, mounted.log()
+                assert ("allow_other" in mount_options(point)) is allow
+                result = read_as_nobody(point)
+                if allow:
+                    assert result.returncode == 0 and result.stdout == "shared", result.stderr
+                    assert "every user of this machine can read" in mounted.log()
+                    refused = subprocess.run(
+                        ["bash", "-c", f"echo x > {point}/a.md"], user=nobody, capture_output=True
+                    )
+                    assert refused.returncode != 0  # files are 0644: only the owner writes
+                else:
+                    assert result.returncode != 0 and "Permission denied" in result.stderr
+                    assert "every user" not in mounted.log()
+            finally:
+                mounted.cleanup()
+        assert m.content("/a.md") == "shared"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
