@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
-from memfs.server.sqlite import from_us, to_us
+from memfs.server.sql import from_us, to_us
 from memfs.server.storage import (
     ListItem,
     MemoryPosition,
