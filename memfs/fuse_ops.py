@@ -57,8 +57,10 @@ def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
     out.st_size = attr.size
     out.st_blksize = 4096
     out.st_blocks = (attr.size + 511) // 512
-    out.st_atime_ns = int(attr.atime * 1e9)
-    out.st_mtime_ns = int(attr.mtime * 1e9)
+    atime_ns = attr.atime_ns if isinstance(attr, Attr) else None
+    mtime_ns = attr.mtime_ns if isinstance(attr, Attr) else None
+    out.st_atime_ns = atime_ns if atime_ns is not None else int(attr.atime * 1e9)
+    out.st_mtime_ns = mtime_ns if mtime_ns is not None else int(attr.mtime * 1e9)
     out.st_ctime_ns = int(attr.ctime * 1e9)
     return out
 
@@ -107,13 +109,18 @@ class FuseOperations(pyfuse3.Operations):
             if self.versions.owns(inode):
                 raise self.versions.refuse("setattr")
             size = attr.st_size if fields.update_size else None
-            atime = attr.st_atime_ns / 1e9 if fields.update_atime else None
-            mtime = attr.st_mtime_ns / 1e9 if fields.update_mtime else None
+            atime_ns = attr.st_atime_ns if fields.update_atime else None
+            mtime_ns = attr.st_mtime_ns if fields.update_mtime else None
             # mode, uid and gid are accepted and ignored (editors.md §3)
             owner = bool(fields.update_mode or fields.update_uid or fields.update_gid)
             return entry(
                 await self.vfs.setattr(
-                    inode, size=size, atime=atime, mtime=mtime, fh=fh, mode_or_owner=owner
+                    inode,
+                    size=size,
+                    atime_ns=atime_ns,
+                    mtime_ns=mtime_ns,
+                    fh=fh,
+                    mode_or_owner=owner,
                 )
             )
         except Exception as exc:

@@ -54,6 +54,8 @@ class Node:
     target: bytes = b""  # symlinks only
     mtime: float | None = None  # client-set (utimens) or last local write
     atime: float | None = None
+    mtime_ns: int | None = None  # exactly as client-set (utimens), see vfs.attr
+    atime_ns: int | None = None
     ctime: float = field(default_factory=time.time)
     open_count: int = 0
     lookups: int = 0

@@ -93,6 +93,9 @@ class Attr:
     atime: float
     mtime: float
     ctime: float
+    # client-set times exactly as given (utimens keeps nanoseconds: rsync compares them)
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
 
     @property
     def is_dir(self) -> bool:
@@ -143,6 +146,13 @@ def decode_name(raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidNameError("name is not UTF-8") from None
+
+
+def _exact_ns(seconds: float | None, ns: int | None) -> int | None:
+    """``ns`` if it is still the time ``seconds`` stands for (a later write replaces it)."""
+    if seconds is None or ns is None or seconds != ns / 1e9:
+        return None
+    return ns
 
 
 def _delete_key(memory_id: str) -> tuple[str, str]:
@@ -440,6 +450,8 @@ class Vfs:
             atime=node.atime if node.atime is not None else mtime,
             mtime=mtime,
             ctime=max(node.ctime, updated) if node.kind is Kind.FILE else node.ctime,
+            atime_ns=_exact_ns(node.atime, node.atime_ns),
+            mtime_ns=_exact_ns(node.mtime, node.mtime_ns),
         )
 
     async def lookup(self, parent_ino: int, name: str) -> Attr:
@@ -467,8 +479,14 @@ class Vfs:
         mtime: float | None = None,
         fh: int | None = None,
         mode_or_owner: bool = False,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
     ) -> Attr:
         node = self._node(ino)
+        if atime_ns is not None:
+            atime = atime_ns / 1e9
+        if mtime_ns is not None:
+            mtime = mtime_ns / 1e9
         if mode_or_owner:
             self._check_writable()  # accepted and ignored, but not on a read-only mount
         if size is not None:
@@ -497,9 +515,9 @@ class Vfs:
             if self.read_only:
                 raise ReadOnlyError("read-only mount")
             if atime is not None:
-                node.atime = atime
+                node.atime, node.atime_ns = atime, atime_ns
             if mtime is not None:
-                node.mtime = mtime
+                node.mtime, node.mtime_ns = mtime, mtime_ns
         return self.attr(node)
 
     def _changed(self, node: Node) -> None:
