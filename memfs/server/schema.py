@@ -143,10 +143,15 @@ PG_LATEST = PG_MIGRATIONS[-1][0]
 MIGRATION_LOCK = 0x6D656D6673  # "memfs"
 
 
-def current_version(conn: sqlite3.Connection) -> int:
+def current_version(conn: Any) -> int:
+    """The schema version a database records (0: none yet); creates ``schema_version``.
+
+    ``conn`` is a sqlite3 or psycopg connection (rows as tuples, ``sqlite3.Row`` or dicts).
+    """
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
     row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    value = next(iter(row.values())) if isinstance(row, dict) else row[0]
+    return int(value) if value is not None else 0
 
 
 def migrate(conn: sqlite3.Connection) -> int:
@@ -156,19 +161,13 @@ def migrate(conn: sqlite3.Connection) -> int:
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = current_version(conn)
-        if version > LATEST:
-            raise RuntimeError(
-                f"database schema version {version} is newer than this memfs ({LATEST})"
-            )
-        for number, script in MIGRATIONS:
-            if number <= version:
-                continue
-            for statement in _statements(script):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
-            log.info("applied schema migration %d", number)
-            version = number
+        version = _apply(
+            conn,
+            MIGRATIONS,
+            current_version(conn),
+            "INSERT INTO schema_version (version) VALUES (?)",
+            "schema migration",
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -184,22 +183,29 @@ def migrate_postgres(conn: Any) -> int:
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        first = row[0] if isinstance(row, tuple | list) else next(iter(row.values()))
-        version = int(first) if first is not None else 0
-        if version > PG_LATEST:
-            raise RuntimeError(
-                f"database schema version {version} is newer than this memfs ({PG_LATEST})"
-            )
-        for number, script in PG_MIGRATIONS:
-            if number <= version:
-                continue
-            for statement in _statements(script):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
-            log.info("applied PostgreSQL schema migration %d", number)
-            version = number
+        return _apply(
+            conn,
+            PG_MIGRATIONS,
+            current_version(conn),
+            "INSERT INTO schema_version (version) VALUES (%s)",
+            "PostgreSQL schema migration",
+        )
+
+
+def _apply(conn: Any, steps: list[tuple[int, str]], version: int, record: str, what: str) -> int:
+    """Run the ``steps`` newer than ``version`` in the caller's transaction, recording each with
+    ``record`` (an INSERT taking the step number); return the resulting version."""
+    latest = steps[-1][0]
+    if version > latest:
+        raise RuntimeError(f"database schema version {version} is newer than this memfs ({latest})")
+    for number, script in steps:
+        if number <= version:
+            continue
+        for statement in _statements(script):
+            conn.execute(statement)
+        conn.execute(record, (number,))
+        log.info("applied %s %d", what, number)
+        version = number
     return version
 
 

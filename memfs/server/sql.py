@@ -215,6 +215,13 @@ def _content_columns(content: str | None) -> tuple[str | None, str | None, int |
     return content, sha256_hex(content), len(content.encode("utf-8"))
 
 
+def _found(row: Row | None, not_found: str) -> Row:
+    """The row a lookup found, or NotFoundError(not_found)."""
+    if row is None:
+        raise NotFoundError(not_found)
+    return row
+
+
 def _precondition_failed(memory_id: str, current: Row, expected: str, tail: str = "") -> Exception:
     return PreconditionFailedError(
         f"precondition failed: memory {memory_id!r} has content_sha256 "
@@ -260,20 +267,12 @@ class SqlStorage(Storage):
 
     def _load_store(self, tx: Tx, store_id: str, *, lock: bool = False) -> Row:
         """The store's state row; ``lock``: the row a mutation guards (see the module doc)."""
-        row = tx.one(
-            f"SELECT {_STORE_STATE} FROM stores WHERE id = ?" + self._lock(lock), (store_id,)
-        )
-        if row is None:
-            raise _store_not_found(store_id)
-        return row
+        sql = f"SELECT {_STORE_STATE} FROM stores WHERE id = ?" + self._lock(lock)
+        return _found(tx.one(sql, (store_id,)), f"memory store {store_id!r} not found")
 
     def _get_store(self, tx: Tx, store_id: str, *, lock: bool = False) -> MemoryStore:
-        row = tx.one(
-            f"SELECT {_STORE_COLUMNS} FROM stores WHERE id = ?" + self._lock(lock), (store_id,)
-        )
-        if row is None:
-            raise _store_not_found(store_id)
-        return _store(row)
+        sql = f"SELECT {_STORE_COLUMNS} FROM stores WHERE id = ?" + self._lock(lock)
+        return _store(_found(tx.one(sql, (store_id,)), f"memory store {store_id!r} not found"))
 
     def _lock(self, lock: bool) -> str:
         return self.dialect.lock_clause if lock else ""
@@ -291,9 +290,7 @@ class SqlStorage(Storage):
             f"SELECT {_MEMORY_FULL} FROM memories WHERE id = ? AND store_id = ?",
             (memory_id, store_id),
         )
-        if row is None:
-            raise NotFoundError(f"memory {memory_id!r} not found in store {store_id!r}")
-        return row
+        return _found(row, f"memory {memory_id!r} not found in store {store_id!r}")
 
     @staticmethod
     def _load_version(tx: Tx, store_id: str, version_id: str) -> Row:
@@ -301,9 +298,7 @@ class SqlStorage(Storage):
             f"SELECT {_VERSION_FULL} FROM versions WHERE id = ? AND store_id = ?",
             (version_id, store_id),
         )
-        if row is None:
-            raise NotFoundError(f"memory version {version_id!r} not found in store {store_id!r}")
-        return row
+        return _found(row, f"memory version {version_id!r} not found in store {store_id!r}")
 
     @staticmethod
     def _check_path_free(tx: Tx, store_id: str, path: str) -> None:
@@ -748,7 +743,3 @@ class SqlStorage(Storage):
 
     async def ping(self) -> None:
         await self._read(lambda tx: tx.execute("SELECT 1").fetchone())
-
-
-def _store_not_found(store_id: str) -> NotFoundError:
-    return NotFoundError(f"memory store {store_id!r} not found")
