@@ -1,21 +1,26 @@
 """The storage interface of the reference server: every operation the HTTP layer needs.
 
-``Storage`` is the one abstract class a backend implements (SQLite now, PostgreSQL next). The
-HTTP layer validates input (types, paths, sizes, limits of a page) and renders output; a backend
-owns the state and enforces every rule that depends on it: existence, archived stores, path
-uniqueness, the 2,000-memory limit, content preconditions, the head move, version sequencing and
-retention. Each mutation is one transaction, so these checks cannot race.
+``Storage`` is the one abstract class a backend implements: ``sql.SqlStorage`` implements every
+rule once, for the SQLite (``sqlite``) and PostgreSQL (``postgres``) backends. The HTTP layer
+validates input (types, paths, sizes, limits of a page) and renders output; a backend owns the
+state and enforces every rule that depends on it: existence, archived stores, path uniqueness,
+the 2,000-memory limit, content preconditions, the head move, version sequencing and retention.
+Each mutation is one transaction, so these checks cannot race.
 
 Backends raise ``memfs.errors`` ApiError subclasses (``NotFoundError``, ``StoreArchivedError``,
 ``StoreFullError``, ``PathConflictError``, ``PreconditionFailedError``, ``BadRequestError``);
 the HTTP layer turns them into the error envelope. Nothing here knows about HTTP or SQL.
 
 Invariants every backend keeps:
-- a memory's ``memory_version_id`` is its newest version; a no-op update writes no version;
+- a memory's ``memory_version_id`` is its newest version; a no-op update writes no version
+  (nor does a failed precondition when the stored state already equals the requested one), and
+  a no-op store update leaves ``updated_at`` alone;
+- paths are unique within a store, and a store never holds more than its memory limit;
 - versions of one store get a store-wide sequence (``seq``) that strictly increases in commit
   order, and ``created_at`` strictly increases with it (bumped by 1 µs when the clock did not
   move), so ``created_at[gte]`` feeds and cursors are reliable;
-- retention never prunes the newest version of any memory (so never a live memory's head).
+- the head of a live memory is never redacted, and retention never prunes the newest version
+  of any memory (so never a live memory's head).
 """
 
 from __future__ import annotations
