@@ -111,6 +111,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="F",
         help="with --detach: where the supervisor logs (default: next to its state file)",
     )
+    parser.add_argument(
+        "--allow-other",
+        action="store_true",
+        help="let every user of the machine use the mounts (FUSE allow_other; off by default)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     parser.set_defaults(func=_start)
@@ -291,6 +296,8 @@ def _mount_command(args: argparse.Namespace) -> MountCommand:
         options += ["--api-key-file", os.path.abspath(args.api_key_file)]
     if args.debug:
         options.append("--debug")
+    if args.allow_other:
+        options.append("--allow-other")  # each mount logs the warning
     env = None
     if args.base_url:
         env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)

@@ -42,6 +42,12 @@ def test_fstab_options_become_memfs_mount_arguments() -> None:
     )
 
 
+def test_allow_other_passes_through() -> None:
+    done = helper("memstore_abc", "/mnt/x", "-o", "api_key_file=/k,allow_other", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{MEMFS} mount memstore_abc /mnt/x --api-key-file /k --allow-other\n"
+
+
 def test_the_memfs_hash_store_form_is_accepted() -> None:
     done = helper("memfs#Team Notes", "/mnt/x", "-o", "api_key_file=/k,rw,dev,suid", "--dry-run")
     assert done.stdout == f"{MEMFS} mount Team Notes /mnt/x --api-key-file /k\n"
@@ -51,7 +57,6 @@ def test_the_memfs_hash_store_form_is_accepted() -> None:
     ("options", "message"),
     [
         ("api_key_file=/k,uid=5", "unknown mount option 'uid'"),
-        ("api_key_file=/k,allow_other", "option allow_other is not supported"),
         ("api_key_file=", "option api_key_file needs a value"),
         ("ro", "no API key: add -o api_key_file=FILE"),
     ],
