@@ -68,9 +68,22 @@ class ServerProcess:
         self.log_path = self.db.with_suffix(".log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs", "server", "--db", self.db_url or str(self.db),
-             "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "memfs",
+                "server",
+                "--db",
+                self.db_url or str(self.db),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *self.extra_args,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + 20
