@@ -129,6 +129,7 @@ class Daemon:
         self._ready = ready
         self.vfs: Vfs | None = None
         self._stopping = False
+        self._report_file = Path("/nonexistent")
 
     async def run(self) -> int:
         opts = self.options
@@ -176,6 +177,7 @@ class Daemon:
             # computed before init: once mounted, a syscall on the mount point from this process
             # would wait for the FUSE loop that has not started yet
             pid_file = state_path(opts.mountpoint, "pid")
+            self._report_file = state_path(opts.mountpoint, "report")
             try:
                 pyfuse3.init(ops, opts.mountpoint, options)
             except RuntimeError as exc:
@@ -240,7 +242,7 @@ class Daemon:
 
     def _write_report(self, vfs: Vfs) -> None:
         """Tell ``memfs umount`` what could not be uploaded and where it is kept."""
-        report = state_path(self.options.mountpoint, "report")
+        report = self._report_file  # computed before mounting (see run)
         lines = vfs.durable.not_uploaded()
         if not lines:
             report.unlink(missing_ok=True)

@@ -31,6 +31,7 @@ from datetime import datetime
 from memfs import paths
 from memfs.api import StoreClient
 from memfs.cache import ContentCache, Listing, ListingCache
+from memfs.durable import Durable
 from memfs.errors import (
     ApiConnectionError,
     DirectoryNotEmptyError,
@@ -180,6 +181,10 @@ class Vfs:
         self.writeback = WriteBack(
             self.sync, is_transient=is_transient, on_failure=self._upload_failed
         )
+        # the journal of acknowledged changes, conflict copies, replay (memfs.durable)
+        self.durable = Durable(self)
+        self.writeback.on_queued = self.durable.queued
+        self.writeback.on_done = self.durable.done
         self.pending_deletes: dict[str, PendingDelete] = {}
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
         self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
@@ -1109,6 +1114,9 @@ class Vfs:
     async def sync(self, key: Hashable) -> None:
         """Make the server match one inode (or run one pending delete)."""
         if isinstance(key, tuple):
+            if key[0] != "delete":
+                await self.durable.run(key)  # conflict copies, replays
+                return
             await self._run_delete(str(key[1]))
             return
         assert isinstance(key, int)
@@ -1245,6 +1253,9 @@ class Vfs:
         if isinstance(exc, StoreArchivedError):
             log.error("the store is archived: the mount is read-only from now on")
             self.read_only = True
+        if isinstance(key, tuple) and key[0] != "delete":
+            log.error("%s failed: %s", key, exc)
+            return
         if isinstance(key, tuple):
             pending = self.pending_deletes.pop(str(key[1]), None)
             log.error("delete of %s failed: %s", pending.remote_path if pending else key, exc)
@@ -1254,12 +1265,9 @@ class Vfs:
         if node is None:
             return
         if isinstance(exc, PreconditionFailedError | PathConflictError):
-            log.error(
-                "CONFLICT: %s (%s) changed on the server; the local content is kept in the "
-                "daemon and was not uploaded",
-                node.path,
-                node.memory_id,
-            )
+            if node.path is not None:
+                data = bytes(node.data) if node.data is not None else None
+                self.durable.save_conflict(node.path, node.memory_id, data)
             node.error = RemoteConflictError(f"{node.path} changed on the server")
             node.error.__cause__ = exc
             node.conflict = True

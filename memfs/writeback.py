@@ -6,6 +6,12 @@ requests, retries with backoff for transient errors, ``flush(key)`` (run now and
 outcome) and ``flush_all()`` (unmount). *What* an upload does is the ``upload(key)`` function
 it is given: the queue holds no data, so dirty content never lives here nor in a cache.
 
+Durability hooks: ``on_queued(key)`` runs (synchronously) every time ``schedule`` records work,
+so the caller can write its journal record before the operation that asked is acknowledged;
+``on_done(key, error)`` runs when the entry goes away: after success (``error`` None), after
+``cancel`` (None), or after a permanent failure (the error, after ``on_failure``). The queue
+itself still holds no data.
+
 Invariants:
 - an entry exists while work for its key is outstanding; it is removed only after a run that
   succeeded (and was not re-requested meanwhile), after ``cancel``, or after a permanent
@@ -37,6 +43,14 @@ def _ignore_failure(key: Hashable, exc: BaseException) -> None:
     return None
 
 
+def _ignore_queued(key: Hashable) -> None:
+    return None
+
+
+def _ignore_done(key: Hashable, exc: BaseException | None) -> None:
+    return None
+
+
 @dataclass
 class _Entry:
     due: float
@@ -56,6 +70,8 @@ class WriteBack:
         *,
         is_transient: Callable[[BaseException], bool] = _never_transient,
         on_failure: Callable[[Hashable, BaseException], None] = _ignore_failure,
+        on_queued: Callable[[Hashable], None] = _ignore_queued,
+        on_done: Callable[[Hashable, BaseException | None], None] = _ignore_done,
         base_backoff: float = 0.5,
         max_backoff: float = 30.0,
         concurrency: int = 4,
@@ -63,6 +79,8 @@ class WriteBack:
         self._upload = upload
         self._is_transient = is_transient
         self._on_failure = on_failure
+        self.on_queued = on_queued
+        self.on_done = on_done
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
         self._limiter = trio.CapacityLimiter(concurrency)
@@ -103,18 +121,18 @@ class WriteBack:
                 entry.due = due
             elif debounce or due < entry.due:
                 entry.due = due
+        self.on_queued(key)
         self._wake.set()
 
     def cancel(self, key: Hashable) -> None:
         """Forget the pending work of ``key`` (a run in progress finishes but is not repeated)."""
         entry = self._entries.get(key)
-        if entry is None:
-            return
-        if entry.running:
+        if entry is not None and entry.running:
             entry.cancelled = True
             entry.rerun = False
-        else:
+        elif entry is not None:
             del self._entries[key]
+        self.on_done(key, None)
 
     async def flush(self, key: Hashable) -> None:
         """Run the pending work of ``key`` now and wait; raise the error of that run.
@@ -205,6 +223,7 @@ class WriteBack:
                 entry.attempts = 0
                 if not entry.rerun:
                     del self._entries[key]
+                    self.on_done(key, None)
             elif self._is_transient(error):
                 entry.attempts += 1
                 backoff = min(self._max_backoff, self._base_backoff * 2 ** (entry.attempts - 1))
@@ -221,6 +240,7 @@ class WriteBack:
                 del self._entries[key]
                 log.error("upload of %s failed for good: %s", key, error)
                 self._on_failure(key, error)
+                self.on_done(key, error)
         entry.finished.set()
         self._wake.set()
         return error

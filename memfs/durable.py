@@ -1,0 +1,327 @@
+"""Durable write-back: what the journal's records mean for one mount, conflicts, and replay.
+
+Owns the link between the write-back queue and the on-disk journal (``memfs.journal``):
+- every time the queue records work for a key (``queued``), the state that work will upload is
+  written to the journal *before* the operation that asked returns to the kernel (close, fsync,
+  truncate, rename, unlink): for an inode its path, memory id, base sha and dirty content; for a
+  deferred delete the memory id and expected sha;
+- when the work is done (or cancelled: the change was superseded locally) the record is dropped;
+  a permanent failure other than a conflict keeps it, so it is reported at unmount and retried
+  by the next mount;
+- a conflict (the memory changed on the server) keeps the remote head and saves the local
+  content as a sibling memory ``<name>.conflict-<UTC time>[.<ext>]``, itself a queued, journaled
+  create (``("conflict", n)`` keys), counted in ``conflicts``;
+- records left by an earlier daemon (``kill -9``, power cut, outage at unmount) are replayed as
+  ``("replay", name)`` keys with their preconditions; a create whose answer was lost is
+  recognised (same path, same content) and not repeated.
+
+It must not decide POSIX semantics (``vfs``) nor touch FUSE. See docs/writeback.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from memfs import paths
+from memfs.errors import (
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+    RemoteConflictError,
+)
+from memfs.inodes import Kind
+from memfs.journal import Journal, Record
+from memfs.models import sha256_hex
+
+if TYPE_CHECKING:
+    from memfs.vfs import Vfs
+
+log = logging.getLogger(__name__)
+
+MAX_CONFLICTS_KEPT = 50
+
+
+def conflict_path(path: str, when: datetime | None = None, attempt: int = 0) -> str:
+    """``/a/notes.md`` -> ``/a/notes.conflict-20261130T091500Z.md`` (``-2``, ... on retries)."""
+    stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    if attempt:
+        stamp += f"-{attempt + 1}"
+    directory, name = paths.parent(path), paths.basename(path)
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    new = f"{stem}.conflict-{stamp}" + (f".{ext}" if ext else "")
+    return paths.join(directory, new)
+
+
+@dataclass
+class ConflictInfo:
+    path: str
+    memory_id: str | None
+    saved_as: str
+    at: str
+    saved: bool = False
+
+
+class Durable:
+    """See the module docstring. ``journal`` None: nothing is written (tests of the core)."""
+
+    def __init__(self, vfs: Vfs, journal: Journal | None = None) -> None:
+        self.vfs = vfs
+        self.journal = journal
+        self.life = f"{int(time.time() * 1000):x}"
+        self.conflicts: list[ConflictInfo] = []
+        self.conflict_count = 0
+        self._conflict_saves: dict[int, tuple[str, bytes, ConflictInfo]] = {}
+        self._next_conflict = 1
+        self._replays: dict[str, Record] = {}
+        self.failed: dict[str, str] = {}  # record name -> why it is kept (permanent failure)
+        self.replayed = 0
+
+    # -- names --------------------------------------------------------------------------------
+
+    def name_of(self, key: Hashable) -> str:
+        if isinstance(key, int):
+            return f"{self.life}-n{key}"
+        assert isinstance(key, tuple)
+        kind, value = key[0], key[1]
+        if kind == "replay":
+            return str(value)
+        return f"{self.life}-{kind[0]}-{value}"
+
+    # -- hooks of the write-back queue --------------------------------------------------------
+
+    def queued(self, key: Hashable) -> None:
+        if self.journal is None:
+            return
+        record = self._record(key)
+        if record is not None:
+            self.journal.put(record)
+
+    def done(self, key: Hashable, error: BaseException | None) -> None:
+        if self.journal is None:
+            return
+        name = self.name_of(key)
+        if error is None or isinstance(
+            error, PreconditionFailedError | PathConflictError | RemoteConflictError
+        ):
+            self.failed.pop(name, None)
+            self.journal.drop(name)
+        else:
+            self.failed[name] = f"{type(error).__name__}: {error}"
+
+    def _record(self, key: Hashable) -> Record | None:
+        vfs = self.vfs
+        name = self.name_of(key)
+        if isinstance(key, int):
+            node = vfs.table.get(key)
+            if node is None or node.kind is not Kind.FILE or node.local_only or node.path is None:
+                return None
+            data = None
+            if node.data is not None and (node.dirty or node.memory_id is None):
+                data = bytes(node.data)
+            elif node.memory_id is None:
+                data = b""
+            return Record(
+                name=name,
+                op="put",
+                path=node.path,
+                memory_id=node.memory_id,
+                remote_path=node.remote_path,
+                base_sha=None if node.rebase else node.base_sha,
+                data=data,
+            )
+        assert isinstance(key, tuple)
+        if key[0] == "delete":
+            pending = vfs.pending_deletes.get(str(key[1]))
+            if pending is None:
+                return None
+            return Record(
+                name=name,
+                op="delete",
+                memory_id=pending.memory_id,
+                remote_path=pending.remote_path,
+                base_sha=pending.expected_sha,
+            )
+        if key[0] == "conflict":
+            saved = self._conflict_saves.get(int(key[1]))
+            if saved is None:
+                return None
+            return Record(name=name, op="conflict", path=saved[0], data=saved[1])
+        return None  # replays: the record is already on disk
+
+    # -- conflicts ----------------------------------------------------------------------------
+
+    def save_conflict(self, path: str, memory_id: str | None, data: bytes | None) -> None:
+        """Keep the local side of a conflict as a sibling memory (queued, journaled)."""
+        self.conflict_count += 1
+        sibling = conflict_path(path)
+        info = ConflictInfo(
+            path=path, memory_id=memory_id, saved_as=sibling, at=datetime.now(UTC).isoformat()
+        )
+        self.conflicts.append(info)
+        del self.conflicts[:-MAX_CONFLICTS_KEPT]
+        if data is None:
+            info.saved_as = ""
+            return
+        number = self._next_conflict
+        self._next_conflict += 1
+        self._conflict_saves[number] = (sibling, data, info)
+        log.error(
+            "CONFLICT: %s (%s) changed on the server; the server's version stays, the local "
+            "content is saved as %s",
+            path,
+            memory_id,
+            sibling,
+        )
+        self.vfs.writeback.schedule(("conflict", number), 0)
+
+    async def _create_sibling(self, path: str, data: bytes) -> str:
+        text = data.decode("utf-8")
+        vfs = self.vfs
+        for attempt in range(20):
+            target = path if attempt == 0 else _numbered(path, attempt)
+            try:
+                await vfs.upload_client.create_memory(vfs.store_id, target, text)
+                vfs.listings.drop(paths.parent(target))
+                return target
+            except PathConflictError as exc:
+                if await self._is_same(exc, target, text):
+                    return target
+        raise PathConflictError(f"no free name for the conflict copy of {path}")
+
+    async def _is_same(self, exc: PathConflictError, path: str, text: str) -> bool:
+        """True if the memory at ``path`` already holds ``text`` (an earlier attempt made it)."""
+        vfs = self.vfs
+        memory_id = getattr(exc, "conflicting_memory_id", None)
+        try:
+            if memory_id:
+                memory = await vfs.upload_client.get_memory(vfs.store_id, memory_id, view="basic")
+            else:
+                found = await vfs.upload_client.find_memory(vfs.store_id, path)
+                if found is None:
+                    return False
+                memory = found
+        except NotFoundError:
+            return False
+        return memory.path == path and memory.content_sha256 == sha256_hex(text)
+
+    # -- work of the queue for our own keys ---------------------------------------------------
+
+    async def run(self, key: tuple[Any, ...]) -> None:
+        if key[0] == "conflict":
+            saved = self._conflict_saves.get(int(key[1]))
+            if saved is None:
+                return
+            sibling, data, info = saved
+            info.saved_as = await self._create_sibling(sibling, data)
+            info.saved = True
+            del self._conflict_saves[int(key[1])]
+            return
+        if key[0] == "replay":
+            record = self._replays.get(str(key[1]))
+            if record is not None:
+                await self._replay(record)
+                self._replays.pop(record.name, None)
+                self.replayed += 1
+
+    # -- replay of an earlier daemon's records ------------------------------------------------
+
+    def load(self) -> int:
+        """Queue every record left in the journal; return how many."""
+        if self.journal is None:
+            return 0
+        records = self.journal.load()
+        for record in records:
+            self._replays[record.name] = record
+            log.info(
+                "replaying journal record %s: %s %s", record.name, record.op, record.path or ""
+            )
+            self.vfs.writeback.schedule(("replay", record.name), 0)
+        return len(records)
+
+    async def _replay(self, record: Record) -> None:
+        vfs = self.vfs
+        client = vfs.upload_client
+        store = vfs.store_id
+        if record.op == "delete":
+            assert record.memory_id is not None
+            try:
+                await client.delete_memory(store, record.memory_id, expected_sha256=record.base_sha)
+            except NotFoundError:
+                pass
+            except PreconditionFailedError:
+                log.warning(
+                    "%s (%s) changed on the server after it was removed here: not deleted",
+                    record.remote_path,
+                    record.memory_id,
+                )
+            return
+        if record.op == "conflict":
+            assert record.path is not None and record.data is not None
+            await self._create_sibling(record.path, record.data)
+            return
+        assert record.path is not None
+        text = record.data.decode("utf-8") if record.data is not None else None
+        if record.memory_id is None:
+            try:
+                await client.create_memory(store, record.path, text or "")
+            except PathConflictError as exc:
+                if not await self._is_same(exc, record.path, text or ""):
+                    self.save_conflict(record.path, None, record.data)
+            return
+        content = text if text is not None and sha256_hex(text) != record.base_sha else None
+        new_path = record.path if record.path != record.remote_path else None
+        if content is None and new_path is None:
+            return
+        try:
+            await client.update_memory(
+                store,
+                record.memory_id,
+                content=content,
+                path=new_path,
+                expected_sha256=record.base_sha if content is not None else None,
+            )
+        except PreconditionFailedError:
+            self.save_conflict(record.path, record.memory_id, record.data)
+        except NotFoundError:
+            if record.data is not None:  # deleted on the server: the local content lives on
+                try:
+                    await client.create_memory(store, record.path, text or "")
+                except PathConflictError as exc:
+                    if not await self._is_same(exc, record.path, text or ""):
+                        self.save_conflict(record.path, None, record.data)
+        except PathConflictError:
+            if content is None:
+                log.warning(
+                    "move of %s to %s not replayed: the path is taken",
+                    record.memory_id,
+                    record.path,
+                )
+                return
+            self.save_conflict(record.path, record.memory_id, record.data)
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def not_uploaded(self) -> list[str]:
+        """One line per journal record still on disk (for the unmount report)."""
+        if self.journal is None:
+            return []
+        lines = []
+        for record in self.journal.load():
+            why = self.failed.get(record.name, "not uploaded yet")
+            target = record.path or record.remote_path or record.memory_id or "?"
+            lines.append(f"{record.op} {target}: {why}")
+        return lines
+
+
+def _numbered(path: str, attempt: int) -> str:
+    stem, dot, ext = path.rpartition(".")
+    if not dot or "/" in ext:
+        return f"{path}-{attempt + 1}"
+    return f"{stem}-{attempt + 1}.{ext}"

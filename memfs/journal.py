@@ -1,0 +1,192 @@
+"""The write-back journal: acknowledged changes on disk until the server has them.
+
+Owns one directory per running mount, ``<cache dir>/<store id>/journal-<slot>/``, held with an
+exclusive ``flock`` on ``journal-<slot>.lock`` for the daemon's life (two mounts of one store
+take two slots; a slot whose daemon died is free again and its records are replayed by the
+next mount of the store). Each pending change is one file ``<name>.rec``: a one-line JSON
+header (``Record`` without its data), a newline, then the raw content bytes, if any.
+
+Durability: a record is written to a temporary file, fsynced, renamed into place and the
+directory fsynced before ``put`` returns; ``drop`` unlinks and fsyncs the directory. So after
+``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record, and a record is never
+seen half-written.
+
+This module stores and loads records; it must not decide what they mean (``vfs`` does), talk to
+the server, or hold clean cache data. See docs/writeback.md for the states and the replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+log = logging.getLogger(__name__)
+
+MAX_SLOTS = 64
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+Op = Literal["put", "delete", "conflict"]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/memfs``, else ``~/.cache/memfs``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "memfs"
+
+
+@dataclass
+class Record:
+    """One acknowledged change not yet known to be on the server.
+
+    - ``put``: make memory ``memory_id`` (None: a new memory) hold ``data`` (None: unchanged) at
+      ``path``; ``base_sha`` is the server content the change was made on (the precondition),
+      ``remote_path`` where the server had it;
+    - ``delete``: delete ``memory_id`` if its content is still ``base_sha``;
+    - ``conflict``: create ``path`` (a ``.conflict-`` sibling) holding ``data``.
+    """
+
+    name: str
+    op: Op
+    path: str | None = None
+    memory_id: str | None = None
+    remote_path: str | None = None
+    base_sha: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+    written_at: str = ""
+
+    def header(self) -> dict[str, Any]:
+        header = asdict(self)
+        header.pop("data")
+        header["has_data"] = self.data is not None
+        return header
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JournalError(Exception):
+    """The journal directory cannot be used (the message is one line for a person)."""
+
+
+class Journal:
+    """The records of one mount; see the module docstring."""
+
+    def __init__(self, directory: Path, lock_fd: int | None = None) -> None:
+        self.directory = directory
+        self._lock_fd = lock_fd
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.writes = 0
+
+    @classmethod
+    def open(cls, cache_dir: Path, store_id: str) -> Journal:
+        """Take the first free slot of ``store_id``; move records of other free slots into it."""
+        base = cache_dir / _SAFE.sub("_", store_id)
+        try:
+            base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise JournalError(f"cannot create the cache directory {base}: {exc}") from None
+        mine: Journal | None = None
+        for slot in range(MAX_SLOTS):
+            fd = _try_lock(base / f"journal-{slot}.lock")
+            if fd is None:
+                continue
+            directory = base / f"journal-{slot}"
+            if mine is None:
+                mine = cls(directory, fd)
+                continue
+            # a free slot of a daemon that died: adopt its records
+            if directory.is_dir():
+                for entry in sorted(directory.glob("*.rec")):
+                    os.replace(entry, mine.directory / entry.name)
+                    log.info("adopted journal record %s from %s", entry.name, directory)
+                _fsync_dir(mine.directory)
+            os.close(fd)
+        if mine is None:
+            raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
+        return mine
+
+    def close(self) -> None:
+        """Release the slot (the records stay for the next mount)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @staticmethod
+    def file_name(name: str) -> str:
+        return _SAFE.sub("_", name) + ".rec"
+
+    def put(self, record: Record) -> None:
+        """Write ``record`` durably (replacing one of the same name)."""
+        if not record.written_at:
+            record.written_at = datetime.now(UTC).isoformat()
+        target = self.directory / self.file_name(record.name)
+        temp = target.with_suffix(".tmp")
+        header = json.dumps(record.header(), separators=(",", ":")).encode("utf-8")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, header + b"\n" + (record.data or b""))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+        _fsync_dir(self.directory)
+        self.writes += 1
+
+    def drop(self, name: str) -> None:
+        """Forget the record ``name`` (nothing happens if there is none)."""
+        target = self.directory / self.file_name(name)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            return
+        _fsync_dir(self.directory)
+
+    def has(self, name: str) -> bool:
+        return (self.directory / self.file_name(name)).exists()
+
+    def load(self) -> list[Record]:
+        """Every record in the directory, oldest first (unreadable ones are logged and kept)."""
+        records = []
+        for entry in self.directory.glob("*.tmp"):
+            entry.unlink(missing_ok=True)  # a put interrupted before its rename
+        for entry in self.directory.glob("*.rec"):
+            try:
+                raw = entry.read_bytes()
+                head, _, rest = raw.partition(b"\n")
+                header = json.loads(head)
+                data = rest if header.pop("has_data") else None
+                records.append(Record(data=data, **header))
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                log.error("journal record %s is unreadable (kept): %s", entry, exc)
+        records.sort(key=lambda r: r.written_at)
+        return records
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.directory.glob("*.rec"))
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
