@@ -14,7 +14,6 @@ import hashlib
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import pyfuse3
 import trio
 
 from memfs.api import StoreClient
+from memfs.changefeed import ChangeFeed, choose_source
 from memfs.config import ClientConfig, ConfigError
 from memfs.errors import (
     ApiConnectionError,
@@ -33,12 +33,12 @@ from memfs.errors import (
 )
 from memfs.fuse_ops import FuseOperations
 from memfs.journal import Journal, JournalError, default_cache_dir
-from memfs.vfs import Invalidation, Vfs, VfsConfig, run_invalidations
+from memfs.status import RecentErrors, StatusWriter
+from memfs.vfs import Invalidation, Vfs, VfsConfig
 
 log = logging.getLogger(__name__)
 
 FINAL_FLUSH_SECONDS = 30.0
-FEED_INTERVAL = 1.0
 
 
 class MountError(Exception):
@@ -57,6 +57,9 @@ class MountOptions:
     grace: float = 2.0
     update_delay: float = 0.5
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
+    cache_mb: float = 64.0  # clean content cache bound
+    poll_interval: float = 1.0  # change feed while in use
+    idle_poll_interval: float = 10.0  # change feed while idle
 
 
 def runtime_dir() -> Path:
@@ -149,11 +152,13 @@ class Daemon:
                     client.with_options(timeout=10.0, max_retries=2),
                     store.id,
                     VfsConfig(
-                        read_only=read_only, grace=opts.grace, update_delay=opts.update_delay
+                        read_only=read_only,
+                        grace=opts.grace,
+                        update_delay=opts.update_delay,
+                        cache_bytes=int(opts.cache_mb * 1024 * 1024),
                     ),
                     upload_client=client.with_options(timeout=60.0, max_retries=4),
                 )
-                await vfs.init_feed()
             except (ApiError, ApiConnectionError) as exc:
                 raise MountError(describe_api_error(exc, opts.store, config.base_url)) from None
             journal = self._open_journal(vfs)
@@ -178,6 +183,7 @@ class Daemon:
             # would wait for the FUSE loop that has not started yet
             pid_file = state_path(opts.mountpoint, "pid")
             self._report_file = state_path(opts.mountpoint, "report")
+            status_file = state_path(opts.mountpoint, "status")
             try:
                 pyfuse3.init(ops, opts.mountpoint, options)
             except RuntimeError as exc:
@@ -194,7 +200,19 @@ class Daemon:
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(vfs.writeback.run)
-                    nursery.start_soon(self._feed, vfs)
+                    vfs.bulk.nursery = nursery
+                    source = await choose_source(vfs, nursery)
+                    feed = ChangeFeed(
+                        vfs,
+                        source,
+                        interval=opts.poll_interval,
+                        idle_interval=opts.idle_poll_interval,
+                    )
+                    await nursery.start(feed.run)
+                    errors = RecentErrors()
+                    logging.getLogger("memfs").addHandler(errors)
+                    writer = StatusWriter(status_file, vfs, feed, errors)
+                    await nursery.start(writer.run)
                     nursery.start_soon(self._signals)
                     self._ready("ok")
                     await pyfuse3.main()
@@ -263,21 +281,6 @@ class Daemon:
                     await self._final_flush(self.vfs)
                 pyfuse3.terminate()
                 return
-
-    async def _feed(self, vfs: Vfs) -> None:
-        last_error = 0.0
-        while True:
-            await trio.sleep(FEED_INTERVAL)
-            try:
-                if any(node.lookups > 0 for node in vfs.table.nodes.values()):
-                    await vfs.poll_changes()
-                await run_invalidations(vfs)
-            except (ApiError, ApiConnectionError) as exc:
-                if time.monotonic() - last_error > 60:
-                    log.warning("change feed: %s", exc)
-                    last_error = time.monotonic()
-            except Exception:
-                log.exception("change feed failed")
 
 
 def run_foreground(options: MountOptions, ready: Callable[[str], None]) -> int:

@@ -26,8 +26,10 @@ from memfs.vfs import Attr, Vfs, decode_name
 
 log = logging.getLogger(__name__)
 
-ENTRY_TIMEOUT = 1.0
-ATTR_TIMEOUT = 1.0
+# The kernel keeps entries and attributes this long without asking (warm stat at local-disk
+# speed); the change feed invalidates them at once when the store changes elsewhere.
+ENTRY_TIMEOUT = 10.0
+ATTR_TIMEOUT = 10.0
 
 
 def _fail(op: str, exc: BaseException) -> NoReturn:

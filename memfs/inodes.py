@@ -90,6 +90,9 @@ class InodeTable:
         self.nodes: dict[int, Node] = {}
         self.by_path: dict[str, Node] = {}
         self.by_id: dict[str, Node] = {}
+        # directory path -> {name: node} of the bound nodes directly in it (lookups and
+        # directory views never scan the whole table)
+        self.by_parent: dict[str, dict[str, Node]] = {}
         root = Node(ino=ROOT_INODE, kind=Kind.DIR, path="/")
         self.nodes[ROOT_INODE] = root
         self.by_path["/"] = root
@@ -116,12 +119,25 @@ class InodeTable:
             self.unbind(other)
         if node.path is not None and self.by_path.get(node.path) is node:
             del self.by_path[node.path]
+            self._unindex(node.path)
         node.path = path
         self.by_path[path] = node
+        if path != "/":
+            directory, _, name = path.rpartition("/")
+            self.by_parent.setdefault(directory or "/", {})[name] = node
+
+    def _unindex(self, path: str) -> None:
+        directory, _, name = path.rpartition("/")
+        entries = self.by_parent.get(directory or "/")
+        if entries is not None:
+            entries.pop(name, None)
+            if not entries:
+                del self.by_parent[directory or "/"]
 
     def unbind(self, node: Node) -> None:
         if node.path is not None and self.by_path.get(node.path) is node:
             del self.by_path[node.path]
+            self._unindex(node.path)
         node.path = None
         self.maybe_drop(node)
 
@@ -157,7 +173,16 @@ class InodeTable:
         ):
             self.nodes.pop(node.ino, None)
 
+    def children_of(self, directory: str) -> dict[str, Node]:
+        """Bound nodes directly in ``directory``: name -> node (a copy)."""
+        return dict(self.by_parent.get(directory, {}))
+
     def below(self, directory: str) -> list[Node]:
         """Bound nodes strictly below ``directory``."""
-        prefix = directory.rstrip("/") + "/"
-        return [n for p, n in self.by_path.items() if p.startswith(prefix) and p != directory]
+        directory = directory.rstrip("/") or "/"
+        prefix = "/" if directory == "/" else directory + "/"
+        found: list[Node] = []
+        for parent, entries in self.by_parent.items():
+            if parent == directory or parent.startswith(prefix):
+                found.extend(entries.values())
+        return found

@@ -30,7 +30,7 @@ from datetime import datetime
 
 from memfs import paths
 from memfs.api import StoreClient
-from memfs.cache import ContentCache, Listing, ListingCache
+from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache
 from memfs.durable import Durable
 from memfs.errors import (
     ApiConnectionError,
@@ -57,7 +57,8 @@ from memfs.errors import (
 )
 from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
-from memfs.models import Memory, MemoryPrefix, sha256_hex
+from memfs.models import Memory, MemoryPrefix, MemoryVersion, sha256_hex
+from memfs.prefetch import BulkFetcher
 from memfs.versions import VersionsConfig, VersionsTree
 from memfs.writeback import WriteBack
 
@@ -77,7 +78,8 @@ class VfsConfig:
     grace: float = 2.0  # deferred delete / move window (rule 3)
     update_delay: float = 0.5  # upload of an existing memory after a save
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
-    listing_ttl: float = 1.0
+    listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.cache)
+    cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
     local_names: LocalNames = field(default_factory=LocalNames)
@@ -176,8 +178,12 @@ class Vfs:
         self.store_id = store_id
         self.config = config or VfsConfig()
         self.table = InodeTable()
-        self.contents = ContentCache()
+        self.contents = ContentCache(self.config.cache_bytes)
         self.listings = ListingCache(ttl=self.config.listing_ttl)
+        self.bulk = BulkFetcher(self.client, store_id, self.contents)
+        self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
+        self.on_activity: Callable[[], None] | None = None
+        self.deferred_versions: dict[int, list[MemoryVersion]] = {}  # for nodes open with data
         self.writeback = WriteBack(
             self.sync, is_transient=is_transient, on_failure=self._upload_failed
         )
@@ -195,8 +201,6 @@ class Vfs:
         self.read_only = self.config.read_only
         self.started = time.time()
         self._statfs_cache: tuple[float, int, int] | None = None
-        self.feed_since: datetime | None = None
-        self._feed_seen: set[str] = set()
         self._invalidations: list[Invalidation] = []
         # the read-only /.versions tree (its own inode range; fuse_ops dispatches to it)
         self.versions = VersionsTree(
@@ -287,12 +291,19 @@ class Vfs:
             return cached
         started = self._now()
         prefix = None if directory == "/" else paths.as_prefix(directory)
-        items = [
-            item
-            async for item in self.client.list_memories(
-                self.store_id, path_prefix=prefix, depth=1, limit=100, view="basic"
-            )
-        ]
+        try:
+            items = [
+                item
+                async for item in self.client.list_memories(
+                    self.store_id, path_prefix=prefix, depth=1, limit=100, view="basic"
+                )
+            ]
+        except Exception as exc:
+            stale = self.listings.stale(directory)
+            if stale is None or not is_transient(exc):
+                raise
+            log.debug("server unreachable; serving the last listing of %s", directory)
+            return stale
         listing = Listing(started=started, items=tuple(items))
         self.listings.put(directory, listing)
         return listing
@@ -301,6 +312,8 @@ class Vfs:
         """Take the server's view of a settled node from a listing or answer."""
         if not self.settled(node) or node.synced_at > started:
             return
+        if node.open_count > 0 and node.data is not None:
+            return  # the open copy keeps its base (see apply_versions)
         if node.base_sha != memory.content_sha256:
             if node.base_sha is not None:
                 self._queue_invalidations([("inode", node.ino, b"")])
@@ -381,11 +394,8 @@ class Vfs:
                 self.table.unbind(occupant)
             result[name] = self._memory_node(memory)
         # local nodes of this directory
-        prefix = paths.as_prefix(directory)
-        for path, node in list(self.table.by_path.items()):
-            if path == "/" or not path.startswith(prefix) or "/" in path[len(prefix) :]:
-                continue
-            name = path[len(prefix) :]
+        for name, node in self.table.children_of(directory).items():
+            path = paths.join(directory, name)
             if result.get(name) is node:
                 continue
             if name in result:
@@ -459,7 +469,15 @@ class Vfs:
             mtime_ns=_exact_ns(node.mtime, node.mtime_ns),
         )
 
+    def _active(self) -> None:
+        now = self._now()
+        idle = now - self.last_activity
+        self.last_activity = now
+        if idle > 1.0 and self.on_activity is not None:
+            self.on_activity()  # the change feed speeds up (and polls now after an idle time)
+
     async def lookup(self, parent_ino: int, name: str) -> Attr:
+        self._active()
         if name in (".", ".."):
             node = self._node(parent_ino)
             if name == ".." and node.path not in (None, "/"):
@@ -544,6 +562,10 @@ class Vfs:
             return cached
         if node.memory_id is None:
             return b""
+        if node.path is not None and node.path == node.remote_path:
+            bulk = await self.bulk.get(paths.parent(node.path), node.base_sha)
+            if bulk is not None:
+                return bulk
         memory_id = node.memory_id
         memory = await self.client.get_memory(self.store_id, memory_id, view="full")
         content = (memory.content or "").encode("utf-8")
@@ -589,6 +611,7 @@ class Vfs:
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         """Open a file; returns (fh, keep_cache)."""
+        self._active()
         node = self._node(ino)
         if node.is_dir:
             raise IsDirectoryError("is a directory")
@@ -739,6 +762,9 @@ class Vfs:
             with contextlib.suppress(NotUtf8Error):
                 self._commit(node)
         self._drop_clean_data(node)
+        deferred = self.deferred_versions.pop(node.ino, None) if node.open_count == 0 else None
+        if deferred and self.settled(node):
+            self.apply_versions(deferred)
         self.table.maybe_drop(node)
 
     def _drop_clean_data(self, node: Node) -> None:
@@ -1077,6 +1103,7 @@ class Vfs:
     # directories and the filesystem
 
     async def readdir(self, ino: int) -> list[tuple[str, Node]]:
+        self._active()
         directory = self._dir_path(ino)
         entries = await self.children(directory)
         return sorted(entries.items())
@@ -1290,37 +1317,35 @@ class Vfs:
         self._invalidations.clear()
         return items
 
-    async def init_feed(self) -> None:
-        page = await self.client.list_versions_page(self.store_id, limit=1, view="basic")
-        self.feed_since = page.data[0].created_at if page.data else None
-        self._feed_seen = {v.id for v in page.data}
+    def apply_versions(self, versions: list[MemoryVersion]) -> int:
+        """Apply versions reported by the change feed (any order); return how many mattered.
 
-    async def poll_changes(self) -> int:
-        """Apply versions written since the last poll by anyone else; return how many."""
-        versions = []
-        async for version in self.client.list_versions(
-            self.store_id, created_gte=self.feed_since, limit=100, view="basic"
-        ):
-            if version.id in self._feed_seen:
-                continue
-            versions.append(version)
-            if len(versions) >= 1000:
-                break
-        if not versions:
-            return 0
-        newest = max(v.created_at for v in versions)
-        if self.feed_since is None or newest > self.feed_since:
-            self.feed_since = newest
-            self._feed_seen = set()
-        self._feed_seen.update(v.id for v in versions if v.created_at == self.feed_since)
+        Cached listings they touch are dropped; kernel invalidations are queued (the feed runs
+        them from a worker thread). Nodes with local changes do not follow (conflicts).
+        """
+        for version in versions:
+            if version.path:
+                directory = paths.parent(version.path)
+                self._drop_listing(directory)
+                parent = self.table.by_path.get(directory)
+                if parent is not None:  # a new name: drop a negative entry the kernel holds
+                    name = paths.basename(version.path).encode()
+                    self._queue_invalidations([("entry", parent.ino, name)])
+            listed_in = self.listings.directory_of(version.memory_id)
+            if listed_in is not None:
+                self._drop_listing(listed_in)
         applied = 0
         for version in sorted(versions, key=lambda v: v.created_at):
-            if version.path:
-                self._drop_listing(paths.parent(version.path))
             holder = self.table.by_id.get(version.memory_id)
             if holder is None or not self.settled(holder):
                 continue
             if holder.updated_at is not None and version.created_at < holder.updated_at:
+                continue
+            if holder.open_count > 0 and holder.data is not None:
+                # open with a local copy based on the old head: a write must still meet the
+                # precondition of that head (a conflict, never a silent overwrite); the change
+                # is applied when the last handle closes
+                self.deferred_versions.setdefault(holder.ino, []).append(version)
                 continue
             if version.operation == "deleted":
                 self.tombstones.add(version.memory_id)
@@ -1349,6 +1374,24 @@ class Vfs:
                 self._queue_invalidations([("inode", holder.ino, b"")])
                 applied += 1
         return applied
+
+    async def resync(self) -> int:
+        """The change feed cannot be trusted (a gap): re-list every directory the kernel holds.
+
+        Each listing is compared with the inodes (``children``), which queues invalidations for
+        what changed. Returns the number of directories listed.
+        """
+        self.listings.withdraw()
+        self.listings.clear()
+        directories = [
+            node.path
+            for node in list(self.table.nodes.values())
+            if node.is_dir and node.path is not None and (node.lookups > 0 or node.path == "/")
+        ]
+        for directory in directories:
+            with contextlib.suppress(NoEntryError, NotFoundError):
+                await self.children(directory)
+        return len(directories)
 
 
 async def run_invalidations(vfs: Vfs) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-_NAMES = ["server", "admin", "mount", "session"]
+_NAMES = ["server", "admin", "mount", "session", "status"]
 
 
 def _load() -> list[ModuleType]:

@@ -57,6 +57,23 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="write-back journal directory (default $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
     )
+    mount.add_argument(
+        "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
+    )
+    mount.add_argument(
+        "--poll-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="change feed: seconds between polls while the mount is in use (default 1)",
+    )
+    mount.add_argument(
+        "--idle-poll-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="change feed: seconds between polls after 60 s without use (default 10)",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=run_mount)
 
@@ -96,6 +113,9 @@ def run_mount(args: argparse.Namespace) -> int:
         grace=args.grace,
         update_delay=args.update_delay,
         cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
+        cache_mb=args.cache_size,
+        poll_interval=args.poll_interval,
+        idle_poll_interval=args.idle_poll_interval,
     )
     if args.foreground:
         _setup_logging(args.debug, args.log_file)
@@ -124,6 +144,8 @@ def run_mount(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
     argv += ["--ready-fd", str(write_end), "--log-file", log_file]
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
+    argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
+    argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     for flag, value in (
         ("--api-key-file", args.api_key_file),
         ("--session-id", args.session_id),

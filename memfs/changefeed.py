@@ -1,0 +1,266 @@
+"""The change feed: notice remote changes (API writes, other mounts) and apply them.
+
+Owns *how* remote changes are learnt and *when*: a ``ChangeSource`` produces batches of
+versions; ``ChangeFeed.run`` applies each batch to the filesystem core
+(``Vfs.apply_versions``), vouches for the cached listings while it is healthy (so a warm store
+is served with no requests at all), falls back to a listing diff (``Vfs.resync``) when a batch
+cannot be trusted, and hands the kernel invalidations to the daemon's invalidator, which runs
+them from a worker thread (never inside a FUSE handler: editors.md §5).
+
+Sources, behind one interface (``next_batch``):
+- ``PollingSource``: one request per poll, the store's ``memory_versions`` newest first with
+  ``created_at[gte]`` = newest seen minus a small overlap (versions committed out of order are
+  not missed; ids already seen are skipped). A full page (100) means a gap: resync. Pace:
+  ``interval`` while the mount is in use (a kernel request within ``idle_after`` seconds),
+  ``idle_interval`` when idle; the first request after an idle time wakes the feed at once.
+  Cost per mount: 60 / ``interval`` requests a minute in use (60 by default), 60 /
+  ``idle_interval`` when idle (6 by default).
+- ``StreamSource``: the server-pushed change stream (``memfs.api.changes``) when the server
+  offers it: no polling; a reconnect resumes from the last cursor, so batches stay trusted.
+
+This module must not decide file semantics (``vfs`` does) nor call pyfuse3 itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.errors import ApiConnectionError, ApiError
+from memfs.models import MemoryVersion
+from memfs.vfs import Vfs, run_invalidations
+
+log = logging.getLogger(__name__)
+
+PAGE = 100
+OVERLAP = timedelta(seconds=2)
+
+
+@dataclass
+class Batch:
+    versions: list[MemoryVersion]
+    trusted: bool = True  # False: something may be missing; compare listings instead
+
+
+class ChangeSource(Protocol):
+    name: str
+
+    async def start(self) -> None:
+        """Establish the starting point (nothing before it is reported)."""
+
+    async def next_batch(self, interval: float, wake: trio.Event) -> Batch:
+        """The next changes; a poller waits ``interval`` (or until ``wake``) first."""
+
+
+class PollingSource:
+    """``memory_versions`` polling, one request per poll (see the module docstring)."""
+
+    name = "poll"
+
+    def __init__(self, client: StoreClient, store_id: str) -> None:
+        self.client = client
+        self.store_id = store_id
+        self.since: datetime | None = None
+        self._seen: dict[str, datetime] = {}
+
+    async def start(self) -> None:
+        page = await self.client.list_versions_page(self.store_id, limit=1, view="basic")
+        if page.data:
+            self.since = page.data[0].created_at
+            self._seen = {v.id: v.created_at for v in page.data}
+
+    async def next_batch(self, interval: float, wake: trio.Event) -> Batch:
+        with trio.move_on_after(interval):
+            await wake.wait()
+        return await self.poll()
+
+    async def poll(self) -> Batch:
+        gte = None if self.since is None else self.since - OVERLAP
+        page = await self.client.list_versions_page(
+            self.store_id, created_gte=gte, limit=PAGE, view="basic"
+        )
+        fresh = [v for v in page.data if v.id not in self._seen]
+        for version in fresh:
+            self._seen[version.id] = version.created_at
+            if self.since is None or version.created_at > self.since:
+                self.since = version.created_at
+        if self.since is not None:
+            horizon = self.since - OVERLAP
+            self._seen = {k: t for k, t in self._seen.items() if t >= horizon}
+        return Batch(fresh, trusted=page.next_page is None)
+
+
+class StreamSource:
+    """The server-pushed change stream (``memfs.api.changes``)."""
+
+    name = "stream"
+
+    def __init__(self, client: StoreClient, store_id: str) -> None:
+        self.client = client
+        self.store_id = store_id
+        self._send, self._receive = trio.open_memory_channel[MemoryVersion | None](10_000)
+        self.nursery: trio.Nursery | None = None
+        self.broken = False
+
+    async def start(self) -> None:
+        if self.nursery is None:
+            raise RuntimeError("StreamSource needs a nursery")
+        ready = trio.Event()
+        self.nursery.start_soon(self._read, ready)
+        with trio.fail_after(10):
+            await ready.wait()
+
+    async def _read(self, ready: trio.Event) -> None:
+        from memfs.api.changes import ChangeStream
+
+        try:
+            async with ChangeStream(self.client.config, self.store_id) as stream:
+                async for event in stream:
+                    if event.kind == "ready":
+                        ready.set()
+                    elif event.version is not None:
+                        await self._send.send(event.version)
+        except (ApiError, ApiConnectionError) as exc:
+            log.warning("change stream ended: %s; polling instead", exc)
+        self.broken = True
+        await self._send.send(None)
+
+    async def next_batch(self, interval: float, wake: trio.Event) -> Batch:
+        first = await self._receive.receive()
+        versions = [first] if first is not None else []
+        while True:
+            try:
+                item = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                break
+            if item is not None:
+                versions.append(item)
+        return Batch(versions, trusted=not self.broken)
+
+
+@dataclass
+class FeedStats:
+    source: str = ""
+    polls: int = 0
+    changes: int = 0
+    resyncs: int = 0
+    errors: int = 0
+    last_ok: float = 0.0  # monotonic
+    last_ok_wall: float = 0.0
+    last_error: str = ""
+    lag_samples: list[float] = field(default_factory=list)
+
+
+class ChangeFeed:
+    """Applies a source's batches to ``vfs`` until cancelled (module docstring)."""
+
+    def __init__(
+        self,
+        vfs: Vfs,
+        source: ChangeSource,
+        *,
+        interval: float = 1.0,
+        idle_interval: float = 10.0,
+        idle_after: float = 60.0,
+    ) -> None:
+        self.vfs = vfs
+        self.source = source
+        self.interval = interval
+        self.idle_interval = idle_interval
+        self.idle_after = idle_after
+        self.stats = FeedStats(source=source.name)
+        self._wake = trio.Event()
+        vfs.on_activity = self.wake
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def in_use(self) -> bool:
+        return time.monotonic() - self.vfs.last_activity < self.idle_after
+
+    def current_interval(self) -> float:
+        return self.interval if self.in_use() else self.idle_interval
+
+    def lag(self) -> float | None:
+        """Seconds since the feed last knew the store's state (None: never)."""
+        if not self.stats.last_ok:
+            return None
+        return time.monotonic() - self.stats.last_ok
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        quiet_until = 0.0
+        while True:
+            interval = self.current_interval()
+            self._wake = trio.Event()
+            if getattr(self.source, "broken", False):
+                self.source = PollingSource(self.vfs.client, self.vfs.store_id)
+                self.stats.source = self.source.name
+            try:
+                batch = await self.source.next_batch(interval, self._wake)
+                self.stats.polls += 1
+                if batch.trusted:
+                    self.stats.changes += self.vfs.apply_versions(batch.versions)
+                else:
+                    log.info("change feed: a gap; comparing listings instead")
+                    self.vfs.apply_versions(batch.versions)
+                    await self.vfs.resync()
+                    self.stats.resyncs += 1
+                now = time.monotonic()
+                self.stats.last_ok = now
+                self.stats.last_ok_wall = time.time()
+                # listings stay valid until the next poll is due (plus its round trip)
+                horizon = math.inf if self.source.name == "stream" else 2 * interval + 2.0
+                self.vfs.listings.vouch(now + horizon)
+            except (ApiError, ApiConnectionError) as exc:
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                self.vfs.listings.withdraw()
+                if time.monotonic() > quiet_until:
+                    log.warning("change feed: %s", exc)
+                    quiet_until = time.monotonic() + 60
+                await trio.sleep(min(self.idle_interval, 2 * interval))
+            except Exception:
+                self.stats.errors += 1
+                self.vfs.listings.withdraw()
+                log.exception("change feed failed")
+                await trio.sleep(interval)
+            try:
+                await run_invalidations(self.vfs)
+            except Exception:
+                log.exception("kernel invalidations failed")
+
+
+async def choose_source(
+    vfs: Vfs, nursery: trio.Nursery, *, use_stream: bool = True
+) -> ChangeSource:
+    """The change stream when the server offers it, else polling; started."""
+    if use_stream:
+        from memfs.api.changes import server_offers_change_stream
+
+        try:
+            offered = await server_offers_change_stream(vfs.client.config)
+        except Exception:  # a probe problem is a "no"
+            offered = False
+        if offered:
+            stream = StreamSource(vfs.client, vfs.store_id)
+            stream.nursery = nursery
+            try:
+                await stream.start()
+                log.info("change feed: the server's change stream")
+                return stream
+            except (trio.TooSlowError, ApiError, ApiConnectionError) as exc:
+                log.warning("change stream unavailable (%s); polling instead", exc)
+    poller = PollingSource(vfs.client, vfs.store_id)
+    try:
+        await poller.start()
+    except (ApiError, ApiConnectionError) as exc:
+        log.warning("change feed: no starting point yet (%s)", exc)
+    return poller

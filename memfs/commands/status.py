@@ -1,0 +1,45 @@
+"""``memfs status MOUNTPOINT [--json]``: what a running mount reports about itself.
+
+Reads the status document the daemon publishes every second (``memfs.status``); it never
+talks to the daemon or the server, so it answers even when the mount is stuck. Exit code 1 if
+nothing is mounted there (or the daemon publishes no status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="show requests, caches, pending uploads, conflicts and the change feed of a mount",
+        description="Show what the mount daemon of MOUNTPOINT reports about itself.",
+    )
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT")
+    parser.add_argument("--json", action="store_true", help="print the JSON document")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from memfs.daemon import state_path
+    from memfs.status import render
+
+    mountpoint = os.path.abspath(args.mountpoint)
+    try:
+        doc = json.loads(state_path(mountpoint, "status").read_text())
+    except (OSError, ValueError):
+        print(f"memfs status: no memfs mount daemon reports on {mountpoint}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render(doc))
+    return 0

@@ -1,0 +1,184 @@
+"""What a running mount reports about itself: ``memfs status MOUNTPOINT [--json]``.
+
+Owns the status document (requests by endpoint, cache hits and misses, bytes cached, pending
+uploads and journal records, conflicts, the change feed's source and lag, recent errors), the
+``RecentErrors`` log handler that remembers the last warnings and errors, the ``StatusWriter``
+task that the daemon runs to publish the document every second as
+``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading it costs
+the daemon nothing and works even while the mount is busy), and the text rendering.
+
+It must not change any state of the mount.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+if TYPE_CHECKING:
+    from memfs.changefeed import ChangeFeed
+    from memfs.vfs import Vfs
+
+log = logging.getLogger(__name__)
+
+STATUS_INTERVAL = 1.0
+
+
+class RecentErrors(logging.Handler):
+    """Keeps the last ``size`` WARNING-or-worse messages of the ``memfs`` loggers."""
+
+    def __init__(self, size: int = 20) -> None:
+        super().__init__(level=logging.WARNING)
+        self.records: collections.deque[dict[str, str]] = collections.deque(maxlen=size)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:
+            message = str(record.msg)
+        self.records.append(
+            {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+                "level": record.levelname,
+                "message": message[:500],
+            }
+        )
+
+
+def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> dict[str, Any]:
+    """The status document of one mount (JSON-ready)."""
+    durable = vfs.durable
+    journal = durable.journal
+    feed_doc: dict[str, Any] = {"source": None}
+    if feed is not None:
+        stats = feed.stats
+        lag = feed.lag()
+        feed_doc = {
+            "source": stats.source,
+            "polls": stats.polls,
+            "changes_applied": stats.changes,
+            "resyncs": stats.resyncs,
+            "errors": stats.errors,
+            "lag_seconds": None if lag is None else round(lag, 3),
+            "interval_seconds": feed.current_interval(),
+            "in_use": feed.in_use(),
+            "last_error": stats.last_error or None,
+        }
+    return {
+        "type": "memfs_status",
+        "store_id": vfs.store_id,
+        "pid": os.getpid(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "read_only": vfs.read_only,
+        "requests": vfs.client.stats.snapshot(),
+        "cache": {
+            "content_hits": vfs.contents.hits,
+            "content_misses": vfs.contents.misses,
+            "content_bytes": vfs.contents.bytes,
+            "content_items": len(vfs.contents),
+            "content_limit_bytes": vfs.contents.max_bytes,
+            "listing_hits": vfs.listings.hits,
+            "listing_misses": vfs.listings.misses,
+            "listings": len(vfs.listings),
+            "prefetches": vfs.bulk.prefetches,
+            "prefetch_pages": vfs.bulk.pages,
+            "inodes": len(vfs.table.nodes),
+        },
+        "uploads": {
+            "pending": len(vfs.writeback),
+            "journal_records": len(journal) if journal is not None else 0,
+            "journal_dir": str(journal.directory) if journal is not None else None,
+            "failed": dict(durable.failed),
+            "replayed": durable.replayed,
+        },
+        "conflicts": {
+            "count": durable.conflict_count,
+            "recent": [
+                {"path": c.path, "saved_as": c.saved_as, "at": c.at, "saved": c.saved}
+                for c in durable.conflicts[-10:]
+            ],
+        },
+        "change_feed": feed_doc,
+        "recent_errors": list(errors.records) if errors is not None else [],
+    }
+
+
+class StatusWriter:
+    """Publishes ``collect(...)`` to ``path`` every second until cancelled."""
+
+    def __init__(
+        self, path: Path, vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None
+    ) -> None:
+        self.path = path
+        self.vfs = vfs
+        self.feed = feed
+        self.errors = errors
+
+    def write(self) -> None:
+        document = collect(self.vfs, self.feed, self.errors)
+        temp = self.path.with_suffix(".tmp")
+        temp.write_text(json.dumps(document, indent=1))
+        os.replace(temp, self.path)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            while True:
+                try:
+                    self.write()
+                except OSError as exc:
+                    log.debug("status not written: %s", exc)
+                await trio.sleep(STATUS_INTERVAL)
+        finally:
+            self.path.unlink(missing_ok=True)
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The status document as text for a person."""
+    requests = doc["requests"]
+    cache = doc["cache"]
+    uploads = doc["uploads"]
+    feed = doc["change_feed"]
+    lines = [
+        f"store            {doc['store_id']}{'  (read-only)' if doc['read_only'] else ''}",
+        f"daemon           pid {doc['pid']}, status of {doc['time']}",
+        f"requests         {requests['total']} ({requests['retries']} retries)",
+    ]
+    for route, count in sorted(requests["by_route"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {count:>8}  {route}")
+    hits, misses = cache["content_hits"], cache["content_misses"]
+    lines += [
+        f"content cache    {hits} hits, {misses} misses, {cache['content_items']} items, "
+        f"{cache['content_bytes']:,} of {cache['content_limit_bytes']:,} bytes",
+        f"listing cache    {cache['listing_hits']} hits, {cache['listing_misses']} misses, "
+        f"{cache['listings']} directories; {cache['prefetches']} bulk fetches "
+        f"({cache['prefetch_pages']} pages)",
+        f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
+        f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",
+    ]
+    for name, why in uploads["failed"].items():
+        lines.append(f"  failed: {name}: {why}")
+    conflicts = doc["conflicts"]
+    lines.append(f"conflicts        {conflicts['count']}")
+    for item in conflicts["recent"]:
+        lines.append(f"  {item['at']}  {item['path']} -> {item['saved_as'] or '(not saved)'}")
+    if feed.get("source"):
+        lag = feed["lag_seconds"]
+        lines.append(
+            f"change feed      {feed['source']}, lag {'?' if lag is None else f'{lag:.1f} s'}, "
+            f"every {feed['interval_seconds']:g} s ({'in use' if feed['in_use'] else 'idle'}), "
+            f"{feed['polls']} polls, {feed['changes_applied']} changes, "
+            f"{feed['resyncs']} resyncs, {feed['errors']} errors"
+        )
+    errors = doc["recent_errors"]
+    lines.append(f"recent errors    {len(errors)}")
+    for item in errors[-5:]:
+        lines.append(f"  {item['time']} {item['level']} {item['message']}")
+    return "\n".join(lines)

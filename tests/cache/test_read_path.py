@@ -1,0 +1,140 @@
+"""The read path of the core on the real server, without FUSE: requests are counted.
+
+A warm store is served with no request; a directory read file after file is fetched in bulk
+(``view=full`` pages of 20); the change feed costs one request per poll and reports a gap.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from memfs.api import StoreClient
+from memfs.cache import ContentCache, Listing, ListingCache
+from memfs.changefeed import ChangeFeed, PollingSource
+from memfs.config import ClientConfig, Secret
+from memfs.inodes import ROOT_INODE
+from memfs.vfs import Vfs, VfsConfig
+
+FILES = 45
+
+
+@pytest.fixture
+async def client(server: Any) -> AsyncIterator[StoreClient]:
+    config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
+    async with StoreClient(config) as client:
+        yield client
+
+
+async def make_store(client: StoreClient) -> str:
+    store = await client.create_store(f"cache-{uuid.uuid4().hex[:8]}")
+    for n in range(FILES):
+        await client.create_memory(store.id, f"/d/f{n:02}.md", f"file {n}\n" * (n + 1))
+    await client.create_memory(store.id, "/top.md", "top\n")
+    return store.id
+
+
+async def read_all(vfs: Vfs) -> dict[str, bytes]:
+    out = {}
+    d = (await vfs.lookup(ROOT_INODE, "d")).ino
+    for name, node in await vfs.readdir(d):
+        fh, _ = await vfs.open(node.ino, os.O_RDONLY)
+        out[name] = await vfs.read(fh, 0, 1 << 20)
+        await vfs.release(fh)
+    return out
+
+
+async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreClient) -> None:
+    store_id = await make_store(client)
+    vfs = Vfs(client, store_id, VfsConfig())
+    client.stats.reset()
+    contents = await read_all(vfs)
+    assert contents["f07.md"] == b"file 7\n" * 8
+    assert len(contents) == FILES
+    gets = client.stats.count("GET", "/v1/memory_stores/{store}/memories/{memory}")
+    listings = client.stats.count("GET", "/v1/memory_stores/{store}/memories")
+    # one retrieve (the first, lone miss), then ceil(45 / 20) full pages; two basic listings
+    assert gets == 1
+    assert listings == 2 + math.ceil(FILES / 20)
+    assert vfs.bulk.prefetches == 1
+    vfs.listings.vouch(math.inf)  # what a healthy change feed does
+    client.stats.reset()
+    assert await read_all(vfs) == contents
+    for _, node in await vfs.readdir(ROOT_INODE):
+        vfs.attr(node)
+    assert client.stats.total == 0
+
+
+async def test_content_cache_is_bounded_by_bytes() -> None:
+    cache = ContentCache(max_bytes=100)
+    cache.put("a", b"x" * 60)
+    cache.put("b", b"y" * 60)  # evicts a
+    assert cache.get("a") is None and cache.get("b") == b"y" * 60
+    cache.put("huge", b"z" * 1000)  # larger than the cache: not kept, nothing evicted for it
+    assert cache.get("huge") is None and cache.get("b") is not None
+    assert cache.bytes == 60 and (cache.hits, cache.misses) == (2, 2)
+
+
+async def test_listing_expires_unless_vouched() -> None:
+    listings = ListingCache(ttl=0.05)
+    listings.put("/d", Listing(started=time.monotonic(), items=()))
+    assert listings.get("/d") is not None
+    await trio.sleep(0.08)
+    assert listings.get("/d") is None
+    listings.put("/d", Listing(started=time.monotonic(), items=()))
+    listings.vouch(math.inf)
+    await trio.sleep(0.08)
+    assert listings.get("/d") is not None
+    listings.withdraw()
+    assert listings.get("/d") is None
+
+
+async def test_polling_source_one_request_per_poll_and_gaps(client: StoreClient) -> None:
+    store = await client.create_store(f"feed-{uuid.uuid4().hex[:8]}")
+    source = PollingSource(client, store.id)
+    await source.start()
+    memory = await client.create_memory(store.id, "/a.md", "one")
+    client.stats.reset()
+    batch = await source.poll()
+    assert client.stats.total == 1
+    assert [v.memory_id for v in batch.versions] == [memory.id] and batch.trusted
+    assert (await source.poll()).versions == []  # seen versions are not repeated
+    for n in range(101):
+        await client.create_memory(store.id, f"/m{n}.md", "x")
+    gap = await source.poll()
+    assert not gap.trusted
+
+
+async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -> None:
+    store_id = await make_store(client)
+    vfs = Vfs(client, store_id, VfsConfig())
+    seen: list[Any] = []
+
+    async def invalidator(items: list[Any]) -> None:
+        seen.extend(items)
+
+    vfs.invalidator = invalidator
+    contents = await read_all(vfs)
+    source = PollingSource(client, store_id)
+    await source.start()
+    feed = ChangeFeed(vfs, source, interval=0.05, idle_interval=0.05)
+    node = vfs.table.by_path["/d/f03.md"]
+    await client.update_memory(store_id, node.memory_id or "", content="changed\n")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(feed.run)
+        with trio.fail_after(5):
+            while ("inode", node.ino, b"") not in seen:
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    fh, _ = await vfs.open(node.ino, os.O_RDONLY)
+    assert await vfs.read(fh, 0, 100) == b"changed\n"
+    await vfs.release(fh)
+    assert contents["f03.md"] != b"changed\n"
+    assert feed.stats.changes >= 1 and feed.lag() is not None

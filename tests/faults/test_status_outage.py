@@ -1,0 +1,58 @@
+"""``memfs status`` of a real mount, and reads while the server is away."""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mount.conftest import MountedStore, memfs, wait_for
+
+pytestmark = pytest.mark.fuse
+
+
+def status(mounted: MountedStore) -> dict[str, Any]:
+    result = memfs("status", str(mounted.path), "--json", env=mounted.env)
+    assert result.returncode == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_status_reports_requests_cache_uploads_and_feed(
+    faulty_mount: Callable[..., MountedStore],
+) -> None:
+    mounted = faulty_mount(memories={"/a.md": "alpha\n"})
+    assert (mounted.path / "a.md").read_text() == "alpha\n"
+    (mounted.path / "b.md").write_text("beta\n")
+    mounted.settle()
+    doc = wait_for(lambda: (d := status(mounted))["change_feed"]["polls"] > 0 and d, timeout=10)
+    assert doc["store_id"] == mounted.store_id
+    assert doc["requests"]["by_route"]["POST /v1/memory_stores/{store}/memories"] == 1
+    assert doc["cache"]["content_bytes"] > 0
+    assert doc["uploads"]["pending"] == 0 and doc["uploads"]["journal_records"] == 0
+    assert doc["conflicts"]["count"] == 0
+    assert doc["change_feed"]["source"] in ("poll", "stream")
+    text = memfs("status", str(mounted.path), env=mounted.env)
+    assert text.returncode == 0 and "change feed" in text.stdout and "conflicts" in text.stdout
+    missing = memfs("status", str(mounted.path.parent), env=mounted.env)
+    assert missing.returncode == 1 and "no memfs mount" in missing.stderr
+
+
+def test_reads_from_cache_during_outage_and_eio_only_for_uncached(
+    faulty_server: Any, faulty_mount: Callable[..., MountedStore]
+) -> None:
+    mounted = faulty_mount(memories={"/warm.md": "warm\n", "/cold.md": "cold\n"})
+    assert (mounted.path / "warm.md").read_text() == "warm\n"
+    faulty_server.set_faults("outage=1")
+    assert (mounted.path / "warm.md").read_text() == "warm\n"
+    assert sorted(p.name for p in mounted.path.iterdir()) == ["cold.md", "warm.md"]
+    with pytest.raises(OSError) as caught:
+        (mounted.path / "cold.md").read_text()
+    assert caught.value.errno == errno.EIO
+    (mounted.path / "new.md").write_text("written during the outage\n")
+    faulty_server.set_faults("none")
+    mounted.settle()
+    assert mounted.content("/new.md") == "written during the outage\n"
+    assert (mounted.path / "cold.md").read_text() == "cold\n"
