@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl attr \
 	libglib2.0-bin postgresql
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo test test-fast lint format bench soak clean
 
 setup: $(VENV)/.installed
 
@@ -47,6 +47,10 @@ format: setup
 	$(BIN)/ruff check --fix memfs tests scripts
 
 # Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures).
+# The randomized mount model test, long: 200 examples of 40 steps (about 15 minutes).
+soak: setup
+	MEMFS_MODEL_EXAMPLES=200 MEMFS_MODEL_STEPS=40 $(BIN)/pytest -q tests/model -o timeout=3600
+
 bench: setup
 	@set -e; for script in scripts/bench_*.py; do \
 	  echo "== $$script"; $(BIN)/python $$script; echo; \
