@@ -13,9 +13,14 @@ Owns everything below ``MOUNTPOINT/.versions``:
 Cost rules: a view is built from version listings, never one request per memory; the first use
 pages through the store's history once, later uses ask only for versions newer than the newest
 known (at most once a second, and never for views of instants safely in the past); contents are
-fetched lazily, at ``open``. Before content is served, the memory's versions are re-listed
-(``view=basic``, at most every ``recheck`` seconds) so a redaction made elsewhere is honoured:
-redacted versions stay listed, with mode 0000, and opening one is EACCES (``AccessDeniedError``).
+fetched lazily, at ``open``. Redactions of old versions can only be learnt by listing them again:
+before content is served, and when a history directory (or an entry in it) is listed, looked
+in or stat'ed, the memories of that path are re-listed (``view=basic``, each at most every
+``recheck`` seconds); views and the store's log re-list the whole history (the "sweep") at most
+every max(``sweep_interval``, ``sweep_per_page`` per page of it). Redacted versions stay listed,
+with mode 0000, and opening one is EACCES (``AccessDeniedError``); kernel invalidations for what
+a learnt redaction changed (the old history name, cached modes) are queued for
+``take_invalidations``.
 
 It must not import pyfuse3 or the rest of the filesystem core (``vfs`` creates it and
 ``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered from
@@ -65,6 +70,7 @@ HANDLE_BASE = 1 << 48
 HISTORY_NAME = "history"
 LOG_NAME = "log.txt"
 MAX_NAME_BYTES = 255
+MAX_INVALIDATIONS = 1000  # queued kernel invalidations kept when nobody takes them
 
 # =============================================================================================
 # names of instants
@@ -202,11 +208,15 @@ class VersionIndex:
         *,
         refresh_interval: float = 1.0,
         settled_after: float = 10.0,
+        sweep_interval: float = 2.0,
+        sweep_per_page: float = 1.0,
     ) -> None:
         self.client = client
         self.store_id = store_id
         self.refresh_interval = refresh_interval
         self.settled_after = settled_after  # instants older than this (s) get no new versions
+        self.sweep_interval = sweep_interval  # full re-listings (redactions): at most this often
+        self.sweep_per_page = sweep_per_page  # ... and at most once per this many s per page
         self.versions: dict[str, MemoryVersion] = {}
         self.order: list[tuple[datetime, int, str]] = []
         self.by_memory: dict[str, list[str]] = {}  # memory id -> version ids, oldest first
@@ -215,6 +225,9 @@ class VersionIndex:
         self.loaded = False
         self.refreshed_at = -1e18  # monotonic
         self.complete_until: datetime | None = None  # no version at or before is still unknown
+        self.swept_at = -1e18  # monotonic time of the last full listing
+        self.swept_pages = 0  # how many pages it took
+        self.newly_redacted: set[str] = set()  # redactions learnt, not yet seen by the tree
         self._arrivals = 0
         self._lock = trio.Lock()
         self._checked: dict[str, float] = {}  # memory id -> monotonic time of its last re-listing
@@ -225,31 +238,65 @@ class VersionIndex:
     def complete_at(self, instant: datetime) -> bool:
         return self.complete_until is not None and instant <= self.complete_until
 
-    async def refresh(self, *, force: bool = False) -> None:
-        """Learn versions newer than the newest known (all of them the first time)."""
-        if not force and time.monotonic() - self.refreshed_at < self.refresh_interval:
+    def sweep_due(self) -> float:
+        """Seconds between full re-listings: ``sweep_interval``, or more for a long history
+        (``sweep_per_page`` per page of 100 versions), so a big store is not re-read often."""
+        return max(self.sweep_interval, self.sweep_per_page * self.swept_pages)
+
+    async def refresh(
+        self, *, force: bool = False, newer: bool = True, sweep: bool = False
+    ) -> None:
+        """Learn what changed in the store's history.
+
+        ``newer``: versions newer than the newest known (at most every ``refresh_interval``);
+        ``sweep``: the whole history again (at most every ``sweep_due()`` seconds), the only
+        way to learn of redactions of old versions (no listing filters on ``redacted_at``).
+        The first call always lists everything.
+        """
+        if not self._due(force=force, newer=newer, sweep=sweep):
             return
         async with self._lock:
-            if not force and time.monotonic() - self.refreshed_at < self.refresh_interval:
+            if not self._due(force=force, newer=newer, sweep=sweep):
                 return
             started = time.monotonic()
             wall = datetime.now(UTC)
+            full = not self.loaded or (sweep and started - self.swept_at >= self.sweep_due())
             newest = self.order[-1][0] if self.order else None
-            fresh: list[MemoryVersion] = []
+            changed: list[MemoryVersion] = []
+            count = 0
             async for version in self.client.list_versions(
                 self.store_id,
-                created_gte=newest if self.loaded else None,
+                created_gte=None if full else newest,
                 limit=100,
                 view="basic",
             ):
-                if version.id not in self.versions:
-                    fresh.append(version)
-            self.merge(reversed(fresh))
+                count += 1
+                if self.versions.get(version.id) != version:
+                    changed.append(version)
+            self.merge(reversed(changed))
             self.loaded = True
             self.refreshed_at = started
             self.complete_until = wall - timedelta(seconds=self.settled_after)
-            if fresh:
-                log.debug("version index: %d new, %d known", len(fresh), len(self.versions))
+            if full:
+                self.swept_at = started
+                self.swept_pages = -(-count // 100)
+                for memory_id in self.by_memory:
+                    self._checked[memory_id] = started
+            if changed:
+                log.debug(
+                    "version index: %d new or changed, %d known (full listing: %s)",
+                    len(changed),
+                    len(self.versions),
+                    full,
+                )
+
+    def _due(self, *, force: bool, newer: bool, sweep: bool) -> bool:
+        now = time.monotonic()
+        if force or not self.loaded:
+            return True
+        if sweep and now - self.swept_at >= self.sweep_due():
+            return True
+        return newer and now - self.refreshed_at >= self.refresh_interval
 
     async def recheck(self, memory_id: str, interval: float) -> None:
         """Re-list one memory's versions (redactions, new versions) unless done recently."""
@@ -274,6 +321,8 @@ class VersionIndex:
             self.versions[version.id] = version
             touched.add(version.memory_id)
             if known is not None:
+                if version.redacted and not known.redacted:
+                    self.newly_redacted.add(version.id)
                 continue  # a redaction: same place in the order
             self._arrivals += 1
             bisect.insort(self.order, _order_key(version, self._arrivals))
@@ -450,8 +499,10 @@ class VersionsConfig:
     gid: int = field(default_factory=os.getgid)
     cache_bytes: int = 64 * 1024 * 1024
     refresh_interval: float = 1.0  # at most one "anything new?" listing per interval
-    recheck: float = 2.0  # re-list a memory's versions before serving content (redactions)
-    settled_after: float = 10.0  # views of instants older than this are never refreshed
+    recheck: float = 2.0  # re-list a memory's versions before its content or history is shown
+    settled_after: float = 10.0  # views of instants older than this get no new versions
+    sweep_interval: float = 2.0  # re-list the whole history (redactions) at most this often...
+    sweep_per_page: float = 1.0  # ...and at most once per this many seconds per page of 100
 
 
 class VersionCache:
@@ -493,6 +544,8 @@ class VersionsTree:
             store_id,
             refresh_interval=self.config.refresh_interval,
             settled_after=self.config.settled_after,
+            sweep_interval=self.config.sweep_interval,
+            sweep_per_page=self.config.sweep_per_page,
         )
         self.contents = VersionCache(self.config.cache_bytes)
         self.clock = clock or (lambda: datetime.now(UTC))
@@ -503,6 +556,7 @@ class VersionsTree:
         self._next_ino = INODE_BASE
         self._next_fh = HANDLE_BASE
         self._logs: dict[tuple[object, ...], tuple[int, bytes]] = {}
+        self._invalidations: list[tuple[str, int, bytes]] = []
         self.root = self._node(("root",), "root")
 
     # -- numbering ----------------------------------------------------------------------------
@@ -578,7 +632,56 @@ class VersionsTree:
         )
 
     async def getattr(self, ino: int) -> VersionAttr:
-        return self.attr(self._get(ino))
+        node = self._get(ino)
+        if node.kind in ("hdir", "hfile", "hlog"):
+            await self._recheck_path(node.path)
+        elif node.kind in ("vfile", "log"):
+            await self._learn(newer=False, sweep=True)
+        return self.attr(node)
+
+    # -- freshness ----------------------------------------------------------------------------
+
+    async def _learn(self, *, newer: bool = True, sweep: bool = False) -> None:
+        """Bring the index up to date (rate-limited, see ``VersionIndex.refresh``)."""
+        await self.index.refresh(newer=newer, sweep=sweep)
+        self._collect_redactions()
+
+    async def _recheck_path(self, path: str) -> None:
+        """Re-list the versions of every memory that was ever at ``path`` (usually one), each
+        at most every ``recheck`` seconds: a history directory shows redactions at once."""
+        await self.index.refresh()
+        entries, _ = self.index.history()
+        memories = {self.index.versions[e.version_id].memory_id for e in entries.get(path, ())}
+        for memory_id in sorted(memories):
+            await self.index.recheck(memory_id, self.config.recheck)
+        self._collect_redactions()
+
+    def _collect_redactions(self) -> None:
+        """Queue kernel invalidations for what newly learnt redactions changed: the mode of
+        every node showing such a version, the name of its history entries, the logs."""
+        redacted = self.index.newly_redacted
+        if not redacted:
+            return
+        items: list[tuple[str, int, bytes]] = []
+        for node in list(self.nodes.values()):
+            if node.kind in ("log", "hlog"):
+                items.append(("inode", node.ino, b""))
+            if node.version_id not in redacted:
+                continue
+            items.append(("inode", node.ino, b""))
+            parent = self.by_key.get(("hdir", node.path))
+            if node.kind == "hfile" and parent is not None:
+                items.append(("entry", parent.ino, str(node.key[2]).encode("utf-8")))
+        log.debug("versions: %d redaction(s) learnt", len(redacted))
+        redacted.clear()
+        self._invalidations.extend(items)
+        del self._invalidations[:-MAX_INVALIDATIONS]  # undrained (no kernel): keep the newest
+
+    def take_invalidations(self) -> list[tuple[str, int, bytes]]:
+        """Kernel cache invalidations to run (``vfs.Invalidation`` tuples: ``("inode", ino,
+        b"")`` or ``("entry", parent_ino, name)``), from a worker thread, never in a handler."""
+        items, self._invalidations = self._invalidations, []
+        return items
 
     # -- names --------------------------------------------------------------------------------
 
@@ -620,12 +723,10 @@ class VersionsTree:
 
     async def _view(self, root: VNode) -> View:
         assert root.instant is not None
-        if not self.index.complete_at(root.instant):
-            await self.index.refresh()
+        # new versions only matter to recent instants; redactions (the sweep) to any
+        await self._learn(newer=not self.index.complete_at(root.instant), sweep=True)
         data = root.view_data
-        # a view computed while the index was complete up to its instant stays right for good
-        # (a redaction changes only the mode, which attributes read from the index directly)
-        if data is None or (data.generation != self.index.generation and not data.complete):
+        if data is None or data.generation != self.index.generation:
             data = self.index.view(root.instant)
             root.view_data = data
         return data
@@ -644,7 +745,7 @@ class VersionsTree:
         raise NoEntryError(f"{path} did not exist at {stamp(data.instant)}")
 
     async def _history_child(self, node: VNode, name: str) -> VNode:
-        await self.index.refresh()
+        await self._recheck_path(node.path)
         entries, tree = self.index.history()
         if node.path != "/" and name == LOG_NAME and node.path in entries:
             return self._node(("hlog", node.path), "hlog", path=node.path)
@@ -666,7 +767,7 @@ class VersionsTree:
         if not node.is_dir:
             raise NotDirectoryError("not a directory")
         if node.kind == "root":
-            await self.index.refresh()
+            await self._learn()  # instants never change: redactions need no sweep here
             names = [stamp(moment) for moment in self.index.instants()]
             names += [HISTORY_NAME, LOG_NAME]
         elif node.kind in ("view", "vdir"):
@@ -674,7 +775,7 @@ class VersionsTree:
             data = await self._view(root)
             names = list(data.dirs.get(node.path, ()))
         else:
-            await self.index.refresh()
+            await self._recheck_path(node.path)
             entries, tree = self.index.history()
             names = [entry.name for entry in entries.get(node.path, ())]
             if node.path in entries:
@@ -698,7 +799,11 @@ class VersionsTree:
             raise ReadOnlyError(f"{VERSIONS_NAME} is read-only")
         if node.is_dir:
             raise IsDirectoryError("is a directory")
-        if node.kind in ("log", "hlog"):
+        if node.kind == "log":
+            await self._learn(sweep=True)
+            data, keep = self._log(node), False
+        elif node.kind == "hlog":
+            await self._recheck_path(node.path)
             data, keep = self._log(node), False
         else:
             data, keep = await self._content(node.version_id or ""), False
@@ -733,6 +838,7 @@ class VersionsTree:
         if version is None:
             raise NoEntryError(f"unknown version {version_id}")
         await self.index.recheck(version.memory_id, self.config.recheck)
+        self._collect_redactions()
         version = self.index.versions[version_id]
         _refuse_redacted(version)
         if version.operation == "deleted" or version.content_sha256 is None:
@@ -743,6 +849,7 @@ class VersionsTree:
         full = await self.client.get_version(self.store_id, version_id)
         if full.redacted:
             self.index.merge([full])
+            self._collect_redactions()
             _refuse_redacted(full)
         content = (full.content or "").encode("utf-8")
         self.contents.put(version.content_sha256, content)

@@ -12,7 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from mount.conftest import wait_for
 
+from memfs.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
 from memfs.versions import stamp
 
 pytestmark = pytest.mark.fuse
@@ -151,3 +153,35 @@ def test_read_only_mount(mount_factory):
     names = sorted(os.listdir(history))
     assert names[-1] == "log.txt" and "-created-api-" in names[0]
     assert (history / names[0]).read_text() == "A"
+
+
+def test_redaction_made_after_listing_shows_within_seconds(mount_factory):
+    m = mount_factory(memories={"/plan.md": "v1"})
+    for content in ("v2 secret", "v3"):
+        (m.path / "plan.md").write_text(content)
+        m.settle()
+    history = m.path / ".versions" / "history" / "plan.md"
+    names = sorted(os.listdir(history))
+    assert len(names) == 4 and "-modified-" in names[1] and names[-1] == "log.txt"
+    assert (history / names[1]).read_text() == "v2 secret"
+    middle = m.versions()[1]  # newest first: v3, v2, v1
+    view = m.path / ".versions" / stamp(middle.created_at) / "plan.md"
+    assert view.read_text() == "v2 secret" and stat.S_IMODE(view.stat().st_mode) == 0o644
+
+    m.sdk.beta.memory_stores.memory_versions.redact(middle.id, memory_store_id=m.store_id)
+    redacted = history / (names[1] + "-redacted")
+    # listing the history directory re-lists that memory's versions (at most every 2 s)
+    wait_for(lambda: redacted.name in os.listdir(history), timeout=4.0)
+    assert sorted(os.listdir(history)) == [names[0], redacted.name, names[2], "log.txt"]
+    assert stat.S_IMODE(redacted.stat().st_mode) == 0
+    expect_errno(errno.EACCES, redacted.read_text)
+    assert "v2 secret" not in (history / "log.txt").read_text()
+    # the old name is gone once the kernel's cached entry expires (or is invalidated)
+    wait_for(lambda: not os.path.lexists(history / names[1]), timeout=ENTRY_TIMEOUT + 3.0)
+    # the point-in-time view: a full re-listing at most every 2 s, then the kernel's attributes
+    wait_for(
+        lambda: "plan.md" in os.listdir(view.parent) and stat.S_IMODE(view.stat().st_mode) == 0,
+        timeout=ATTR_TIMEOUT + 4.0,
+    )
+    expect_errno(errno.EACCES, view.read_text)
+    assert "v2 secret" not in (m.path / ".versions" / "log.txt").read_text()

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import trio
 
 from memfs.api import StoreClient
 from memfs.config import ClientConfig, Secret
@@ -162,7 +163,7 @@ async def test_requests(story):
     assert stats.total - before == 0
     before = stats.total
     assert await story.cat(story.at(2), "notes", "todo.md") == "todo v2"
-    assert stats.total - before == 2  # the memory's versions (redactions) and the content
+    assert stats.total - before == 1  # the content (the full listing just covered the memory)
     before = stats.total
     assert (
         await story.cat(
@@ -196,3 +197,60 @@ def test_cache_is_bounded_by_bytes():
     assert cache.get("sha0") is None
     cache.put("big", b"y" * 101)
     assert cache.get("big") is None
+
+
+async def test_redaction_learnt_by_listing_a_history_directory(story):
+    story.tree.index.refresh_interval = 60.0
+    story.tree.config.recheck = 0.5
+    names = await story.ls("history", "notes", "todo.md")
+    hdir = await story.ino("history", "notes", "todo.md")
+    old = await story.ino("history", "notes", "todo.md", names[1])
+    assert "-modified-" in names[1] and not names[1].endswith("-redacted")
+    await story.client.redact_version(story.store_id, story.versions[2].id)
+    await trio.sleep(0.6)  # the memory's last re-listing is older than ``recheck`` now
+    stats = story.client.stats
+    before = stats.total
+    after = await story.ls("history", "notes", "todo.md")
+    assert stats.total - before == 1  # that memory's versions only, not the whole history
+    assert after[1] == names[1] + "-redacted"
+    attr = await story.tree.getattr(await story.ino("history", "notes", "todo.md", after[1]))
+    assert stat.S_IMODE(attr.mode) == 0
+    with pytest.raises(NoEntryError):  # the old name is gone
+        await story.ino("history", "notes", "todo.md", names[1])
+    assert stat.S_IMODE((await story.tree.getattr(old)).mode) == 0  # a held inode too
+    with pytest.raises(AccessDeniedError):
+        await story.cat("history", "notes", "todo.md", after[1])
+    assert "todo v2" not in await story.cat("history", "notes", "todo.md", "log.txt")
+    # the kernel is told to forget the old name and the held inode's attributes
+    queued = story.tree.take_invalidations()
+    assert ("entry", hdir, names[1].encode()) in queued and ("inode", old, b"") in queued
+    assert story.tree.take_invalidations() == []
+
+
+async def test_redaction_learnt_by_views_and_the_log(story):
+    index = story.tree.index
+    index.refresh_interval = 60.0
+    view = story.at(2)
+    assert await story.cat(view, "notes", "todo.md") == "todo v2"
+    file = await story.ino(view, "notes", "todo.md")
+    await story.client.redact_version(story.store_id, story.versions[2].id)
+    stats = story.client.stats
+    before = stats.total
+    await story.ls(view, "notes")  # a full listing is not due yet: nothing asked
+    assert stats.total - before == 0
+    assert stat.S_IMODE((await story.tree.getattr(file)).mode) == 0o644
+    index.swept_at -= 60.0  # as if the sweep interval had passed
+    assert await story.ls(view, "notes") == ["todo.md"]  # listed, as redacted versions are
+    assert stats.total - before == 1  # one page: the whole (short) history
+    assert stat.S_IMODE((await story.tree.getattr(file)).mode) == 0
+    with pytest.raises(AccessDeniedError):
+        await story.cat(view, "notes", "todo.md")
+    lines = (await story.cat("log.txt")).splitlines()
+    assert "redacted at" in lines[2] and "todo v2" not in lines[2]
+
+
+def test_sweep_interval_grows_with_the_history():
+    index = VersionsTree(None, "memstore_x").index  # type: ignore[arg-type]  # never asks
+    assert index.sweep_due() == 2.0
+    index.swept_pages = 30  # 3,000 versions: at most one full listing every 30 s
+    assert index.sweep_due() == 30.0
