@@ -3,6 +3,9 @@
 Parses the command line, collects API keys (``--api-key``, repeatable, and/or ``MEMFS_API_KEYS``,
 comma-separated), configures logging and hands over to ``memfs.server.serve``. Never prints a
 key: a key on the command line only earns a warning that argv is visible to other users.
+
+Start-up failures are one line on stderr (``memfs server: cannot listen on 127.0.0.1:8700: address
+already in use``), never a traceback, and exit 1; usage errors exit 2 (``EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,18 @@ log = logging.getLogger(__name__)
 
 KEYS_ENV = "MEMFS_API_KEYS"
 
+EXIT_OK = 0  # stopped by SIGINT/SIGTERM
+EXIT_FAILED = 1  # could not start (address, database), or failed while running
+EXIT_USAGE = 2  # bad arguments, no API key
+
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}  stopped by SIGINT or SIGTERM
+  {EXIT_FAILED}  could not start: cannot listen on --host:--port (address in use, host unknown
+     or not on this machine) or cannot open --db (missing directory, not a database,
+     PostgreSQL unreachable); one line on stderr says which. Also: failed while running.
+  {EXIT_USAGE}  usage error: bad arguments, no API key
+"""
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -27,6 +42,8 @@ def register(subparsers: Any) -> None:
             "(--db postgresql://…; run any number of replicas on one database). API keys come "
             f"from {KEYS_ENV} (comma-separated) and/or --api-key."
         ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--db",
@@ -82,7 +99,7 @@ def collect_keys(cli_keys: list[str], environ: dict[str, str] | os._Environ[str]
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    from memfs.server.serve import ServerSettings, serve
+    from memfs.server.serve import ServerSettings, StartupError, serve
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
@@ -98,26 +115,27 @@ def run(args: argparse.Namespace) -> int:
     keys = collect_keys(args.api_key, os.environ)
     if not keys:
         print(f"memfs server: no API key: set {KEYS_ENV} or pass --api-key", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if not 0 < args.port < 65536:
         print(f"memfs server: invalid port {args.port}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.version_retention_days <= 0:
         print("memfs server: --version-retention-days must be positive", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.pool_size < 1:
         print("memfs server: --pool-size must be at least 1", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.db.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
         except ImportError:
             print(
-                "memfs server: the PostgreSQL backend needs psycopg: pip install 'memfs[postgres]'",
+                "memfs server: the PostgreSQL backend needs psycopg: "
+                "pip install '/path/to/memfs-checkout[postgres]' (memfs is not on PyPI)",
                 file=sys.stderr,
             )
-            return 2
+            return EXIT_USAGE
     from memfs.server.faults import FAULTS_ENV, FaultSpec, FaultSpecError
 
     faults = args.faults if args.faults is not None else os.environ.get(FAULTS_ENV)
@@ -126,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             FaultSpec.parse(faults)
         except FaultSpecError as exc:
             print(f"memfs server: --faults: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
     settings = ServerSettings(
         db=args.db,
         pool_size=args.pool_size,
@@ -138,13 +156,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         trio.run(serve, settings)
-    except OSError as exc:
+    except StartupError as exc:
         print(f"memfs server: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:
-        if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
-            # e.g. the database is unreachable; the message never holds a password.
-            print(f"memfs server: PostgreSQL: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
-        raise
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,10 +1,16 @@
 """Running the reference server: Hypercorn's trio worker plus the version-retention task.
 
-``serve(settings)`` opens the storage (SQLite for a file path, PostgreSQL for a
-``postgresql://`` URL), starts the change feed, ``Retention`` and Hypercorn in one trio nursery,
-and shuts them down on SIGINT/SIGTERM (ending open change streams first, so Hypercorn's graceful
-shutdown does not wait for them, then closing the database cleanly). This module owns
-process-level concerns only; it must not contain routes or SQL.
+``serve(settings)`` binds the listening socket, opens the storage (SQLite for a file path,
+PostgreSQL for a ``postgresql://`` URL), starts the change feed, ``Retention`` and Hypercorn in one
+trio nursery, and shuts them down on SIGINT/SIGTERM (ending open change streams first, so
+Hypercorn's graceful shutdown does not wait for them, then closing the database cleanly). This
+module owns process-level concerns only; it must not contain routes or SQL.
+
+Start-up failures a person can fix (the address is taken or cannot be resolved, the database
+cannot be opened) raise ``StartupError``: one line, never a password. The socket is bound here,
+before Hypercorn runs, and handed to it as ``fd://N``, so a bind error is a plain ``OSError``
+here rather than one buried in Hypercorn's exception groups. "memfs server listening on …" is
+logged only once Hypercorn is accepting connections.
 
 Change feed: on SQLite the storage is wrapped in ``NotifyingStorage`` (every write passes
 through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every replica.
@@ -18,7 +24,10 @@ then every ``interval`` seconds.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +47,73 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_PRUNE_INTERVAL = 3600.0
+
+
+class StartupError(Exception):
+    """The server cannot start for a reason a person can fix; ``str()`` is one line."""
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not yet listening); ``StartupError`` if it cannot be.
+
+    Like Hypercorn's own binding: IPv6 when the host contains ":" (brackets optional), else IPv4;
+    a host name is resolved by ``bind``.
+    """
+    address = host.strip("[]")
+    shown = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    except socket.gaierror as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise StartupError(
+            f"cannot listen on {shown}: cannot resolve host {address!r} ({reason})"
+        ) from None
+    except OSError as exc:
+        sock.close()
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise StartupError(f"cannot listen on {shown}: {reason[:1].lower()}{reason[1:]}") from None
+    except (ValueError, UnicodeError) as exc:  # e.g. a NUL byte, an over-long IDNA label
+        sock.close()
+        raise StartupError(f"cannot listen on {shown}: invalid host ({exc})") from None
+    return sock
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
+    """The storage of ``settings.db``; ``StartupError`` if it cannot be opened."""
+    backend = "PostgreSQL" if settings.is_postgres else "SQLite"
+    where = f"cannot open {backend} database {settings.db_label}"
+    if settings.is_postgres:
+        import psycopg
+        import psycopg_pool
+
+        from memfs.server.postgres import PostgresStorage
+
+        try:
+            return await PostgresStorage.open(settings.db, pool_size=settings.pool_size)
+        except (psycopg.Error, psycopg_pool.PoolTimeout, RuntimeError) as exc:
+            message = _one_line(str(exc)) or type(exc).__name__
+            password = settings.db_password
+            if password:
+                message = message.replace(password, "***")
+            raise StartupError(f"{where}: {message}") from None
+    try:
+        return NotifyingStorage(await SqliteStorage.open(settings.db), hub)
+    except (sqlite3.Error, RuntimeError, OSError) as exc:
+        message = _one_line(str(exc)) or type(exc).__name__
+        parent = os.path.dirname(os.path.abspath(settings.db))
+        if not os.path.isdir(parent):
+            message += f" (directory {parent} does not exist)"
+        elif os.path.isdir(settings.db):
+            message += " (it is a directory)"
+        raise StartupError(f"{where}: {message}") from None
 
 
 @dataclass(frozen=True)
@@ -66,6 +142,14 @@ class ServerSettings:
         if at and ":" in userinfo:
             userinfo = userinfo.split(":", 1)[0] + ":***"
         return f"{scheme}://{userinfo}{at}{host}"
+
+    @property
+    def db_password(self) -> str:
+        """The password in a PostgreSQL URL, "" if none (to scrub it from error messages)."""
+        if not self.is_postgres:
+            return ""
+        userinfo, at, _ = self.db.partition("://")[2].rpartition("@")
+        return userinfo.split(":", 1)[1] if at and ":" in userinfo else ""
 
 
 class Retention:
@@ -113,17 +197,19 @@ async def serve(
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or ``shutdown_trigger`` returns)."""
-    hub = ChangeHub(heartbeat=settings.heartbeat)
-    listener: PgListener | None = None
-    storage: Storage
-    if settings.is_postgres:
-        from memfs.server.postgres import PostgresStorage
+    """Serve until SIGINT/SIGTERM (or ``shutdown_trigger`` returns).
 
-        storage = await PostgresStorage.open(settings.db, pool_size=settings.pool_size)
-        listener = PgListener(settings.db, hub)
-    else:
-        storage = NotifyingStorage(await SqliteStorage.open(settings.db), hub)
+    Raises ``StartupError`` if the address cannot be bound or the database cannot be opened;
+    ``task_status.started`` gets Hypercorn's bound URLs once it is accepting connections.
+    """
+    hub = ChangeHub(heartbeat=settings.heartbeat)
+    sock = bind_socket(settings.host, settings.port)
+    try:
+        storage = await open_storage(settings, hub)
+    except BaseException:
+        sock.close()
+        raise
+    listener = PgListener(settings.db, hub) if settings.is_postgres else None
     trigger = shutdown_trigger or _wait_for_signal
 
     async def shutdown() -> None:
@@ -142,27 +228,33 @@ async def serve(
             fault_middleware=fault_middleware,
         )
         config = Config()
-        config.bind = [f"{settings.host}:{settings.port}"]
+        # Hypercorn wraps this descriptor in a socket of its own, which owns it from now on.
+        config.bind = [f"fd://{sock.detach()}"]
         config.accesslog = None
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 5
         retention = Retention(
             storage, retention_days=settings.retention_days, interval=settings.prune_interval
         )
-        log.info(
-            "memfs server on %s:%d (database %s)", settings.host, settings.port, settings.db_label
-        )
         async with trio.open_nursery() as nursery:
+
+            async def run_http(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                await hypercorn_serve(
+                    app,  # type: ignore[arg-type]
+                    config,
+                    shutdown_trigger=shutdown,
+                    task_status=task_status,
+                )
+                nursery.cancel_scope.cancel()  # Hypercorn has shut down: stop the other tasks
+
             if listener is not None:
                 await nursery.start(listener.run)
             await nursery.start(retention.run)
-            await hypercorn_serve(
-                app,  # type: ignore[arg-type]
-                config,
-                shutdown_trigger=shutdown,
-                task_status=task_status,
+            binds: list[str] = await nursery.start(run_http)
+            log.info(
+                "memfs server listening on %s (database %s)", ", ".join(binds), settings.db_label
             )
-            nursery.cancel_scope.cancel()  # Hypercorn has shut down: stop the retention loop
+            task_status.started(binds)
     finally:
         with trio.CancelScope(shield=True):
             await storage.aclose()
