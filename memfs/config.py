@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -63,6 +64,42 @@ def read_key_file(path: str | os.PathLike[str]) -> Secret:
     raise ConfigError(f"API key file {os.fspath(path)} is empty")
 
 
+def check_base_url(url: str, source: str = "base URL") -> str:
+    """``url`` (stripped, without trailing slashes) if it is an http(s) URL with a host.
+
+    Else ``ConfigError`` naming ``source`` (``ANTHROPIC_BASE_URL``, ``--base-url``) and the
+    reason. A user:password part is never repeated in the message.
+    """
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed [ of an IPv6 address
+        parts = urlsplit("")
+    try:
+        bad_port = parts.port == 0
+    except ValueError:
+        bad_port = True
+    if not parts.scheme or not parts.netloc:
+        reason = "it needs a scheme and a host"
+    elif parts.scheme not in ("http", "https"):
+        reason = f"unsupported scheme {parts.scheme!r}"
+    elif not parts.hostname:
+        reason = "it has no host"
+    elif bad_port:
+        reason = "invalid port"
+    elif any(ch.isspace() or ord(ch) < 32 for ch in url):
+        reason = "it contains white space or control characters"
+    else:
+        return url.rstrip("/")
+    shown = url
+    if "@" in parts.netloc:
+        shown = url.replace(parts.netloc.rpartition("@")[0] + "@", "***@", 1)
+    raise ConfigError(
+        f"invalid {source} {shown!r}: {reason} (want http:// or https://, "
+        "e.g. https://api.anthropic.com or http://127.0.0.1:8700)"
+    )
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     """How to reach a Memory Stores API."""
@@ -97,7 +134,8 @@ class ClientConfig:
     ) -> ClientConfig:
         """Build from a key file, ``ANTHROPIC_API_KEY``, or ``ANTHROPIC_AUTH_TOKEN`` (bearer).
 
-        The base URL comes from ``base_url`` or ``ANTHROPIC_BASE_URL``, as in the official SDK.
+        The base URL comes from ``base_url`` or ``ANTHROPIC_BASE_URL``, as in the official SDK;
+        one that is not an http(s) URL with a host is a ``ConfigError`` (``check_base_url``).
         """
         environ = os.environ if env is None else env
         scheme: Literal["x-api-key", "bearer"] = "x-api-key"
@@ -112,10 +150,15 @@ class ClientConfig:
                 "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) "
                 "or pass --api-key-file FILE"
             )
-        url = base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        if base_url:
+            url = check_base_url(base_url, "--base-url")
+        elif environ.get("ANTHROPIC_BASE_URL"):
+            url = check_base_url(environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
+        else:
+            url = DEFAULT_BASE_URL
         return cls(
             api_key=key,
-            base_url=url.rstrip("/"),
+            base_url=url,
             auth_scheme=scheme,
             **overrides,  # type: ignore[arg-type]
         )

@@ -391,7 +391,7 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
         # For a path with no live memory, show the versions written at that path.
         if path is None or memory is not None or version.path == path:
             versions.append(version)
-            if args.limit and len(versions) >= args.limit:
+            if args.limit is not None and len(versions) >= args.limit:
                 break
     if path is not None and not versions:
         raise CommandError(f"no versions at {path} in store {store.name!r}", EXIT_NOT_FOUND)
@@ -415,6 +415,17 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Running a command
+
+
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (else a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _exit_code(exc: BaseException) -> int:
@@ -564,7 +575,9 @@ def register(subparsers: Any) -> None:
     p = add(actions, "log", _memories_log, "list versions, newest first")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH", nargs="?")
-    p.add_argument("-n", "--limit", type=int, metavar="N", help="show at most N versions")
+    p.add_argument(
+        "-n", "--limit", type=_at_least_one, metavar="N", help="show at most N versions (N >= 1)"
+    )
 
 
 __all__ = ["EXIT_AUTH", "EXIT_CONFLICT", "EXIT_NOT_FOUND", "EXIT_UNREACHABLE", "register"]

@@ -240,3 +240,36 @@ def test_unreachable_server_exit_code(cli: Cli) -> None:
         out = cli.run("stores", "list", "--base-url", f"http://127.0.0.1:{port}",
                       expect=EXIT_UNREACHABLE)  # fmt: skip
     assert "cannot reach" in out.stderr
+
+
+def test_log_limit_must_be_at_least_one(cli: Cli, store_name: str) -> None:
+    cli.run("memories", "put", store_name, "/a.md", input=b"1")
+    cli.run("memories", "put", store_name, "/a.md", input=b"2")
+    for bad in ("0", "-3", "two"):
+        out = cli.run("memories", "log", store_name, "-n", bad, expect=EXIT_USAGE)
+        assert out.stdout == ""  # not the whole history
+        assert "-n/--limit" in out.stderr
+    assert (
+        "must be at least 1"
+        in cli.run("memories", "log", store_name, "-n", "0", expect=EXIT_USAGE).stderr
+    )
+    assert len(cli.json("memories", "log", store_name, "/a.md", "-n", "1")) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("not-a-url", "needs a scheme and a host"),
+        ("ftp://127.0.0.1:8700", "unsupported scheme 'ftp'"),
+        ("http://", "needs a scheme and a host"),
+        ("http://127.0.0.1:99999", "invalid port"),
+    ],
+)
+def test_invalid_base_url_is_a_usage_error(cli: Cli, url: str, reason: str) -> None:
+    env = dict(cli.env, ANTHROPIC_BASE_URL=url)
+    out = cli.run("stores", "list", env=env, expect=EXIT_USAGE)
+    assert f"invalid ANTHROPIC_BASE_URL {url!r}: " in out.stderr
+    assert reason in out.stderr
+    assert "cannot reach" not in out.stderr
+    out = cli.run("stores", "list", "--base-url", url, expect=EXIT_USAGE)
+    assert f"invalid --base-url {url!r}: " in out.stderr
