@@ -6,8 +6,15 @@ mount per process), writes the state file, and then watches: every ``poll_interv
 checks each mount point, and a dead mount (its daemon gone: ENOTCONN) or a vanished one is
 reported, lazily unmounted and mounted again, a bounded number of times. On SIGTERM, SIGINT or
 SIGHUP (``memfs session stop`` sends SIGTERM) it flushes and unmounts every store with
-``memfs umount``, in parallel and bounded by ``flush_timeout`` in all, reports whatever may not
-have been uploaded, lazily unmounts anything left, and removes the directories it created.
+``memfs umount``, in parallel and bounded by ``flush_timeout`` in all, reports what was not
+uploaded, lazily unmounts anything left, and removes the directories it created.
+
+What was not uploaded is not lost: a mount keeps every change acknowledged to a program (a file
+closed, fsynced, renamed, removed) in its write-back journal on disk until the server has it,
+and the next mount of the same store on this machine (same cache directory) uploads it. The
+stop report (``stop_report``) says, once per change, what was not uploaded and in which journal
+directory it is kept; it merges the daemon's report from ``memfs umount`` and from the daemon's
+log, which may repeat it.
 
 Invariants:
 - nothing is mounted before the whole plan was checked (the caller's job) and every directory
@@ -24,13 +31,14 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +56,18 @@ MAX_REMOUNTS = 3  # per store and session: a mount that keeps dying is left dead
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+
+# The first line of a mount daemon's report of changes it could not upload (memfs.daemon), as
+# logged and as printed by `memfs umount` after its "memfs umount: " prefix; one indented line
+# per change follows.
+_REPORT_HEADER = re.compile(
+    r"^\d+ change\(s\) not uploaded; kept in (?P<where>.+) \(replayed at next mount\):$"
+)
+_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ (?P<level>[A-Z]+) (?P<rest>.*)$")
+UNUPLOADED_NOTE = (
+    "changes it had acknowledged stay in its write-back journal on disk and are uploaded by the "
+    "next mount of this store"
+)
 
 
 @dataclass(frozen=True)
@@ -344,8 +364,9 @@ class Supervisor:
             await trio.to_thread.run_sync(lazy_unmount, plan.path)
         if not plan.read_only:
             log.warning(
-                "%s: changes the dead mount had not uploaded yet may be lost; "
-                "check the store before relying on them",
+                "%s: the remount uploads the changes the dead mount had acknowledged but not "
+                "uploaded (kept in its write-back journal); writes to files still open when it "
+                "died are lost",
                 plan.path,
             )
         mount.remounts += 1
@@ -374,8 +395,8 @@ class Supervisor:
         for mount in self._mounts:
             if mount.mounted:
                 mount.problems.append(
-                    f"{mount.plan.path}: not unmounted within {self._flush_timeout:g} s; changes "
-                    "not uploaded yet may be lost (detached lazily)"
+                    f"{mount.plan.path}: not unmounted within {self._flush_timeout:g} s (detached "
+                    f"lazily; its daemon may still be uploading); {UNUPLOADED_NOTE}"
                 )
                 await trio.to_thread.run_sync(lazy_unmount, mount.plan.path)
                 mount.mounted = False
@@ -394,14 +415,16 @@ class Supervisor:
             offset = daemon_log.stat().st_size
         except OSError:
             offset = 0
+        reports: list[str] = []
         try:
-            await self._unmount_once(mount)
+            await self._unmount_once(mount, reports)
         finally:
-            # What the daemon's final flush could not upload, it logged as errors.
-            for line in _errors_since(daemon_log, offset):
-                mount.problems.append(f"{plan.path}: {line}")
+            # What the daemon's final flush could not upload: its report (from `memfs umount`
+            # and its log) and the errors it logged, each once.
+            reports += _errors_since(daemon_log, offset)
+            mount.problems += stop_report(plan.path, reports)
 
-    async def _unmount_once(self, mount: _Mount) -> None:
+    async def _unmount_once(self, mount: _Mount, reports: list[str]) -> None:
         plan = mount.plan
         code, output = await run_command(
             self._command.umount_argv(plan.path), env=self._command.env, timeout=self._flush_timeout
@@ -410,15 +433,19 @@ class Supervisor:
             log.info("memfs umount %s: %s", plan.slug, line)
         if code is None:
             return  # the caller reports it with the deadline
+        report = _umount_report(output)
+        if report is not None:
+            reports.append(report)  # exit 1: the daemon left, with changes not uploaded
         if code != 0 and not await trio.to_thread.run_sync(os.path.ismount, plan.path):
-            # e.g. systemd signalled the whole cgroup: the daemon flushed and left on its own
-            log.warning("%s was already unmounted: %s", plan.path, last_line(output))
+            if report is None:
+                # e.g. systemd signalled the whole cgroup: the daemon flushed and left on its own
+                log.warning("%s was already unmounted: %s", plan.path, last_line(output))
             mount.mounted = False
             return
         if code != 0:
             mount.problems.append(
-                f"{plan.path}: flush failed, changes may not be uploaded: "
-                f"{last_line(output) or f'memfs umount exited with status {code}'}"
+                f"{plan.path}: memfs umount failed: "
+                f"{last_line(output) or f'exit status {code}'}; {UNUPLOADED_NOTE}"
             )
             return
         mount.mounted = await trio.to_thread.run_sync(os.path.ismount, plan.path)
@@ -436,16 +463,63 @@ class Supervisor:
 
 
 def _errors_since(log_file: Path, offset: int) -> list[str]:
-    """The ERROR lines a daemon wrote to ``log_file`` after ``offset``, without their prefix."""
+    """The ERROR records a daemon wrote to ``log_file`` after ``offset``, without their prefix.
+
+    A record's continuation lines (those not starting with a time stamp, such as the changes
+    listed under a not-uploaded report) stay part of it, joined by newlines.
+    """
     try:
         with open(log_file, "rb") as stream:
             stream.seek(offset)
             text = stream.read().decode("utf-8", "replace")
     except OSError:
         return []
-    found = []
+    found: list[list[str]] = []
+    in_error = False
     for line in text.splitlines():
-        _, marker, message = line.partition(" ERROR ")
-        if marker:
-            found.append(message.partition(": ")[2] or message)
-    return found
+        record = _LOG_RECORD.match(line)
+        if record is None:
+            if in_error and line.strip():
+                found[-1].append(line)
+            continue
+        in_error = record["level"] == "ERROR"
+        if in_error:
+            message = record["rest"]
+            found.append([message.partition(": ")[2] or message])
+    return ["\n".join(lines) for lines in found]
+
+
+def _umount_report(output: str) -> str | None:
+    """The not-uploaded report in the output of ``memfs umount``, if there is one."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        _, prefix, rest = line.partition("memfs umount: ")
+        if prefix and _REPORT_HEADER.match(rest.strip()):
+            items = [item for item in lines[index + 1 :] if item.startswith((" ", "\t"))]
+            return "\n".join([rest.strip(), *items])
+    return None
+
+
+def stop_report(path: Path, messages: Iterable[str]) -> list[str]:
+    """One problem line per distinct error and per change not uploaded, saying where it is kept.
+
+    ``messages`` are a daemon's error messages and not-uploaded reports (a header line matching
+    ``_REPORT_HEADER`` and one indented line per change), possibly repeated.
+    """
+    errors: dict[str, None] = {}
+    kept: dict[str, str] = {}  # change -> journal directory
+    for message in messages:
+        first, *rest = message.splitlines() or [""]
+        header = _REPORT_HEADER.match(first.strip())
+        if header is None:
+            errors.setdefault(" ".join(message.split()), None)
+            continue
+        for item in rest:
+            if item.strip():
+                kept.setdefault(item.strip(), header["where"])
+    problems = [f"{path}: {error}" for error in errors]
+    problems += [
+        f"{path}: {item} (kept in {where}, uploaded by the next mount of this store)"
+        for item, where in kept.items()
+    ]
+    return problems

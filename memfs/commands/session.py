@@ -55,6 +55,7 @@ from memfs.session import (
 )
 from memfs.supervisor import (
     FLUSH_TIMEOUT,
+    UNUPLOADED_NOTE,
     MountCommand,
     MountError,
     Supervisor,
@@ -422,7 +423,7 @@ def _clean_up_after(state: SessionState) -> list[str]:
         mount_path = Path(str(mount.get("path")))
         if os.path.ismount(mount_path) or (mount_health(mount_path) or "").startswith("dead"):
             lazy_unmount(mount_path)
-            problems.append(f"{mount_path}: detached; changes not uploaded may be lost")
+            problems.append(f"{mount_path}: detached lazily; {UNUPLOADED_NOTE}")
         try:
             mount_path.rmdir()
         except FileNotFoundError:
