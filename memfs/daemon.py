@@ -60,6 +60,7 @@ class MountOptions:
     cache_mb: float = 64.0  # clean content cache bound
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
+    change_stream: bool = True  # use the server's change stream when it offers one
 
 
 def runtime_dir() -> Path:
@@ -201,7 +202,7 @@ class Daemon:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(vfs.writeback.run)
                     vfs.bulk.nursery = nursery
-                    source = await choose_source(vfs, nursery)
+                    source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
                     feed = ChangeFeed(
                         vfs,
                         source,

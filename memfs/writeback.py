@@ -208,7 +208,6 @@ class WriteBack:
             raise RuntimeError("run of a key that is already running")
         entry.running = True
         entry.rerun = False
-        entry.finished = trio.Event()
         error: Exception | None = None
         try:
             await self._upload(key)
@@ -241,6 +240,9 @@ class WriteBack:
                 log.error("upload of %s failed for good: %s", key, error)
                 self._on_failure(key, error)
                 self.on_done(key, error)
-        entry.finished.set()
+        # waiters may have started waiting while the run was claimed but not started: set the
+        # event they hold, and give later waiters (of a re-run) a fresh one
+        finished, entry.finished = entry.finished, trio.Event()
+        finished.set()
         self._wake.set()
         return error

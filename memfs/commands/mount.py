@@ -74,6 +74,12 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="change feed: seconds between polls after 60 s without use (default 10)",
     )
+    mount.add_argument(
+        "--change-feed",
+        choices=["auto", "poll"],
+        default="auto",
+        help="auto: the server's change stream when offered, else polling (default); poll",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=run_mount)
 
@@ -116,6 +122,7 @@ def run_mount(args: argparse.Namespace) -> int:
         cache_mb=args.cache_size,
         poll_interval=args.poll_interval,
         idle_poll_interval=args.idle_poll_interval,
+        change_stream=args.change_feed == "auto",
     )
     if args.foreground:
         _setup_logging(args.debug, args.log_file)
@@ -146,6 +153,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
+    argv += ["--change-feed", args.change_feed]
     for flag, value in (
         ("--api-key-file", args.api_key_file),
         ("--session-id", args.session_id),

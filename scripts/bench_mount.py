@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Benchmark a memfs mount against the same work on a local directory, in the same run.
+
+Starts ``memfs server --faults none`` on a throwaway database (latency is switched at run time
+through the fault admin endpoint), seeds one store with ``--memories`` memories of realistic
+sizes (0.2-20 kB, log-uniform, in ``--dirs`` directories) and writes the same tree to a local
+directory. Then, for each server latency (plain, and 50 ms injected per request):
+
+- mount to first ``ls`` (``memfs mount`` + ``os.listdir``), against a sync-worker-style full
+  download (``view=full`` pages of 20, then every file written locally);
+- cold ``grep -r`` of the whole tree;
+- warm read of every file, warm ``stat`` of every file;
+- writing 200 small files (until every ``close`` returned, then until the store has them);
+- a change in one mount until it is visible in another (p50, p99; 20 samples);
+- the daemon's resident memory with the store cached.
+
+Requests are the daemon's own count (``memfs status --json``), change-feed traffic excluded.
+Prints a markdown table (or JSON with ``--json``). Owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.config import ClientConfig, Secret
+from memfs.models import Memory
+
+FEED_ROUTES = ("memory_versions", "/memfs/changes")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[max(1, math.ceil(pct / 100 * len(ordered))) - 1]
+
+
+@contextmanager
+def server(key: str, workdir: Path) -> Iterator[str]:
+    port = free_port()
+    env = dict(os.environ, MEMFS_API_KEYS=key)
+    log = open(workdir / "server.log", "ab")  # noqa: SIM115 - owned by the subprocess
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memfs", "server", "--db", str(workdir / "bench.db"),
+         "--port", str(port), "--faults", "none", "--log-level", "WARNING"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def set_latency(url: str, key: str, seconds: float) -> None:
+    spec = f"latency={seconds}" if seconds else "none"
+    request = urllib.request.Request(
+        url + "/v1/memfs/faults",
+        data=json.dumps({"spec": spec}).encode(),
+        headers={"x-api-key": key, "content-type": "application/json"},
+        method="PUT",
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def make_tree(count: int, dirs: int, seed: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    words = ["memory", "agent", "note", "result", "todo", "fixed", "error", "plan", "user"]
+    tree = {}
+    for n in range(count):
+        size = int(math.exp(rng.uniform(math.log(200), math.log(20_000))))
+        text = []
+        while sum(len(w) + 1 for w in text) < size:
+            text.append(rng.choice(words))
+        body = " ".join(text)[:size]
+        tree[f"/topic-{n % dirs:02}/note-{n:04}.md"] = body + ("\nNEEDLE\n" if n % 7 == 0 else "\n")
+    return tree
+
+
+async def seed(config: ClientConfig, tree: dict[str, str]) -> str:
+    async with StoreClient(config) as client:
+        store = await client.create_store(f"bench-{secrets.token_hex(4)}")
+        items = list(tree.items())
+
+        async def worker(start: int) -> None:
+            for path, content in items[start::8]:
+                await client.create_memory(store.id, path, content)
+
+        async with trio.open_nursery() as nursery:
+            for start in range(8):
+                nursery.start_soon(worker, start)
+        return store.id
+
+
+async def full_download(config: ClientConfig, store_id: str, target: Path) -> tuple[float, int]:
+    """The sync worker's start: every memory with view=full, 20 a page, written locally."""
+    async with StoreClient(config) as client:
+        started = time.perf_counter()
+        async for item in client.list_memories(store_id, limit=20, view="full"):
+            if isinstance(item, Memory):
+                path = target / item.path.lstrip("/")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(item.content or "")
+        return time.perf_counter() - started, client.stats.total
+
+
+class Mount:
+    def __init__(self, store_id: str, point: Path, env: dict[str, str], cache: Path) -> None:
+        self.store_id, self.point, self.env, self.cache = store_id, point, env, cache
+        point.mkdir(parents=True, exist_ok=True)
+
+    def memfs(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memfs", *args], env=self.env, capture_output=True, text=True
+        )
+
+    def mount(self, *extra: str) -> None:
+        result = self.memfs(
+            "mount", self.store_id, str(self.point), "--cache-dir", str(self.cache), *extra
+        )
+        if result.returncode:
+            raise RuntimeError(result.stderr)
+
+    def umount(self) -> None:
+        self.memfs("umount", str(self.point))
+
+    def status(self) -> dict[str, Any]:
+        time.sleep(1.1)  # the daemon publishes its status every second
+        doc: dict[str, Any] = json.loads(self.memfs("status", str(self.point), "--json").stdout)
+        return doc
+
+    def requests(self) -> int:
+        routes = self.status()["requests"]["by_route"]
+        return sum(n for r, n in routes.items() if not any(f in r for f in FEED_ROUTES))
+
+    def rss_mb(self) -> float:
+        pid = self.status()["pid"]
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def read_all(root: Path) -> int:
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                total += len(handle.read())
+    return total
+
+
+def stat_all(root: Path) -> int:
+    count = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            os.stat(os.path.join(directory, name))
+            count += 1
+    return count
+
+
+def grep(root: Path) -> None:
+    subprocess.run(["grep", "-r", "-l", "NEEDLE", str(root)], capture_output=True, check=True)
+
+
+def write_many(root: Path, count: int = 200) -> None:
+    target = root / "written"
+    target.mkdir(exist_ok=True)
+    for n in range(count):
+        (target / f"w{n:03}.md").write_text(f"small file {n}\n")
+
+
+def run_setting(
+    latency: float, url: str, key: str, store_id: str, config: ClientConfig,
+    local: Path, work: Path, env: dict[str, str],
+) -> list[dict[str, Any]]:  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    label = f"{int(latency * 1000)} ms" if latency else "plain"
+
+    def row(name: str, seconds: float, local_seconds: float | None, requests: Any) -> None:
+        ratio = None if not local_seconds else seconds / local_seconds
+        rows.append(
+            {"server": label, "benchmark": name, "seconds": seconds, "local_seconds": local_seconds,
+             "ratio": ratio, "requests": requests}
+        )  # fmt: skip
+
+    set_latency(url, key, latency)
+    cache = work / f"cache-{label}"
+    a = Mount(store_id, work / f"a-{label}", env, cache)
+    b = Mount(store_id, work / f"b-{label}", env, cache)
+    download = work / f"download-{label}"
+    dl_seconds, dl_requests = trio.run(full_download, config, store_id, download)
+    try:
+        seconds = timed(lambda: (a.mount(), os.listdir(a.point)))
+        row("mount to first ls", seconds, None, a.requests())
+        row("  sync-worker full download", dl_seconds, None, dl_requests)
+        before = a.requests()
+        row("cold grep -r", timed(lambda: grep(a.point)), timed(lambda: grep(local)),
+            a.requests() - before)  # fmt: skip
+        read_all(a.point)  # make sure everything is warm
+        before = a.requests()
+        row("warm read of every file", timed(lambda: read_all(a.point)),
+            timed(lambda: read_all(local)), a.requests() - before)  # fmt: skip
+        before = a.requests()
+        row("warm stat of every file", timed(lambda: stat_all(a.point)),
+            timed(lambda: stat_all(local)), a.requests() - before)  # fmt: skip
+        rows.append({"server": label, "benchmark": "daemon RSS with the store cached (MB)",
+                     "seconds": None, "local_seconds": None, "ratio": None,
+                     "requests": round(a.rss_mb(), 1)})  # fmt: skip
+        before = a.requests()
+        local_write = timed(lambda: write_many(local))
+        row("write 200 small files (closes)", timed(lambda: write_many(a.point)), local_write, None)
+        fd = os.open(a.point, os.O_RDONLY | os.O_DIRECTORY)
+        row("  ... until the store has them", timed(lambda: os.fsync(fd)), None,
+            a.requests() - before)  # fmt: skip
+        os.close(fd)
+        shutil.rmtree(local / "written")
+        b.mount()
+        target = "topic-00/note-0000.md"
+        (b.point / target).read_text()
+        samples = []
+        for n in range(20):
+            text = f"visible {n} {secrets.token_hex(4)}\n"
+            started = time.perf_counter()
+            with open(a.point / target, "w") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            while (b.point / target).read_text() != text:
+                time.sleep(0.005)
+                if time.perf_counter() - started > 20:
+                    raise RuntimeError("change not visible in the other mount within 20 s")
+            samples.append(time.perf_counter() - started)
+        rows.append({"server": label, "benchmark": "visible in another mount: p50 / p99 (s)",
+                     "seconds": percentile(samples, 50), "local_seconds": None,
+                     "ratio": None, "requests": f"p99 {percentile(samples, 99):.3f}"})  # fmt: skip
+        rows.append({"server": label, "benchmark": "change feed of mount b",
+                     "seconds": None, "local_seconds": None, "ratio": None,
+                     "requests": b.status()["change_feed"]["source"]})  # fmt: skip
+    finally:
+        a.umount()
+        b.umount()
+        set_latency(url, key, 0)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--dirs", type=int, default=40)
+    parser.add_argument("--latencies", default="0,0.05", help="comma-separated seconds")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    key = "sk-memfs-bench-" + secrets.token_hex(12)
+    with tempfile.TemporaryDirectory(prefix="memfs-bench-mount-") as tmp:
+        work = Path(tmp)
+        tree = make_tree(args.memories, args.dirs, seed=1)
+        local = work / "local"
+        for path, content in tree.items():
+            target = local / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        with server(key, work) as url:
+            config = ClientConfig(api_key=Secret(key), base_url=url)
+            store_id = trio.run(seed, config, tree)
+            env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
+            env.pop("MEMFS_API_KEYS", None)
+            rows = []
+            for latency in (float(x) for x in args.latencies.split(",")):
+                rows += run_setting(latency, url, key, store_id, config, local, work, env)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    size = sum(len(c) for c in tree.values())
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; {args.memories} memories, {size / 1e6:.1f} MB "
+        f"in {args.dirs} directories\n"
+    )
+    print("| server | benchmark | mount (s) | local dir (s) | ratio | requests |")
+    print("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+
+        def fmt(value: float | None, digits: int = 3) -> str:
+            return "" if value is None else f"{value:.{digits}f}"
+
+        print(
+            f"| {r['server']} | {r['benchmark']} | {fmt(r['seconds'])} | "
+            f"{fmt(r['local_seconds'])} | {fmt(r['ratio'], 1)} | {r['requests'] or ''} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
