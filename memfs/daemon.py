@@ -134,6 +134,8 @@ class Daemon:
         self.vfs: Vfs | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
+        self._flush_started = False  # the final flush runs once (signal or unmount)
+        self._flush_done = trio.Event()
 
     async def run(self) -> int:
         opts = self.options
@@ -249,6 +251,21 @@ class Daemon:
                 log.warning("replay: %s (kept, retried in the background)", error)
 
     async def _final_flush(self, vfs: Vfs) -> None:
+        """Upload what is pending (bounded) and write the report, once per daemon.
+
+        A signal runs it before unmounting and ``run`` after ``pyfuse3.main`` returns: the
+        second call waits for the first instead of flushing and reporting again.
+        """
+        if self._flush_started:
+            await self._flush_done.wait()
+            return
+        self._flush_started = True
+        try:
+            await self._flush_and_report(vfs)
+        finally:
+            self._flush_done.set()
+
+    async def _flush_and_report(self, vfs: Vfs) -> None:
         if len(vfs.writeback):
             log.info("flushing %d pending uploads", len(vfs.writeback))
             with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
