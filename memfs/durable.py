@@ -81,6 +81,8 @@ class Durable:
         self._next_conflict = 1
         self._replays: dict[str, Record] = {}
         self.failed: dict[str, str] = {}  # record name -> why it is kept (permanent failure)
+        self.retrying: dict[str, str] = {}  # record name -> last transient error (retried)
+        vfs.writeback.on_retry = self.retry
         self.replayed = 0
 
     # -- names --------------------------------------------------------------------------------
@@ -107,6 +109,7 @@ class Durable:
         if self.journal is None:
             return
         name = self.name_of(key)
+        self.retrying.pop(name, None)
         if error is None or isinstance(
             error, PreconditionFailedError | PathConflictError | RemoteConflictError
         ):
@@ -114,6 +117,10 @@ class Durable:
             self.journal.drop(name)
         else:
             self.failed[name] = f"{type(error).__name__}: {error}"
+
+    def retry(self, key: Hashable, error: BaseException) -> None:
+        """A transient failure (server unreachable, 5xx, 429): remember it for the report."""
+        self.retrying[self.name_of(key)] = f"{type(error).__name__}: {error}"
 
     def _record(self, key: Hashable) -> Record | None:
         vfs = self.vfs
@@ -314,7 +321,9 @@ class Durable:
             return []
         lines = []
         for record in self.journal.load():
-            why = self.failed.get(record.name, "not uploaded yet")
+            why = (
+                self.failed.get(record.name) or self.retrying.get(record.name) or "not uploaded yet"
+            )
             target = record.path or record.remote_path or record.memory_id or "?"
             lines.append(f"{record.op} {target}: {why}")
         return lines

@@ -96,6 +96,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "journal_records": len(journal) if journal is not None else 0,
             "journal_dir": str(journal.directory) if journal is not None else None,
             "failed": dict(durable.failed),
+            "retrying": dict(durable.retrying),
             "replayed": durable.replayed,
         },
         "conflicts": {
@@ -165,6 +166,8 @@ def render(doc: dict[str, Any]) -> str:
     ]
     for name, why in uploads["failed"].items():
         lines.append(f"  failed: {name}: {why}")
+    for name, why in uploads.get("retrying", {}).items():
+        lines.append(f"  retrying: {name}: {why}")
     conflicts = doc["conflicts"]
     lines.append(f"conflicts        {conflicts['count']}")
     for item in conflicts["recent"]:

@@ -9,8 +9,9 @@ it is given: the queue holds no data, so dirty content never lives here nor in a
 Durability hooks: ``on_queued(key)`` runs (synchronously) every time ``schedule`` records work,
 so the caller can write its journal record before the operation that asked is acknowledged;
 ``on_done(key, error)`` runs when the entry goes away: after success (``error`` None), after
-``cancel`` (None), or after a permanent failure (the error, after ``on_failure``). The queue
-itself still holds no data.
+``cancel`` (None), or after a permanent failure (the error, after ``on_failure``);
+``on_retry(key, error)`` runs after each transient failure that stays queued for a retry. The
+queue itself still holds no data.
 
 Invariants:
 - an entry exists while work for its key is outstanding; it is removed only after a run that
@@ -51,6 +52,10 @@ def _ignore_done(key: Hashable, exc: BaseException | None) -> None:
     return None
 
 
+def _ignore_retry(key: Hashable, exc: BaseException) -> None:
+    return None
+
+
 @dataclass
 class _Entry:
     due: float
@@ -81,6 +86,7 @@ class WriteBack:
         self._on_failure = on_failure
         self.on_queued = on_queued
         self.on_done = on_done
+        self.on_retry: Callable[[Hashable, BaseException], None] = _ignore_retry
         self._base_backoff = base_backoff
         self._max_backoff = max_backoff
         self._limiter = trio.CapacityLimiter(concurrency)
@@ -235,6 +241,7 @@ class WriteBack:
                     backoff,
                     error,
                 )
+                self.on_retry(key, error)
             else:
                 del self._entries[key]
                 log.error("upload of %s failed for good: %s", key, error)
