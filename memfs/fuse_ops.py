@@ -28,8 +28,10 @@ log = logging.getLogger(__name__)
 
 # The kernel keeps entries and attributes this long without asking (warm stat at local-disk
 # speed); the change feed invalidates them at once when the store changes elsewhere.
-ENTRY_TIMEOUT = 10.0
-ATTR_TIMEOUT = 10.0
+ENTRY_TIMEOUT = 60.0
+ATTR_TIMEOUT = 60.0
+# /.versions is never invalidated by the change feed: its entries expire after a second
+VERSIONS_TIMEOUT = 1.0
 
 
 def _fail(op: str, exc: BaseException) -> NoReturn:
@@ -49,8 +51,9 @@ def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
     out = pyfuse3.EntryAttributes()
     out.st_ino = attr.ino
     out.generation = 0
-    out.entry_timeout = ENTRY_TIMEOUT
-    out.attr_timeout = ATTR_TIMEOUT
+    versions = isinstance(attr, VersionAttr)
+    out.entry_timeout = VERSIONS_TIMEOUT if versions else ENTRY_TIMEOUT
+    out.attr_timeout = VERSIONS_TIMEOUT if versions else ATTR_TIMEOUT
     out.st_mode = attr.mode
     out.st_nlink = attr.nlink
     out.st_uid = attr.uid
