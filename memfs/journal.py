@@ -3,8 +3,10 @@
 Owns one directory per running mount, ``<cache dir>/<store id>/journal-<slot>/``, held with an
 exclusive ``flock`` on ``journal-<slot>.lock`` for the daemon's life (two mounts of one store
 take two slots; a slot whose daemon died is free again and its records are replayed by the
-next mount of the store). Each pending change is one file ``<name>.rec``: a one-line JSON
-header (``Record`` without its data), a newline, then the raw content bytes, if any.
+next mount of the store). A slot left empty (clean unmount, records adopted) is removed with
+its lock file, so the cache directory does not fill up with them. Each pending change is one
+file ``<name>.rec``: a one-line JSON header (``Record`` without its data), a newline, then the
+raw content bytes, if any.
 
 Durability: a record is written to a temporary file, fsynced, renamed into place and the
 directory fsynced before ``put`` returns; ``drop`` unlinks and fsyncs the directory. So after
@@ -100,10 +102,13 @@ class Journal:
             raise JournalError(f"cannot create the cache directory {base}: {exc}") from None
         mine: Journal | None = None
         for slot in range(MAX_SLOTS):
-            fd = _try_lock(base / f"journal-{slot}.lock")
+            lock = base / f"journal-{slot}.lock"
+            directory = base / f"journal-{slot}"
+            if mine is not None and not lock.exists() and not directory.exists():
+                continue  # never used: nothing to adopt (and no lock file to leave behind)
+            fd = _try_lock(lock)
             if fd is None:
                 continue
-            directory = base / f"journal-{slot}"
             if mine is None:
                 mine = cls(directory, fd)
                 continue
@@ -113,16 +118,21 @@ class Journal:
                     os.replace(entry, mine.directory / entry.name)
                     log.info("adopted journal record %s from %s", entry.name, directory)
                 _fsync_dir(mine.directory)
+            _remove_slot(directory, lock)
             os.close(fd)
         if mine is None:
             raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
         return mine
 
     def close(self) -> None:
-        """Release the slot (the records stay for the next mount)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        """Release the slot; an empty slot (directory and lock file) is removed, records stay
+        for the next mount."""
+        if self._lock_fd is None:
+            return
+        lock = self.directory.with_name(self.directory.name + ".lock")
+        _remove_slot(self.directory, lock)  # still locked: nobody else is using it
+        os.close(self._lock_fd)
+        self._lock_fd = None
 
     @staticmethod
     def file_name(name: str) -> str:
@@ -179,14 +189,38 @@ class Journal:
 
 
 def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except OSError:
-        with contextlib.suppress(OSError):
+    """An exclusive lock of ``path`` (None if another process holds it).
+
+    A slot's lock file is removed by its holder when the slot is empty, so a lock taken on a
+    file that was unlinked (or replaced) meanwhile is worthless: check and try again.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             os.close(fd)
-        raise
-    return fd
+            return None
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _remove_slot(directory: Path, lock: Path) -> None:
+    """Remove an empty slot (the caller holds its lock); a slot holding anything stays."""
+    try:
+        if directory.is_dir():
+            for entry in directory.glob("*.tmp"):
+                entry.unlink(missing_ok=True)
+            directory.rmdir()  # fails if records are left: they stay for the next mount
+        lock.unlink(missing_ok=True)
+    except OSError:
+        pass

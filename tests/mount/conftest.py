@@ -210,12 +210,14 @@ def mount_factory(
             sdk.beta.memory_stores.memories.create(store_id, path=path, content=content)
         point = tmp_path / f"mnt{len(made)}"
         point.mkdir()
+        env = server.client_env()
+        env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
         mounted = MountedStore(
             path=point,
             store_id=store_id,
             store_name=name,
             sdk=sdk,
-            env=server.client_env(),
+            env=env,
             log_file=tmp_path / f"mount{len(made)}.log",
             extra_args=list(args),
         )

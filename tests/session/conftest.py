@@ -20,6 +20,7 @@ def api(server: Any) -> Api:
 def session_env(server: Any, tmp_path: Path) -> dict[str, str]:
     env = server.client_env()
     env["MEMFS_STATE_DIR"] = str(tmp_path / "state")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
     return env
 
 
