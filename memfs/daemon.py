@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import signal
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,10 +64,43 @@ class MountOptions:
     change_stream: bool = True  # use the server's change stream when it offers one
 
 
+def _private_dir(path: Path) -> None:
+    """Create ``path`` 0700, or refuse it unless it is ours and not group/world writable.
+
+    ``/tmp/memfs-<uid>`` can be made by anyone: one planted by another user would let them read
+    our logs and plant a pid file that ``memfs umount`` signals.
+    """
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise MountError(f"cannot create the state directory {path}: {exc}") from None
+    try:
+        info = path.lstat()
+    except OSError as exc:
+        raise MountError(f"cannot use the state directory {path}: {exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise MountError(f"the state directory {path} is not a directory")
+    if info.st_uid != os.getuid():
+        raise MountError(f"the state directory {path} is owned by uid {info.st_uid}, not us")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise MountError(f"the state directory {path} is writable by other users")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)  # ours: logs and pid files are nobody else's business
+
+
 def runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/memfs-{os.getuid()}"
-    path = Path(base) / "memfs"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``: private to this user."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        path = Path(xdg) / "memfs"
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    else:
+        base = Path(f"/tmp/memfs-{os.getuid()}")
+        _private_dir(base)
+        path = base / "memfs"
+    _private_dir(path)
     return path
 
 

@@ -146,7 +146,11 @@ def run_mount(args: argparse.Namespace) -> int:
     except MountError as exc:
         print(f"memfs mount: {exc}", file=sys.stderr)
         return 1
-    log_file = args.log_file or str(state_path(mountpoint, "log"))
+    try:
+        log_file = args.log_file or str(state_path(mountpoint, "log"))
+    except MountError as exc:
+        print(f"memfs mount: {exc}", file=sys.stderr)
+        return 1
     read_end, write_end = os.pipe()
     argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
     argv += ["--ready-fd", str(write_end), "--log-file", log_file]
@@ -205,6 +209,7 @@ def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:
 
 
 def _daemon_pid(mountpoint: str) -> int | None:
+    """The pid of the memfs daemon serving ``mountpoint`` (None: none runs; MountError)."""
     from memfs.daemon import state_path
 
     try:
@@ -218,7 +223,31 @@ def _daemon_pid(mountpoint: str) -> int | None:
         return None
     except PermissionError:
         pass
+    if not _is_daemon_of(pid, mountpoint):
+        print(
+            f"memfs umount: the pid file names process {pid}, which is not the memfs daemon of "
+            f"{mountpoint}; not signalled",
+            file=sys.stderr,
+        )
+        return None
     return pid
+
+
+def _is_daemon_of(pid: int, mountpoint: str) -> bool:
+    """True if ``pid`` is our own ``memfs mount ... MOUNTPOINT`` process (``/proc``)."""
+    proc = f"/proc/{pid}"
+    try:
+        if os.stat(proc).st_uid != os.getuid():
+            return False
+        with open(f"{proc}/cmdline", "rb") as cmdline:
+            args = [a.decode("utf-8", "replace") for a in cmdline.read().split(b"\0") if a]
+        cwd = os.readlink(f"{proc}/cwd")
+    except OSError:
+        return False
+    if "mount" not in args or not any("memfs" in a for a in args[:3]):
+        return False
+    wanted = {os.path.normpath(mountpoint), os.path.realpath(mountpoint)}
+    return any(os.path.normpath(os.path.join(cwd, a)) in wanted for a in args)
 
 
 def _alive(pid: int) -> bool:
@@ -232,8 +261,14 @@ def _alive(pid: int) -> bool:
 
 
 def run_umount(args: argparse.Namespace) -> int:
+    from memfs.daemon import MountError
+
     mountpoint = os.path.abspath(args.mountpoint)
-    pid = _daemon_pid(mountpoint)
+    try:
+        pid = _daemon_pid(mountpoint)
+    except MountError as exc:
+        print(f"memfs umount: {exc}", file=sys.stderr)
+        return 1
     if pid is None:
         if not os.path.ismount(mountpoint):
             print(f"memfs umount: {mountpoint} is not mounted", file=sys.stderr)

@@ -29,12 +29,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memfs.daemon import state_path
+    from memfs.daemon import MountError, state_path
     from memfs.status import render
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:
-        doc = json.loads(state_path(mountpoint, "status").read_text())
+        status_file = state_path(mountpoint, "status")
+    except MountError as exc:
+        print(f"memfs status: {exc}", file=sys.stderr)
+        return 1
+    try:
+        doc = json.loads(status_file.read_text())
     except (OSError, ValueError):
         print(f"memfs status: no memfs mount daemon reports on {mountpoint}", file=sys.stderr)
         return 1

@@ -8,10 +8,11 @@ writer only, the state directory is ours, journals and lock files do not pile up
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from mount.conftest import MountedStore, wait_for
+from mount.conftest import MountedStore, memfs, wait_for
 
 
 def test_clean_umount_leaves_no_journal_or_lock_files(
@@ -44,3 +45,51 @@ def test_versions_entries_expire_after_a_second(mount_factory: Callable[..., Mou
     wait_for(lambda: modified + "-redacted" in os.listdir(history), timeout=4.0)
     # the old name disappears once its entry expires: 1 s, not the mount's 10 s
     wait_for(lambda: not os.path.lexists(history / modified), timeout=3.0)
+
+
+def test_state_dir_must_be_private(
+    mount_factory: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    m = mount_factory(mount=False)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    env = {**m.env, "XDG_RUNTIME_DIR": str(runtime)}
+    state = runtime / "memfs"
+    state.mkdir()
+    state.chmod(0o777)
+    args = ("mount", m.store_id, str(m.path), "--log-file", str(tmp_path / "x.log"))
+    result = memfs(*args, env=env)
+    assert result.returncode == 1 and not os.path.ismount(m.path)
+    assert result.stderr.strip().splitlines() == [
+        f"memfs mount: the state directory {state} is writable by other users"
+    ]
+    if os.getuid() == 0:  # someone else's directory (only root can make one here)
+        state.chmod(0o700)
+        os.chown(state, 65534, 65534)
+        result = memfs(*args, env=env)
+        assert result.returncode == 1 and "owned by uid 65534" in result.stderr
+        assert not os.path.ismount(m.path)
+    fresh = tmp_path / "runtime2"
+    fresh.mkdir()
+    result = memfs(*args, env={**env, "XDG_RUNTIME_DIR": str(fresh)})
+    assert result.returncode == 0, result.stderr
+    assert (fresh / "memfs").stat().st_mode & 0o777 == 0o700
+    result = memfs("umount", str(m.path), env={**env, "XDG_RUNTIME_DIR": str(fresh)})
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: not os.path.ismount(m.path), timeout=10)
+
+
+def test_umount_signals_only_the_daemon_of_that_mount(mount: MountedStore) -> None:
+    from memfs.daemon import state_path
+
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        pid_file = state_path(str(mount.path), "pid")
+        pid_file.write_text(f"{bystander.pid}\n{mount.path}\n")  # planted
+        result = memfs("umount", str(mount.path), env=mount.env)
+        assert f"process {bystander.pid}, which is not the memfs daemon" in result.stderr
+        assert bystander.poll() is None  # not signalled
+        wait_for(lambda: not os.path.ismount(mount.path), timeout=10)  # fusermount3 -u instead
+    finally:
+        bystander.kill()
+        bystander.wait()
