@@ -198,8 +198,12 @@ class Daemon:
                 )
             except (ApiError, ApiConnectionError) as exc:
                 raise MountError(describe_api_error(exc, opts.store, config.base_url)) from None
-            journal = self._open_journal(vfs)
-            await self._replay(vfs)  # before mounting: nobody waits on a mount not serving yet
+            journal: Journal | None = None
+            if read_only:
+                self._leave_journal(vfs)  # a read-only mount never writes, not even a replay
+            else:
+                journal = self._open_journal(vfs)
+                await self._replay(vfs)  # before mounting: nobody waits on a mount not serving
             self.vfs = vfs
             vfs.invalidator = make_invalidator()  # type: ignore[assignment]
             options = set(pyfuse3.default_options)
@@ -259,7 +263,8 @@ class Daemon:
             finally:
                 pyfuse3.close(unmount=not unmounted)
                 pid_file.unlink(missing_ok=True)
-                journal.close()
+                if journal is not None:
+                    journal.close()
                 log.info("unmounted %s", opts.mountpoint)
         return 0
 
@@ -272,6 +277,22 @@ class Daemon:
         vfs.durable.journal = journal
         log.info("write-back journal in %s", journal.directory)
         return journal
+
+    def _leave_journal(self, vfs: Vfs) -> None:
+        """Read-only: leave the journal as it is (records for the next read-write mount)."""
+        cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
+        directory, count = Journal.pending(cache_dir or default_cache_dir(), vfs.store_id)
+        vfs.durable.untouched = count
+        if count:
+            log.warning(
+                "read-only mount: %d write-back journal record(s) of an earlier mount in %s are "
+                "left untouched (not uploaded); the next read-write mount of the store uploads "
+                "them",
+                count,
+                directory,
+            )
+        else:
+            log.info("read-only mount: no write-back journal (nothing is ever written)")
 
     async def _replay(self, vfs: Vfs) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""

@@ -84,6 +84,7 @@ class Durable:
         self.retrying: dict[str, str] = {}  # record name -> last transient error (retried)
         vfs.writeback.on_retry = self.retry
         self.replayed = 0
+        self.untouched = 0  # read-only mount: records of an earlier mount left in the journal
 
     # -- names --------------------------------------------------------------------------------
 

@@ -124,6 +124,17 @@ class Journal:
             raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
         return mine
 
+    @staticmethod
+    def pending(cache_dir: Path, store_id: str) -> tuple[Path, int]:
+        """The store's journal directory and how many records its slots hold (changes
+        nothing: for a read-only mount, which leaves them to the next read-write mount)."""
+        base = cache_dir / _SAFE.sub("_", store_id)
+        try:
+            count = sum(1 for _ in base.glob("journal-*/*.rec"))
+        except OSError:
+            count = 0
+        return base, count
+
     def close(self) -> None:
         """Release the slot; an empty slot (directory and lock file) is removed, records stay
         for the next mount."""

@@ -98,6 +98,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "failed": dict(durable.failed),
             "retrying": dict(durable.retrying),
             "replayed": durable.replayed,
+            "untouched": durable.untouched,
         },
         "conflicts": {
             "count": durable.conflict_count,
@@ -164,6 +165,11 @@ def render(doc: dict[str, Any]) -> str:
         f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
         f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",
     ]
+    if uploads.get("untouched"):
+        lines.append(
+            f"  read-only: {uploads['untouched']} journal record(s) of an earlier mount left "
+            "untouched for the next read-write mount"
+        )
     for name, why in uploads["failed"].items():
         lines.append(f"  failed: {name}: {why}")
     for name, why in uploads.get("retrying", {}).items():

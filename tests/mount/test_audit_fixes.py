@@ -8,11 +8,13 @@ writer only, the state directory is ours, journals and lock files do not pile up
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mount.conftest import MountedStore, memfs, wait_for
+from mount.conftest import MountedStore, daemon_alive, memfs, wait_for
 
 
 def test_clean_umount_leaves_no_journal_or_lock_files(
@@ -93,3 +95,36 @@ def test_umount_signals_only_the_daemon_of_that_mount(mount: MountedStore) -> No
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_read_only_mount_leaves_the_journal_untouched(
+    mount_factory: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    cache = tmp_path / "journals"
+    m = mount_factory("--cache-dir", str(cache), "--update-delay", "30", memories={"/a.md": "v1"})
+    (m.path / "a.md").write_text("v2\n")
+    (m.path / "new.md").write_text("new\n")
+    records = sorted(cache.rglob("*.rec"))
+    assert len(records) == 2
+    assert m.pid is not None
+    os.kill(m.pid, signal.SIGKILL)
+    wait_for(lambda: not daemon_alive(m.pid or 0), timeout=10)
+    subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True, check=False)
+    wait_for(lambda: not os.path.ismount(m.path), timeout=10)
+    before = {p: p.read_bytes() for p in cache.rglob("*") if p.is_file()}
+
+    result = m.mount("--read-only")
+    assert result.returncode == 0, result.stderr
+    assert (m.path / "a.md").read_text() == "v1"
+    time.sleep(1.5)  # a replay would have run by now
+    assert m.content("/a.md") == "v1" and m.content("/new.md") is None
+    assert "2 write-back journal record(s) of an earlier mount" in m.log()
+    assert "left untouched" in m.log()
+    status = memfs("status", str(m.path), env=m.env)
+    assert "2 journal record(s) of an earlier mount left untouched" in status.stdout
+    assert m.umount().returncode == 0
+    assert {p: p.read_bytes() for p in cache.rglob("*") if p.is_file()} == before
+
+    assert m.mount().returncode == 0  # read-write: the journal is replayed now
+    m.wait_content("/a.md", "v2\n")
+    m.wait_content("/new.md", "new\n")
