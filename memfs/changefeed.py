@@ -197,10 +197,13 @@ class ChangeFeed:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         quiet_until = 0.0
+        if self.source.name == "stream":
+            self.vfs.listings.vouch(math.inf)  # subscribed: every change from now on arrives
         while True:
             interval = self.current_interval()
             self._wake = trio.Event()
             if getattr(self.source, "broken", False):
+                self.vfs.listings.withdraw()
                 self.source = PollingSource(self.vfs.client, self.vfs.store_id)
                 self.stats.source = self.source.name
             try:

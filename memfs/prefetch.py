@@ -1,8 +1,9 @@
 """Bulk fetch of a directory's contents when its files are read one after another.
 
 Owns the heuristic and the pages: the first content miss in a directory is answered by one
-retrieve (``cat one-file`` costs one request); a second miss in the same directory within
-``window`` seconds (``grep -r``, ``cat *``) starts a *prefetch* of the whole directory with
+retrieve (``cat one-file`` costs one request), unless the directory was just read (``readdir``:
+``grep -r``, ``find -exec``); a miss right after a readdir, or a second miss in the same
+directory within ``window`` seconds (``cat *``), starts a *prefetch* of the whole directory with
 ``view=full`` listing pages (20 memories a request, the API's maximum), which fills the clean
 content cache page by page. Readers of that directory wait for the page that brings their
 content instead of sending their own request. A directory is prefetched at most once per
@@ -57,9 +58,16 @@ class BulkFetcher:
         self.window = window
         self.nursery: trio.Nursery | None = None
         self._misses: dict[str, float] = {}
+        self._listed: dict[str, float] = {}
         self._running: dict[str, _Prefetch] = {}
         self.prefetches = 0
         self.pages = 0
+
+    def listed(self, directory: str) -> None:
+        """``directory`` was just read (readdir): a first miss there starts a prefetch."""
+        self._listed[directory] = time.monotonic()
+        if len(self._listed) > 1000:
+            self._listed.clear()
 
     async def get(self, directory: str, sha: str | None) -> bytes | None:
         """Content ``sha`` of a memory in ``directory`` from a prefetch, or None (retrieve it)."""
@@ -68,7 +76,9 @@ class BulkFetcher:
         now = time.monotonic()
         job = self._running.get(directory)
         if job is None or (now - job.started > self.window and job.done):
-            last = self._misses.get(directory, -math.inf)
+            last = max(
+                self._misses.get(directory, -math.inf), self._listed.pop(directory, -math.inf)
+            )
             self._misses[directory] = now
             if now - last > self.window:
                 return None  # a lone miss: one retrieve

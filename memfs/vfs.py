@@ -59,6 +59,7 @@ from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
 from memfs.models import Memory, MemoryPrefix, MemoryVersion, sha256_hex
 from memfs.prefetch import BulkFetcher
+from memfs.refusals import NOT_UTF8, TOO_LARGE
 from memfs.versions import VersionsConfig, VersionsTree
 from memfs.writeback import WriteBack
 
@@ -530,6 +531,8 @@ class Vfs:
                     del node.data[size:]
                 else:
                     node.data.extend(b"\0" * (size - len(node.data)))
+            if node.refused == TOO_LARGE:
+                self.durable.refusals.clear(node)  # truncated: an ordinary dirty file again
             self._changed(node)
             if node.open_count == 0:
                 self._commit(node)
@@ -623,6 +626,8 @@ class Vfs:
             if node.data is None or len(node.data) > 0:
                 node.data = bytearray()
                 self._changed(node)
+            if node.refused == TOO_LARGE:
+                self.durable.refusals.clear(node)
         elif writable:
             await self._ensure_data(node)
         elif node.kind is Kind.FILE:
@@ -654,7 +659,7 @@ class Vfs:
         self.removed_dirs.pop(directory, None)
         if not node.local_only:
             await self._adopt(node, path)
-        self._drop_listing(directory)
+        # the cached listing stays: a new local node is merged into it (``children``)
         self._touch_dir(directory)
         handle = self._new_handle(node, flags)
         self.table.remember(node)
@@ -678,6 +683,7 @@ class Vfs:
             offset = len(data)
         end = offset + len(buf)
         if end > MAX_CONTENT_BYTES:
+            self.durable.refusals.refuse(node, TOO_LARGE)  # not uploaded from this state
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
         if offset > len(data):
             data.extend(b"\0" * (offset - len(data)))
@@ -691,16 +697,23 @@ class Vfs:
         if len(data) > MAX_CONTENT_BYTES:
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
         try:
-            return bytes(data).decode("utf-8")
+            text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
             log.warning(
                 "%s is not UTF-8 text (byte %d); kept locally, not uploaded", node.path, exc.start
             )
+            self.durable.refusals.refuse(node, NOT_UTF8)
             raise NotUtf8Error(f"{node.path} is not UTF-8 text") from None
+        if node.refused == NOT_UTF8:
+            self.durable.refusals.clear(node)
+        return text
 
     def _commit(self, node: Node) -> None:
         """Validate a changed file and queue its upload (rule: close/fsync/rename commit)."""
         if node.local_only or node.kind is not Kind.FILE or node.path is None or self.read_only:
+            return
+        if node.refused == TOO_LARGE:
+            self.durable.refusals.keep(node)  # never uploaded until truncated (memfs.refusals)
             return
         if not node.dirty and node.memory_id is not None and node.path == node.remote_path:
             return
@@ -730,11 +743,18 @@ class Vfs:
         node = handle.node
         if handle.wrote or (node.dirty and handle.writable):
             self._commit(node)
-        self._report(node)
+        if handle.writable:  # an error is the writer's, never a read-only open's
+            self._report(node)
 
     async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
         node = handle.node
+        if not handle.writable:  # waits for the upload; its errors are the writer's
+            try:
+                await self.writeback.flush(node.ino)
+            except Exception as exc:
+                log.debug("fsync of a read-only open of %s: %s (not reported)", node.path, exc)
+            return
         if node.dirty:
             self._commit(node)
         self._report(node)
@@ -761,6 +781,17 @@ class Vfs:
             # a NotUtf8Error was reported by flush already; the content stays local
             with contextlib.suppress(NotUtf8Error):
                 self._commit(node)
+        if (
+            node.refused == TOO_LARGE
+            and node.open_count == 0
+            and node.memory_id is None
+            and not node.data
+            and node.path is not None
+        ):
+            # a new file whose every write was refused: it is not created at all
+            self.durable.refusals.clear(node)
+            self.writeback.cancel(node.ino)
+            self._forget_memory(node)
         self._drop_clean_data(node)
         deferred = self.deferred_versions.pop(node.ino, None) if node.open_count == 0 else None
         if deferred and self.settled(node):
@@ -1105,6 +1136,7 @@ class Vfs:
     async def readdir(self, ino: int) -> list[tuple[str, Node]]:
         self._active()
         directory = self._dir_path(ino)
+        self.bulk.listed(directory)  # reads of its files may follow (grep -r): fetch in bulk
         entries = await self.children(directory)
         return sorted(entries.items())
 
@@ -1152,6 +1184,8 @@ class Vfs:
             return
         if node.path is None or node.local_only:
             return
+        if node.refused == TOO_LARGE:
+            return  # a refused write left it partial: not uploaded (memfs.refusals)
         path = node.path
         gen = node.gen
         text = self._validate(node) if node.data is not None else None
@@ -1166,7 +1200,7 @@ class Vfs:
                 self.writeback.schedule(_delete_key(memory.id), 0)
             elif node.path != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
-            self._drop_listing(paths.parent(path))
+            # the cached listing stays: the node is newer than it and merged in (``children``)
             return
         memory_id = node.memory_id
         if node.rebase:
@@ -1324,6 +1358,14 @@ class Vfs:
         them from a worker thread). Nodes with local changes do not follow (conflicts).
         """
         for version in versions:
+            known = self.table.by_id.get(version.memory_id)
+            if (
+                known is not None
+                and version.operation != "deleted"
+                and known.base_sha == version.content_sha256
+                and known.remote_path == version.path
+            ):
+                continue  # this mount's own upload (or already seen): nothing new
             if version.path:
                 directory = paths.parent(version.path)
                 self._drop_listing(directory)

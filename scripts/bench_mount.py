@@ -182,16 +182,25 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def read_all(root: Path) -> int:
+def files_of(root: Path, tree: dict[str, str]) -> list[str]:
+    return [str(root) + path for path in tree]
+
+
+def read_all(files: list[str]) -> int:
     total = 0
-    for directory, _, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(directory, name), "rb") as handle:
-                total += len(handle.read())
+    for name in files:
+        with open(name, "rb") as handle:
+            total += len(handle.read())
     return total
 
 
-def stat_all(root: Path) -> int:
+def stat_all(files: list[str]) -> None:
+    for name in files:
+        os.stat(name)
+
+
+def walk_stat(root: Path) -> int:
+    """``ls -lR``: every directory listed, every entry stat'ed."""
     count = 0
     for directory, _, files in os.walk(root):
         for name in files:
@@ -204,8 +213,8 @@ def grep(root: Path) -> None:
     subprocess.run(["grep", "-r", "-l", "NEEDLE", str(root)], capture_output=True, check=True)
 
 
-def write_many(root: Path, count: int = 200) -> None:
-    target = root / "written"
+def write_many(root: Path, label: str, count: int = 200) -> None:
+    target = root / f"written-{label.replace(' ', '')}"
     target.mkdir(exist_ok=True)
     for n in range(count):
         (target / f"w{n:03}.md").write_text(f"small file {n}\n")
@@ -213,7 +222,7 @@ def write_many(root: Path, count: int = 200) -> None:
 
 def run_setting(
     latency: float, url: str, key: str, store_id: str, config: ClientConfig,
-    local: Path, work: Path, env: dict[str, str],
+    local: Path, work: Path, env: dict[str, str], tree: dict[str, str],
 ) -> list[dict[str, Any]]:  # fmt: skip
     rows: list[dict[str, Any]] = []
     label = f"{int(latency * 1000)} ms" if latency else "plain"
@@ -229,6 +238,7 @@ def run_setting(
     cache = work / f"cache-{label}"
     a = Mount(store_id, work / f"a-{label}", env, cache)
     b = Mount(store_id, work / f"b-{label}", env, cache)
+    c = Mount(store_id, work / f"c-{label}", env, cache)
     download = work / f"download-{label}"
     dl_seconds, dl_requests = trio.run(full_download, config, store_id, download)
     try:
@@ -238,49 +248,60 @@ def run_setting(
         before = a.requests()
         row("cold grep -r", timed(lambda: grep(a.point)), timed(lambda: grep(local)),
             a.requests() - before)  # fmt: skip
-        read_all(a.point)  # make sure everything is warm
+        mounted_files, local_files = files_of(a.point, tree), files_of(local, tree)
+        read_all(mounted_files)  # make sure everything is warm
         before = a.requests()
-        row("warm read of every file", timed(lambda: read_all(a.point)),
-            timed(lambda: read_all(local)), a.requests() - before)  # fmt: skip
+        row("warm read of every file", timed(lambda: read_all(mounted_files)),
+            timed(lambda: read_all(local_files)), a.requests() - before)  # fmt: skip
         before = a.requests()
-        row("warm stat of every file", timed(lambda: stat_all(a.point)),
-            timed(lambda: stat_all(local)), a.requests() - before)  # fmt: skip
+        row("warm stat of every file", timed(lambda: stat_all(mounted_files)),
+            timed(lambda: stat_all(local_files)), a.requests() - before)  # fmt: skip
+        before = a.requests()
+        row("warm ls -lR (walk + stat)", timed(lambda: walk_stat(a.point)),
+            timed(lambda: walk_stat(local)), a.requests() - before)  # fmt: skip
         rows.append({"server": label, "benchmark": "daemon RSS with the store cached (MB)",
                      "seconds": None, "local_seconds": None, "ratio": None,
                      "requests": round(a.rss_mb(), 1)})  # fmt: skip
-        before = a.requests()
-        local_write = timed(lambda: write_many(local))
-        row("write 200 small files (closes)", timed(lambda: write_many(a.point)), local_write, None)
-        fd = os.open(a.point, os.O_RDONLY | os.O_DIRECTORY)
+        # the 2,000-memory store is full: write into a fresh store of its own
+        w = Mount(trio.run(seed, config, {}), work / f"w-{label}", env, cache)
+        w.mount()
+        before = w.requests()
+        local_write = timed(lambda: write_many(local, label))
+        row("write 200 small files (closes)", timed(lambda: write_many(w.point, label)),
+            local_write, None)  # fmt: skip
+        fd = os.open(w.point, os.O_RDONLY | os.O_DIRECTORY)
         row("  ... until the store has them", timed(lambda: os.fsync(fd)), None,
-            a.requests() - before)  # fmt: skip
+            w.requests() - before)  # fmt: skip
         os.close(fd)
-        shutil.rmtree(local / "written")
-        b.mount()
-        target = "topic-00/note-0000.md"
-        (b.point / target).read_text()
-        samples = []
-        for n in range(20):
-            text = f"visible {n} {secrets.token_hex(4)}\n"
-            started = time.perf_counter()
-            with open(a.point / target, "w") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            while (b.point / target).read_text() != text:
-                time.sleep(0.005)
-                if time.perf_counter() - started > 20:
-                    raise RuntimeError("change not visible in the other mount within 20 s")
-            samples.append(time.perf_counter() - started)
-        rows.append({"server": label, "benchmark": "visible in another mount: p50 / p99 (s)",
-                     "seconds": percentile(samples, 50), "local_seconds": None,
-                     "ratio": None, "requests": f"p99 {percentile(samples, 99):.3f}"})  # fmt: skip
-        rows.append({"server": label, "benchmark": "change feed of mount b",
-                     "seconds": None, "local_seconds": None, "ratio": None,
-                     "requests": b.status()["change_feed"]["source"]})  # fmt: skip
+        w.umount()
+        shutil.rmtree(local / f"written-{label.replace(' ', '')}")
+        for mount, mode in ((b, "auto"), (c, "poll")):
+            mount.mount("--change-feed", mode)
+            target = "topic-00/note-0000.md"
+            (mount.point / target).read_text()
+            samples = []
+            for n in range(20):
+                text = f"visible {n} {secrets.token_hex(4)}\n"
+                started = time.perf_counter()
+                with open(a.point / target, "w") as handle:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                while (mount.point / target).read_text() != text:
+                    time.sleep(0.005)
+                    if time.perf_counter() - started > 20:
+                        raise RuntimeError("change not visible in the other mount within 20 s")
+                samples.append(time.perf_counter() - started)
+                time.sleep(random.uniform(0, 0.3))  # not in step with the poller
+            source = mount.status()["change_feed"]["source"]
+            rows.append({"server": label, "benchmark": f"visible in another mount ({source}): "
+                         "p50 / p99 (s)", "seconds": percentile(samples, 50),
+                         "local_seconds": None, "ratio": None,
+                         "requests": f"p99 {percentile(samples, 99):.3f}"})  # fmt: skip
+            mount.umount()
     finally:
-        a.umount()
-        b.umount()
+        for mount in (a, b, c):
+            mount.umount()
         set_latency(url, key, 0)
     return rows
 
@@ -308,7 +329,7 @@ def main() -> int:
             env.pop("MEMFS_API_KEYS", None)
             rows = []
             for latency in (float(x) for x in args.latencies.split(",")):
-                rows += run_setting(latency, url, key, store_id, config, local, work, env)
+                rows += run_setting(latency, url, key, store_id, config, local, work, env, tree)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

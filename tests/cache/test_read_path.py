@@ -60,8 +60,8 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
     assert len(contents) == FILES
     gets = client.stats.count("GET", "/v1/memory_stores/{store}/memories/{memory}")
     listings = client.stats.count("GET", "/v1/memory_stores/{store}/memories")
-    # one retrieve (the first, lone miss), then ceil(45 / 20) full pages; two basic listings
-    assert gets == 1
+    # read right after a readdir: no single retrieve, ceil(45 / 20) full pages; two listings
+    assert gets == 0
     assert listings == 2 + math.ceil(FILES / 20)
     assert vfs.bulk.prefetches == 1
     vfs.listings.vouch(math.inf)  # what a healthy change feed does
@@ -70,6 +70,18 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
     for _, node in await vfs.readdir(ROOT_INODE):
         vfs.attr(node)
     assert client.stats.total == 0
+
+
+async def test_lone_read_is_one_retrieve(client: StoreClient) -> None:
+    store_id = await make_store(client)
+    vfs = Vfs(client, store_id, VfsConfig())
+    d = (await vfs.lookup(ROOT_INODE, "d")).ino
+    node = await vfs.lookup(d, "f01.md")
+    client.stats.reset()
+    fh, _ = await vfs.open(node.ino, os.O_RDONLY)
+    assert await vfs.read(fh, 0, 100) == b"file 1\n" * 2
+    await vfs.release(fh)
+    assert client.stats.total == 1 and vfs.bulk.prefetches == 0
 
 
 async def test_content_cache_is_bounded_by_bytes() -> None:
