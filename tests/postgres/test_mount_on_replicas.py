@@ -1,0 +1,83 @@
+"""A change committed through one replica reaches a mount attached to another, fast.
+
+Three ``memfs server`` replicas share one PostgreSQL database. A mount talks to replica B and
+follows the server's change stream (``--change-feed auto``); writes go through replica A with the
+official SDK. Each change must show in the mount — the kernel's cached copy included — well
+under a second, because LISTEN/NOTIFY carries it from A to B and the stream pushes it to the
+mount, which invalidates the kernel's copy.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import pytest
+from conftest import ServerProcess
+from mount.conftest import MountedStore, wait_for
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def mounted_on_replica_b(
+    replicas: list[ServerProcess], tmp_path: Path
+) -> Iterator[tuple[MountedStore, anthropic.Anthropic]]:
+    writer = anthropic.Anthropic(
+        api_key=replicas[0].api_key, base_url=replicas[0].base_url, max_retries=1
+    )
+    reader = anthropic.Anthropic(
+        api_key=replicas[1].api_key, base_url=replicas[1].base_url, max_retries=1
+    )
+    store = writer.beta.memory_stores.create(name=f"replicas-{uuid.uuid4().hex[:8]}")
+    writer.beta.memory_stores.memories.create(store.id, path="/live.md", content="v0\n")
+    point = tmp_path / "mnt"
+    point.mkdir()
+    env = replicas[1].client_env()
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    mounted = MountedStore(
+        path=point,
+        store_id=store.id,
+        store_name=store.name,
+        sdk=reader,
+        env=env,
+        log_file=tmp_path / "mount.log",
+        extra_args=["--change-feed", "auto"],
+    )
+    try:
+        result = mounted.mount()
+        assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
+        yield mounted, writer
+    finally:
+        mounted.cleanup()
+        writer.close()
+        reader.close()
+        assert "Traceback" not in mounted.log(), mounted.log()
+
+
+def test_write_on_replica_a_shows_in_a_mount_on_replica_b(
+    mounted_on_replica_b: tuple[MountedStore, anthropic.Anthropic],
+) -> None:
+    mounted, writer = mounted_on_replica_b
+    live = mounted.path / "live.md"
+    assert live.read_text() == "v0\n"  # now in the kernel's page cache
+    memory_id = mounted.memories()["/live.md"].id
+    delays = []
+    for n in range(1, 11):
+        writer.beta.memory_stores.memories.update(
+            memory_id, memory_store_id=mounted.store_id, content=f"v{n}\n"
+        )
+        started = time.monotonic()
+        wait_for(lambda n=n: live.read_text() == f"v{n}\n", timeout=5, interval=0.01)
+        delays.append(time.monotonic() - started)
+    # A new memory appears in its directory listing too.
+    writer.beta.memory_stores.memories.create(mounted.store_id, path="/fresh.md", content="new\n")
+    started = time.monotonic()
+    wait_for(lambda: "fresh.md" in {p.name for p in mounted.path.iterdir()}, timeout=5)
+    delays.append(time.monotonic() - started)
+    assert max(delays) < 1.0, f"visibility delays (s): {delays}"
+    assert statistics.median(delays) < 0.5, f"visibility delays (s): {delays}"
