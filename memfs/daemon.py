@@ -275,6 +275,7 @@ class Daemon:
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
         vfs.durable.journal = journal
+        vfs.durable.refusals.directory = journal.directory.parent / "kept"
         log.info("write-back journal in %s", journal.directory)
         return journal
 

@@ -37,6 +37,7 @@ from memfs.errors import (
 from memfs.inodes import Kind
 from memfs.journal import Journal, Record
 from memfs.models import sha256_hex
+from memfs.refusals import Refusals
 
 if TYPE_CHECKING:
     from memfs.vfs import Vfs
@@ -85,6 +86,7 @@ class Durable:
         vfs.writeback.on_retry = self.retry
         self.replayed = 0
         self.untouched = 0  # read-only mount: records of an earlier mount left in the journal
+        self.refusals = Refusals()  # files refused (EFBIG, EILSEQ): kept, never uploaded
 
     # -- names --------------------------------------------------------------------------------
 
@@ -317,17 +319,16 @@ class Durable:
     # -- reporting ----------------------------------------------------------------------------
 
     def not_uploaded(self) -> list[str]:
-        """One line per journal record still on disk (for the unmount report)."""
-        if self.journal is None:
-            return []
+        """One line per journal record still on disk and per refused file (unmount report)."""
         lines = []
-        for record in self.journal.load():
+        records = self.journal.load() if self.journal is not None else []
+        for record in records:
             why = (
                 self.failed.get(record.name) or self.retrying.get(record.name) or "not uploaded yet"
             )
             target = record.path or record.remote_path or record.memory_id or "?"
             lines.append(f"{record.op} {target}: {why}")
-        return lines
+        return lines + self.refusals.lines()
 
 
 def _numbered(path: str, attempt: int) -> str:

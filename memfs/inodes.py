@@ -69,6 +69,7 @@ class Node:
     conflict: bool = False  # the last upload hit a remote change; nothing is retried
     rebase: bool = False  # written after a conflict: the next upload replaces the remote head
     last_open_sha: str | None = None  # for keep_cache
+    refused: str | None = None  # why the content is not uploaded (memfs.refusals), or None
 
     @property
     def is_dir(self) -> bool:

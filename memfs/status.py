@@ -100,6 +100,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "replayed": durable.replayed,
             "untouched": durable.untouched,
         },
+        "refused": durable.refusals.status(),
         "conflicts": {
             "count": durable.conflict_count,
             "recent": [
@@ -174,6 +175,14 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(f"  failed: {name}: {why}")
     for name, why in uploads.get("retrying", {}).items():
         lines.append(f"  retrying: {name}: {why}")
+    refused = doc.get("refused")
+    if refused:
+        lines.append(
+            f"refused          {refused['count']} (too large {refused['by_reason']['too large']}"
+            f", not UTF-8 {refused['by_reason']['not UTF-8']}); never uploaded, copies kept"
+        )
+        for path in refused["files"]:
+            lines.append(f"  refused: {path}")
     conflicts = doc["conflicts"]
     lines.append(f"conflicts        {conflicts['count']}")
     for item in conflicts["recent"]:

@@ -59,6 +59,7 @@ from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
 from memfs.models import Memory, MemoryPrefix, MemoryVersion, sha256_hex
 from memfs.prefetch import BulkFetcher
+from memfs.refusals import NOT_UTF8, TOO_LARGE
 from memfs.versions import VersionsConfig, VersionsTree
 from memfs.writeback import WriteBack
 
@@ -530,6 +531,8 @@ class Vfs:
                     del node.data[size:]
                 else:
                     node.data.extend(b"\0" * (size - len(node.data)))
+            if node.refused == TOO_LARGE:
+                self.durable.refusals.clear(node)  # truncated: an ordinary dirty file again
             self._changed(node)
             if node.open_count == 0:
                 self._commit(node)
@@ -623,6 +626,8 @@ class Vfs:
             if node.data is None or len(node.data) > 0:
                 node.data = bytearray()
                 self._changed(node)
+            if node.refused == TOO_LARGE:
+                self.durable.refusals.clear(node)
         elif writable:
             await self._ensure_data(node)
         elif node.kind is Kind.FILE:
@@ -678,6 +683,7 @@ class Vfs:
             offset = len(data)
         end = offset + len(buf)
         if end > MAX_CONTENT_BYTES:
+            self.durable.refusals.refuse(node, TOO_LARGE)  # not uploaded from this state
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
         if offset > len(data):
             data.extend(b"\0" * (offset - len(data)))
@@ -691,16 +697,25 @@ class Vfs:
         if len(data) > MAX_CONTENT_BYTES:
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
         try:
-            return bytes(data).decode("utf-8")
+            text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
             log.warning(
                 "%s is not UTF-8 text (byte %d); kept locally, not uploaded", node.path, exc.start
             )
+            self.durable.refusals.refuse(node, NOT_UTF8)
             raise NotUtf8Error(f"{node.path} is not UTF-8 text") from None
+        if node.refused == NOT_UTF8:
+            self.durable.refusals.clear(node)
+        return text
 
     def _commit(self, node: Node) -> None:
         """Validate a changed file and queue its upload (rule: close/fsync/rename commit)."""
         if node.local_only or node.kind is not Kind.FILE or node.path is None or self.read_only:
+            return
+        if node.refused == TOO_LARGE:
+            self.durable.refusals.keep(node)  # never uploaded until truncated (memfs.refusals)
+            if node.dirty:
+                self._validate(node)  # EILSEQ is still the writer's to hear
             return
         if not node.dirty and node.memory_id is not None and node.path == node.remote_path:
             return
@@ -730,11 +745,18 @@ class Vfs:
         node = handle.node
         if handle.wrote or (node.dirty and handle.writable):
             self._commit(node)
-        self._report(node)
+        if handle.writable:  # an error is the writer's, never a read-only open's
+            self._report(node)
 
     async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
         node = handle.node
+        if not handle.writable:  # waits for the upload; its errors are the writer's
+            try:
+                await self.writeback.flush(node.ino)
+            except Exception as exc:
+                log.debug("fsync of a read-only open of %s: %s (not reported)", node.path, exc)
+            return
         if node.dirty:
             self._commit(node)
         self._report(node)
@@ -761,6 +783,17 @@ class Vfs:
             # a NotUtf8Error was reported by flush already; the content stays local
             with contextlib.suppress(NotUtf8Error):
                 self._commit(node)
+        if (
+            node.refused == TOO_LARGE
+            and node.open_count == 0
+            and node.memory_id is None
+            and not node.data
+            and node.path is not None
+        ):
+            # a new file whose every write was refused: it is not created at all
+            self.durable.refusals.clear(node)
+            self.writeback.cancel(node.ino)
+            self._forget_memory(node)
         self._drop_clean_data(node)
         deferred = self.deferred_versions.pop(node.ino, None) if node.open_count == 0 else None
         if deferred and self.settled(node):
@@ -1153,6 +1186,8 @@ class Vfs:
             return
         if node.path is None or node.local_only:
             return
+        if node.refused == TOO_LARGE:
+            return  # a refused write left it partial: not uploaded (memfs.refusals)
         path = node.path
         gen = node.gen
         text = self._validate(node) if node.data is not None else None

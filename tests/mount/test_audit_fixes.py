@@ -7,12 +7,18 @@ writer only, the state directory is ours, journals and lock files do not pile up
 
 from __future__ import annotations
 
+import base64
+import errno
+import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mount.conftest import MountedStore, daemon_alive, memfs, wait_for
 
@@ -128,3 +134,83 @@ def test_read_only_mount_leaves_the_journal_untouched(
     assert m.mount().returncode == 0  # read-write: the journal is replayed now
     m.wait_content("/a.md", "v2\n")
     m.wait_content("/new.md", "new\n")
+
+
+def _status(m: MountedStore) -> dict[str, Any]:
+    result = memfs("status", str(m.path), "--json", env=m.env)
+    assert result.returncode == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_oversized_new_file_is_not_created(mount: MountedStore, tmp_path: Path) -> None:
+    big = tmp_path / "b"
+    big.write_bytes(base64.encodebytes(os.urandom(150_000)))
+    result = subprocess.run(["cp", str(big), str(mount.path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "File too large" in result.stderr
+    # every write was refused: nothing is created, here or in the store
+    assert "b" not in os.listdir(mount.path)  # (a name the kernel cached may stay up to 10 s)
+    mount.settle()
+    time.sleep(1.5)  # a new file would be uploaded 1 s after its close
+    assert "/b" not in mount.paths()
+    assert "refused /b" in mount.log()
+    wait_for(lambda: _status(mount)["refused"]["count"] == 1, timeout=5)
+
+
+def test_write_crossing_the_limit_uploads_nothing(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    m = mount_factory(memories={"/old.md": "previous\n"})
+    fill = "head -c 102401 /dev/zero | tr '\\0' {1} > {0}/{2}"
+    script = fill.format(m.path, "a", "x.md") + "; " + fill.format(m.path, "b", "old.md")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert result.stderr.count("File too large") == 2, result.stderr
+    m.settle()
+    time.sleep(1.5)
+    assert "/x.md" not in m.paths()  # not a truncated 102,400-byte memory
+    assert m.content("/old.md") == "previous\n"  # the store keeps the previous content
+    status = _status(m)["refused"]
+    assert status["count"] == 2 and status["files"] == ["/old.md", "/x.md"]
+    # truncated and rewritten below the limit: an ordinary file again
+    (m.path / "old.md").write_text("small\n")
+    m.settle()
+    assert m.content("/old.md") == "small\n"
+    wait_for(lambda: _status(m)["refused"]["files"] == ["/x.md"], timeout=5)
+    result = m.umount()
+    assert result.returncode == 1 and "refused /x.md" in result.stderr
+    assert "/old.md" not in result.stderr
+
+
+def test_every_refused_non_utf8_file_is_kept_and_reported(
+    mount_factory: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    cache = tmp_path / "journals"
+    m = mount_factory("--cache-dir", str(cache))
+    fd = os.open(m.path / "made.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, b"\xff")
+    with pytest.raises(OSError) as caught:
+        os.fsync(fd)
+    assert caught.value.errno == errno.EILSEQ
+    with pytest.raises(OSError):
+        os.close(fd)
+    subprocess.run(["bash", "-c", f"printf 'x\\xfe' > {m.path}/shell.bin"], check=True)
+    result = m.umount()
+    assert result.returncode == 1
+    assert "made.bin" in result.stderr and "shell.bin" in result.stderr, result.stderr
+    kept = {p.read_bytes() for p in (cache / m.store_id / "kept").iterdir()}
+    assert kept == {b"\xff", b"x\xfe"}
+
+
+def test_upload_errors_reach_the_writer_not_a_reader(mount: MountedStore) -> None:
+    p = mount.path
+    subprocess.run(["bash", "-c", f"echo hi > {p}/bin.dat; printf '\\xff' >> {p}/bin.dat"])
+    time.sleep(2.0)  # the upload queued by the first close fails in the background
+    grep = subprocess.run(["grep", "-r", "hi", str(p)], capture_output=True, text=True)
+    assert grep.stderr == "", grep.stderr
+    with open(p / "bin.dat", "rb") as reader:
+        assert reader.read() == b"hi\n\xff"
+    writer = open(p / "bin.dat", "ab")  # noqa: SIM115  (the writer's close hears of it)
+    writer.write(b"\xff")
+    with pytest.raises(OSError) as caught:
+        writer.close()
+    assert caught.value.errno == errno.EILSEQ

@@ -458,6 +458,10 @@ def test_efbig_at_the_crossing_write(mount_factory):
     assert cp.returncode != 0 and "File too large" in cp.stderr
     m.settle()
     assert m.content("/a.md") == "A"
+    # big.md's last writes were refused: it is not uploaded (docs/semantics.md, Refused files)
+    assert m.content("/big.md") is None
+    os.truncate(p / "big.md", LIMIT)  # a truncate ends the refusal: uploaded at once
+    m.settle()
     assert m.content("/big.md") == "x" * 100_000 + "y" * 2_400
     assert max(x.content_size_bytes for x in m.memories().values()) == LIMIT
     assert os.stat(p).st_ino == 1  # the daemon is alive
