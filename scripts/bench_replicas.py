@@ -8,6 +8,9 @@ for ``--duration`` seconds each under ``--concurrency`` client tasks, spreading 
 the replicas round-robin (as a load balancer would), with the measuring code of
 ``scripts/bench_server.py``. Then it measures the change stream: a subscriber on the last
 replica, ``--events`` sequential writes on the first; latency = write sent → event received.
+Last, a mount: ``memfs mount --change-feed auto`` against the last replica, ``--mount-samples``
+writes through the first, each timed from the write's answer until ``read()`` of the file in
+the mount (already in the kernel's page cache) returns the new content.
 
 Prints markdown tables (or JSON with ``--json``). This script owns no product code.
 """
@@ -31,6 +34,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +88,10 @@ def config(url: str, concurrency: int) -> ClientConfig:
     )
 
 
-async def run_setup(args: argparse.Namespace, urls: list[str]) -> tuple[list[Result], Result]:
+Setup = tuple[list[Result], Result, str, str]
+
+
+async def run_setup(args: argparse.Namespace, urls: list[str]) -> Setup:
     rng = random.Random(1)
     clients = [StoreClient(config(u, args.concurrency)) for u in urls]
     results: list[Result] = []
@@ -107,7 +114,53 @@ async def run_setup(args: argparse.Namespace, urls: list[str]) -> tuple[list[Res
     finally:
         for client in clients:
             await client.aclose()
-    return results, stream_result
+    return results, stream_result, store_id, ids[0]
+
+
+def mount_visibility(
+    args: argparse.Namespace, urls: list[str], store_id: str, memory_id: str, workdir: Path
+) -> Result:
+    """Write through the first replica; time until a mount on the last one reads the change."""
+    point = workdir / f"mnt-{free_port()}"
+    point.mkdir()
+    env = dict(os.environ, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=urls[-1])
+    env["XDG_CACHE_HOME"] = str(workdir / "xdg-cache")
+    env.pop("MEMFS_API_KEYS", None)
+    memfs = [sys.executable, "-m", "memfs"]
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    route = f"/v1/memory_stores/{store_id}/memories/{memory_id}"
+    latencies: list[float] = []
+    with httpx.Client(base_url=urls[0], headers=headers, timeout=30) as writer:
+        path = writer.get(route).json()["path"]
+        subprocess.run(
+            [*memfs, "mount", store_id, str(point), "--change-feed", "auto"],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        try:
+            target = point / path.lstrip("/")
+            target.read_bytes()  # warm: the kernel now caches the old content
+            for i in range(args.mount_samples):
+                text = f"mount sample {i}"
+                writer.post(route, json={"content": text}).raise_for_status()
+                written = time.perf_counter()
+                while target.read_text() != text:
+                    if time.perf_counter() - written > 10:
+                        raise RuntimeError("a change was not visible in the mount within 10 s")
+                    time.sleep(0.002)
+                latencies.append((time.perf_counter() - written) * 1000)
+        finally:
+            subprocess.run([*memfs, "umount", str(point)], env=env, capture_output=True)
+    latencies.sort()
+    return Result(
+        operation="write on first replica → visible in a mount on the last",
+        concurrency=1,
+        requests=len(latencies),
+        errors=0,
+        seconds=0,
+        throughput=0,
+        p50_ms=round(percentile(latencies, 50), 2),
+        p99_ms=round(percentile(latencies, 99), 2),
+    )
 
 
 async def stream_latency(
@@ -156,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--events", type=int, default=100, help="change-stream writes")
+    parser.add_argument("--mount-samples", type=int, default=20, help="mount visibility writes")
     parser.add_argument("--setups", nargs="+", default=["sqlite", "pg1", "pg3"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -179,12 +233,14 @@ def main(argv: list[str] | None = None) -> int:
                     db = cluster.create_database("bench")
                     count = int(setup[2:])
                     urls = [servers.enter_context(server(db, Path(tmp))) for _ in range(count)]
-                results, stream = trio.run(run_setup, args, urls)
+                results, stream, store_id, memory_id = trio.run(run_setup, args, urls)
+                mount = mount_visibility(args, urls, store_id, memory_id, Path(tmp))
             report[setup] = {
                 "operations": [
                     {k: v for k, v in asdict(r).items() if k != "latencies"} for r in results
                 ],
                 "stream": [{k: v for k, v in asdict(stream).items() if k != "latencies"}],
+                "mount": [{k: v for k, v in asdict(mount).items() if k != "latencies"}],
             }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -206,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     for setup, data in report.items():
         s = data["stream"][0]
         print(f"| {setup} | {s['requests']} events | {s['p50_ms']} | {s['p99_ms']} |")
+    header = "write on first replica → visible in a mount on the last"
+    print(f"\n| setup | {header} | p50 (ms) | p99 (ms) |")
+    print("|---|---:|---:|---:|")
+    for setup, data in report.items():
+        m = data["mount"][0]
+        print(f"| {setup} | {m['requests']} writes | {m['p50_ms']} | {m['p99_ms']} |")
     return 0
 
 
