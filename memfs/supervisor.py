@@ -44,6 +44,7 @@ from pathlib import Path
 
 import trio
 
+from memfs.daemon import state_path as daemon_state_path
 from memfs.session import MountPlan, SessionState
 
 log = logging.getLogger(__name__)
@@ -132,16 +133,39 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+DEAD = "dead (transport endpoint is not connected: its daemon is gone)"
+
+
+def daemon_gone(path: Path) -> bool:
+    """True when the pid file of the mount at ``path`` names a process that has exited.
+
+    ``stat`` alone cannot tell: the kernel answers it from cached attributes, without asking
+    the (dead) daemon, until they time out. False when there is no pid file to go by.
+    """
+    try:
+        pid = int(daemon_state_path(str(path), "pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat_file:
+            state = stat_file.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")  # a zombie has closed its FUSE connection already
+
+
 def mount_health(path: Path) -> str | None:
     """None if ``path`` is a live mount point, else what is wrong with it (blocking)."""
     try:
         os.stat(path)
     except OSError as exc:
         if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
-            return "dead (transport endpoint is not connected: its daemon is gone)"
+            return DEAD
         return f"unusable ({exc.strerror})"
     if not os.path.ismount(path):
         return "no longer mounted"
+    if daemon_gone(path):
+        return DEAD
     return None
 
 
