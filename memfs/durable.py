@@ -36,7 +36,7 @@ from memfs.errors import (
 )
 from memfs.inodes import Kind
 from memfs.journal import Journal, Record
-from memfs.models import sha256_hex
+from memfs.models import Memory, sha256_hex
 from memfs.refusals import Refusals
 
 if TYPE_CHECKING:
@@ -207,6 +207,11 @@ class Durable:
 
     async def _is_same(self, exc: PathConflictError, path: str, text: str) -> bool:
         """True if the memory at ``path`` already holds ``text`` (an earlier attempt made it)."""
+        return await self.created_earlier(exc, path, text) is not None
+
+    async def created_earlier(self, exc: PathConflictError, path: str, text: str) -> Memory | None:
+        """The memory at ``path`` if it holds exactly ``text``: an earlier create of ours whose
+        answer was lost (a retry of the queue, or a replay after a crash), not a conflict."""
         vfs = self.vfs
         memory_id = getattr(exc, "conflicting_memory_id", None)
         try:
@@ -215,11 +220,13 @@ class Durable:
             else:
                 found = await vfs.upload_client.find_memory(vfs.store_id, path)
                 if found is None:
-                    return False
+                    return None
                 memory = found
         except NotFoundError:
-            return False
-        return memory.path == path and memory.content_sha256 == sha256_hex(text)
+            return None
+        if memory.path == path and memory.content_sha256 == sha256_hex(text):
+            return memory
+        return None
 
     # -- work of the queue for our own keys ---------------------------------------------------
 

@@ -1272,7 +1272,10 @@ class Vfs:
     async def _create(self, path: str, text: str) -> Memory:
         try:
             return await self.upload_client.create_memory(self.store_id, path, text)
-        except PathConflictError:
+        except PathConflictError as exc:
+            earlier = await self.durable.created_earlier(exc, path, text)
+            if earlier is not None:  # our own create, answered after we had given up on it
+                return earlier
             if not await self._wait_for_path(path):
                 raise
             return await self.upload_client.create_memory(self.store_id, path, text)
