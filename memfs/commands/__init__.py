@@ -1,22 +1,12 @@
-"""Command groups of the ``memfs`` CLI, one module each (see ``memfs.cli``)."""
+"""Command groups of the ``memfs`` CLI, one module each (see ``memfs.cli``).
+
+Each module exposes ``register(subparsers)``; the order here is the order of ``memfs --help``.
+"""
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-_NAMES = ["server", "admin", "mount", "session", "status"]
+from memfs.commands import admin, mount, server, session, status
 
-
-def _load() -> list[ModuleType]:
-    modules = []
-    for name in _NAMES:
-        try:
-            modules.append(importlib.import_module(f"memfs.commands.{name}"))
-        except ModuleNotFoundError as exc:  # a command group not written yet
-            if exc.name != f"memfs.commands.{name}":
-                raise
-    return modules
-
-
-COMMAND_MODULES = _load()
+COMMAND_MODULES: list[ModuleType] = [server, admin, mount, status, session]
