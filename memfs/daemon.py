@@ -57,6 +57,7 @@ class MountOptions:
     session_id: str | None = None
     grace: float = 2.0
     update_delay: float = 0.5
+    fsync_timeout: float = FINAL_FLUSH_SECONDS  # fsync retries transient failures this long
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
     poll_interval: float = 1.0  # change feed while in use
@@ -192,6 +193,7 @@ class Daemon:
                         read_only=read_only,
                         grace=opts.grace,
                         update_delay=opts.update_delay,
+                        fsync_timeout=opts.fsync_timeout,
                         cache_bytes=int(opts.cache_mb * 1024 * 1024),
                     ),
                     upload_client=client.with_options(timeout=60.0, max_retries=4),

@@ -28,12 +28,16 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import trio
+
 from memfs import paths
 from memfs.api import StoreClient
+from memfs.api.retry import RETRY_STATUSES
 from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache
 from memfs.durable import Durable
 from memfs.errors import (
     ApiConnectionError,
+    ApiError,
     DirectoryNotEmptyError,
     ExistsError,
     FileTooLargeError,
@@ -53,6 +57,7 @@ from memfs.errors import (
     RateLimitError,
     ReadOnlyError,
     RemoteConflictError,
+    RemoteUnavailableError,
     StoreArchivedError,
 )
 from memfs.inodes import InodeTable, Kind, Node
@@ -81,6 +86,7 @@ class VfsConfig:
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
     listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
+    fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
     local_names: LocalNames = field(default_factory=LocalNames)
@@ -136,10 +142,11 @@ Invalidator = Callable[[list[Invalidation]], Awaitable[None]]
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying in the background (the server or the network may recover)."""
-    return isinstance(
-        exc, ApiConnectionError | RateLimitError | InternalServerError | OverloadedError
-    )
+    """Errors worth retrying in the background (the server or the network may recover):
+    connection failures and timeouts, 408, 429, 5xx, 529."""
+    if isinstance(exc, ApiConnectionError | RateLimitError | InternalServerError | OverloadedError):
+        return True
+    return isinstance(exc, ApiError) and (exc.status in RETRY_STATUSES or exc.status >= 500)
 
 
 def decode_name(raw: bytes) -> str:
@@ -753,7 +760,7 @@ class Vfs:
         node = handle.node
         if not handle.writable:  # waits for the upload; its errors are the writer's
             try:
-                await self.writeback.flush(node.ino)
+                await self._settle(node.ino)
             except Exception as exc:
                 log.debug("fsync of a read-only open of %s: %s (not reported)", node.path, exc)
             return
@@ -761,7 +768,7 @@ class Vfs:
             self._commit(node)
         self._report(node)
         try:
-            await self.writeback.flush(node.ino)
+            await self._settle(node.ino)
         except Exception:
             if node.error is not None:
                 self._report(node)  # the same failure, reported once
@@ -769,9 +776,27 @@ class Vfs:
         self._report(node)
 
     async def fsync_dir(self) -> None:
-        errors = await self.writeback.flush_all()
+        errors = await self.writeback.flush_all(patience=self.config.fsync_timeout)
         if errors:
-            raise errors[0]
+            raise self._gave_up(errors[0])
+
+    async def _settle(self, key: Hashable) -> None:
+        """fsync: upload ``key`` now, retrying transient failures for ``fsync_timeout``."""
+        try:
+            await self.writeback.flush(key, patience=self.config.fsync_timeout)
+        except Exception as exc:
+            raise self._gave_up(exc) from None
+
+    def _gave_up(self, exc: BaseException) -> BaseException:
+        """The error fsync reports; a transient one (EIO) says the change stays queued."""
+        if isinstance(exc, trio.TooSlowError) or is_transient(exc):
+            error = RemoteUnavailableError(
+                f"not uploaded within {self.config.fsync_timeout:g} s ({exc}); kept in the "
+                "journal and retried in the background"
+            )
+            error.__cause__ = exc
+            return error
+        return exc
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)

@@ -2,9 +2,12 @@
 
 Owns *when* an upload runs: one entry per key (the filesystem core uses inode numbers and
 pending deletes), a due time, at most one run per key at a time, collapsing of repeated
-requests, retries with backoff for transient errors, ``flush(key)`` (run now and report the
-outcome) and ``flush_all()`` (unmount). *What* an upload does is the ``upload(key)`` function
-it is given: the queue holds no data, so dirty content never lives here nor in a cache.
+requests, retries with backoff for transient errors (for as long as the queue runs: work it
+accepted is never given up on for a transient error), ``flush(key)`` (run now and report the
+outcome; with ``patience``, keep retrying transient failures that long: fsync) and
+``flush_all()`` (fsync of a directory, unmount). *What* an upload does is the ``upload(key)``
+function it is given: the queue holds no data, so dirty content never lives here nor in a
+cache.
 
 Durability hooks: ``on_queued(key)`` runs (synchronously) every time ``schedule`` records work,
 so the caller can write its journal record before the operation that asked is acknowledged;
@@ -17,7 +20,9 @@ Invariants:
 - an entry exists while work for its key is outstanding; it is removed only after a run that
   succeeded (and was not re-requested meanwhile), after ``cancel``, or after a permanent
   failure has been handed to ``on_failure``;
-- a key never runs twice at the same time; ``schedule`` while running sets ``rerun``.
+- a key never runs twice at the same time; ``schedule`` while running sets ``rerun``;
+- a run cancelled in the middle (a ``flush`` deadline) counts as a transient failure: the
+  entry stays, due again after a backoff, and its waiters are woken.
 
 This module must not import the client, pyfuse3 or the filesystem core.
 """
@@ -63,6 +68,7 @@ class _Entry:
     running: bool = False
     rerun: bool = False
     cancelled: bool = False
+    error: Exception | None = None  # of the last run that failed transiently
     finished: trio.Event = field(default_factory=trio.Event)
 
 
@@ -140,36 +146,63 @@ class WriteBack:
             del self._entries[key]
         self.on_done(key, None)
 
-    async def flush(self, key: Hashable) -> None:
+    async def flush(self, key: Hashable, *, patience: float = 0.0) -> None:
         """Run the pending work of ``key`` now and wait; raise the error of that run.
 
         Returns at once when nothing is pending. A transient failure stays queued for retry
         but is raised here all the same (the caller is waiting for the server to have it).
+        With ``patience`` (seconds) a transient failure is retried, after the queue's backoff,
+        until the work is done or that time is up (a run in progress then is cancelled: it
+        stays queued); the last error is raised, ``trio.TooSlowError`` if no run ended.
         """
-        while True:
-            entry = self._entries.get(key)
-            if entry is None:
-                return
-            if entry.running:
-                await entry.finished.wait()
-                continue
-            exc = await self._run_one(key, entry)
+        if patience <= 0:
+            exc = await self._flush_once(key)
             if exc is not None:
                 raise exc
             return
+        error: Exception | None = None
+        with trio.move_on_after(patience):
+            while True:
+                error = await self._flush_once(key)
+                entry = self._entries.get(key)
+                if error is None or entry is None:
+                    return
+                if not self._is_transient(error):
+                    raise error
+                await trio.sleep_until(entry.due)
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        raise error or entry.error or trio.TooSlowError(f"{key} not done within {patience} s")
 
-    async def flush_all(self) -> list[BaseException]:
+    async def _flush_once(self, key: Hashable) -> Exception | None:
+        """Run ``key`` now unless a run is in progress; the error of the run that ended."""
+        while True:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry.running:
+                await entry.finished.wait()
+                if self._entries.get(key) is entry and entry.error is not None:
+                    return entry.error  # that run failed transiently: its backoff holds
+                continue
+            return await self._run_one(key, entry)
+
+    async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Run everything pending now (deferred work too); return the errors of this pass.
 
         Keys re-requested while they ran are run again; keys that keep failing transiently are
-        tried once per pass. Callers bound this with a deadline.
+        tried once per pass, or for ``patience`` seconds (see ``flush``). Without patience,
+        callers bound this with a deadline.
         """
         errors: list[BaseException] = []
         tried: set[Hashable] = set()
+        give_up = trio.current_time() + patience
 
         async def one(key: Hashable) -> None:
+            left = give_up - trio.current_time()
             try:
-                await self.flush(key)
+                await self.flush(key, patience=left if patience > 0 else 0.0)
             except Exception as exc:
                 errors.append(exc)
 
@@ -219,6 +252,15 @@ class WriteBack:
             await self._upload(key)
         except Exception as exc:
             error = exc
+        except BaseException:
+            # cancelled mid-run (a flush's deadline, shutdown): whether the server applied it
+            # is unknown, as after a lost answer; the work stays queued and is retried
+            entry.running = False
+            if self._entries.get(key) is entry and not entry.cancelled:
+                entry.attempts += 1
+                entry.due = trio.current_time() + self._backoff(entry)
+            self._finished(entry)
+            raise
         finally:
             entry.running = False
         if self._entries.get(key) is entry:
@@ -226,12 +268,14 @@ class WriteBack:
                 del self._entries[key]
             elif error is None:
                 entry.attempts = 0
+                entry.error = None
                 if not entry.rerun:
                     del self._entries[key]
                     self.on_done(key, None)
             elif self._is_transient(error):
                 entry.attempts += 1
-                backoff = min(self._max_backoff, self._base_backoff * 2 ** (entry.attempts - 1))
+                entry.error = error
+                backoff = self._backoff(entry)
                 if not entry.rerun:
                     entry.due = trio.current_time() + backoff
                 log.warning(
@@ -247,9 +291,15 @@ class WriteBack:
                 log.error("upload of %s failed for good: %s", key, error)
                 self._on_failure(key, error)
                 self.on_done(key, error)
+        self._finished(entry)
+        return error
+
+    def _backoff(self, entry: _Entry) -> float:
+        return float(min(self._max_backoff, self._base_backoff * 2 ** (entry.attempts - 1)))
+
+    def _finished(self, entry: _Entry) -> None:
         # waiters may have started waiting while the run was claimed but not started: set the
         # event they hold, and give later waiters (of a re-run) a fresh one
         finished, entry.finished = entry.finished, trio.Event()
         finished.set()
         self._wake.set()
-        return error

@@ -53,6 +53,13 @@ def register(subparsers: Any) -> None:
         "--update-delay", type=float, default=0.5, help="seconds before a save is uploaded"
     )
     mount.add_argument(
+        "--fsync-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="fsync retries an upload that fails transiently this long before EIO (default 30)",
+    )
+    mount.add_argument(
         "--cache-dir",
         metavar="DIR",
         help="write-back journal directory (default $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
@@ -118,6 +125,7 @@ def run_mount(args: argparse.Namespace) -> int:
         session_id=args.session_id,
         grace=args.grace,
         update_delay=args.update_delay,
+        fsync_timeout=args.fsync_timeout,
         cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
         cache_mb=args.cache_size,
         poll_interval=args.poll_interval,
@@ -155,6 +163,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
     argv += ["--ready-fd", str(write_end), "--log-file", log_file]
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
+    argv += ["--fsync-timeout", str(args.fsync_timeout)]
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed]

@@ -207,7 +207,9 @@ def test_key_refused_mid_mount_eacces(private_mount, fresh_server):
 
 
 def test_server_down_eio_and_cached_data(private_mount, fresh_server):
-    m = private_mount(memories={"/cached.md": "have it", "/uncached.md": "never read"})
+    m = private_mount(
+        "--fsync-timeout", "2", memories={"/cached.md": "have it", "/uncached.md": "never read"}
+    )
     held = os.open(m.path / "cached.md", os.O_RDONLY)
     new = os.open(m.path / "new.md", os.O_CREAT | os.O_RDWR)
     try:
@@ -220,10 +222,11 @@ def test_server_down_eio_and_cached_data(private_mount, fresh_server):
         print("read EIO after", time.monotonic() - started)
         # data at hand is still readable: an open file keeps its content
         assert os.pread(held, 100, 0) == b"have it"
-        # an upload that cannot reach the server: EIO from fsync, the content kept
+        # an upload that cannot reach the server: EIO from fsync after --fsync-timeout of
+        # retries, the content kept
         started = time.monotonic()
         expect_errno(errno.EIO, os.fsync, new)
-        print("fsync EIO after", time.monotonic() - started)
+        assert 1.5 <= time.monotonic() - started < 15
         assert os.pread(new, 100, 0) == b"written while down"
         fresh_server.start()
         os.fsync(new)

@@ -158,3 +158,68 @@ async def test_flush_all(clock):
         assert len(errors) == 1 and isinstance(errors[0], ApiConnectionError)
         assert wb.keys() == ["c"]
         nursery.cancel_scope.cancel()
+
+
+async def test_flush_with_patience_retries_transient_failures_until_done(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        rec.fail["a"] = [ApiConnectionError("down")] * 5
+        wb.schedule("a", 60)
+        t0 = trio.current_time()
+        await wb.flush("a", patience=30)
+        assert len(rec.calls) == 6 and not wb.pending("a")
+        gaps = [b - a for (_, a), (_, b) in zip(rec.calls, rec.calls[1:], strict=False)]
+        assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0]  # the queue's backoff between tries
+        assert trio.current_time() - t0 == pytest.approx(15.5)
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_with_patience_gives_up_in_time_and_keeps_the_work(clock):
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        rec.fail["a"] = [ApiConnectionError("down")] * 100
+        wb.schedule("a", 60)
+        t0 = trio.current_time()
+        with pytest.raises(ApiConnectionError):
+            await wb.flush("a", patience=10)
+        assert trio.current_time() - t0 == pytest.approx(10)
+        assert wb.pending("a")  # still queued: the background keeps retrying
+        calls = len(rec.calls)
+        await trio.sleep(120)
+        assert len(rec.calls) > calls and wb.pending("a")  # retried, never given up
+        assert rec.failures == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_deadline_mid_run_leaves_the_work_queued(clock):
+    calls: list[float] = []
+
+    async def upload(key: Hashable) -> None:
+        calls.append(trio.current_time())
+        if len(calls) == 1:
+            await trio.sleep(100)  # an answer that never comes
+
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(upload, is_transient=is_transient)
+        await nursery.start(wb.run)
+        wb.schedule("a", 60)
+        with pytest.raises(trio.TooSlowError):
+            await wb.flush("a", patience=5)
+        assert wb.pending("a") and not wb.running("a")
+        await wb.flush("a")  # the entry is usable: nobody waits on a dead run
+        assert len(calls) == 2 and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+def test_transient_errors_include_timeouts_and_every_5xx() -> None:
+    from memfs.errors import ApiError, ApiTimeoutError, BadRequestError, api_error_class
+
+    assert is_transient(ApiTimeoutError("slow"))
+    for status in (408, 429, 500, 502, 503, 504, 529):
+        cls = api_error_class(status, None, "x")
+        assert is_transient(cls("x", status=status)), status
+    assert is_transient(ApiError("x", status=599))
+    assert not is_transient(BadRequestError("x"))
+    assert not is_transient(PreconditionFailedError("x"))
