@@ -80,6 +80,7 @@ def main() -> int:
     server_env = {**os.environ, "MEMFS_API_KEYS": key}
     env = {**os.environ, "ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base_url}
     env.pop("MEMFS_API_KEYS", None)
+    env["XDG_CACHE_HOME"] = str(work / "cache")  # the mount's journal goes with the demo
     memfs = MEMFS
     mountpoint = work / "mnt" / "demo-memory"
     mountpoint.mkdir(parents=True)

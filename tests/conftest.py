@@ -7,6 +7,10 @@ API keys travel by environment variable only, never argv.
 ``pg_cluster`` is a throwaway PostgreSQL cluster (``tests/pgcluster.py``) started once per
 session for the tests that run on the PostgreSQL backend; they skip only if the PostgreSQL
 binaries are absent. ``pg_url`` is a fresh empty database on it for one test.
+
+``XDG_CACHE_HOME`` points at a session temp directory for the whole run (autouse), so a mount
+started by any test (``client_env()`` copies the environment) keeps its write-back journal
+there, never in the real ``~/.cache/memfs``; mount fixtures still give each test its own.
 """
 
 from __future__ import annotations
@@ -111,6 +115,21 @@ class ServerProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Journals of every mount of the session under a temp dir (see the module docstring)."""
+    home = tmp_path_factory.mktemp("xdg-cache")
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if old is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old
 
 
 @pytest.fixture(scope="session")

@@ -97,7 +97,7 @@ def private_mount(fresh_server: Any, tmp_path: Path) -> Iterator[Callable[..., M
             sdk=sdk,
             env=fresh_server.client_env(),
             log_file=tmp_path / f"pmount{len(made)}.log",
-            extra_args=list(args),
+            extra_args=["--cache-dir", str(tmp_path / "cache"), *args],
         )
         made.append(mounted)
         if mount:
@@ -722,7 +722,7 @@ def test_allow_other(mount_factory, sdk, server, tmp_path):
                 store_id=store_id,
                 store_name=m.store_name,
                 sdk=sdk,
-                env=server.client_env(),
+                env=m.env,  # its own cache directory (mount_factory)
                 log_file=tmp_path / f"allow-{allow}.log",
                 extra_args=["--allow-other"] if allow else [],
             )
