@@ -75,39 +75,48 @@ def free_port() -> int:
 @contextmanager
 def local_server(key: str, log_level: str) -> Iterator[str]:
     """A ``memfs server`` on a temp database; yields its base URL; stops it at exit."""
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp:
-        port = free_port()
-        env = dict(os.environ, MEMFS_API_KEYS=key)
-        log_path = Path(tmp) / "server.log"
-        with open(log_path, "wb") as server_log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "memfs", "server", "--db", str(Path(tmp) / "bench.db"),
-                 "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level],
-                env=env, stdout=server_log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 20
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"server exited:\n{log_path.read_text()[-2000:]}")
-                try:
-                    with urllib.request.urlopen(base_url + "/healthz", timeout=1) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("server did not become healthy within 20 s")
-                time.sleep(0.05)
-            yield base_url
-        finally:
-            proc.terminate()
+    with (
+        tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp,
+        server_on(Path(tmp) / "bench.db", key, log_level) as base_url,
+    ):
+        yield base_url
+
+
+@contextmanager
+def server_on(db: Path, key: str, log_level: str = "WARNING") -> Iterator[str]:
+    """A ``memfs server`` on ``db`` (log next to it); yields its base URL; stops it at exit."""
+    port = free_port()
+    env = dict(os.environ, MEMFS_API_KEYS=key)
+    log_path = db.with_suffix(".log")
+    with open(log_path, "wb") as server_log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "server", "--db", str(db),
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level],
+            env=env, stdout=server_log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"server exited:\n{log_path.read_text()[-2000:]}")
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+                with urllib.request.urlopen(base_url + "/healthz", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("server did not become healthy within 20 s")
+            time.sleep(0.05)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def content_of(size: int, seed: int) -> str:

@@ -25,18 +25,18 @@ import logging
 import os
 import platform
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import server_on
 
 from memfs.api import StoreClient
 from memfs.config import ClientConfig, Secret
@@ -54,14 +54,6 @@ class Step:
     requests: int
     seconds: float
     detail: str
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def content_of(memory: int, version: int) -> str:
@@ -103,42 +95,6 @@ async def seed(
         return store.id, oldest, newest
     finally:
         await storage.aclose()
-
-
-@contextmanager
-def server_on(db: Path, key: str) -> Iterator[str]:
-    port = free_port()
-    env = dict(os.environ, MEMFS_API_KEYS=key)
-    log_path = db.with_suffix(".log")
-    with open(log_path, "wb") as server_log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs", "server", "--db", str(db), "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "WARNING"],
-            env=env, stdout=server_log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"server exited:\n{log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(base_url + "/healthz", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("server did not become healthy within 20 s")
-            time.sleep(0.05)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 async def measure(
