@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import anthropic
 import httpx
 import pytest
 from conftest import ServerProcess, free_port
-from mount.conftest import MountedStore
+from mount.conftest import MountedStore, MountMaker
 
 
 class FaultyServer(ServerProcess):
@@ -67,34 +66,15 @@ def faulty_mount(
 ) -> Iterator[Callable[..., MountedStore]]:
     """``make(*args, memories={...})``: a fresh store mounted through the faulty server, with
     its journal in ``tmp_path/cache`` (``--cache-dir``)."""
-    made: list[MountedStore] = []
-
-    def make(*args: str, memories: dict[str, str] | None = None) -> MountedStore:
-        store = faulty_sdk.beta.memory_stores.create(name=f"faults-{uuid.uuid4().hex[:8]}")
-        for path, content in (memories or {}).items():
-            faulty_sdk.beta.memory_stores.memories.create(store.id, path=path, content=content)
-        point = tmp_path / f"mnt{len(made)}"
-        point.mkdir()
-        mounted = MountedStore(
-            path=point,
-            store_id=store.id,
-            store_name=store.name,
-            sdk=faulty_sdk,
-            env=faulty_server.client_env(),
-            log_file=tmp_path / f"mount{len(made)}.log",
-            extra_args=["--cache-dir", str(tmp_path / "cache"), *args],
-        )
-        made.append(mounted)
-        result = mounted.mount()
-        assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
-        return mounted
-
+    maker = MountMaker(
+        faulty_sdk,
+        faulty_server.client_env(),
+        tmp_path,
+        prefix="faults",
+        extra_args=("--cache-dir", str(tmp_path / "cache")),
+    )
     try:
-        yield make
+        yield maker
     finally:
         faulty_server.set_faults("none")
-        for mounted in made:
-            mounted.cleanup()
-        for mounted in made:
-            log = mounted.log()
-            assert "Traceback" not in log, f"the daemon logged a traceback:\n{log}"
+        maker.close()

@@ -189,52 +189,76 @@ def sdk(server: Any) -> Iterator[anthropic.Anthropic]:
         client.close()
 
 
-@pytest.fixture
-def mount_factory(
-    server: Any, sdk: anthropic.Anthropic, tmp_path: Path
-) -> Iterator[Callable[..., MountedStore]]:
-    made: list[MountedStore] = []
+class MountMaker:
+    """Makes ``MountedStore``s on one server: a fresh store (or ``store_id``) seeded with
+    ``memories``, a mount point under ``tmp_path``; ``close()`` unmounts them all and fails if a
+    daemon logged a traceback. The fixtures below (and other suites' fixtures) share it."""
 
-    def make(
+    def __init__(
+        self,
+        sdk: anthropic.Anthropic,
+        env: dict[str, str],
+        tmp_path: Path,
+        *,
+        prefix: str = "mount",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.sdk, self.env, self.tmp_path = sdk, env, tmp_path
+        self.prefix, self.extra_args = prefix, extra_args
+        self.made: list[MountedStore] = []
+
+    def __call__(
+        self,
         *args: str,
         store_id: str | None = None,
         mount: bool = True,
         memories: dict[str, str] | None = None,
     ) -> MountedStore:
+        stores = self.sdk.beta.memory_stores
         if store_id is None:
-            store = sdk.beta.memory_stores.create(name=f"mount-test-{uuid.uuid4().hex[:10]}")
+            store = stores.create(name=f"{self.prefix}-test-{uuid.uuid4().hex[:10]}")
             store_id, name = store.id, store.name
         else:
-            name = sdk.beta.memory_stores.retrieve(store_id).name
+            name = stores.retrieve(store_id).name
         for path, content in (memories or {}).items():
-            sdk.beta.memory_stores.memories.create(store_id, path=path, content=content)
-        point = tmp_path / f"mnt{len(made)}"
+            stores.memories.create(store_id, path=path, content=content)
+        number = len(self.made)
+        point = self.tmp_path / f"{self.prefix}{number}"
         point.mkdir()
-        env = server.client_env()
-        env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
         mounted = MountedStore(
             path=point,
             store_id=store_id,
             store_name=name,
-            sdk=sdk,
-            env=env,
-            log_file=tmp_path / f"mount{len(made)}.log",
-            extra_args=list(args),
+            sdk=self.sdk,
+            env=self.env,
+            log_file=self.tmp_path / f"{self.prefix}{number}.log",
+            extra_args=[*self.extra_args, *args],
         )
-        made.append(mounted)
+        self.made.append(mounted)
         if mount:
             result = mounted.mount()
             assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
         return mounted
 
-    try:
-        yield make
-    finally:
-        for mounted in made:
+    def close(self) -> None:
+        for mounted in self.made:
             mounted.cleanup()
-        for mounted in made:
+        for mounted in self.made:
             log = mounted.log()
             assert "Traceback" not in log, f"the daemon logged a traceback:\n{log}"
+
+
+@pytest.fixture
+def mount_factory(
+    server: Any, sdk: anthropic.Anthropic, tmp_path: Path
+) -> Iterator[Callable[..., MountedStore]]:
+    env = server.client_env()
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
+    maker = MountMaker(sdk, env, tmp_path, prefix="mnt")
+    try:
+        yield maker
+    finally:
+        maker.close()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import stat
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from conftest import OTHER_KEY
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
 
-from .conftest import MountedStore, wait_for
+from .conftest import MountedStore, MountMaker, wait_for
 
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
@@ -79,40 +78,21 @@ def mount_options(point: Path) -> set[str]:
 @pytest.fixture
 def private_mount(fresh_server: Any, tmp_path: Path) -> Iterator[Callable[..., MountedStore]]:
     """Like ``mount_factory``, on ``fresh_server`` (which a test may stop or restart)."""
-    made: list[MountedStore] = []
     sdk = anthropic.Anthropic(
         api_key=fresh_server.api_key, base_url=fresh_server.base_url, max_retries=0
     )
-
-    def make(*args: str, memories: dict[str, str] | None = None, mount: bool = True) -> Any:
-        store = sdk.beta.memory_stores.create(name=f"errno-{uuid.uuid4().hex[:8]}")
-        for path, content in (memories or {}).items():
-            sdk.beta.memory_stores.memories.create(store.id, path=path, content=content)
-        point = tmp_path / f"pmnt{len(made)}"
-        point.mkdir()
-        mounted = MountedStore(
-            path=point,
-            store_id=store.id,
-            store_name=store.name,
-            sdk=sdk,
-            env=fresh_server.client_env(),
-            log_file=tmp_path / f"pmount{len(made)}.log",
-            extra_args=["--cache-dir", str(tmp_path / "cache"), *args],
-        )
-        made.append(mounted)
-        if mount:
-            result = mounted.mount()
-            assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
-        return mounted
-
+    maker = MountMaker(
+        sdk,
+        fresh_server.client_env(),
+        tmp_path,
+        prefix="errno",
+        extra_args=("--cache-dir", str(tmp_path / "cache")),
+    )
     try:
-        yield make
+        yield maker
     finally:
-        for mounted in made:
-            mounted.cleanup()
+        maker.close()
         sdk.close()
-        for mounted in made:
-            assert "Traceback" not in mounted.log(), mounted.log()
 
 
 def seed(db: Path, store_id: str, count: int, prefix: str = "/seed/") -> list[str]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import statistics
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
 import pytest
 from conftest import ServerProcess
-from mount.conftest import MountedStore, wait_for
+from mount.conftest import MountedStore, MountMaker, wait_for
 
 pytestmark = pytest.mark.fuse
 
@@ -33,30 +32,17 @@ def mounted_on_replica_b(
     reader = anthropic.Anthropic(
         api_key=replicas[1].api_key, base_url=replicas[1].base_url, max_retries=1
     )
-    store = writer.beta.memory_stores.create(name=f"replicas-{uuid.uuid4().hex[:8]}")
-    writer.beta.memory_stores.memories.create(store.id, path="/live.md", content="v0\n")
-    point = tmp_path / "mnt"
-    point.mkdir()
     env = replicas[1].client_env()
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
-    mounted = MountedStore(
-        path=point,
-        store_id=store.id,
-        store_name=store.name,
-        sdk=reader,
-        env=env,
-        log_file=tmp_path / "mount.log",
-        extra_args=["--change-feed", "auto"],
+    maker = MountMaker(
+        reader, env, tmp_path, prefix="replicas", extra_args=("--change-feed", "auto")
     )
     try:
-        result = mounted.mount()
-        assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
-        yield mounted, writer
+        yield maker(memories={"/live.md": "v0\n"}), writer
     finally:
-        mounted.cleanup()
+        maker.close()
         writer.close()
         reader.close()
-        assert "Traceback" not in mounted.log(), mounted.log()
 
 
 def test_write_on_replica_a_shows_in_a_mount_on_replica_b(
