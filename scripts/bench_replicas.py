@@ -27,9 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +39,15 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
 
-from bench_server import Result, content_of, free_port, measure, percentile, seed_store  # noqa: E402
+from bench_server import (  # noqa: E402
+    Result,
+    content_of,
+    free_port,
+    measure,
+    percentile,
+    seed_store,
+    server_on,
+)
 from pgcluster import PgCluster  # noqa: E402
 
 from memfs.api import StoreClient  # noqa: E402
@@ -51,35 +58,9 @@ log = logging.getLogger("bench_replicas")
 KEY = "sk-bench-replicas-" + "r" * 20
 
 
-@contextmanager
-def server(db: str, workdir: Path) -> Iterator[str]:
-    port = free_port()
-    env = dict(os.environ, MEMFS_API_KEYS=KEY)
-    with open(workdir / f"server-{port}.log", "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memfs", "server", "--db", db, "--port", str(port),
-             "--log-level", "WARNING"],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"server exited: see {workdir}")
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("server did not become healthy")
-            time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
+def server(db: str, workdir: Path) -> AbstractContextManager[str]:
+    """One replica (or the SQLite server) on ``db``, logging into ``workdir``."""
+    return server_on(db, KEY, log_path=workdir / f"server-{free_port()}.log")
 
 
 def config(url: str, concurrency: int) -> ClientConfig:

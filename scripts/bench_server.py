@@ -83,11 +83,15 @@ def local_server(key: str, log_level: str) -> Iterator[str]:
 
 
 @contextmanager
-def server_on(db: Path, key: str, log_level: str = "WARNING") -> Iterator[str]:
-    """A ``memfs server`` on ``db`` (log next to it); yields its base URL; stops it at exit."""
+def server_on(
+    db: Path | str, key: str, log_level: str = "WARNING", log_path: Path | None = None
+) -> Iterator[str]:
+    """A ``memfs server`` on ``db`` (a SQLite file or a ``postgresql://`` URL); yields its base
+    URL; stops it at exit. The log goes to ``log_path``, by default next to a SQLite file."""
     port = free_port()
     env = dict(os.environ, MEMFS_API_KEYS=key)
-    log_path = db.with_suffix(".log")
+    if log_path is None:
+        log_path = Path(db).with_suffix(".log")
     with open(log_path, "wb") as server_log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "memfs", "server", "--db", str(db),
