@@ -16,6 +16,7 @@ This module must not talk to the server or know about inodes or FUSE.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -81,6 +82,8 @@ class ListingCache:
         self.maxsize = maxsize
         self._cache: dict[str, Listing] = {}
         self._where: dict[str, str] = {}  # memory id -> directory whose listing shows it
+        self._dropped: dict[str, float] = {}  # directory -> when its listing was last dropped
+        self._cleared = -math.inf
         self.vouched_until = 0.0  # monotonic
         self.hits = 0
         self.misses = 0
@@ -109,20 +112,34 @@ class ListingCache:
         """The last listing of ``directory`` however old (for when the server is away)."""
         return self._cache.get(directory)
 
-    def put(self, directory: str, listing: Listing) -> None:
+    def put(self, directory: str, listing: Listing) -> bool:
+        """Keep ``listing`` unless it began before a change dropped the directory's listing
+        (it may not show that change); True if kept."""
+        if listing.started < max(self._cleared, self._dropped.get(directory, -math.inf)):
+            return False
         if len(self._cache) >= self.maxsize and directory not in self._cache:
             oldest = min(self._cache, key=lambda d: self._cache[d].started)
-            self.drop(oldest)
-        self.drop(directory)
+            self._remove(oldest)
+        self._remove(directory)
         self._cache[directory] = listing
         for item in listing.items:
             if isinstance(item, Memory):
                 self._where[item.id] = directory
+        return True
 
     def directory_of(self, memory_id: str) -> str | None:
         return self._where.get(memory_id)
 
     def drop(self, directory: str) -> None:
+        """Forget the listing of ``directory``; one already being fetched will not be kept."""
+        now = time.monotonic()
+        if len(self._dropped) > 10000:
+            self._cleared = now  # forget old drop times, conservatively
+            self._dropped.clear()
+        self._dropped[directory] = now
+        self._remove(directory)
+
+    def _remove(self, directory: str) -> None:
         listing = self._cache.pop(directory, None)
         if listing is None:
             return
@@ -131,6 +148,8 @@ class ListingCache:
                 del self._where[item.id]
 
     def clear(self) -> None:
+        self._cleared = time.monotonic()
+        self._dropped.clear()
         self._cache.clear()
         self._where.clear()
 

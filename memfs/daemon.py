@@ -60,6 +60,7 @@ class MountOptions:
     fsync_timeout: float = FINAL_FLUSH_SECONDS  # fsync retries transient failures this long
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
+    readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.prefetch)
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
     change_stream: bool = True  # use the server's change stream when it offers one
@@ -195,6 +196,7 @@ class Daemon:
                         update_delay=opts.update_delay,
                         fsync_timeout=opts.fsync_timeout,
                         cache_bytes=int(opts.cache_mb * 1024 * 1024),
+                        walk_lookahead=opts.readahead_dirs,
                     ),
                     upload_client=client.with_options(timeout=60.0, max_retries=4),
                 )

@@ -88,6 +88,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "listing_misses": vfs.listings.misses,
             "listings": len(vfs.listings),
             "prefetches": vfs.bulk.prefetches,
+            "walk_prefetches": vfs.bulk.walk_prefetches,
             "prefetch_pages": vfs.bulk.pages,
             "inodes": len(vfs.table.nodes),
         },
@@ -162,7 +163,7 @@ def render(doc: dict[str, Any]) -> str:
         f"{cache['content_bytes']:,} of {cache['content_limit_bytes']:,} bytes",
         f"listing cache    {cache['listing_hits']} hits, {cache['listing_misses']} misses, "
         f"{cache['listings']} directories; {cache['prefetches']} bulk fetches "
-        f"({cache['prefetch_pages']} pages)",
+        f"({cache['walk_prefetches']} ahead of a walk, {cache['prefetch_pages']} pages)",
         f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
         f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",
     ]

@@ -63,8 +63,9 @@ from memfs.errors import (
 from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
 from memfs.models import Memory, MemoryPrefix, MemoryVersion, sha256_hex
-from memfs.prefetch import BulkFetcher
+from memfs.prefetch import DEFAULT_LOOKAHEAD, BulkFetcher
 from memfs.refusals import NOT_UTF8, TOO_LARGE
+from memfs.usage import StoreUsage
 from memfs.versions import VersionsConfig, VersionsTree
 from memfs.writeback import WriteBack
 
@@ -86,6 +87,7 @@ class VfsConfig:
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
     listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
+    walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
     fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
@@ -188,7 +190,14 @@ class Vfs:
         self.table = InodeTable()
         self.contents = ContentCache(self.config.cache_bytes)
         self.listings = ListingCache(ttl=self.config.listing_ttl)
-        self.bulk = BulkFetcher(self.client, store_id, self.contents)
+        self.bulk = BulkFetcher(
+            self.client,
+            store_id,
+            self.contents,
+            self.listings,
+            lookahead=self.config.walk_lookahead,
+            hidden_root_names=RESERVED_ROOT_NAMES,
+        )
         self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
         self.on_activity: Callable[[], None] | None = None
         self.deferred_versions: dict[int, list[MemoryVersion]] = {}  # for nodes open with data
@@ -208,7 +217,10 @@ class Vfs:
         self.invalidator: Invalidator | None = None
         self.read_only = self.config.read_only
         self.started = time.time()
-        self._statfs_cache: tuple[float, int, int] | None = None
+        # memories and bytes for statfs: counted once, then kept by the change feed
+        self.usage = StoreUsage(
+            self.client, store_id, lambda: time.monotonic() < self.listings.vouched_until
+        )
         self._invalidations: list[Invalidation] = []
         # the read-only /.versions tree (its own inode range; fuse_ops dispatches to it)
         self.versions = VersionsTree(
@@ -295,6 +307,8 @@ class Vfs:
 
     async def _listing(self, directory: str) -> Listing:
         cached = self.listings.get(directory)
+        if cached is None:  # a bulk fetch of the directory (walk readahead) brings its listing
+            cached = await self.bulk.listing(directory)
         if cached is not None:
             return cached
         started = self._now()
@@ -1168,16 +1182,7 @@ class Vfs:
         return sorted(entries.items())
 
     async def statfs(self) -> dict[str, int]:
-        now = self._now()
-        if self._statfs_cache is None or now - self._statfs_cache[0] > 5.0:
-            count = 0
-            used = 0
-            async for item in self.client.list_memories(self.store_id, limit=100, view="basic"):
-                if isinstance(item, Memory):
-                    count += 1
-                    used += item.content_size_bytes
-            self._statfs_cache = (now, count, used)
-        _, count, used = self._statfs_cache
+        count, used = await self.usage.figures()
         blocks = MAX_MEMORIES * MAX_CONTENT_BYTES // BLOCK_SIZE
         free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
         if self.read_only:
@@ -1387,6 +1392,7 @@ class Vfs:
         Cached listings they touch are dropped; kernel invalidations are queued (the feed runs
         them from a worker thread). Nodes with local changes do not follow (conflicts).
         """
+        self.usage.apply(versions)
         for version in versions:
             known = self.table.by_id.get(version.memory_id)
             if (
@@ -1455,6 +1461,7 @@ class Vfs:
         """
         self.listings.withdraw()
         self.listings.clear()
+        self.usage.forget()  # the gap may hide creates and deletes
         directories = [
             node.path
             for node in list(self.table.nodes.values())

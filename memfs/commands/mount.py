@@ -68,6 +68,13 @@ def register(subparsers: Any) -> None:
         "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
     )
     mount.add_argument(
+        "--readahead-dirs",
+        type=int,
+        default=4,
+        metavar="N",
+        help="directories fetched ahead of a reader walking the tree, grep -r (default 4, 0 off)",
+    )
+    mount.add_argument(
         "--poll-interval",
         type=float,
         default=1.0,
@@ -128,6 +135,7 @@ def run_mount(args: argparse.Namespace) -> int:
         fsync_timeout=args.fsync_timeout,
         cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
         cache_mb=args.cache_size,
+        readahead_dirs=max(0, args.readahead_dirs),
         poll_interval=args.poll_interval,
         idle_poll_interval=args.idle_poll_interval,
         change_stream=args.change_feed == "auto",
@@ -165,6 +173,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
     argv += ["--fsync-timeout", str(args.fsync_timeout)]
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
+    argv += ["--readahead-dirs", str(args.readahead_dirs)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed]
     for flag, value in (

@@ -150,3 +150,24 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
     await vfs.release(fh)
     assert contents["f03.md"] != b"changed\n"
     assert feed.stats.changes >= 1 and feed.lag() is not None
+
+
+async def test_statfs_counts_once_then_follows_the_feed(client: StoreClient) -> None:
+    store_id = await make_store(client)
+    vfs = Vfs(client, store_id, VfsConfig())
+    source = PollingSource(client, store_id)
+    await source.start()
+    client.stats.reset()
+    assert (await vfs.statfs())["f_ffree"] == 2000 - FILES - 1
+    assert client.stats.total == 1  # one basic listing page of 100
+    vfs.listings.vouch(math.inf)  # a healthy feed keeps the figures current from here on
+    await client.create_memory(store_id, "/new.md", "x" * 5000)
+    gone = await client.create_memory(store_id, "/gone.md", "y" * 3000)
+    await client.delete_memory(store_id, gone.id)
+    vfs.apply_versions((await source.poll()).versions)
+    client.stats.reset()
+    figures = await vfs.statfs()
+    assert client.stats.total == 0
+    assert figures["f_ffree"] == 2000 - FILES - 2
+    held = sum(len(f"file {n}\n" * (n + 1)) for n in range(FILES)) + len("top\n") + 5000
+    assert figures["f_bfree"] == figures["f_blocks"] - math.ceil(held / 4096)

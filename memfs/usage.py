@@ -1,0 +1,93 @@
+"""How full the store is, for ``statfs`` (``df``, ``df -i``): memories held and their bytes.
+
+The API has no usage call, so the first ``statfs`` of a mount counts the store with a full
+``view=basic`` listing (100 memories a request: 20 requests for a full store). From then on the
+change feed keeps the figures current (every version it reports carries the memory's id and
+size), so ``statfs``, which ``find``, ``du``, ``rm -r`` and ``grep -r`` call on every walk (gnulib
+fts asks for the filesystem type), costs no request. While the feed cannot vouch for what it
+reports (it is down, or found a gap), the store is counted again when asked, at most once per
+``recount_after`` seconds.
+
+This module must not know about inodes or FUSE.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from memfs.api import StoreClient
+from memfs.models import Memory, MemoryVersion
+
+
+class StoreUsage:
+    """Memory sizes by id: counted once, then maintained from the change feed's versions."""
+
+    def __init__(
+        self,
+        client: StoreClient,
+        store_id: str,
+        feed_is_current: Callable[[], bool],
+        *,
+        recount_after: float = 60.0,
+    ) -> None:
+        self.client = client
+        self.store_id = store_id
+        self.feed_is_current = feed_is_current
+        self.recount_after = recount_after
+        self._sizes: dict[str, int] = {}
+        self._bytes = 0
+        self._counted_at: float | None = None  # monotonic
+        self._changed_while_counting: set[str] = set()
+        self._counting = False
+        self.counts = 0
+
+    def apply(self, versions: list[MemoryVersion]) -> None:
+        """Versions reported by the change feed, any order within the batch."""
+        for version in sorted(versions, key=lambda v: v.created_at):
+            if self._counting:
+                self._changed_while_counting.add(version.memory_id)
+            if version.operation == "deleted":
+                self._set(version.memory_id, None)
+            else:
+                self._set(version.memory_id, version.content_size_bytes)
+
+    def forget(self) -> None:
+        """The feed missed changes (a gap): count again when next asked."""
+        self._counted_at = None
+
+    async def figures(self) -> tuple[int, int]:
+        """(memories, bytes), counting the store first if the figures cannot be trusted."""
+        now = time.monotonic()
+        stale = self._counted_at is None or (
+            not self.feed_is_current() and now - self._counted_at > self.recount_after
+        )
+        if stale and not self._counting:
+            await self._count()
+        return len(self._sizes), self._bytes
+
+    async def _count(self) -> None:
+        self._counting = True
+        self._changed_while_counting.clear()
+        try:
+            listed: dict[str, int] = {}
+            async for item in self.client.list_memories(self.store_id, limit=100, view="basic"):
+                if isinstance(item, Memory):
+                    listed[item.id] = item.content_size_bytes
+        finally:
+            self._counting = False
+        # a change the feed applied during the listing is newer than what the listing saw
+        for memory_id in self._changed_while_counting:
+            listed.pop(memory_id, None)
+            if memory_id in self._sizes:
+                listed[memory_id] = self._sizes[memory_id]
+        self._sizes = listed
+        self._bytes = sum(listed.values())
+        self._counted_at = time.monotonic()
+        self.counts += 1
+
+    def _set(self, memory_id: str, size: int | None) -> None:
+        self._bytes -= self._sizes.pop(memory_id, 0)
+        if size is not None:
+            self._sizes[memory_id] = size
+            self._bytes += size
