@@ -246,6 +246,7 @@ class Daemon:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(vfs.writeback.run)
                     vfs.bulk.nursery = nursery
+                    vfs.usage.nursery = nursery
                     source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
                     feed = ChangeFeed(
                         vfs,

@@ -1,7 +1,10 @@
 """How full the store is, for ``statfs`` (``df``, ``df -i``): memories held and their bytes.
 
 The API has no usage call, so the first ``statfs`` of a mount counts the store with a full
-``view=basic`` listing (100 memories a request: 20 requests for a full store). From then on the
+``view=basic`` listing (100 memories a request: 20 requests for a full store). ``statfs`` waits
+for the count at most ``wait`` seconds (0.5): on a slow server it answers with what the count has
+seen so far (an undercount, for a few seconds) rather than hold up the ``grep -r`` or ``find``
+that asked while the count goes on in the background. From then on the
 change feed keeps the figures current (every version it reports carries the memory's id and
 size), so ``statfs``, which ``find``, ``du``, ``rm -r`` and ``grep -r`` call on every walk (gnulib
 fts asks for the filesystem type), costs no request. While the feed cannot vouch for what it
@@ -13,11 +16,17 @@ This module must not know about inodes or FUSE.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
+import trio
+
 from memfs.api import StoreClient
+from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import Memory, MemoryVersion
+
+log = logging.getLogger(__name__)
 
 
 class StoreUsage:
@@ -30,22 +39,28 @@ class StoreUsage:
         feed_is_current: Callable[[], bool],
         *,
         recount_after: float = 60.0,
+        wait: float = 0.5,
     ) -> None:
         self.client = client
         self.store_id = store_id
         self.feed_is_current = feed_is_current
         self.recount_after = recount_after
+        self.wait = wait
+        self.nursery: trio.Nursery | None = None  # None: statfs waits for the whole count
         self._sizes: dict[str, int] = {}
         self._bytes = 0
         self._counted_at: float | None = None  # monotonic
+        self._recount = False
         self._changed_while_counting: set[str] = set()
-        self._counting = False
+        self._counting: trio.Event | None = None  # set when the count running now ends
+        self._seen = 0  # memories the running count has listed so far
+        self._seen_bytes = 0
         self.counts = 0
 
     def apply(self, versions: list[MemoryVersion]) -> None:
         """Versions reported by the change feed, any order within the batch."""
         for version in sorted(versions, key=lambda v: v.created_at):
-            if self._counting:
+            if self._counting is not None:
                 self._changed_while_counting.add(version.memory_id)
             if version.operation == "deleted":
                 self._set(version.memory_id, None)
@@ -54,28 +69,46 @@ class StoreUsage:
 
     def forget(self) -> None:
         """The feed missed changes (a gap): count again when next asked."""
-        self._counted_at = None
+        self._recount = True
 
     async def figures(self) -> tuple[int, int]:
         """(memories, bytes), counting the store first if the figures cannot be trusted."""
         now = time.monotonic()
-        stale = self._counted_at is None or (
+        stale = self._counted_at is None or self._recount or (
             not self.feed_is_current() and now - self._counted_at > self.recount_after
         )
-        if stale and not self._counting:
-            await self._count()
+        if stale and self._counting is None:
+            self._counting = trio.Event()
+            if self.nursery is None:
+                await self._count()
+            else:
+                self.nursery.start_soon(self._count)
+        if self._counting is not None:
+            with trio.move_on_after(self.wait):
+                await self._counting.wait()
+        if self._counting is not None and self._counted_at is None:
+            return self._seen, self._seen_bytes  # the first count is still going on
         return len(self._sizes), self._bytes
 
     async def _count(self) -> None:
-        self._counting = True
         self._changed_while_counting.clear()
+        self._seen = self._seen_bytes = 0
+        listed: dict[str, int] = {}
         try:
-            listed: dict[str, int] = {}
             async for item in self.client.list_memories(self.store_id, limit=100, view="basic"):
                 if isinstance(item, Memory):
                     listed[item.id] = item.content_size_bytes
+                    self._seen += 1
+                    self._seen_bytes += item.content_size_bytes
+        except (ApiError, ApiConnectionError) as exc:
+            if self.nursery is None:
+                raise
+            log.info("counting the store for statfs failed: %s", exc)
+            return
         finally:
-            self._counting = False
+            assert self._counting is not None
+            self._counting.set()
+            self._counting = None
         # a change the feed applied during the listing is newer than what the listing saw
         for memory_id in self._changed_while_counting:
             listed.pop(memory_id, None)
@@ -84,6 +117,7 @@ class StoreUsage:
         self._sizes = listed
         self._bytes = sum(listed.values())
         self._counted_at = time.monotonic()
+        self._recount = False
         self.counts += 1
 
     def _set(self, memory_id: str, size: int | None) -> None:
