@@ -340,14 +340,21 @@ class Daemon:
     def _write_report(self, vfs: Vfs) -> None:
         """Tell ``memfs umount`` what could not be uploaded and where it is kept."""
         report = self._report_file  # computed before mounting (see run)
-        lines = vfs.durable.not_uploaded()
-        if not lines:
+        pending = vfs.durable.not_uploaded()
+        refused = vfs.durable.refusals.lines()
+        if not pending and not refused:
             report.unlink(missing_ok=True)
             return
-        journal = vfs.durable.journal
-        where = journal.directory if journal is not None else "the daemon's memory (lost)"
-        text = f"{len(lines)} change(s) not uploaded; kept in {where} (replayed at next mount):\n"
-        text += "".join(f"  {line}\n" for line in lines)
+        text = ""
+        if pending:
+            journal = vfs.durable.journal
+            where = journal.directory if journal is not None else "the daemon's memory (lost)"
+            text += f"{len(pending)} change(s) not uploaded; kept in {where} "
+            text += "(replayed at next mount):\n"
+            text += "".join(f"  {line}\n" for line in pending)
+        if refused:
+            text += f"{len(refused)} file(s) refused by the store; never uploaded:\n"
+            text += "".join(f"  {line}\n" for line in refused)
         log.error("%s", text.rstrip())
         report.write_text(text)
 

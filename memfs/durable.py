@@ -326,7 +326,8 @@ class Durable:
     # -- reporting ----------------------------------------------------------------------------
 
     def not_uploaded(self) -> list[str]:
-        """One line per journal record still on disk and per refused file (unmount report)."""
+        """One line per journal record still on disk (unmount report; refused files are
+        reported apart: ``refusals.lines``)."""
         lines = []
         records = self.journal.load() if self.journal is not None else []
         for record in records:
@@ -335,7 +336,7 @@ class Durable:
             )
             target = record.path or record.remote_path or record.memory_id or "?"
             lines.append(f"{record.op} {target}: {why}")
-        return lines + self.refusals.lines()
+        return lines
 
 
 def _numbered(path: str, attempt: int) -> str:

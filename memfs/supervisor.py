@@ -64,6 +64,13 @@ EXIT_FAILED = 1
 _REPORT_HEADER = re.compile(
     r"^\d+ change\(s\) not uploaded; kept in (?P<where>.+) \(replayed at next mount\):$"
 )
+_REFUSED_HEADER = re.compile(r"^\d+ file\(s\) refused by the store; never uploaded:$")
+
+
+def _is_report_header(line: str) -> bool:
+    return bool(_REPORT_HEADER.match(line.strip()) or _REFUSED_HEADER.match(line.strip()))
+
+
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ (?P<level>[A-Z]+) (?P<rest>.*)$")
 UNUPLOADED_NOTE = (
     "changes it had acknowledged stay in its write-back journal on disk and are uploaded by the "
@@ -518,8 +525,12 @@ def _umount_report(output: str) -> str | None:
     lines = output.splitlines()
     for index, line in enumerate(lines):
         _, prefix, rest = line.partition("memfs umount: ")
-        if prefix and _REPORT_HEADER.match(rest.strip()):
-            items = [item for item in lines[index + 1 :] if item.startswith((" ", "\t"))]
+        if prefix and _is_report_header(rest):
+            items = [
+                item
+                for item in lines[index + 1 :]
+                if item.startswith((" ", "\t")) or _is_report_header(item)
+            ]
             return "\n".join([rest.strip(), *items])
     return None
 
@@ -528,22 +539,26 @@ def stop_report(path: Path, messages: Iterable[str]) -> list[str]:
     """One problem line per distinct error and per change not uploaded, saying where it is kept.
 
     ``messages`` are a daemon's error messages and not-uploaded reports (a header line matching
-    ``_REPORT_HEADER`` and one indented line per change), possibly repeated.
+    ``_REPORT_HEADER`` or ``_REFUSED_HEADER``, each followed by one indented line per change),
+    possibly repeated.
     """
     errors: dict[str, None] = {}
-    kept: dict[str, str] = {}  # change -> journal directory
+    kept: dict[str, str] = {}  # change -> what happens to it
     for message in messages:
-        first, *rest = message.splitlines() or [""]
-        header = _REPORT_HEADER.match(first.strip())
-        if header is None:
+        lines = message.splitlines() or [""]
+        if not _is_report_header(lines[0]):
             errors.setdefault(" ".join(message.split()), None)
             continue
-        for item in rest:
-            if item.strip():
-                kept.setdefault(item.strip(), header["where"])
+        fate = ""
+        for line in lines:
+            journal = _REPORT_HEADER.match(line.strip())
+            if journal is not None:
+                where = journal["where"]
+                fate = f" (kept in {where}, uploaded by the next mount of this store)"
+            elif _REFUSED_HEADER.match(line.strip()):
+                fate = ""  # a refused file's line says where its copy is
+            elif line.strip():
+                kept.setdefault(line.strip(), fate)
     problems = [f"{path}: {error}" for error in errors]
-    problems += [
-        f"{path}: {item} (kept in {where}, uploaded by the next mount of this store)"
-        for item, where in kept.items()
-    ]
+    problems += [f"{path}: {item}{fate}" for item, fate in kept.items()]
     return problems

@@ -74,8 +74,10 @@ class StoreUsage:
     async def figures(self) -> tuple[int, int]:
         """(memories, bytes), counting the store first if the figures cannot be trusted."""
         now = time.monotonic()
-        stale = self._counted_at is None or self._recount or (
-            not self.feed_is_current() and now - self._counted_at > self.recount_after
+        stale = (
+            self._counted_at is None
+            or self._recount
+            or (not self.feed_is_current() and now - self._counted_at > self.recount_after)
         )
         if stale and self._counting is None:
             self._counting = trio.Event()

@@ -179,6 +179,9 @@ def test_write_crossing_the_limit_uploads_nothing(
     result = m.umount()
     assert result.returncode == 1 and "refused /x.md" in result.stderr
     assert "/old.md" not in result.stderr
+    # a refused file is never replayed: the report does not say it will be
+    assert "1 file(s) refused by the store; never uploaded" in result.stderr
+    assert "replayed at next mount" not in result.stderr
 
 
 def test_every_refused_non_utf8_file_is_kept_and_reported(

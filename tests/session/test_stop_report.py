@@ -113,3 +113,21 @@ def test_server_down_at_stop_reports_each_change_once_and_the_next_mount_uploads
     assert os.listdir(tmp_path / "state") == [] or all(
         not name.endswith(".json") for name in os.listdir(tmp_path / "state")
     )
+
+
+def test_refused_files_are_reported_apart_from_the_journal() -> None:
+    copy = "/cache/memfs/memstore_x/kept/big.md"
+    umount_output = (
+        f"memfs umount: 1 change(s) not uploaded; kept in {JOURNAL} (replayed at next mount):\n"
+        "  put /one.md: not uploaded yet\n"
+        "1 file(s) refused by the store; never uploaded:\n"
+        f"  refused /big.md: larger than 102,400 bytes; never uploaded, a copy is in {copy}\n"
+    )
+    report = _umount_report(umount_output)
+    assert report is not None
+    assert stop_report(Path("/r/notes"), [report]) == [
+        f"/r/notes: put /one.md: not uploaded yet (kept in {JOURNAL}, "
+        "uploaded by the next mount of this store)",
+        "/r/notes: refused /big.md: larger than 102,400 bytes; never uploaded, a copy is in "
+        f"{copy}",
+    ]
