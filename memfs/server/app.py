@@ -641,18 +641,18 @@ class Handlers:
 
     async def _versions_after(
         self, store_id: str, after: datetime, full: bool
-    ) -> list[MemoryVersion]:
-        """Every version of the store created after ``after``, oldest first."""
+    ) -> AsyncIterator[list[MemoryVersion]]:
+        """Every version of the store created after ``after``, oldest first, a page at a time
+        (a long backlog after a reconnect is never held in memory at once)."""
         flt = VersionFilter(created_gte=after + timedelta(microseconds=1))
-        found: list[MemoryVersion] = []
         page: int | None = None
         while True:
             result = await self.storage.list_versions(
-                store_id, flt, after=page, limit=MAX_LIMIT, with_content=full
+                store_id, flt, after=page, limit=MAX_LIMIT, with_content=full, oldest_first=True
             )
-            found.extend(result.items)
+            yield result.items
             if result.next is None:
-                return found[::-1]
+                return
             page = result.next
 
     async def _change_events(
@@ -665,18 +665,18 @@ class Handlers:
             yield f"event: ready\nid: {cursor_text}\ndata: {ready}\n\n"
             while True:
                 try:
-                    versions = await self._versions_after(sub.store_id, position, full)
+                    async for versions in self._versions_after(sub.store_id, position, full):
+                        for version in versions:
+                            position = version.created_at
+                            data = json.dumps(version.to_json(full=full), separators=(",", ":"))
+                            yield (
+                                f"event: memory_version\nid: {changes.encode_cursor(position)}\n"
+                                f"data: {data}\n\n"
+                            )
                 except NotFoundError as exc:  # the store was deleted
                     body = json.dumps(error_body(exc.error_type, exc.message, ""))
                     yield f"event: error\ndata: {body}\n\n"
                     return
-                for version in versions:
-                    position = version.created_at
-                    data = json.dumps(version.to_json(full=full), separators=(",", ":"))
-                    yield (
-                        f"event: memory_version\nid: {changes.encode_cursor(position)}\n"
-                        f"data: {data}\n\n"
-                    )
                 if hub.closed:
                     return
                 with trio.move_on_after(hub.heartbeat) as idle:

@@ -242,9 +242,15 @@ class NotifyingStorage(Storage):
         after: int | None,
         limit: int,
         with_content: bool,
+        oldest_first: bool = False,
     ) -> Slice[MemoryVersion, int]:
         return await self.inner.list_versions(
-            store_id, flt, after=after, limit=limit, with_content=with_content
+            store_id,
+            flt,
+            after=after,
+            limit=limit,
+            with_content=with_content,
+            oldest_first=oldest_first,
         )
 
     async def get_version(self, store_id: str, version_id: str) -> MemoryVersion:

@@ -648,6 +648,7 @@ class SqlStorage(Storage):
         after: int | None,
         limit: int,
         with_content: bool,
+        oldest_first: bool = False,
     ) -> Slice[MemoryVersion, int]:
         clauses = ["store_id = ?"]
         params: list[Any] = [store_id]
@@ -672,12 +673,12 @@ class SqlStorage(Storage):
             clauses.append("created_us <= ?")
             params.append(to_us(flt.created_lte))
         if after is not None:
-            clauses.append("seq < ?")
+            clauses.append("seq > ?" if oldest_first else "seq < ?")
             params.append(after)
         columns = _VERSION_FULL if with_content else _VERSION_BASIC
         sql = (
             f"SELECT {columns} FROM versions WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT ?"
+            f"ORDER BY seq {'ASC' if oldest_first else 'DESC'} LIMIT ?"
         )
 
         def run(tx: Tx) -> Slice[MemoryVersion, int]:

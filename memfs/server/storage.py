@@ -198,8 +198,10 @@ class Storage(abc.ABC):
         after: int | None,
         limit: int,
         with_content: bool,
+        oldest_first: bool = False,
     ) -> Slice[MemoryVersion, int]:
-        """Versions newest first (by store sequence); ``after`` is the last sequence seen."""
+        """Versions newest first (by store sequence), or oldest first (the change stream's
+        replay); ``after`` is the last sequence seen."""
 
     @abc.abstractmethod
     async def get_version(self, store_id: str, version_id: str) -> MemoryVersion: ...

@@ -132,6 +132,25 @@ async def test_resume_after_a_cursor_or_version_id_replays_exactly_the_rest(
             assert got == expected
 
 
+async def test_a_backlog_of_several_pages_replays_in_order(backend_server: ServerProcess) -> None:
+    """The replay is read a page (100) at a time, oldest first, never all at once."""
+    config = config_for(backend_server)
+    store_id = new_store(backend_server)
+    async with aclient(backend_server) as c:
+        for i in range(230):
+            await create(c, store_id, f"/b{i:03}")
+        ids = await all_version_ids(c, store_id)
+    async with ChangeStream(config, store_id, after="0") as stream:
+        got: list[str] = []
+        with trio.fail_after(20):
+            async for event in stream:
+                if event.version is not None:
+                    got.append(event.version.id)
+                if len(got) == len(ids):
+                    break
+    assert got == ids
+
+
 async def test_reconnect_after_a_server_restart_misses_nothing(
     backend_server: ServerProcess,
 ) -> None:
