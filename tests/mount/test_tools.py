@@ -7,12 +7,13 @@ itself (rsync's and tar's temp names, ``.git/``) reaches the store.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tarfile
 from pathlib import Path
 
-from .conftest import MountedStore, wait_for
+from .conftest import MountedStore, memfs, wait_for
 
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -168,6 +169,32 @@ def test_git_init_add_commit_zero_memories_from_git(mount):
     assert mount.umount().returncode == 0
     assert mount.mount().returncode == 0
     assert sorted(os.listdir(p)) == ["doc.md", "src"]  # gone at unmount
+
+
+def test_cold_grep_r_is_read_ahead_in_bulk(mount_factory):
+    memories = {
+        f"/t{d:02}/n{n:02}.md": f"note {d} {n}\n" + ("needle\n" if n == 3 else "")
+        for d in range(10)
+        for n in range(30)
+    }
+    m = mount_factory(memories=memories)
+    assert len(run("grep", "-rl", "needle", str(m.path)).splitlines()) == 10
+
+    # the root and t00 listed, then 2 view=full pages (20 + 10) per directory; the walk lists
+    # nothing itself; statfs (grep asks for the filesystem type) counts the store: 3 pages
+    listings = 2 + 10 * 2 + 3
+
+    def status() -> dict | None:
+        result = memfs("status", str(m.path), "--json", env=m.env)
+        doc = json.loads(result.stdout)
+        done = doc["requests"]["by_route"].get("GET /v1/memory_stores/{store}/memories", 0)
+        return doc if done >= listings else None
+
+    doc = wait_for(status, timeout=5)  # the status file is written every second
+    routes = doc["requests"]["by_route"]
+    assert routes["GET /v1/memory_stores/{store}/memories"] == listings
+    assert routes.get("GET /v1/memory_stores/{store}/memories/{memory}", 0) == 0
+    assert doc["cache"]["walk_prefetches"] == 9
 
 
 def test_grep_r_and_find(mount_factory):
