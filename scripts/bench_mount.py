@@ -112,6 +112,25 @@ def make_tree(count: int, dirs: int, seed: int) -> dict[str, str]:
     return tree
 
 
+def run_header(tree: dict[str, str], dirs: int, versions: str = "") -> str:
+    """Date, machine and the tree measured: the first line of a results table."""
+    size = sum(len(c) for c in tree.values())
+    return (
+        f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}{versions}; {len(tree)} memories, "
+        f"{size / 1e6:.1f} MB in {dirs} directories"
+    )
+
+
+def write_tree(tree: dict[str, str], directory: Path) -> Path:
+    """The same tree as plain files under ``directory`` (the local side of a comparison)."""
+    for path, content in tree.items():
+        target = directory / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    return directory
+
+
 async def seed(config: ClientConfig, tree: dict[str, str]) -> str:
     async with StoreClient(config) as client:
         store = await client.create_store(f"bench-{secrets.token_hex(4)}")
@@ -317,11 +336,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="memfs-bench-mount-") as tmp:
         work = Path(tmp)
         tree = make_tree(args.memories, args.dirs, seed=1)
-        local = work / "local"
-        for path, content in tree.items():
-            target = local / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+        local = write_tree(tree, work / "local")
         with server(key, work) as url:
             config = ClientConfig(api_key=Secret(key), base_url=url)
             store_id = trio.run(seed, config, tree)
@@ -333,12 +348,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    size = sum(len(c) for c in tree.values())
-    print(
-        f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {args.memories} memories, {size / 1e6:.1f} MB "
-        f"in {args.dirs} directories\n"
-    )
+    print(run_header(tree, args.dirs) + "\n")
     print("| server | benchmark | mount (s) | local dir (s) | ratio | requests |")
     print("|---|---|---:|---:|---:|---:|")
     for r in rows:
