@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pyfuse3
 
-from memfs.errors import MemfsError, NotSupportedError, errno_for
+from memfs.errors import MemfsError, NoEntryError, NotSupportedError, errno_for
 from memfs.inodes import ROOT_INODE, Node
 from memfs.versions import VERSIONS_NAME, VersionAttr
 from memfs.vfs import Attr, Vfs, decode_name
@@ -32,6 +32,9 @@ ENTRY_TIMEOUT = 60.0
 ATTR_TIMEOUT = 60.0
 # /.versions is never invalidated by the change feed: its entries expire after a second
 VERSIONS_TIMEOUT = 1.0
+# "no such name" is cached by the kernel this long (editors and shells probe many names); the
+# change feed also drops it at once when the name appears elsewhere
+NEGATIVE_TIMEOUT = 1.0
 
 
 def _fail(op: str, exc: BaseException) -> NoReturn:
@@ -45,6 +48,14 @@ def _fail(op: str, exc: BaseException) -> NoReturn:
         log.exception("unexpected error in %s; answering EIO", op)
         number = errno.EIO
     raise pyfuse3.FUSEError(number) from None
+
+
+def negative_entry() -> pyfuse3.EntryAttributes:
+    """ENOENT that the kernel keeps for ``NEGATIVE_TIMEOUT`` (an inode number of 0)."""
+    out = pyfuse3.EntryAttributes()
+    out.st_ino = 0
+    out.entry_timeout = NEGATIVE_TIMEOUT
+    return out
 
 
 def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
@@ -98,6 +109,8 @@ class FuseOperations(pyfuse3.Operations):
             if self._in_versions(parent_inode, name):
                 return entry(await self.versions.lookup(parent_inode, decode_name(name)))
             return entry(await self.vfs.lookup(parent_inode, decode_name(name)))
+        except NoEntryError:
+            return negative_entry()
         except Exception as exc:
             _fail("lookup", exc)
 

@@ -106,6 +106,17 @@ def test_remote_changes_show_up(mount_factory):
     wait_for(lambda: not (m.path / "a.md").exists(), timeout=5)
 
 
+@pytest.mark.parametrize("feed", ["auto", "poll"])
+def test_a_name_looked_up_in_vain_appears_when_created(mount_factory, feed):
+    m = mount_factory("--change-feed", feed, memories={"/a.md": "A"})
+    remote, local = m.path / "later.md", m.path / "local.md"
+    assert not remote.exists() and not local.exists()  # negative entries, kept for a second
+    m.put("/later.md", "made elsewhere")
+    wait_for(lambda: remote.exists() and remote.read_text() == "made elsewhere", timeout=5)
+    local.write_text("made here")  # right after the failed lookup
+    assert local.read_text() == "made here" and "local.md" in os.listdir(m.path)
+
+
 def test_conflict_reports_estale_and_keeps_content(mount_factory):
     m = mount_factory(memories={"/a.md": "base"})
     fd = os.open(m.path / "a.md", os.O_RDWR)
