@@ -195,6 +195,8 @@ def test_cold_grep_r_is_read_ahead_in_bulk(mount_factory):
     assert routes["GET /v1/memory_stores/{store}/memories"] == listings
     assert routes.get("GET /v1/memory_stores/{store}/memories/{memory}", 0) == 0
     assert doc["cache"]["walk_prefetches"] == 9
+    text = memfs("status", str(m.path), env=m.env).stdout
+    assert "(9 ahead of a walk, " in text
 
 
 def test_grep_r_and_find(mount_factory):
