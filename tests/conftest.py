@@ -20,13 +20,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 from pgcluster import PgCluster
+
+from memfs.api import StoreClient
+from memfs.config import ClientConfig, Secret
 
 TEST_KEY = "sk-memfs-test-" + "k" * 24
 OTHER_KEY = "sk-memfs-other-" + "o" * 24
@@ -140,6 +143,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[StoreClient]:
+    """Our API client on the session's server (tests/api and tests/server have their own)."""
+    config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
+    async with StoreClient(config) as store_client:
+        yield store_client
 
 
 @pytest.fixture

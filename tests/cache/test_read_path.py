@@ -10,27 +10,17 @@ import math
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 import trio
 
 from memfs.api import StoreClient
 from memfs.cache import ContentCache, Listing, ListingCache
 from memfs.changefeed import ChangeFeed, PollingSource
-from memfs.config import ClientConfig, Secret
 from memfs.inodes import ROOT_INODE
 from memfs.vfs import Vfs, VfsConfig
 
 FILES = 45
-
-
-@pytest.fixture
-async def client(server: Any) -> AsyncIterator[StoreClient]:
-    config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
-    async with StoreClient(config) as client:
-        yield client
 
 
 async def make_store(client: StoreClient) -> str:

@@ -9,28 +9,18 @@ import math
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import trio
 
 from memfs.api import StoreClient
 from memfs.cache import Listing, ListingCache
-from memfs.config import ClientConfig, Secret
 from memfs.inodes import ROOT_INODE
 from memfs.vfs import Vfs, VfsConfig
 
 LISTING = "/v1/memory_stores/{store}/memories"
 RETRIEVE = "/v1/memory_stores/{store}/memories/{memory}"
 DIRS = {"/d0": 25, "/d1": 25, "/d2": 25, "/d2/s": 5, "/d3": 25, "/d4": 25, "/d5": 25}
-
-
-@pytest.fixture
-async def client(server: Any) -> AsyncIterator[StoreClient]:
-    config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
-    async with StoreClient(config) as client:
-        yield client
 
 
 @pytest.fixture

@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 import stat
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
 from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
 from memfs.inodes import ROOT_INODE
 from memfs.models import MemoryVersion
@@ -49,13 +46,6 @@ class Story:
 
     def at(self, index: int) -> str:
         return stamp(self.versions[index].created_at)
-
-
-@pytest.fixture
-async def client(server: Any) -> AsyncIterator[StoreClient]:
-    config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
-    async with StoreClient(config) as client:
-        yield client
 
 
 @pytest.fixture
