@@ -82,6 +82,21 @@ class Collector:
                 await self.changed.wait()
 
 
+async def replayed(
+    config: ClientConfig, store_id: str, after: str, count: int, timeout: float = 10
+) -> list[str]:
+    """The ids of the first ``count`` versions a stream opened ``after`` a position delivers."""
+    got: list[str] = []
+    async with ChangeStream(config, store_id, after=after) as stream:
+        with trio.fail_after(timeout):
+            async for event in stream:
+                if event.version is not None:
+                    got.append(event.version.id)
+                if len(got) == count:
+                    break
+    return got
+
+
 async def test_capabilities_and_live_events_in_commit_order(backend_server: ServerProcess) -> None:
     config = config_for(backend_server)
     assert await server_offers_change_stream(config)
@@ -121,15 +136,7 @@ async def test_resume_after_a_cursor_or_version_id_replays_exactly_the_rest(
         ids = await all_version_ids(c, store_id)
     # From the beginning ("0"), then from the 2nd version's id: the rest, in order.
     for after, expected in (("0", ids), (made[1]["memory_version_id"], ids[2:])):
-        async with ChangeStream(config, store_id, after=after) as stream:
-            got: list[str] = []
-            with trio.fail_after(10):
-                async for event in stream:
-                    if event.version is not None:
-                        got.append(event.version.id)
-                    if len(got) == len(expected):
-                        break
-            assert got == expected
+        assert await replayed(config, store_id, after, len(expected)) == expected
 
 
 async def test_a_backlog_of_several_pages_replays_in_order(backend_server: ServerProcess) -> None:
@@ -140,15 +147,7 @@ async def test_a_backlog_of_several_pages_replays_in_order(backend_server: Serve
         for i in range(230):
             await create(c, store_id, f"/b{i:03}")
         ids = await all_version_ids(c, store_id)
-    async with ChangeStream(config, store_id, after="0") as stream:
-        got: list[str] = []
-        with trio.fail_after(20):
-            async for event in stream:
-                if event.version is not None:
-                    got.append(event.version.id)
-                if len(got) == len(ids):
-                    break
-    assert got == ids
+    assert await replayed(config, store_id, "0", len(ids), timeout=20) == ids
 
 
 async def test_reconnect_after_a_server_restart_misses_nothing(
