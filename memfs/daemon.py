@@ -259,7 +259,9 @@ class Daemon:
                     logging.getLogger("memfs").addHandler(errors)
                     writer = StatusWriter(status_file, vfs, feed, errors)
                     await nursery.start(writer.run)
-                    nursery.start_soon(self._signals)
+                    # started (handlers installed) before "ok": a SIGTERM right after a mount
+                    # reports ready must flush and unmount, not kill the process
+                    await nursery.start(self._signals)
                     self._ready("ok")
                     await pyfuse3.main()
                     unmounted = not self._stopping
@@ -358,8 +360,9 @@ class Daemon:
         log.error("%s", text.rstrip())
         report.write_text(text)
 
-    async def _signals(self) -> None:
+    async def _signals(self, *, task_status: trio.TaskStatus[None]) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 log.info("signal %s: flushing and unmounting", signal.Signals(signum).name)
                 self._stopping = True

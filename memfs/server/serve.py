@@ -28,7 +28,7 @@ import os
 import signal
 import socket
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -184,11 +184,15 @@ class Retention:
             await trio.sleep(self.interval)
 
 
-async def _wait_for_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+def _first_signal(signals: AsyncIterator[int]) -> Callable[[], Awaitable[None]]:
+    """A shutdown trigger that returns at the first signal ``signals`` receives."""
+
+    async def wait() -> None:
         async for signum in signals:
             log.info("received %s, shutting down", signal.Signals(signum).name)
             return
+
+    return wait
 
 
 async def serve(
@@ -202,6 +206,20 @@ async def serve(
     Raises ``StartupError`` if the address cannot be bound or the database cannot be opened;
     ``task_status.started`` gets Hypercorn's bound URLs once it is accepting connections.
     """
+    if shutdown_trigger is not None:
+        await _serve(settings, shutdown_trigger, task_status)
+        return
+    # The handlers go in before anything is served: a SIGTERM that arrives just after the
+    # "listening" line must shut down cleanly (database closed), not kill the process.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        await _serve(settings, _first_signal(signals), task_status)
+
+
+async def _serve(
+    settings: ServerSettings,
+    trigger: Callable[[], Awaitable[None]],
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
     hub = ChangeHub(heartbeat=settings.heartbeat)
     sock = bind_socket(settings.host, settings.port)
     try:
@@ -210,7 +228,6 @@ async def serve(
         sock.close()
         raise
     listener = PgListener(settings.db, hub) if settings.is_postgres else None
-    trigger = shutdown_trigger or _wait_for_signal
 
     async def shutdown() -> None:
         await trigger()

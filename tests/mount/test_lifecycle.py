@@ -46,6 +46,17 @@ def test_sigterm_flushes(mount_factory):
     assert m.content("/a.md") == "new"
 
 
+def test_sigterm_right_after_mount_reports_ready_unmounts_cleanly(mount_factory):
+    # The handlers are installed before the mount says "ok": a default SIGTERM would kill
+    # the daemon and leave a dead mount ("transport endpoint is not connected").
+    m = mount_factory()
+    assert m.pid is not None
+    os.kill(m.pid, signal.SIGTERM)
+    wait_for(lambda: daemon_gone(m.pid), timeout=20)
+    assert not os.path.ismount(m.path)
+    assert "signal SIGTERM: flushing and unmounting" in m.log()
+
+
 def test_fusermount_flushes(mount):
     (mount.path / "f.md").write_text("via fusermount")
     subprocess.run(["fusermount3", "-u", str(mount.path)], check=True)
