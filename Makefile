@@ -46,11 +46,11 @@ format: setup
 	$(BIN)/ruff format memfs tests scripts
 	$(BIN)/ruff check --fix memfs tests scripts
 
-# Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures).
 # The randomized mount model test, long: 200 examples of 40 steps (about 15 minutes).
 soak: setup
 	MEMFS_MODEL_EXAMPLES=200 MEMFS_MODEL_STEPS=40 $(BIN)/pytest -q tests/model -o timeout=3600
 
+# Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures).
 bench: setup
 	@set -e; for script in scripts/bench_*.py; do \
 	  echo "== $$script"; $(BIN)/python $$script; echo; \

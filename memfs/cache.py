@@ -5,26 +5,41 @@ needed. Dirty data (a local copy not yet uploaded) must never be stored here: it
 inode (``Node.data``) and in the journal until the write-back queue has uploaded it.
 
 Freshness of listings: a listing is served for ``ttl`` seconds (1 s), or for as long as the
-change feed *vouches* for the cache (``vouch(until)``: it polled successfully and dropped the
-listings its changes touched). When the feed stops vouching (errors, a gap it cannot trust),
-listings fall back to the short ``ttl``. ``directory_of(memory_id)`` tells the feed which cached
-listing shows a memory, so a move away from a directory drops that directory too.
+change feed *vouches* for the cache (``vouch(until)``: it polled successfully and brought the
+listings its changes touched up to date). When the feed stops vouching (errors, a gap it cannot
+trust), listings fall back to the short ``ttl``.
+
+Cached listings are patched rather than dropped when a memory changes (``record`` for a write's
+answer, ``apply_version`` for a change the feed reported): the memory's item moves to the listing
+of its new directory, ancestors' listings gain the directory prefixes its path implies, and a
+directory left empty disappears from its parent's listing. A directory of 2,000 memories costs 20
+listing requests, so dropping it on every change would cost that much per write. Only what
+cannot be derived is dropped (a memory moved in from a directory that is not cached: its
+``created_at`` is unknown; a directory that may have emptied but whose listing is not cached).
 
 This module must not talk to the server or know about inodes or FUSE.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import TypeGuard
 
 import cachetools
 
-from memfs.models import ListItem, Memory
+from memfs import paths
+from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion
 
 log = logging.getLogger(__name__)
+
+_START_OF_TIME = datetime.min.replace(tzinfo=UTC)
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 DEFAULT_CONTENT_BYTES = 64 * 1024 * 1024
 
@@ -73,6 +88,29 @@ class Listing:
     started: float
     items: tuple[ListItem, ...]
 
+    def named(self, name: str) -> list[ListItem]:
+        """The items called ``name`` (a memory and a prefix may share one), in listing order."""
+        return self._by_name.get(name, [])
+
+    def name_of(self, memory_id: str) -> str | None:
+        return self._names_of_ids.get(memory_id)
+
+    @cached_property
+    def _by_name(self) -> dict[str, list[ListItem]]:
+        index: dict[str, list[ListItem]] = {}
+        for item in self.items:
+            index.setdefault(listing_name(item), []).append(item)
+        return index
+
+    @cached_property
+    def _names_of_ids(self) -> dict[str, str]:
+        return {i.id: listing_name(i) for i in self.items if isinstance(i, Memory)}
+
+
+def listing_name(item: ListItem) -> str:
+    """The entry name of a listing item: ``/d/a.md`` -> ``a.md``, ``/d/sub/`` -> ``sub``."""
+    return paths.basename(item.path.rstrip("/"))
+
 
 class ListingCache:
     """Directory listings: ``ttl`` seconds, or while the change feed vouches (module doc)."""
@@ -82,7 +120,8 @@ class ListingCache:
         self.maxsize = maxsize
         self._cache: dict[str, Listing] = {}
         self._where: dict[str, str] = {}  # memory id -> directory whose listing shows it
-        self._dropped: dict[str, float] = {}  # directory -> when its listing was last dropped
+        self._changed: dict[str, float] = {}  # directory -> when its listing was dropped/patched
+        self._latest: dict[str, datetime] = {}  # memory id -> newest state seen (server time)
         self._cleared = -math.inf
         self.vouched_until = 0.0  # monotonic
         self.hits = 0
@@ -115,7 +154,7 @@ class ListingCache:
     def put(self, directory: str, listing: Listing) -> bool:
         """Keep ``listing`` unless it began before a change dropped the directory's listing
         (it may not show that change); True if kept."""
-        if listing.started < max(self._cleared, self._dropped.get(directory, -math.inf)):
+        if listing.started < max(self._cleared, self._changed.get(directory, -math.inf)):
             return False
         if len(self._cache) >= self.maxsize and directory not in self._cache:
             oldest = min(self._cache, key=lambda d: self._cache[d].started)
@@ -125,6 +164,10 @@ class ListingCache:
         for item in listing.items:
             if isinstance(item, Memory):
                 self._where[item.id] = directory
+                if item.updated_at > self._latest.get(item.id, _START_OF_TIME):
+                    self._latest[item.id] = item.updated_at
+        if not listing.items:
+            self._prune_empty(directory)  # no memory below it: not a directory on the server
         return True
 
     def directory_of(self, memory_id: str) -> str | None:
@@ -132,12 +175,153 @@ class ListingCache:
 
     def drop(self, directory: str) -> None:
         """Forget the listing of ``directory``; one already being fetched will not be kept."""
-        now = time.monotonic()
-        if len(self._dropped) > 10000:
-            self._cleared = now  # forget old drop times, conservatively
-            self._dropped.clear()
-        self._dropped[directory] = now
+        self._mark_changed(directory)
         self._remove(directory)
+
+    def _mark_changed(self, directory: str) -> None:
+        """A fetch of ``directory`` begun before now may miss a change: it will not be kept."""
+        now = time.monotonic()
+        if len(self._changed) > 10000:
+            self._cleared = now  # forget old change times, conservatively
+            self._changed.clear()
+        self._changed[directory] = now
+
+    # -- patching listings with changes ---------------------------------------------------
+
+    def record(self, memory: Memory) -> None:
+        """The server's state of ``memory`` (a write's answer): patch the cached listings."""
+        if self._is_news(memory.id, memory.updated_at, memory.memory_version_id):
+            self._move(memory, self._item(memory.id))
+
+    def apply_version(self, version: MemoryVersion) -> None:
+        """Bring the cached listings up to a change the feed reported (see the module doc)."""
+        deleted = version.operation == "deleted"
+        if not deleted and (version.path is None or version.content_sha256 is None):
+            return  # redacted: a version's content was removed, the head did not change
+        if not self._is_news(version.memory_id, version.created_at, version.id):
+            return
+        current = self._item(version.memory_id)
+        if deleted:
+            self._latest[version.memory_id] = _END_OF_TIME  # ids are never reused
+            if current is not None:
+                self._without(self._where[version.memory_id], version.memory_id)
+            elif version.path is not None:
+                self.vacated(paths.parent(version.path))
+            return
+        assert version.path is not None and version.content_sha256 is not None
+        if current is None and version.operation != "created":
+            # moved in from a listing we do not hold: its created_at is unknown
+            self.drop(paths.parent(version.path))
+            self._add_prefixes(version.path)
+            return
+        memory = Memory(
+            id=version.memory_id,
+            memory_store_id=version.memory_store_id,
+            path=version.path,
+            content_sha256=version.content_sha256,
+            content_size_bytes=version.content_size_bytes or 0,
+            memory_version_id=version.id,
+            created_at=current.created_at if current is not None else version.created_at,
+            updated_at=version.created_at,
+        )
+        self._move(memory, current)
+
+    def remove(self, memory_id: str) -> None:
+        """``memory_id`` was deleted (this mount's delete was answered)."""
+        self._latest[memory_id] = _END_OF_TIME
+        directory = self._where.get(memory_id)
+        if directory is not None:
+            self._without(directory, memory_id)
+
+    def _is_news(self, memory_id: str, when: datetime, version_id: str) -> bool:
+        """True if ``when`` is later than any state of the memory seen so far (and note it).
+
+        Answers and reported versions can arrive in any order: an older state must never
+        undo a newer one, even when the listing that showed the newer one is gone.
+        """
+        seen = self._latest.get(memory_id)
+        if seen is not None and seen >= when:
+            current = self._item(memory_id)
+            if seen == when and current is not None and current.memory_version_id != version_id:
+                self.drop(self._where[memory_id])  # two versions at one instant: re-list
+            return False
+        if len(self._latest) > 100_000:
+            self._latest.clear()  # bounded; listings re-teach it
+        self._latest[memory_id] = when
+        return True
+
+    def vacated(self, directory: str) -> None:
+        """A memory left ``directory`` and no cached listing showed it there: a fetch begun
+        before now will not be kept, and if the directory's own listing is not cached (it may
+        be empty now), its parent's listing, which shows it, is dropped."""
+        self._mark_changed(directory)
+        if directory == "/" or directory in self._cache:
+            return
+        parent = paths.parent(directory)
+        above = self._cache.get(parent)
+        if above is not None and _shows_directory(above, directory):
+            self.drop(parent)
+
+    def _item(self, memory_id: str) -> Memory | None:
+        directory = self._where.get(memory_id)
+        listing = self._cache.get(directory) if directory is not None else None
+        if listing is None:
+            return None
+        for item in listing.items:
+            if _is_memory(item, memory_id):
+                return item
+        return None
+
+    def _move(self, memory: Memory, current: Memory | None) -> None:
+        directory = paths.parent(memory.path)
+        if current is not None:
+            self._without(self._where[memory.id], memory.id, keep=directory)
+        self._mark_changed(directory)
+        listing = self._cache.get(directory)
+        if listing is not None:
+            self._cache[directory] = _inserted(listing, replace(memory, content=None))
+            self._where[memory.id] = directory
+        self._add_prefixes(memory.path)
+
+    def _without(self, directory: str, memory_id: str, *, keep: str | None = None) -> None:
+        """Take ``memory_id`` out of the listing of ``directory``; a directory left empty
+        leaves its parent's listing too (unless it is ``keep``, where the memory goes)."""
+        self._mark_changed(directory)
+        listing = self._cache.get(directory)
+        if listing is None:
+            return
+        items = tuple(i for i in listing.items if not _is_memory(i, memory_id))
+        self._cache[directory] = replace(listing, items=items)
+        if self._where.get(memory_id) == directory:
+            del self._where[memory_id]
+        if not items and directory != keep:
+            self._prune_empty(directory)
+
+    def _prune_empty(self, directory: str) -> None:
+        """``directory`` has no memories left: it leaves its parent's listing, and so on up."""
+        while directory != "/":
+            parent = paths.parent(directory)
+            above = self._cache.get(parent)
+            if above is None:
+                return
+            if not _shows_directory(above, directory):
+                return
+            self._mark_changed(parent)
+            prefix = paths.as_prefix(directory)
+            items = tuple(i for i in above.items if not _is_prefix(i, prefix))
+            self._cache[parent] = replace(above, items=items)
+            if items:
+                return
+            directory = parent
+
+    def _add_prefixes(self, path: str) -> None:
+        """Every cached ancestor listing shows the directories on the way to ``path``."""
+        for directory in reversed(paths.ancestors(path)):
+            parent = paths.parent(directory)
+            listing = self._cache.get(parent)
+            if listing is not None and not _shows_directory(listing, directory):
+                self._mark_changed(parent)
+                self._cache[parent] = _inserted(listing, MemoryPrefix(paths.as_prefix(directory)))
 
     def _remove(self, directory: str) -> None:
         listing = self._cache.pop(directory, None)
@@ -149,9 +333,29 @@ class ListingCache:
 
     def clear(self) -> None:
         self._cleared = time.monotonic()
-        self._dropped.clear()
+        self._changed.clear()
         self._cache.clear()
         self._where.clear()
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+def _inserted(listing: Listing, item: ListItem) -> Listing:
+    """``listing`` with ``item`` in path order, as the server sorts (``started`` unchanged)."""
+    items = list(listing.items)
+    bisect.insort(items, item, key=lambda i: i.path)
+    return replace(listing, items=tuple(items))
+
+
+def _is_memory(item: ListItem, memory_id: str) -> TypeGuard[Memory]:
+    return isinstance(item, Memory) and item.id == memory_id
+
+
+def _is_prefix(item: ListItem, prefix: str) -> bool:
+    return isinstance(item, MemoryPrefix) and item.path == prefix
+
+
+def _shows_directory(listing: Listing, directory: str) -> bool:
+    prefix = paths.as_prefix(directory)
+    return any(_is_prefix(i, prefix) for i in listing.items)

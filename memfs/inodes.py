@@ -174,6 +174,10 @@ class InodeTable:
         ):
             self.nodes.pop(node.ino, None)
 
+    def child(self, directory: str, name: str) -> Node | None:
+        """The node bound to ``name`` in ``directory``, if any."""
+        return self.by_parent.get(directory, {}).get(name)
+
     def children_of(self, directory: str) -> dict[str, Node]:
         """Bound nodes directly in ``directory``: name -> node (a copy)."""
         return dict(self.by_parent.get(directory, {}))

@@ -33,7 +33,7 @@ import trio
 from memfs import paths
 from memfs.api import StoreClient
 from memfs.api.retry import RETRY_STATUSES
-from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache
+from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache, listing_name
 from memfs.durable import Durable
 from memfs.errors import (
     ApiConnectionError,
@@ -62,7 +62,7 @@ from memfs.errors import (
 )
 from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
-from memfs.models import Memory, MemoryPrefix, MemoryVersion, sha256_hex
+from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion, sha256_hex
 from memfs.prefetch import DEFAULT_LOOKAHEAD, BulkFetcher
 from memfs.refusals import NOT_UTF8, TOO_LARGE
 from memfs.usage import StoreUsage
@@ -373,67 +373,93 @@ class Vfs:
         now = self._now()
         result: dict[str, Node] = {}
         for item in listing.items:
-            if isinstance(item, MemoryPrefix):
-                path = item.path.rstrip("/")
-                name = paths.basename(path)
-                removed = self.removed_dirs.get(path)
-                if removed is not None and now - removed < self.config.grace + 10:
-                    continue
-                if directory == "/" and name in RESERVED_ROOT_NAMES:
-                    continue
-                node = self.table.by_path.get(path)
-                if node is None:
-                    node = self.table.new(Kind.DIR, path)
-                if node.is_dir:
-                    result[name] = node
-                continue
-            memory = item
-            name = paths.basename(memory.path)
-            if directory == "/" and name in RESERVED_ROOT_NAMES:
-                continue
-            if memory.id in self.tombstones or memory.id in self.pending_deletes:
-                continue
-            holder = self.table.by_id.get(memory.id)
-            if holder is not None:
-                if holder.path != memory.path:
-                    occupant = self.table.by_path.get(memory.path)
-                    if self.settled_remote(holder, listing.started) and (
-                        occupant is None or self.settled_remote(occupant, listing.started)
-                    ):
-                        # renamed on the server
-                        self._drop_listing(paths.parent(holder.path or "/"))
-                        self.table.bind(holder, memory.path)
-                        holder.remote_path = memory.path
-                    else:
-                        continue
-                self._apply_memory(holder, memory, listing.started)
-                result[name] = holder
-                continue
-            occupant = self.table.by_path.get(memory.path)
-            if occupant is not None and not self.settled_remote(occupant, listing.started):
-                continue  # a local file or directory wins
-            if occupant is not None:
-                self.table.unbind(occupant)
-            result[name] = self._memory_node(memory)
+            node = self._listed_entry(directory, item, listing, now)
+            if node is not None:
+                result[listing_name(item)] = node
         # local nodes of this directory
         for name, node in self.table.children_of(directory).items():
-            path = paths.join(directory, name)
-            if result.get(name) is node:
-                continue
-            if name in result:
-                continue
-            if node.is_dir:
-                if self._dir_kept(path):
-                    result[name] = node
-                else:
-                    self.table.unbind(node)
-                continue
-            if self.settled_remote(node, listing.started):
-                # a settled memory missing from a newer listing was deleted on the server
-                self._forget_memory(node)
-                continue
-            result[name] = node
+            if name not in result and self._local_entry(directory, name, node, listing):
+                result[name] = node
         return result
+
+    async def child(self, directory: str, name: str) -> Node | None:
+        """``children(directory).get(name)`` without merging the whole directory: a lookup or
+        create in a directory of 2,000 memories must not cost 2,000 merges."""
+        listing = await self._listing(directory)
+        now = self._now()
+        found = None
+        for item in listing.named(name):
+            node = self._listed_entry(directory, item, listing, now)
+            if node is not None:
+                found = node
+        if found is not None:
+            return found
+        node = self.table.child(directory, name)
+        if node is None:
+            return None
+        listed_as = listing.name_of(node.memory_id) if node.memory_id is not None else None
+        if listed_as not in (None, name):
+            # listed under another name: merge that item first, as ``children`` would (it
+            # rebinds the node if the memory was renamed on the server)
+            for item in listing.named(listed_as):
+                self._listed_entry(directory, item, listing, now)
+            if self.table.child(directory, name) is not node:
+                return None
+        return node if self._local_entry(directory, name, node, listing) else None
+
+    def _listed_entry(
+        self, directory: str, item: ListItem, listing: Listing, now: float
+    ) -> Node | None:
+        """The node a listing item stands for, merged with local state (None: not shown)."""
+        if isinstance(item, MemoryPrefix):
+            path = item.path.rstrip("/")
+            removed = self.removed_dirs.get(path)
+            if removed is not None and now - removed < self.config.grace + 10:
+                return None
+            if directory == "/" and paths.basename(path) in RESERVED_ROOT_NAMES:
+                return None
+            node = self.table.by_path.get(path)
+            if node is None:
+                node = self.table.new(Kind.DIR, path)
+            return node if node.is_dir else None
+        memory = item
+        if directory == "/" and paths.basename(memory.path) in RESERVED_ROOT_NAMES:
+            return None
+        if memory.id in self.tombstones or memory.id in self.pending_deletes:
+            return None
+        holder = self.table.by_id.get(memory.id)
+        if holder is not None:
+            if holder.path != memory.path:
+                occupant = self.table.by_path.get(memory.path)
+                if not self.settled_remote(holder, listing.started) or (
+                    occupant is not None and not self.settled_remote(occupant, listing.started)
+                ):
+                    return None
+                # renamed on the server
+                self._drop_listing(paths.parent(holder.path or "/"))
+                self.table.bind(holder, memory.path)
+                holder.remote_path = memory.path
+            self._apply_memory(holder, memory, listing.started)
+            return holder
+        occupant = self.table.by_path.get(memory.path)
+        if occupant is not None and not self.settled_remote(occupant, listing.started):
+            return None  # a local file or directory wins
+        if occupant is not None:
+            self.table.unbind(occupant)
+        return self._memory_node(memory)
+
+    def _local_entry(self, directory: str, name: str, node: Node, listing: Listing) -> bool:
+        """Whether a local node the listing does not show is an entry; forgets what is gone."""
+        if node.is_dir:
+            if self._dir_kept(paths.join(directory, name)):
+                return True
+            self.table.unbind(node)
+            return False
+        if self.settled_remote(node, listing.started):
+            # a settled memory missing from a newer listing was deleted on the server
+            self._forget_memory(node)
+            return False
+        return True
 
     def settled_remote(self, node: Node, started: float) -> bool:
         """Settled and last heard of before a listing that began at ``started``."""
@@ -455,7 +481,7 @@ class Vfs:
 
     async def _child(self, parent_ino: int, name: str) -> Node:
         directory = self._dir_path(parent_ino)
-        node = (await self.children(directory)).get(name)
+        node = await self.child(directory, name)
         if node is None:
             raise NoEntryError(f"{paths.join(directory, name)} does not exist")
         return node
@@ -663,7 +689,7 @@ class Vfs:
     async def create(self, parent_ino: int, name: str, flags: int) -> tuple[int, Attr]:
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        existing = (await self.children(directory)).get(name)
+        existing = await self.child(directory, name)
         if existing is not None:
             if flags & os.O_EXCL:
                 raise ExistsError(f"{paths.join(directory, name)} exists")
@@ -943,13 +969,14 @@ class Vfs:
         node.dirty = False
         self.table.unbind(node)
         self._mark_parent_kept(path)
-        self._drop_listing(directory)
+        # the cached listing stays: its item is skipped while the delete is pending, then
+        # removed when the server has deleted it (``_run_delete``)
         self._touch_dir(directory)
 
     async def mkdir(self, parent_ino: int, name: str) -> Attr:
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        if name in await self.children(directory):
+        if await self.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
         path = self._check_new_name(directory, name)
         node = self.table.new(Kind.DIR, path)
@@ -984,7 +1011,7 @@ class Vfs:
         path = self._check_new_name(directory, name)
         if not self._is_local_path(path):
             raise NotPermittedError("symbolic links are only allowed for local-only names")
-        if name in await self.children(directory):
+        if await self.child(directory, name) is not None:
             raise ExistsError(f"{path} exists")
         node = self.table.new(Kind.SYMLINK, path)
         node.local_only = True
@@ -1012,7 +1039,7 @@ class Vfs:
         old_dir = self._dir_path(old_parent)
         new_dir = self._dir_path(new_parent)
         src = await self._child(old_parent, old_name)
-        dst = (await self.children(new_dir)).get(new_name)
+        dst = await self.child(new_dir, new_name)
         if flags & RENAME_NOREPLACE and dst is not None:
             raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
         self._check_writable()
@@ -1032,7 +1059,8 @@ class Vfs:
             await self._rename_file(src, old_path, new_path, dst)
         self._mark_parent_kept(old_path)
         self.removed_dirs.pop(new_dir, None)
-        self._drop_listing(old_dir, new_dir)
+        # cached listings stay (a directory's rename clears them all): a moved file is
+        # unsettled until its upload, whose answer patches them (``sync``)
         self._touch_dir(old_dir)
         self._touch_dir(new_dir)
 
@@ -1232,7 +1260,7 @@ class Vfs:
                 self.writeback.schedule(_delete_key(memory.id), 0)
             elif node.path != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
-            # the cached listing stays: the node is newer than it and merged in (``children``)
+            self.listings.record(memory)
             return
         memory_id = node.memory_id
         if node.rebase:
@@ -1280,7 +1308,9 @@ class Vfs:
         elif memory_id in self.pending_deletes:
             pending = self.pending_deletes[memory_id]
             pending.expected_sha, pending.remote_path = memory.content_sha256, memory.path
-        self._drop_listing(paths.parent(path), paths.parent(old_remote or path))
+        self.listings.record(memory)  # patched, not dropped: a big directory costs 20 requests
+        if old_remote is not None and paths.parent(old_remote) != paths.parent(memory.path):
+            self.listings.vacated(paths.parent(old_remote))
 
     def _took(self, node: Node, memory: Memory, gen: int) -> None:
         """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
@@ -1343,7 +1373,8 @@ class Vfs:
             return
         self.pending_deletes.pop(memory_id, None)
         self.tombstones.add(memory_id)
-        self._drop_listing(paths.parent(pending.remote_path or "/"))
+        self.listings.remove(memory_id)
+        self.listings.vacated(paths.parent(pending.remote_path or "/"))
 
     def _upload_failed(self, key: Hashable, exc: BaseException) -> None:
         if isinstance(exc, StoreArchivedError):
@@ -1393,7 +1424,9 @@ class Vfs:
         them from a worker thread). Nodes with local changes do not follow (conflicts).
         """
         self.usage.apply(versions)
-        for version in versions:
+        ordered = sorted(versions, key=lambda v: v.created_at)
+        for version in ordered:
+            self.listings.apply_version(version)  # patched, not dropped (memfs.cache)
             known = self.table.by_id.get(version.memory_id)
             if (
                 known is not None
@@ -1403,17 +1436,9 @@ class Vfs:
             ):
                 continue  # this mount's own upload (or already seen): nothing new
             if version.path:
-                directory = paths.parent(version.path)
-                self._drop_listing(directory)
-                parent = self.table.by_path.get(directory)
-                if parent is not None:  # a new name: drop a negative entry the kernel holds
-                    name = paths.basename(version.path).encode()
-                    self._queue_invalidations([("entry", parent.ino, name)])
-            listed_in = self.listings.directory_of(version.memory_id)
-            if listed_in is not None:
-                self._drop_listing(listed_in)
+                self._invalidate_new_name(version.path)
         applied = 0
-        for version in sorted(versions, key=lambda v: v.created_at):
+        for version in ordered:
             holder = self.table.by_id.get(version.memory_id)
             if holder is None or not self.settled(holder):
                 continue
@@ -1427,12 +1452,12 @@ class Vfs:
                 continue
             if version.operation == "deleted":
                 self.tombstones.add(version.memory_id)
-                self._drop_listing(paths.parent(holder.path or "/"))
+                self.listings.vacated(paths.parent(holder.path or "/"))
                 self._forget_memory(holder)
                 applied += 1
                 continue
             if version.path and version.path != holder.remote_path:
-                self._drop_listing(paths.parent(holder.path or "/"))
+                self.listings.vacated(paths.parent(holder.path or "/"))
                 parent_ino = self._parent_ino(holder.path)
                 if parent_ino is not None and holder.path is not None:
                     name = paths.basename(holder.path).encode()
@@ -1452,6 +1477,19 @@ class Vfs:
                 self._queue_invalidations([("inode", holder.ino, b"")])
                 applied += 1
         return applied
+
+    def _invalidate_new_name(self, path: str) -> None:
+        """``path`` may be new: drop the negative entry the kernel may hold for it, or for the
+        first directory on the way to it that this mount does not know yet."""
+        directory, name = paths.split(path)
+        while True:
+            parent = self.table.by_path.get(directory)
+            if parent is not None:
+                self._queue_invalidations([("entry", parent.ino, name.encode())])
+                return
+            if directory == "/":
+                return
+            directory, name = paths.split(directory)
 
     async def resync(self) -> int:
         """The change feed cannot be trusted (a gap): re-list every directory the kernel holds.

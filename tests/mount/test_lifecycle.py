@@ -118,6 +118,25 @@ def test_remote_changes_show_up(mount_factory):
 
 
 @pytest.mark.parametrize("feed", ["auto", "poll"])
+def test_directories_made_and_emptied_elsewhere_follow(mount_factory, feed):
+    # Cached listings are patched from the change feed: a memory in a new directory adds the
+    # directory to its parent, at any depth; deleting the last memory of one removes it.
+    m = mount_factory("--change-feed", feed, memories={"/a/x.md": "x", "/b.md": "b"})
+    assert sorted(os.listdir(m.path)) == ["a", "b.md"] and os.listdir(m.path / "a") == ["x.md"]
+    m.put("/a/new/deeper/y.md", "y")
+    m.put("/c/z.md", "z")
+    wait_for(lambda: sorted(os.listdir(m.path)) == ["a", "b.md", "c"], timeout=5)
+    wait_for(lambda: sorted(os.listdir(m.path / "a")) == ["new", "x.md"], timeout=5)
+    assert (m.path / "a" / "new" / "deeper" / "y.md").read_text() == "y"
+    memory = m.memories()["/a/x.md"]
+    m.sdk.beta.memory_stores.memories.delete(memory.id, memory_store_id=m.store_id)
+    memory = m.memories()["/c/z.md"]
+    m.sdk.beta.memory_stores.memories.delete(memory.id, memory_store_id=m.store_id)
+    wait_for(lambda: sorted(os.listdir(m.path)) == ["a", "b.md"], timeout=5)
+    assert os.listdir(m.path / "a") == ["new"]
+
+
+@pytest.mark.parametrize("feed", ["auto", "poll"])
 def test_a_name_looked_up_in_vain_appears_when_created(mount_factory, feed):
     m = mount_factory("--change-feed", feed, memories={"/a.md": "A"})
     remote, local = m.path / "later.md", m.path / "local.md"
