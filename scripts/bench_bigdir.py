@@ -36,15 +36,6 @@ from bench_mount import Mount, seed, server, write_tree
 from memfs.config import ClientConfig, Secret
 
 
-def settle(root: Path) -> None:
-    """Wait until the daemon has uploaded everything pending (fsync of the mount root)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def workload(ops: int) -> list[tuple[str, Callable[[Path], None]]]:
     """The steps, each run on the local directory and on the mount (``notes`` = the directory)."""
 
@@ -96,7 +87,7 @@ def run(memories: int, ops: int, work: Path) -> list[dict[str, Any]]:
                 started = time.perf_counter()
                 step(notes)
                 seconds = time.perf_counter() - started
-                settle(mount.point)
+                mount.settle()
                 settled = time.perf_counter() - started
                 after = mount.requests()
                 rows.append(

@@ -178,6 +178,14 @@ class Mount:
     def umount(self) -> None:
         self.memfs("umount", str(self.point))
 
+    def settle(self) -> None:
+        """Until the daemon has uploaded everything pending (an fsync of the mount's root)."""
+        fd = os.open(self.point, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def status(self) -> dict[str, Any]:
         time.sleep(1.1)  # the daemon publishes its status every second
         doc: dict[str, Any] = json.loads(self.memfs("status", str(self.point), "--json").stdout)
@@ -288,10 +296,8 @@ def run_setting(
         local_write = timed(lambda: write_many(local, label))
         row("write 200 small files (closes)", timed(lambda: write_many(w.point, label)),
             local_write, None)  # fmt: skip
-        fd = os.open(w.point, os.O_RDONLY | os.O_DIRECTORY)
-        row("  ... until the store has them", timed(lambda: os.fsync(fd)), None,
+        row("  ... until the store has them", timed(w.settle), None,
             w.requests() - before)  # fmt: skip
-        os.close(fd)
         w.umount()
         shutil.rmtree(local / f"written-{label.replace(' ', '')}")
         for mount, mode in ((b, "auto"), (c, "poll")):
