@@ -122,6 +122,7 @@ class ListingCache:
         self._where: dict[str, str] = {}  # memory id -> directory whose listing shows it
         self._changed: dict[str, float] = {}  # directory -> when its listing was dropped/patched
         self._latest: dict[str, datetime] = {}  # memory id -> newest state seen (server time)
+        self._gone: list[str] = []  # directories that left their parent's listing (take_gone)
         self._cleared = -math.inf
         self.vouched_until = 0.0  # monotonic
         self.hits = 0
@@ -261,6 +262,13 @@ class ListingCache:
         above = self._cache.get(parent)
         if above is not None and _shows_directory(above, directory):
             self.drop(parent)
+            self._gone.append(directory)  # perhaps: the kernel must ask again
+
+    def take_gone(self) -> list[str]:
+        """Directories patching removed from (or may have removed from) a parent's listing
+        since the last call: the kernel's entries for them must be dropped."""
+        gone, self._gone = self._gone, []
+        return gone
 
     def _item(self, memory_id: str) -> Memory | None:
         directory = self._where.get(memory_id)
@@ -310,6 +318,7 @@ class ListingCache:
             prefix = paths.as_prefix(directory)
             items = tuple(i for i in above.items if not _is_prefix(i, prefix))
             self._cache[parent] = replace(above, items=items)
+            self._gone.append(directory)
             if items:
                 return
             directory = parent

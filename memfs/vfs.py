@@ -453,6 +453,9 @@ class Vfs:
         if node.is_dir:
             if self._dir_kept(paths.join(directory, name)):
                 return True
+            parent = self.table.by_path.get(directory)
+            if parent is not None:  # the kernel may still hold its entry
+                self._queue_invalidations([("entry", parent.ino, name.encode())])
             self.table.unbind(node)
             return False
         if self.settled_remote(node, listing.started):
@@ -1413,6 +1416,11 @@ class Vfs:
         self._invalidations.extend(items)
 
     def take_invalidations(self) -> list[Invalidation]:
+        for directory in self.listings.take_gone():  # asked again, it is kept or it is gone
+            parent_path, name = paths.split(directory)
+            parent = self.table.by_path.get(parent_path)
+            if parent is not None:
+                self._invalidations.append(("entry", parent.ino, name.encode()))
         items = list(self._invalidations)
         self._invalidations.clear()
         return items

@@ -128,11 +128,13 @@ def test_directories_made_and_emptied_elsewhere_follow(mount_factory, feed):
     wait_for(lambda: sorted(os.listdir(m.path)) == ["a", "b.md", "c"], timeout=5)
     wait_for(lambda: sorted(os.listdir(m.path / "a")) == ["new", "x.md"], timeout=5)
     assert (m.path / "a" / "new" / "deeper" / "y.md").read_text() == "y"
+    assert (m.path / "c" / "z.md").read_text() == "z"  # the kernel now holds entries for c
     memory = m.memories()["/a/x.md"]
     m.sdk.beta.memory_stores.memories.delete(memory.id, memory_store_id=m.store_id)
     memory = m.memories()["/c/z.md"]
     m.sdk.beta.memory_stores.memories.delete(memory.id, memory_store_id=m.store_id)
-    wait_for(lambda: sorted(os.listdir(m.path)) == ["a", "b.md"], timeout=5)
+    wait_for(lambda: not (m.path / "c").exists(), timeout=5)  # a stat, not a listing
+    assert sorted(os.listdir(m.path)) == ["a", "b.md"]
     assert os.listdir(m.path / "a") == ["new"]
 
 
