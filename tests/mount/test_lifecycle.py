@@ -138,6 +138,20 @@ def test_directories_made_and_emptied_elsewhere_follow(mount_factory, feed):
     assert os.listdir(m.path / "a") == ["new"]
 
 
+def test_files_moved_elsewhere_to_a_new_directory_follow(mount_factory):
+    m = mount_factory(memories={"/d/x.md": "x", "/d/y.md": "y", "/b.md": "b"})
+    assert (m.path / "d" / "x.md").read_text() == "x" and (m.path / "d" / "y.md").exists()
+    for path in ("/d/x.md", "/d/y.md"):
+        memory = m.memories()[path]
+        m.sdk.beta.memory_stores.memories.update(
+            memory.id, memory_store_id=m.store_id, path=path.replace("/d/", "/e/f/")
+        )
+    wait_for(lambda: not (m.path / "d").exists(), timeout=5)
+    wait_for(lambda: (m.path / "e" / "f" / "x.md").exists(), timeout=5)
+    assert (m.path / "e" / "f" / "y.md").read_text() == "y"
+    assert sorted(os.listdir(m.path)) == ["b.md", "e"]
+
+
 @pytest.mark.parametrize("feed", ["auto", "poll"])
 def test_a_name_looked_up_in_vain_appears_when_created(mount_factory, feed):
     m = mount_factory("--change-feed", feed, memories={"/a.md": "A"})
