@@ -123,6 +123,47 @@ def test_mount_agrees_with_a_local_directory(
             local.write_text(text)
             wait_for(lambda: (self.m.path / name).read_text() == text, timeout=5)
 
+        @rule(name=names)
+        def remote_delete(self, name: str) -> None:
+            local = self.local / name
+            if not local.is_file():
+                return
+            self.m.settle()
+            memory = self.m.memories()["/" + name]
+            memories = self.m.sdk.beta.memory_stores.memories
+            memories.delete(memory.id, memory_store_id=self.m.store_id)
+            local.unlink()
+            wait_for(lambda: not (self.m.path / name).exists(), timeout=5)
+            self._settle_emptied_sub()
+
+        @rule(src=names, dst=names)
+        def remote_rename(self, src: str, dst: str) -> None:
+            local = self.local / src
+            if not local.is_file() or (self.local / dst).exists() or src == dst:
+                return
+            self.m.settle()
+            memory = self.m.memories()["/" + src]
+            self.m.sdk.beta.memory_stores.memories.update(
+                memory.id, memory_store_id=self.m.store_id, path="/" + dst
+            )
+            (self.local / dst).parent.mkdir(exist_ok=True)  # a path makes its directories
+            text = local.read_text()
+            local.rename(self.local / dst)
+            wait_for(lambda: not (self.m.path / src).exists(), timeout=5)
+            wait_for(lambda: (self.m.path / dst).read_text() == text, timeout=5)
+            self._settle_emptied_sub()
+
+        def _settle_emptied_sub(self) -> None:
+            """A remote change emptied ``sub``: it stays if this mount made it or changed
+            something in it (kept for rmdir), else it goes with its last memory. Either way
+            ``ls`` and ``stat`` must agree; the local side follows what the mount shows."""
+            sub = self.local / "sub"
+            if sub.is_dir() and not any(sub.iterdir()):
+                listed = "sub" in os.listdir(self.m.path)
+                assert listed == (self.m.path / "sub").is_dir()
+                if not listed:
+                    sub.rmdir()
+
         @rule(kill=st.booleans())
         def restart(self, kill: bool) -> None:
             if kill:
