@@ -127,6 +127,7 @@ class ListingCache:
         self.vouched_until = 0.0  # monotonic
         self.hits = 0
         self.misses = 0
+        self.patches = 0  # changes applied to cached listings instead of fetching them again
 
     def vouch(self, until: float) -> None:
         """The change feed keeps cached listings current until ``until`` (monotonic)."""
@@ -192,6 +193,7 @@ class ListingCache:
     def record(self, memory: Memory) -> None:
         """The server's state of ``memory`` (a write's answer): patch the cached listings."""
         if self._is_news(memory.id, memory.updated_at, memory.memory_version_id):
+            self.patches += 1
             self._move(memory, self._item(memory.id))
 
     def apply_version(self, version: MemoryVersion) -> None:
@@ -201,6 +203,7 @@ class ListingCache:
             return  # redacted: a version's content was removed, the head did not change
         if not self._is_news(version.memory_id, version.created_at, version.id):
             return
+        self.patches += 1
         current = self._item(version.memory_id)
         if deleted:
             self._latest[version.memory_id] = _END_OF_TIME  # ids are never reused
@@ -232,6 +235,7 @@ class ListingCache:
         self._latest[memory_id] = _END_OF_TIME
         directory = self._where.get(memory_id)
         if directory is not None:
+            self.patches += 1
             self._without(directory, memory_id)
 
     def _is_news(self, memory_id: str, when: datetime, version_id: str) -> bool:

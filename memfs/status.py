@@ -87,6 +87,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "listing_hits": vfs.listings.hits,
             "listing_misses": vfs.listings.misses,
             "listings": len(vfs.listings),
+            "listing_patches": vfs.listings.patches,
             "prefetches": vfs.bulk.prefetches,
             "walk_prefetches": vfs.bulk.walk_prefetches,
             "prefetch_pages": vfs.bulk.pages,
@@ -162,7 +163,8 @@ def render(doc: dict[str, Any]) -> str:
         f"content cache    {hits} hits, {misses} misses, {cache['content_items']} items, "
         f"{cache['content_bytes']:,} of {cache['content_limit_bytes']:,} bytes",
         f"listing cache    {cache['listing_hits']} hits, {cache['listing_misses']} misses, "
-        f"{cache['listings']} directories; {cache['prefetches']} bulk fetches "
+        f"{cache['listings']} directories, {cache['listing_patches']} changes patched in; "
+        f"{cache['prefetches']} bulk fetches "
         f"({cache['walk_prefetches']} ahead of a walk, {cache['prefetch_pages']} pages)",
         f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
         f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",

@@ -59,6 +59,7 @@ async def test_own_writes_in_a_big_directory_cost_no_listing(core: Core) -> None
     core.client.stats.reset()
     assert await names(vfs, "big") == expected
     assert core.client.stats.count("GET", LISTING) == 0
+    assert vfs.listings.patches == 7  # 5 creates, a rename, a delete
 
 
 async def test_changes_from_the_feed_patch_listings(core: Core) -> None:
@@ -86,6 +87,7 @@ async def test_changes_from_the_feed_patch_listings(core: Core) -> None:
     core.client.stats.reset()
     assert await names(core.vfs, "big") == expected
     assert core.client.stats.count("GET", LISTING) == 0
+    assert core.vfs.listings.patches == len(versions)
     edited = await core.vfs.lookup((await core.vfs.lookup(ROOT_INODE, "big")).ino, "f011.md")
     assert edited.size == len("edited\n")
 
