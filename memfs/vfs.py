@@ -1089,12 +1089,14 @@ class Vfs:
                     await self._ensure_data(identity)
                     if identity.departed_from != new_path or identity.memory_id is None:
                         identity = None
-        # the source's own memory leaves when it takes another identity or becomes local
+        # the source's own memory leaves when it takes another identity or becomes local; its
+        # content travels without it (a departed file's identity is only known here)
         if (
             src.memory_id is not None
             and (identity is not None or new_local)
             and identity is not src
         ):
+            await self._ensure_data(src)
             self._detach_memory(src, old_path)
         # the target leaves
         if dst is not None:

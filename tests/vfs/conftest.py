@@ -35,6 +35,13 @@ class Core:
         await self.vfs.release(fh)
         return attr.ino
 
+    async def read(self, parent: int, name: str) -> bytes:
+        fh, _ = await self.vfs.open(await self.ino(parent, name), os.O_RDONLY)
+        try:
+            return await self.vfs.read(fh, 0, 1 << 20)
+        finally:
+            await self.vfs.release(fh)
+
     async def ino(self, parent: int, name: str) -> int:
         return (await self.vfs.lookup(parent, name)).ino
 

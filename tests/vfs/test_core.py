@@ -130,3 +130,20 @@ def test_local_names():
         assert names.is_local(path), path
     for path in ["/a.md", "/2024", "/notes/git.md", "/.gitignore", "/a~b.md"]:
         assert not names.is_local(path), path
+
+
+async def test_a_file_taking_a_departed_memory_keeps_its_own_content(core):
+    # mv a.md b.md; mv notes.txt a.md: notes.txt's content goes to a.md's memory (rule 3),
+    # even when neither file's content was ever read here (found by the model test).
+    store = core.vfs.store_id
+    a = await core.client.create_memory(store, "/a.md", "A")
+    await core.client.create_memory(store, "/notes.txt", "N")
+    await core.vfs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md")
+    await core.vfs.rename(ROOT_INODE, "notes.txt", ROOT_INODE, "a.md")
+    assert await core.read(ROOT_INODE, "a.md") == b"N"
+    assert await core.read(ROOT_INODE, "b.md") == b"A"
+    await core.vfs.fsync_dir()
+    memories = await core.memories()
+    assert {p: m.id for p, m in memories.items() if p == "/a.md"} == {"/a.md": a.id}
+    stored = {p: await core.client.get_memory(store, m.id) for p, m in memories.items()}
+    assert {p: m.content for p, m in stored.items()} == {"/a.md": "N", "/b.md": "A"}
