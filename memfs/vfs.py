@@ -1075,7 +1075,9 @@ class Vfs:
             if src.data is None:
                 await self._ensure_data(src)
             self._validate(src)  # EILSEQ/EFBIG at rename onto a memory path
-        if src.memory_id is not None and (dst is not None or new_local):
+        if src.memory_id is not None and (
+            dst is not None or new_local or self._adoptable(new_path) is not None
+        ):
             await self._ensure_data(src)  # the content must travel without its identity
         if dst is not None and dst.open_count > 0:
             await self._ensure_data(dst)
@@ -1089,14 +1091,13 @@ class Vfs:
                     await self._ensure_data(identity)
                     if identity.departed_from != new_path or identity.memory_id is None:
                         identity = None
-        # the source's own memory leaves when it takes another identity or becomes local; its
-        # content travels without it (a departed file's identity is only known here)
+        # the source's own memory leaves when it takes another identity or becomes local
         if (
             src.memory_id is not None
             and (identity is not None or new_local)
             and identity is not src
         ):
-            await self._ensure_data(src)
+            await self._ensure_data(src)  # loaded above, unless the identity changed meanwhile
             self._detach_memory(src, old_path)
         # the target leaves
         if dst is not None:
