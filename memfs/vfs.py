@@ -24,6 +24,7 @@ import logging
 import os
 import stat
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,6 +78,9 @@ RESERVED_ROOT_NAMES = frozenset({".versions"})
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 BLOCK_SIZE = 4096
+# Past this many changes to one directory in one feed batch, its cached listing is dropped (one
+# re-listing, N/100 requests) rather than patched (each patch copies the listing: O(N) each).
+PATCH_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -1436,6 +1440,10 @@ class Vfs:
         """
         self.usage.apply(versions)
         ordered = sorted(versions, key=lambda v: v.created_at)
+        busy = Counter(paths.parent(v.path) for v in ordered if v.path)
+        for directory, count in busy.items():
+            if count > PATCH_LIMIT:
+                self.listings.drop(directory)
         for version in ordered:
             self.listings.apply_version(version)  # patched, not dropped (memfs.cache)
             known = self.table.by_id.get(version.memory_id)

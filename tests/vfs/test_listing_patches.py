@@ -13,7 +13,7 @@ from memfs.api import StoreClient
 from memfs.cache import Listing, ListingCache
 from memfs.inodes import ROOT_INODE
 from memfs.models import Memory, MemoryPrefix
-from memfs.vfs import Vfs, VfsConfig
+from memfs.vfs import PATCH_LIMIT, Vfs, VfsConfig
 
 from .conftest import Core
 
@@ -124,3 +124,17 @@ def test_an_empty_listing_removes_its_directory_from_the_parent() -> None:
     listings.put("/", Listing(time.monotonic(), (MemoryPrefix("/gone/"), memory("/k.md"))))
     listings.put("/gone", Listing(time.monotonic(), ()))
     assert listed(listings, "/") == ["/k.md"]
+
+
+async def test_a_flood_of_changes_to_one_directory_drops_its_listing(core: Core) -> None:
+    # Patching copies the listing each time: past PATCH_LIMIT changes in one batch, one
+    # re-listing is cheaper. What the mount shows is the same either way.
+    await seed_big_directory(core)
+    store = core.vfs.store_id
+    since = datetime.now().astimezone()
+    for n in range(PATCH_LIMIT + 1):
+        await core.client.create_memory(store, f"/big/flood{n:03}.md", "x\n")
+    versions = [v async for v in core.client.list_versions(store, created_gte=since)]
+    core.vfs.apply_versions(versions)
+    assert core.vfs.listings.stale("/big") is None
+    assert await names(core.vfs, "big") == await fresh_names(core, "big")
