@@ -46,7 +46,7 @@ format: setup
 	$(BIN)/ruff format memfs tests scripts
 	$(BIN)/ruff check --fix memfs tests scripts
 
-# The randomized mount model test, long: 200 examples of 40 steps (about 15 minutes).
+# The randomized mount model test, long: 200 examples of 40 steps (12-16 minutes here).
 soak: setup
 	MEMFS_MODEL_EXAMPLES=200 MEMFS_MODEL_STEPS=40 $(BIN)/pytest -q tests/model -o timeout=3600
 
