@@ -26,7 +26,8 @@ import bisect
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TypeGuard
@@ -87,6 +88,15 @@ class Listing:
 
     started: float
     items: tuple[ListItem, ...]
+    # memory id -> when a change to it was patched in (monotonic): what the listing says of
+    # that memory is as new as the patch, not as old as ``started``
+    patched: Mapping[str, float] = field(default_factory=dict)
+
+    def known_at(self, memory_id: str | None) -> float:
+        """How recent the listing's word on ``memory_id`` is (its presence or absence)."""
+        if memory_id is None:
+            return self.started
+        return self.patched.get(memory_id, self.started)
 
     def named(self, name: str) -> list[ListItem]:
         """The items called ``name`` (a memory and a prefix may share one), in listing order."""
@@ -303,7 +313,9 @@ class ListingCache:
         if listing is None:
             return
         items = tuple(i for i in listing.items if not _is_memory(i, memory_id))
-        self._cache[directory] = replace(listing, items=items)
+        self._cache[directory] = replace(
+            listing, items=items, patched={**listing.patched, memory_id: time.monotonic()}
+        )
         if self._where.get(memory_id) == directory:
             del self._where[memory_id]
         if not items and directory != keep:
@@ -358,7 +370,10 @@ def _inserted(listing: Listing, item: ListItem) -> Listing:
     """``listing`` with ``item`` in path order, as the server sorts (``started`` unchanged)."""
     items = list(listing.items)
     bisect.insort(items, item, key=lambda i: i.path)
-    return replace(listing, items=tuple(items))
+    patched = listing.patched
+    if isinstance(item, Memory):
+        patched = {**patched, item.id: time.monotonic()}
+    return replace(listing, items=tuple(items), patched=patched)
 
 
 def _is_memory(item: ListItem, memory_id: str) -> TypeGuard[Memory]:

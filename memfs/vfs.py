@@ -431,22 +431,23 @@ class Vfs:
             return None
         if memory.id in self.tombstones or memory.id in self.pending_deletes:
             return None
+        known_at = listing.known_at(memory.id)  # a patched-in item is as new as its patch
         holder = self.table.by_id.get(memory.id)
         if holder is not None:
             if holder.path != memory.path:
                 occupant = self.table.by_path.get(memory.path)
-                if not self.settled_remote(holder, listing.started) or (
-                    occupant is not None and not self.settled_remote(occupant, listing.started)
+                if not self.settled_remote(holder, known_at) or (
+                    occupant is not None and not self.settled_remote(occupant, known_at)
                 ):
                     return None
                 # renamed on the server
                 self._drop_listing(paths.parent(holder.path or "/"))
                 self.table.bind(holder, memory.path)
                 holder.remote_path = memory.path
-            self._apply_memory(holder, memory, listing.started)
+            self._apply_memory(holder, memory, known_at)
             return holder
         occupant = self.table.by_path.get(memory.path)
-        if occupant is not None and not self.settled_remote(occupant, listing.started):
+        if occupant is not None and not self.settled_remote(occupant, known_at):
             return None  # a local file or directory wins
         if occupant is not None:
             self.table.unbind(occupant)
@@ -462,7 +463,7 @@ class Vfs:
                 self._queue_invalidations([("entry", parent.ino, name.encode())])
             self.table.unbind(node)
             return False
-        if self.settled_remote(node, listing.started):
+        if self.settled_remote(node, listing.known_at(node.memory_id)):
             # a settled memory missing from a newer listing was deleted on the server
             self._forget_memory(node)
             return False

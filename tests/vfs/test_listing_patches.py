@@ -138,3 +138,24 @@ async def test_a_flood_of_changes_to_one_directory_drops_its_listing(core: Core)
     core.vfs.apply_versions(versions)
     assert core.vfs.listings.stale("/big") is None
     assert await names(core.vfs, "big") == await fresh_names(core, "big")
+
+
+async def test_a_patched_in_rename_is_newer_than_the_listing_it_lands_in(core: Core) -> None:
+    # The feed patched a remote rename into the listing but the node did not follow yet (it
+    # was busy: open, or an upload pending). A lookup of the new name must still find it: the
+    # patched item is as new as its patch, newer than the node's last upload.
+    vfs = core.vfs
+    store = vfs.store_id
+    await core.client.create_memory(store, "/keep.md", "k\n")
+    vfs.listings.vouch(math.inf)
+    assert await names(vfs) == ["keep.md"]  # the root's listing is cached from here on
+    await core.write_file(ROOT_INODE, "a.md", b"mine\n")
+    await vfs.fsync_dir()  # uploaded after the listing was fetched
+    since = datetime.now().astimezone()
+    memory = (await core.memories())["/a.md"]
+    await core.client.update_memory(store, memory.id, path="/b.md")
+    versions = [v async for v in core.client.list_versions(store, created_gte=since)]
+    for version in versions:
+        vfs.listings.apply_version(version)  # the listing follows; the node has not yet
+    assert await core.read(ROOT_INODE, "b.md") == b"mine\n"
+    assert await names(vfs) == ["b.md", "keep.md"]
