@@ -164,8 +164,8 @@ class ListingCache:
         return self._cache.get(directory)
 
     def put(self, directory: str, listing: Listing) -> bool:
-        """Keep ``listing`` unless it began before a change dropped the directory's listing
-        (it may not show that change); True if kept."""
+        """Keep ``listing`` unless it began before a change dropped or patched the directory's
+        listing (it may not show that change); True if kept."""
         if listing.started < max(self._cleared, self._changed.get(directory, -math.inf)):
             return False
         if len(self._cache) >= self.maxsize and directory not in self._cache:
@@ -181,9 +181,6 @@ class ListingCache:
         if not listing.items:
             self._prune_empty(directory)  # no memory below it: not a directory on the server
         return True
-
-    def directory_of(self, memory_id: str) -> str | None:
-        return self._where.get(memory_id)
 
     def drop(self, directory: str) -> None:
         """Forget the listing of ``directory``; one already being fetched will not be kept."""
