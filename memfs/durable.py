@@ -140,7 +140,7 @@ class Durable:
             return Record(
                 name=name,
                 op="put",
-                path=node.path,
+                path=vfs.store_path(node),  # a clash's file: the memory's own path
                 memory_id=node.memory_id,
                 remote_path=node.remote_path,
                 base_sha=None if node.rebase else node.base_sha,

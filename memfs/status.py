@@ -24,6 +24,7 @@ import trio
 
 if TYPE_CHECKING:
     from memfs.changefeed import ChangeFeed
+    from memfs.clashes import Clash
     from memfs.vfs import Vfs
 
 log = logging.getLogger(__name__)
@@ -110,9 +111,23 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
                 for c in durable.conflicts[-10:]
             ],
         },
+        "clashes": clashes(vfs),
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }
+
+
+def clashes(vfs: Vfs) -> list[dict[str, str]]:
+    """File memories shown under a derived name beside a same-named directory (clashes)."""
+
+    def shown(clash: Clash) -> bool:
+        node = vfs.table.by_id.get(clash.memory_id)
+        return node is not None and node.path == clash.shown_path
+
+    return [
+        {"file": c.memory_path, "directory": c.memory_path + "/", "shown_as": c.shown_path}
+        for c in vfs.clashes.current(shown)
+    ]
 
 
 class StatusWriter:
@@ -190,6 +205,11 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(f"conflicts        {conflicts['count']}")
     for item in conflicts["recent"]:
         lines.append(f"  {item['at']}  {item['path']} -> {item['saved_as'] or '(not saved)'}")
+    for clash in doc.get("clashes", []):
+        lines.append(
+            f"name clash       {clash['file']} (file) and {clash['directory']} (directory): "
+            f"the file is shown as {clash['shown_as']}"
+        )
     if feed.get("source"):
         lag = feed["lag_seconds"]
         lines.append(

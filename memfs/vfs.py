@@ -35,6 +35,7 @@ from memfs import paths
 from memfs.api import StoreClient
 from memfs.api.retry import RETRY_STATUSES
 from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache, listing_name
+from memfs.clashes import Clashes, base_name, derived_name
 from memfs.durable import Durable
 from memfs.errors import (
     ApiConnectionError,
@@ -216,6 +217,8 @@ class Vfs:
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
         self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
+        # file memories shown under a derived name beside a same-named directory (memfs.clashes)
+        self.clashes = Clashes()
         self.handles: dict[int, Handle] = {}
         self._next_fh = 1
         self.invalidator: Invalidator | None = None
@@ -262,9 +265,16 @@ class Vfs:
             and not node.local_only
             and not node.dirty
             and node.path is not None
-            and node.path == node.remote_path
+            and self.store_path(node) == node.remote_path
             and not self.writeback.pending(node.ino)
         )
+
+    def store_path(self, node: Node) -> str | None:
+        """The memory path ``node`` stands for: its path, except at a clash's derived name."""
+        clash = self.clashes.get(node.memory_id)
+        if clash is not None and node.path == clash.shown_path:
+            return clash.memory_path
+        return node.path
 
     def _is_local_path(self, path: str) -> bool:
         return self.config.local_names.is_local(path)
@@ -350,8 +360,8 @@ class Vfs:
         node.created_at = memory.created_at
         node.updated_at = memory.updated_at
 
-    def _memory_node(self, memory: Memory) -> Node:
-        node = self.table.new(Kind.FILE, memory.path)
+    def _memory_node(self, memory: Memory, shown: str) -> Node:
+        node = self.table.new(Kind.FILE, shown)
         self.table.set_memory(node, memory.id)
         node.remote_path = memory.path
         node.base_sha = memory.content_sha256
@@ -378,8 +388,8 @@ class Vfs:
         result: dict[str, Node] = {}
         for item in listing.items:
             node = self._listed_entry(directory, item, listing, now)
-            if node is not None:
-                result[listing_name(item)] = node
+            if node is not None and node.path is not None:
+                result[paths.basename(node.path)] = node  # a clash's file: its derived name
         # local nodes of this directory
         for name, node in self.table.children_of(directory).items():
             if name not in result and self._local_entry(directory, name, node, listing):
@@ -392,9 +402,12 @@ class Vfs:
         listing = await self._listing(directory)
         now = self._now()
         found = None
-        for item in listing.named(name):
+        path = paths.join(directory, name)
+        clashing = base_name(name)  # ``x.file-clash`` is the memory ``x`` when x clashes
+        items = listing.named(name) + (listing.named(clashing) if clashing is not None else [])
+        for item in items:
             node = self._listed_entry(directory, item, listing, now)
-            if node is not None:
+            if node is not None and node.path == path:
                 found = node
         if found is not None:
             return found
@@ -432,26 +445,65 @@ class Vfs:
         if memory.id in self.tombstones or memory.id in self.pending_deletes:
             return None
         known_at = listing.known_at(memory.id)  # a patched-in item is as new as its patch
+        shown = self._shown_path(directory, memory, listing)
         holder = self.table.by_id.get(memory.id)
         if holder is not None:
-            if holder.path != memory.path:
-                occupant = self.table.by_path.get(memory.path)
+            if holder.path != shown:
+                occupant = self.table.by_path.get(shown)
                 if not self.settled_remote(holder, known_at) or (
-                    occupant is not None and not self.settled_remote(occupant, known_at)
+                    occupant is not None and not self._yields(occupant, known_at)
                 ):
                     return None
-                # renamed on the server
+                # renamed on the server, or a name clash began or ended (memfs.clashes)
                 self._drop_listing(paths.parent(holder.path or "/"))
-                self.table.bind(holder, memory.path)
+                self._forget_entry(holder.path)
+                self.table.bind(holder, shown)
                 holder.remote_path = memory.path
+            if shown == memory.path:
+                self.clashes.resolved(memory.id)
             self._apply_memory(holder, memory, known_at)
             return holder
-        occupant = self.table.by_path.get(memory.path)
-        if occupant is not None and not self.settled_remote(occupant, known_at):
+        occupant = self.table.by_path.get(shown)
+        if occupant is not None and not self._yields(occupant, known_at):
             return None  # a local file or directory wins
         if occupant is not None:
             self.table.unbind(occupant)
-        return self._memory_node(memory)
+        if shown == memory.path:
+            self.clashes.resolved(memory.id)
+        return self._memory_node(memory, shown)
+
+    def _shown_path(self, directory: str, memory: Memory, listing: Listing) -> str:
+        """Where the mount shows ``memory``: its path, or a derived name when a directory of
+        the same name exists (memfs.clashes; noted and logged once)."""
+        name = listing_name(memory)
+        local = self.table.child(directory, name)
+        clash = any(isinstance(i, MemoryPrefix) for i in listing.named(name)) or (
+            local is not None and local.is_dir and self._dir_kept(memory.path)
+        )
+        if not clash:
+            return memory.path
+
+        def taken(candidate: str) -> bool:
+            other = self.table.child(directory, candidate)
+            mine = other is not None and other.memory_id == memory.id
+            return bool(listing.named(candidate)) or (other is not None and not mine)
+
+        shown = paths.join(directory, derived_name(name, taken))
+        self.clashes.note(memory.id, memory.path, shown)
+        return shown
+
+    def _yields(self, occupant: Node, known_at: float) -> bool:
+        """Whether a node bound where a listed memory goes gives way to it: a settled memory
+        not heard of since, or a directory nothing keeps any more (a clash that ended)."""
+        if occupant.is_dir:
+            return occupant.path is not None and not self._dir_kept(occupant.path)
+        return self.settled_remote(occupant, known_at)
+
+    def _forget_entry(self, path: str | None) -> None:
+        """The kernel must look ``path`` up again (its node moved to another name)."""
+        parent_ino = self._parent_ino(path)
+        if parent_ino is not None and path is not None:
+            self._queue_invalidations([("entry", parent_ino, paths.basename(path).encode())])
 
     def _local_entry(self, directory: str, name: str, node: Node, listing: Listing) -> bool:
         """Whether a local node the listing does not show is an entry; forgets what is gone."""
@@ -620,7 +672,7 @@ class Vfs:
             return cached
         if node.memory_id is None:
             return b""
-        if node.path is not None and node.path == node.remote_path:
+        if node.path is not None and self.store_path(node) == node.remote_path:
             bulk = await self.bulk.get(paths.parent(node.path), node.base_sha)
             if bulk is not None:
                 return bulk
@@ -772,7 +824,8 @@ class Vfs:
             if node.dirty:
                 self._validate(node)  # EILSEQ is still the writer's to hear
             return
-        if not node.dirty and node.memory_id is not None and node.path == node.remote_path:
+        at_home = self.store_path(node) == node.remote_path
+        if not node.dirty and node.memory_id is not None and at_home:
             return
         if node.conflict:
             return  # kept locally until the file is written again (docs/semantics.md)
@@ -1257,7 +1310,8 @@ class Vfs:
             return
         if node.refused == TOO_LARGE:
             return  # a refused write left it partial: not uploaded (memfs.refusals)
-        path = node.path
+        path = self.store_path(node)
+        assert path is not None
         gen = node.gen
         text = self._validate(node) if node.data is not None else None
         if node.memory_id is None:
@@ -1269,7 +1323,7 @@ class Vfs:
                 # unlinked or renamed to a local name while it was being created
                 self._detach_memory(node, path)
                 self.writeback.schedule(_delete_key(memory.id), 0)
-            elif node.path != node.remote_path or node.gen != gen:
+            elif self.store_path(node) != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
             self.listings.record(memory)
             return
@@ -1312,7 +1366,7 @@ class Vfs:
         holder = self.table.by_id.get(memory_id)
         if holder is node:
             self._took(node, memory, gen)
-            if node.path != node.remote_path or node.gen != gen:
+            if self.store_path(node) != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
         elif holder is not None:
             holder.base_sha, holder.remote_path = memory.content_sha256, memory.path
@@ -1332,7 +1386,7 @@ class Vfs:
         node.updated_at = memory.updated_at
         node.synced_at = self._now()
         node.error = None
-        if node.path == memory.path:
+        if self.store_path(node) == memory.path:
             node.departed_from = None
         if node.gen == gen:
             node.dirty = False
@@ -1358,7 +1412,7 @@ class Vfs:
                 await self.writeback.flush(_delete_key(memory_id))
                 return True
         for node in list(self.table.by_id.values()):
-            if node.remote_path == path and node.path != path:
+            if node.remote_path == path and self.store_path(node) != path:
                 await self.writeback.flush(node.ino)
                 return True
         return False
@@ -1504,7 +1558,7 @@ class Vfs:
         directory, name = paths.split(path)
         while True:
             parent = self.table.by_path.get(directory)
-            if parent is not None:
+            if parent is not None and parent.is_dir:  # a file there: a clash begins, drop it too
                 self._queue_invalidations([("entry", parent.ino, name.encode())])
                 return
             if directory == "/":

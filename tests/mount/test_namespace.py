@@ -201,3 +201,59 @@ def test_statfs(mount_factory):
     assert st.f_namemax == 255
     assert st.f_files == 2000
     assert st.f_ffree == 1998
+
+
+def _status(m, *args: str) -> str:
+    from .conftest import memfs
+
+    result = memfs("status", str(m.path), *args, env=m.env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_file_and_directory_with_one_name(mount_factory):
+    """Memories /x and /x/y (made through the API): the directory keeps the name, the file is
+    x.file-clash and reads, writes and renames the memory /x; the clash is logged once and
+    listed by memfs status."""
+    import json
+
+    m = mount_factory(memories={"/x": "file x\n", "/x/y": "below\n"})
+    memory_id = m.memories()["/x"].id
+    assert sorted(os.listdir(m.path)) == ["x", "x.file-clash"]
+    assert (m.path / "x").is_dir()
+    assert (m.path / "x" / "y").read_text() == "below\n"
+    assert (m.path / "x.file-clash").read_text() == "file x\n"
+    with open(m.path / "x.file-clash", "a") as f:
+        f.write("more\n")
+        f.flush()
+        os.fsync(f.fileno())
+    assert m.content("/x") == "file x\nmore\n"
+    assert m.paths() == {"/x", "/x/y"} and m.memories()["/x"].id == memory_id
+    warnings = [line for line in m.log().splitlines() if "name clash" in line]
+    assert len(warnings) == 1 and "/x/" in warnings[0] and "/x.file-clash" in warnings[0]
+    [clash] = wait_for(lambda: json.loads(_status(m, "--json"))["clashes"])  # written each 1 s
+    assert clash == {"file": "/x", "directory": "/x/", "shown_as": "/x.file-clash"}
+    assert "/x.file-clash" in _status(m)
+    # renaming the file away ends the clash; it keeps its id
+    os.rename(m.path / "x.file-clash", m.path / "x.md")
+    m.settle()
+    assert m.paths() == {"/x.md", "/x/y"} and m.memories()["/x.md"].id == memory_id
+    assert sorted(os.listdir(m.path)) == ["x", "x.md"]
+    wait_for(lambda: json.loads(_status(m, "--json"))["clashes"] == [])
+
+
+def test_clash_made_while_mounted_and_derived_name_taken(mount_factory):
+    """A directory appearing over a file shown as x (change feed), with x.file-clash already a
+    real memory: the file becomes x.file-clash-2; unlinking it deletes the memory /x."""
+    m = mount_factory(memories={"/x": "file x\n", "/x.file-clash": "a real one\n"})
+    assert (m.path / "x").read_text() == "file x\n"
+    m.put("/x/y", "below\n")
+    wait_for(lambda: (m.path / "x").is_dir(), timeout=10)
+    assert sorted(os.listdir(m.path)) == ["x", "x.file-clash", "x.file-clash-2"]
+    assert (m.path / "x" / "y").read_text() == "below\n"
+    assert (m.path / "x.file-clash").read_text() == "a real one\n"
+    assert (m.path / "x.file-clash-2").read_text() == "file x\n"
+    os.unlink(m.path / "x.file-clash-2")
+    m.settle()
+    assert m.paths() == {"/x.file-clash", "/x/y"}
+    assert sorted(os.listdir(m.path)) == ["x", "x.file-clash"]
