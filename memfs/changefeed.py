@@ -33,7 +33,7 @@ from typing import Protocol
 import trio
 
 from memfs.api import StoreClient
-from memfs.errors import ApiConnectionError, ApiError
+from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
 from memfs.vfs import Vfs, run_invalidations
 
@@ -222,10 +222,13 @@ class ChangeFeed:
                 # listings stay valid until the next poll is due (plus its round trip)
                 horizon = math.inf if self.source.name == "stream" else 2 * interval + 2.0
                 self.vfs.listings.vouch(now + horizon)
-            except (ApiError, ApiConnectionError) as exc:
+            except (ApiError, ApiConnectionError, StoreGoneError) as exc:
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
                 self.vfs.listings.withdraw()
+                if await self.vfs.gone.confirm(exc):
+                    log.info("change feed stopped: the store no longer exists")
+                    return  # never again: polling a deleted store would 404 for ever
                 if time.monotonic() > quiet_until:
                     log.warning("change feed: %s", exc)
                     quiet_until = time.monotonic() + 60

@@ -342,12 +342,27 @@ class Daemon:
     def _write_report(self, vfs: Vfs) -> None:
         """Tell ``memfs umount`` what could not be uploaded and where it is kept."""
         report = self._report_file  # computed before mounting (see run)
+        orphaned = None
+        if vfs.gone.gone:
+            try:
+                orphaned = vfs.durable.hand_over()
+            except OSError as exc:
+                log.error("pending changes not handed over as files (kept in the journal): %s", exc)
         pending = vfs.durable.not_uploaded()
         refused = vfs.durable.refusals.lines()
-        if not pending and not refused:
+        if not pending and not refused and not vfs.gone.gone:
             report.unlink(missing_ok=True)
             return
         text = ""
+        if vfs.gone.gone:
+            text += f"the memory store {vfs.store_id} no longer exists (deleted while mounted)"
+            if orphaned is not None and orphaned[1]:
+                directory, lines = orphaned
+                text += f"; {len(lines)} change(s) could never be uploaded and are not "
+                text += f"replayed; their content is handed over as plain files in {directory}:\n"
+                text += "".join(f"  {line}\n" for line in lines)
+            else:
+                text += "; nothing was waiting to be uploaded\n"
         if pending:
             journal = vfs.durable.journal
             where = journal.directory if journal is not None else "the daemon's memory (lost)"

@@ -25,6 +25,7 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memfs import paths
@@ -37,6 +38,7 @@ from memfs.errors import (
 from memfs.inodes import Kind
 from memfs.journal import Journal, Record
 from memfs.models import Memory, sha256_hex
+from memfs.orphans import hand_over
 from memfs.refusals import Refusals
 
 if TYPE_CHECKING:
@@ -322,6 +324,37 @@ class Durable:
                 )
                 return
             self.save_conflict(record.path, record.memory_id, record.data)
+
+    # -- the store is gone ---------------------------------------------------------------------
+
+    def hand_over(self) -> tuple[Path, list[str]] | None:
+        """The store was deleted: write the content of every journal record as a plain file
+        (``memfs.orphans``) and drop the records, so that no mount ever replays them. Returns
+        the directory and one line per record (None: no journal)."""
+        if self.journal is None:
+            return None
+        records = self.journal.load()
+        if not records:
+            return None
+        items: list[tuple[str, bytes | None]] = []
+        lines: list[str] = []
+        for record in records:
+            if record.op == "delete":
+                lines.append(f"delete of {record.remote_path or record.memory_id}: not done")
+            elif record.path is not None:
+                # a move without new content: the content is the server's, if still cached
+                data = (
+                    record.data
+                    if record.data is not None
+                    else self.vfs.contents.get(record.base_sha)
+                )
+                items.append((record.path, data))
+        directory, written = hand_over(self.journal.directory.parent, items)
+        for record in records:
+            self.journal.drop(record.name)
+            self.failed.pop(record.name, None)
+            self.retrying.pop(record.name, None)
+        return directory, written + lines
 
     # -- reporting ----------------------------------------------------------------------------
 

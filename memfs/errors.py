@@ -247,6 +247,10 @@ class InvalidArgumentError(FsError):
     pass
 
 
+class StoreGoneError(FsError):
+    """The mounted store was deleted: nothing can be uploaded or changed any more."""
+
+
 class RemoteUnavailableError(FsError):
     pass
 
@@ -270,6 +274,7 @@ ERRNO: list[tuple[type[MemfsError], int]] = [
     (NotSupportedError, errno.ENOSYS),
     (InvalidArgumentError, errno.EINVAL),
     (RemoteUnavailableError, errno.EIO),
+    (StoreGoneError, errno.ENODEV),
     # API errors that reach the filesystem boundary untranslated
     (StoreFullError, errno.ENOSPC),
     (StoreArchivedError, errno.EROFS),

@@ -78,6 +78,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
         "pid": os.getpid(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "read_only": vfs.read_only,
+        "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
         "requests": vfs.client.stats.snapshot(),
         "cache": {
             "content_hits": vfs.contents.hits,
@@ -169,6 +170,13 @@ def render(doc: dict[str, Any]) -> str:
     lines = [
         f"store            {doc['store_id']}{'  (read-only)' if doc['read_only'] else ''}",
         f"daemon           pid {doc['pid']}, status of {doc['time']}",
+    ]
+    if doc.get("store_gone"):
+        lines.append(
+            f"STORE GONE       deleted on the server (noticed {doc['store_gone']['since']}): "
+            "changes fail with ENODEV; pending changes are handed over as plain files at unmount"
+        )
+    lines += [
         f"requests         {requests['total']} ({requests['retries']} retries)",
     ]
     for route, count in sorted(requests["by_route"].items(), key=lambda kv: -kv[1]):

@@ -65,6 +65,7 @@ from memfs.errors import (
 from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
 from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion, sha256_hex
+from memfs.orphans import StoreGone
 from memfs.prefetch import DEFAULT_LOOKAHEAD, BulkFetcher
 from memfs.refusals import NOT_UTF8, TOO_LARGE
 from memfs.usage import StoreUsage
@@ -219,6 +220,7 @@ class Vfs:
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
         # file memories shown under a derived name beside a same-named directory (memfs.clashes)
         self.clashes = Clashes()
+        self.gone = StoreGone(self.client, store_id)  # the store deleted while mounted
         self.handles: dict[int, Handle] = {}
         self._next_fh = 1
         self.invalidator: Invalidator | None = None
@@ -243,6 +245,8 @@ class Vfs:
     def _check_writable(self) -> None:
         if self.read_only:
             raise ReadOnlyError("read-only mount")
+        if self.gone.gone:
+            raise self.gone.error()
 
     def _node(self, ino: int) -> Node:
         node = self.table.get(ino)
@@ -336,6 +340,10 @@ class Vfs:
             ]
         except Exception as exc:
             stale = self.listings.stale(directory)
+            if await self.gone.confirm(exc):  # what was seen stays readable
+                if stale is not None:
+                    return stale
+                raise self.gone.error() from exc
             if stale is None or not is_transient(exc):
                 raise
             log.debug("server unreachable; serving the last listing of %s", directory)
@@ -855,6 +863,8 @@ class Vfs:
             self._commit(node)
         if handle.writable:  # an error is the writer's, never a read-only open's
             self._report(node)
+            if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.orphans)
+                raise self.gone.error()
 
     async def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
@@ -1295,7 +1305,18 @@ class Vfs:
     # uploads (run by the write-back queue)
 
     async def sync(self, key: Hashable) -> None:
-        """Make the server match one inode (or run one pending delete)."""
+        """Make the server match one inode (or run one pending delete); once the store is gone
+        (a 404 for the store itself), nothing is tried any more (memfs.orphans)."""
+        if self.gone.gone:
+            raise self.gone.error()
+        try:
+            await self._sync(key)
+        except NotFoundError as exc:
+            if await self.gone.confirm(exc):
+                raise self.gone.error() from exc
+            raise
+
+    async def _sync(self, key: Hashable) -> None:
         if isinstance(key, tuple):
             if key[0] != "delete":
                 await self.durable.run(key)  # conflict copies, replays

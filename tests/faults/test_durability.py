@@ -104,3 +104,52 @@ def test_conflict_keeps_both_sides(faulty_mount: Callable[..., MountedStore]) ->
     [(sibling, text)] = contents.items()
     assert sibling.startswith("/n.conflict-") and sibling.endswith(".md")
     assert text == "local\n"
+
+
+def test_store_deleted_while_mounted_hands_pending_content_over(
+    faulty_mount: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    """The store is deleted with changes pending: the mount says so once (log, status), stops
+    trying, refuses changes with ENODEV, and umount hands the content over as plain files in a
+    named directory (exit 1); nothing is left for a later mount to replay."""
+    import errno
+    import json
+
+    mounted = faulty_mount("--update-delay", "30", memories={"/old.md": "v1\n"})
+    (mounted.path / "old.md").write_text("v2\n")
+    (mounted.path / "sub").mkdir()
+    (mounted.path / "sub" / "new.md").write_text("brand new\n")
+    assert len(journal_files(tmp_path)) == 2
+    writer = open(mounted.path / "old.md", "r+")  # noqa: SIM115 - closed below
+    mounted.sdk.beta.memory_stores.delete(mounted.store_id)
+
+    def status() -> dict[str, Any]:
+        result = memfs("status", str(mounted.path), "--json", env=mounted.env)
+        document: dict[str, Any] = json.loads(result.stdout)
+        return document
+
+    gone = wait_for(lambda: status()["store_gone"], timeout=15)  # the change feed notices
+    assert gone["since"]
+    assert "STORE GONE" in memfs("status", str(mounted.path), env=mounted.env).stdout
+    with pytest.raises(OSError) as caught:
+        open(mounted.path / "more.md", "w")  # noqa: SIM115
+    assert caught.value.errno == errno.ENODEV
+    with pytest.raises(OSError) as caught:
+        os.fsync(writer.fileno())  # never 0 for content the server will never have
+    assert caught.value.errno == errno.ENODEV
+    with pytest.raises(OSError) as caught:
+        writer.close()
+    assert caught.value.errno == errno.ENODEV
+    assert (mounted.path / "old.md").read_text() == "v2\n"  # what the mount holds stays readable
+
+    result = memfs("umount", str(mounted.path), env=mounted.env, timeout=90)
+    wait_for(lambda: not os.path.ismount(mounted.path), timeout=10)
+    assert result.returncode == 1
+    assert "no longer exists" in result.stderr and "replayed at next mount" not in result.stderr
+    [handed] = (tmp_path / "cache" / mounted.store_id).glob("orphaned-*")
+    assert str(handed) in result.stderr
+    assert (handed / "old.md").read_text() == "v2\n"
+    assert (handed / "sub" / "new.md").read_text() == "brand new\n"
+    assert journal_files(tmp_path) == []  # never replayed
+    said = [line for line in mounted.log().splitlines() if "nothing can be uploaded any" in line]
+    assert len(said) == 1, said  # the store's fate is told once (each failed upload names its file)
