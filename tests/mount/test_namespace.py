@@ -244,7 +244,8 @@ def test_file_and_directory_with_one_name(mount_factory):
 
 def test_clash_made_while_mounted_and_derived_name_taken(mount_factory):
     """A directory appearing over a file shown as x (change feed), with x.file-clash already a
-    real memory: the file becomes x.file-clash-2; unlinking it deletes the memory /x."""
+    real memory: the file becomes x.file-clash-2; renaming the directory away ends the clash
+    (the file is x again); unlinking it deletes the memory /x."""
     m = mount_factory(memories={"/x": "file x\n", "/x.file-clash": "a real one\n"})
     assert (m.path / "x").read_text() == "file x\n"
     m.put("/x/y", "below\n")
@@ -253,7 +254,10 @@ def test_clash_made_while_mounted_and_derived_name_taken(mount_factory):
     assert (m.path / "x" / "y").read_text() == "below\n"
     assert (m.path / "x.file-clash").read_text() == "a real one\n"
     assert (m.path / "x.file-clash-2").read_text() == "file x\n"
-    os.unlink(m.path / "x.file-clash-2")
+    os.rename(m.path / "x", m.path / "dir")
     m.settle()
-    assert m.paths() == {"/x.file-clash", "/x/y"}
-    assert sorted(os.listdir(m.path)) == ["x", "x.file-clash"]
+    assert sorted(os.listdir(m.path)) == ["dir", "x", "x.file-clash"]
+    assert (m.path / "x").read_text() == "file x\n"
+    os.unlink(m.path / "x")
+    m.settle()
+    assert m.paths() == {"/x.file-clash", "/dir/y"}
