@@ -5,6 +5,11 @@ Two families: the counter ``memfs_server_requests_total{method,route,status}`` a
 ``/v1/memory_stores/{store_id}/memories``), never a concrete path, so the label set stays small
 and ids never reach a metrics system. A few dozen lines, so no prometheus-client dependency.
 This module must not know about HTTP frameworks.
+
+Every label is bounded, whatever clients send (``/metrics`` is open, so an unbounded label would
+let anyone grow the server's memory and every scrape): a method outside ``METHODS`` and a
+status outside 100-599 are counted as ``other``. Routes are bounded by the caller, which passes
+a route template or ``unmatched``, never a path it was sent.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ log = logging.getLogger(__name__)
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER = "other"
 
 
 def _escape(value: str) -> str:
@@ -26,6 +33,15 @@ def _escape(value: str) -> str:
 
 def _labels(**labels: str) -> str:
     return ",".join(f'{name}="{_escape(value)}"' for name, value in labels.items())
+
+
+def method_label(method: str) -> str:
+    """``method`` if it is a standard one, else ``other`` (clients choose it freely)."""
+    return method if method in METHODS else OTHER
+
+
+def status_label(status: int) -> str:
+    return str(status) if 100 <= status <= 599 else OTHER
 
 
 def _number(value: float) -> str:
@@ -37,20 +53,22 @@ class Metrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._requests: dict[tuple[str, str, int], int] = defaultdict(int)
+        # Keyed by bounded labels only (see the module docstring).
+        self._requests: dict[tuple[str, str, str], int] = defaultdict(int)
         self._bucket_counts: dict[tuple[str, str], list[int]] = {}
         self._sums: dict[tuple[str, str], float] = defaultdict(float)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        method = method_label(method)
         with self._lock:
-            self._requests[(method, route, status)] += 1
+            self._requests[(method, route, status_label(status))] += 1
             counts = self._bucket_counts.setdefault((method, route), [0] * (len(BUCKETS) + 1))
             counts[bisect_left(BUCKETS, seconds)] += 1
             self._sums[(method, route)] += seconds
 
     def request_count(self, method: str, route: str, status: int) -> int:
         with self._lock:
-            return self._requests.get((method, route, status), 0)
+            return self._requests.get((method_label(method), route, status_label(status)), 0)
 
     def render(self) -> str:
         with self._lock:
@@ -59,7 +77,7 @@ class Metrics:
                 "# TYPE memfs_server_requests_total counter",
             ]
             for (method, route, status), count in sorted(self._requests.items()):
-                labels = _labels(method=method, route=route, status=str(status))
+                labels = _labels(method=method, route=route, status=status)
                 lines.append(f"memfs_server_requests_total{{{labels}}} {count}")
             lines += [
                 "# HELP memfs_server_request_duration_seconds Time to answer an HTTP request.",

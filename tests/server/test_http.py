@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +68,23 @@ async def test_metrics_use_route_templates(client: httpx.AsyncClient, store_id: 
     assert f'memfs_server_request_duration_seconds_count{{method="GET",route="{route}"}} 2' in text
     assert 'memfs_server_request_duration_seconds_bucket{method="GET",route="' in text
     assert 'le="+Inf"' in text
+
+
+async def test_metrics_labels_stay_bounded_whatever_is_sent(app: Any, metrics: Metrics) -> None:
+    """Junk methods and paths (with or without a key) add no series: /metrics is open."""
+    async with make_client(app) as c:
+        for n in range(40):
+            await c.request(f"JUNK{n}", "/v1/memory_stores")
+            await c.request(f"X{n}", f"/v1/nothing/{n}", headers={"x-api-key": "sk-wrong"})
+            await c.get(f"/v1/nothing/{n}")
+        text = (await c.get("/metrics")).text
+    assert metrics.request_count("other", "/v1/memory_stores", 405) == 40
+    assert metrics.request_count("other", "unmatched", 401) == 40
+    assert metrics.request_count("GET", "unmatched", 404) == 40
+    assert set(re.findall(r'method="([^"]*)"', text)) == {"GET", "other"}
+    assert set(re.findall(r'route="([^"]*)"', text)) == {"/v1/memory_stores", "unmatched"}
+    counters = [line for line in text.splitlines() if line.startswith("memfs_server_requests")]
+    assert len(counters) == 3
 
 
 async def test_unauthenticated_requests_are_labelled_by_route(app: Any, metrics: Metrics) -> None:
