@@ -2,11 +2,12 @@
 
 ``create_app(storage, api_keys)`` returns an ASGI app. The stack, outside in:
 1. ``ApiMiddleware`` (pure ASGI): mints the request id (``request-id`` header and envelope
-   field), authenticates (``x-api-key`` or ``Authorization: Bearer``; GET /healthz and
-   GET /metrics are open), checks ``anthropic-beta``, decides the actor, records metrics, and
-   turns any unexpected exception into a logged 500 ``api_error`` envelope;
+   field), authenticates (``x-api-key`` or ``Authorization: Bearer``, which must agree when both
+   are sent; GET /healthz and GET /metrics are open; the admin endpoints take the admin key
+   only), checks ``anthropic-beta``, decides the actor, records metrics, and turns any
+   unexpected exception into a logged 500 ``api_error`` envelope;
 2. the *fault slot*: an optional ``fault_middleware(app) -> app`` wrapper for fault injection
-   (a later issue; nothing is installed by default);
+   (``memfs.server.faults``; nothing is installed by default);
 3. a Starlette app whose exception handlers render ``ApiError`` and routing errors (404, 405)
    as the envelope.
 
@@ -55,10 +56,11 @@ from memfs.errors import (
     BadRequestError,
     NotFoundError,
     OverloadedError,
+    PermissionDeniedError,
     RequestTooLargeError,
 )
 from memfs.models import Actor, Memory, MemoryVersion, format_time, parse_time
-from memfs.server import changes, cursor, ids
+from memfs.server import changes, cursor, ids, json_body
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.storage import (
     MAX_METADATA_PAIRS,
@@ -84,6 +86,11 @@ MAX_FULL_VIEW_LIMIT = 20
 MEMORY_BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+FAULTS_PATH = "/v1/memfs/faults"  # answered by memfs.server.faults when it is installed
+# The operator's endpoints: they take the admin key (``create_app(admin_key=…)``), never an API
+# key, and are off (404) when the server has none.
+ADMIN_PATHS = frozenset({FAULTS_PATH})
+MISSING_KEY = "invalid or missing API key (send it as x-api-key or Authorization: Bearer)"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 FaultMiddleware = Callable[[ASGIApp], ASGIApp]
@@ -140,22 +147,10 @@ async def read_json_object(request: Request, *, allow_empty: bool = False) -> di
         if allow_empty:
             return {}
         raise _bad("request body must be a JSON object")
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text, parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise _bad("request body is not valid UTF-8") from None
-    except ValueError as exc:
-        raise _bad(f"request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise _bad("request body is nested too deeply") from None
+    data = json_body.decode(raw)
     if not isinstance(data, dict):
         raise _bad("request body must be a JSON object")
     return data
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed in JSON")
 
 
 def check_fields(body: Mapping[str, Any], allowed: Sequence[str], *, where: str = "") -> None:
@@ -767,37 +762,48 @@ class ApiMiddleware:
         api_keys: Sequence[str],
         metrics: Metrics,
         routes: Sequence[Route] = (),
+        admin_key: str | None = None,
     ) -> None:
         self.app = app
         self._routes = list(routes)
         self._keys = [key.encode("utf-8") for key in api_keys if key]
+        self._admin_key = admin_key.encode("utf-8") if admin_key else None
         self.metrics = metrics
 
-    def _authenticate(self, scope: Scope) -> str | None:
-        """The key the request presented, if it is one of ours."""
-        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
-        presented = headers.get("x-api-key")
-        if presented is None:
-            auth = headers.get("authorization", b"")
-            scheme, _, token = auth.partition(b" ")
-            if scheme.lower() == b"bearer" and token.strip():
-                presented = token.strip()
-        if not presented:
-            return None
+    def _is_api_key(self, presented: bytes) -> bool:
         found = False
-        for key in self._keys:
+        for key in self._keys:  # every key compared: the time taken tells nothing
             found |= hmac.compare_digest(presented, key)
-        return presented.decode("utf-8") if found else None
+        return found
+
+    def _admit_admin(self, scope: Scope) -> ApiError | None:
+        """Admin endpoints take the admin key only; without one configured they are off."""
+        if self._admin_key is None:
+            return NotFoundError(
+                f"{scope['path']} is off: this server has no admin key "
+                "(start it with MEMFS_ADMIN_KEY or --admin-key-file)"
+            )
+        presented = presented_key(scope)
+        if isinstance(presented, ApiError):
+            return presented
+        if hmac.compare_digest(presented, self._admin_key):
+            return None
+        if self._is_api_key(presented):
+            return PermissionDeniedError(f"{scope['path']} needs the admin key, not an API key")
+        return AuthenticationError("invalid admin key")
 
     def _admit(self, scope: Scope) -> ApiError | None:
         """Check auth, beta header and session header; put the actors into ``scope['state']``."""
         if scope["method"] in ("GET", "HEAD") and scope["path"] in OPEN_PATHS:
             return None
-        key = self._authenticate(scope)
-        if key is None:
-            return AuthenticationError(
-                "invalid or missing API key (send it as x-api-key or Authorization: Bearer)"
-            )
+        if scope["path"] in ADMIN_PATHS:
+            return self._admit_admin(scope)
+        presented = presented_key(scope)
+        if isinstance(presented, ApiError):
+            return presented
+        if not self._is_api_key(presented):
+            return AuthenticationError(MISSING_KEY)
+        key = presented.decode("utf-8")
         betas: set[str] = set()
         session: str | None = None
         for name, value in scope.get("headers", []):
@@ -874,6 +880,34 @@ class ApiMiddleware:
             )
 
 
+def presented_key(scope: Scope) -> bytes | AuthenticationError:
+    """The one key the request presents, or why it presents none.
+
+    Every credential counts: each ``x-api-key`` header and each ``Authorization`` header. They
+    must all name the same key: a request whose credentials disagree (a valid key and a wrong
+    one, or two different keys) is refused rather than judged by whichever comes first. An
+    ``Authorization`` header that is not ``Bearer <token>`` is a credential no key matches.
+    """
+    presented: set[bytes | None] = set()
+    for name, value in scope.get("headers", []):
+        lowered = name.lower()
+        if lowered == b"x-api-key":
+            presented.add(value.strip())
+        elif lowered == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            is_bearer = scheme.lower() == b"bearer" and token.strip()
+            presented.add(token.strip() if is_bearer else None)
+    if len(presented) > 1:
+        return AuthenticationError(
+            "the request carries different credentials (x-api-key and Authorization, or the "
+            "same header twice); send one key"
+        )
+    key = presented.pop() if presented else None
+    if not key:
+        return AuthenticationError(MISSING_KEY)
+    return key
+
+
 def _route_of(scope: Scope) -> str:
     route = scope.get("route")
     template = getattr(route, "path", None)
@@ -887,13 +921,17 @@ def create_app(
     metrics: Metrics | None = None,
     fault_middleware: FaultMiddleware | None = None,
     change_hub: changes.ChangeHub | None = None,
+    admin_key: str | None = None,
 ) -> ApiMiddleware:
     """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
 
     With ``change_hub`` the change stream is offered; the hub must be fed (``NotifyingStorage``
-    around ``storage``, or a ``PgListener``)."""
+    around ``storage``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
+    (``ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key alone."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
+    if admin_key is not None and admin_key in api_keys:
+        raise ValueError("the admin key must differ from every API key")
     metrics = metrics or Metrics()
     routes = _routes(Handlers(storage, change_hub), metrics)
     starlette = Starlette(
@@ -906,7 +944,7 @@ def create_app(
     )
     starlette.router.redirect_slashes = False
     inner: ASGIApp = starlette if fault_middleware is None else fault_middleware(starlette)
-    return ApiMiddleware(inner, api_keys, metrics, routes)
+    return ApiMiddleware(inner, api_keys, metrics, routes, admin_key=admin_key)
 
 
 __all__ = ["ApiMiddleware", "FaultMiddleware", "create_app"]
