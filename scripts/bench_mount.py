@@ -62,10 +62,14 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[max(1, math.ceil(pct / 100 * len(ordered))) - 1]
 
 
+# Fault control (the injected latency) takes the server's admin key, never an API key.
+ADMIN_KEY = "sk-memfs-bench-admin-" + secrets.token_hex(12)
+
+
 @contextmanager
 def server(key: str, workdir: Path) -> Iterator[str]:
     port = free_port()
-    env = dict(os.environ, MEMFS_API_KEYS=key)
+    env = dict(os.environ, MEMFS_API_KEYS=key, MEMFS_ADMIN_KEY=ADMIN_KEY)
     log = open(workdir / "server.log", "ab")  # noqa: SIM115 - owned by the subprocess
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "server", "--db", str(workdir / "bench.db"),
@@ -87,12 +91,12 @@ def server(key: str, workdir: Path) -> Iterator[str]:
         proc.wait(10)
 
 
-def set_latency(url: str, key: str, seconds: float) -> None:
+def set_latency(url: str, seconds: float) -> None:
     spec = f"latency={seconds}" if seconds else "none"
     request = urllib.request.Request(
         url + "/v1/memfs/faults",
         data=json.dumps({"spec": spec}).encode(),
-        headers={"x-api-key": key, "content-type": "application/json"},
+        headers={"x-api-key": ADMIN_KEY, "content-type": "application/json"},
         method="PUT",
     )
     urllib.request.urlopen(request, timeout=5).close()
@@ -261,7 +265,7 @@ def run_setting(
              "ratio": ratio, "requests": requests}
         )  # fmt: skip
 
-    set_latency(url, key, latency)
+    set_latency(url, latency)
     cache = work / f"cache-{label}"
     a = Mount(store_id, work / f"a-{label}", env, cache)
     b = Mount(store_id, work / f"b-{label}", env, cache)
@@ -327,7 +331,7 @@ def run_setting(
     finally:
         for mount in (a, b, c):
             mount.umount()
-        set_latency(url, key, 0)
+        set_latency(url, 0)
     return rows
 
 

@@ -52,6 +52,7 @@ class ServerProcess:
     proc: subprocess.Popen[bytes] | None = None
     db_url: str | None = None  # a postgresql:// URL to serve instead of the file ``db``
     log_path: Path | None = None
+    admin_key: str | None = None  # MEMFS_ADMIN_KEY of the server (fault control), never argv
 
     @property
     def base_url(self) -> str:
@@ -67,11 +68,15 @@ class ServerProcess:
         env["ANTHROPIC_BASE_URL"] = self.base_url
         env["ANTHROPIC_API_KEY"] = self.api_key
         env.pop("MEMFS_API_KEYS", None)
+        env.pop("MEMFS_ADMIN_KEY", None)
         return env
 
     def start(self) -> None:
         env = dict(os.environ)
         env["MEMFS_API_KEYS"] = ",".join(self.keys)
+        env.pop("MEMFS_ADMIN_KEY", None)
+        if self.admin_key is not None:
+            env["MEMFS_ADMIN_KEY"] = self.admin_key
         self.log_path = self.db.with_suffix(".log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
         self.proc = subprocess.Popen(

@@ -1,8 +1,9 @@
 """``memfs server``: run the reference Memory Stores API server.
 
 Parses the command line, collects API keys (``--api-key``, repeatable, and/or ``MEMFS_API_KEYS``,
-comma-separated), configures logging and hands over to ``memfs.server.serve``. Never prints a
-key: a key on the command line only earns a warning that argv is visible to other users.
+comma-separated) and the optional admin key (``MEMFS_ADMIN_KEY`` or ``--admin-key-file``, never
+argv), configures logging and hands over to ``memfs.server.serve``. Never prints a key: a key on
+the command line only earns a warning that argv is visible to other users.
 
 Start-up failures are one line on stderr (``memfs server: cannot listen on 127.0.0.1:8700: address
 already in use``), never a traceback, and exit 1; usage errors exit 2 (``EXIT_CODES``).
@@ -13,12 +14,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import stat
 import sys
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 KEYS_ENV = "MEMFS_API_KEYS"
+ADMIN_KEY_ENV = "MEMFS_ADMIN_KEY"
 
 EXIT_OK = 0  # stopped by SIGINT/SIGTERM
 EXIT_FAILED = 1  # could not start (address, database), or failed while running
@@ -29,7 +32,7 @@ EXIT_CODES = f"""exit status:
   {EXIT_FAILED}  could not start: cannot listen on --host:--port (address in use, host unknown
      or not on this machine) or cannot open --db (missing directory, not a database,
      PostgreSQL unreachable); one line on stderr says which. Also: failed while running.
-  {EXIT_USAGE}  usage error: bad arguments, no API key
+  {EXIT_USAGE}  usage error: bad arguments, no API key, an unusable admin key
 """
 
 
@@ -78,7 +81,16 @@ def register(subparsers: Any) -> None:
         metavar="SPEC",
         help=(
             "inject faults for tests and benchmarks, e.g. 'latency=0.05,drop=0.1' or 'none' "
-            "(switchable at run time through PUT /v1/memfs/faults; also MEMFS_SERVER_FAULTS)"
+            "(also MEMFS_SERVER_FAULTS); switchable at run time through PUT /v1/memfs/faults "
+            f"with the admin key ({ADMIN_KEY_ENV} or --admin-key-file)"
+        ),
+    )
+    parser.add_argument(
+        "--admin-key-file",
+        metavar="FILE",
+        help=(
+            "read the admin key, which alone may switch faults at run time, from FILE (mode "
+            f"0600); or set {ADMIN_KEY_ENV}. Without one, fault control is off"
         ),
     )
     parser.add_argument(
@@ -94,6 +106,42 @@ def collect_keys(cli_keys: list[str], environ: dict[str, str] | os._Environ[str]
     keys = [k.strip() for k in environ.get(KEYS_ENV, "").split(",") if k.strip()]
     keys += [k.strip() for k in cli_keys if k.strip()]
     return list(dict.fromkeys(keys))
+
+
+class UsageError(Exception):
+    """A setting the server refuses to start with; ``str()`` is one line without any key."""
+
+
+def read_admin_key(key_file: str | None, environ: dict[str, str] | os._Environ[str]) -> str | None:
+    """The admin key from ``MEMFS_ADMIN_KEY`` or ``key_file`` (only one), None if neither."""
+    from memfs.config import ConfigError, read_key_file
+
+    from_env = environ.get(ADMIN_KEY_ENV, "").strip()
+    if key_file is None:
+        key = from_env
+        source = ADMIN_KEY_ENV
+    else:
+        if from_env:
+            raise UsageError(f"give the admin key once: {ADMIN_KEY_ENV} or --admin-key-file")
+        try:
+            mode = stat.S_IMODE(os.stat(key_file).st_mode)
+            key = read_key_file(key_file).reveal()
+        except OSError as exc:
+            raise UsageError(f"--admin-key-file: cannot read {key_file}: {exc.strerror}") from None
+        except ConfigError as exc:
+            raise UsageError(f"--admin-key-file: {exc}") from None
+        if mode & 0o077:
+            raise UsageError(
+                f"--admin-key-file: {key_file} is open to other users (mode {mode:04o}); "
+                "make it private: chmod 600"
+            )
+        source = "--admin-key-file"
+    if not key:
+        return None
+    # It travels in an HTTP header, where anything else would be refused or changed in transit.
+    if not (key.isascii() and key.isprintable() and " " not in key):
+        raise UsageError(f"the admin key from {source} must be printable ASCII without spaces")
+    return key
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,6 +184,14 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+    try:
+        admin_key = read_admin_key(args.admin_key_file, os.environ)
+    except UsageError as exc:
+        print(f"memfs server: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if admin_key is not None and admin_key in keys:
+        print("memfs server: the admin key must differ from every API key", file=sys.stderr)
+        return EXIT_USAGE
     from memfs.server.faults import FAULTS_ENV, FaultSpec, FaultSpecError
 
     faults = args.faults if args.faults is not None else os.environ.get(FAULTS_ENV)
@@ -153,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         retention_days=args.version_retention_days,
         faults=faults,
+        admin_key=admin_key,
     )
     try:
         trio.run(serve, settings)

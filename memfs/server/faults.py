@@ -16,10 +16,14 @@ switches them at run time, and their effect on each request:
 - ``methods=POST+DELETE`` limits the fractions (not latency or outage) to these methods;
 - ``seed=N``         a reproducible random sequence.
 A spec is comma-separated ``key=value`` pairs; ``none`` (or an empty string) is no fault.
+Numbers must be finite: seconds from 0 to ``MAX_SECONDS``, fractions from 0 to 1 (an infinite
+latency would hold every request forever); an error names the setting.
 
-Admin endpoint (behind the API key, like every route): ``GET /v1/memfs/faults`` returns the
-current spec; ``PUT /v1/memfs/faults`` with ``{"spec": "..."}`` replaces it. It is answered even
-during an outage, so a test can end one. ``GET /healthz`` is never affected.
+Admin endpoint: ``GET /v1/memfs/faults`` returns the current spec; ``PUT /v1/memfs/faults`` with
+``{"spec": "..."}`` replaces it. It takes the server's admin key, never an API key, and is off
+(404) on a server without one: ``ApiMiddleware`` checks that before this module sees the
+request (``memfs.server.app.ADMIN_PATHS``). It is answered even during an outage, so a test can
+end one. ``GET /healthz`` and ``GET /metrics`` are never affected. Errors use the API's envelope.
 
 A lost connection is simulated by starting a response whose promised length is never sent:
 the server closes the connection and the client sees it end mid-answer.
@@ -31,18 +35,33 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 from dataclasses import dataclass, fields
 from typing import Any
 
 import trio
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memfs.errors import ApiError, BadRequestError
+from memfs.server.app import (
+    FAULTS_PATH,
+    api_error_response,
+    check_fields,
+    error_body,
+    read_json_object,
+    text_field,
+)
 
 log = logging.getLogger(__name__)
 
 FAULTS_ENV = "MEMFS_SERVER_FAULTS"
-ADMIN_PATH = "/v1/memfs/faults"
+ADMIN_PATH = FAULTS_PATH
+MAX_SECONDS = 3600.0  # for latency and retry_after
+_SECONDS = frozenset({"latency", "retry_after"})
 _UNAFFECTED = frozenset({"/healthz", "/metrics", ADMIN_PATH})
 
 
@@ -75,21 +94,7 @@ class FaultSpec:
             key = key.strip().replace("-", "_")
             if not sep or key not in known:
                 raise FaultSpecError(f"unknown fault setting {part.strip()!r}")
-            raw = raw.strip()
-            try:
-                if key == "methods":
-                    values[key] = frozenset(m.strip().upper() for m in raw.split("+") if m.strip())
-                elif key == "outage":
-                    values[key] = raw.lower() in ("1", "true", "yes", "on")
-                elif key == "seed":
-                    values[key] = int(raw)
-                else:
-                    number = float(raw)
-                    if number < 0 or (key not in ("latency", "retry_after") and number > 1):
-                        raise ValueError(raw)
-                    values[key] = number
-            except ValueError:
-                raise FaultSpecError(f"invalid value for {key}: {raw!r}") from None
+            values[key] = _parse_value(key, raw.strip())
         return cls(**values)
 
     def __str__(self) -> str:
@@ -110,15 +115,41 @@ class FaultSpec:
         return ",".join(parts) or "none"
 
 
+def _parse_value(key: str, raw: str) -> Any:
+    """The value of setting ``key``; ``FaultSpecError`` naming the setting if it is bad."""
+    if key == "methods":
+        return frozenset(m.strip().upper() for m in raw.split("+") if m.strip())
+    if key == "outage":
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise FaultSpecError(f"invalid value for outage: {raw!r} (expected 1 or 0)")
+    if key == "seed":
+        # The length bound keeps int() from refusing in its own words (it limits digits too).
+        if len(raw) <= 40 and raw.lstrip("-").isdigit():
+            return int(raw)
+        raise FaultSpecError(f"invalid value for seed: {raw[:40]!r} (expected an integer)")
+    limit = MAX_SECONDS if key in _SECONDS else 1.0
+    expected = "seconds from 0 to 3600" if key in _SECONDS else "a fraction from 0 to 1"
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and 0 <= number <= limit):
+        raise FaultSpecError(f"invalid value for {key}: {raw[:40]!r} (expected {expected})")
+    return number
+
+
 def spec_from_env(environ: dict[str, str] | os._Environ[str] | None = None) -> FaultSpec | None:
     """The spec of ``MEMFS_SERVER_FAULTS``, or None when it is not set."""
     text = (environ if environ is not None else os.environ).get(FAULTS_ENV)
     return None if text is None else FaultSpec.parse(text)
 
 
-def _error_body(kind: str, message: str) -> bytes:
-    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": None}
-    return json.dumps(body).encode()
+def _error_body(scope: Scope, kind: str, message: str) -> bytes:
+    request_id = str(scope.get("state", {}).get("request_id", ""))
+    return json.dumps(error_body(kind, message, request_id)).encode()
 
 
 class FaultMiddleware:
@@ -189,36 +220,45 @@ class FaultMiddleware:
             await self.app(scope, receive, swallow)
             await _drop(send)
         elif name == "error":
-            await _answer(send, 500, _error_body("api_error", "injected fault: internal error"))
+            body = _error_body(scope, "api_error", "injected fault: internal error")
+            await _answer(send, 500, body)
         elif name == "overload":
-            await _answer(send, 529, _error_body("overloaded_error", "injected fault: overloaded"))
+            body = _error_body(scope, "overloaded_error", "injected fault: overloaded")
+            await _answer(send, 529, body)
         else:
             retry_after = f"{self.spec.retry_after:g}"
-            body = _error_body("rate_limit_error", "injected fault: rate limited")
+            body = _error_body(scope, "rate_limit_error", "injected fault: rate limited")
             await _answer(send, 429, body, [(b"retry-after", retry_after.encode())])
 
     async def _admin(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "PUT":
-            raw = b""
-            while True:
-                message = await receive()
-                raw += message.get("body", b"")
-                if not message.get("more_body"):
-                    break
-            try:
-                data = json.loads(raw or b"{}")
-                if not isinstance(data, dict) or not isinstance(data.get("spec", ""), str):
-                    raise FaultSpecError('expected {"spec": "..."}')
-                self.set_spec(FaultSpec.parse(data.get("spec", "")))
-            except (ValueError, FaultSpecError) as exc:
-                message_text = str(exc) if isinstance(exc, FaultSpecError) else "invalid JSON"
-                await _answer(send, 400, _error_body("invalid_request_error", message_text))
+        """The admin endpoint (the caller has shown the admin key: see the module docstring)."""
+        request = Request(scope, receive)
+        request_id = str(scope.get("state", {}).get("request_id", ""))
+        try:
+            if scope["method"] == "PUT":
+                body = await read_json_object(request)
+                check_fields(body, ("spec",))
+                if "spec" not in body:
+                    raise BadRequestError("spec: required")
+                try:
+                    spec = FaultSpec.parse(text_field(body["spec"], "spec"))
+                except FaultSpecError as exc:
+                    raise BadRequestError(f"spec: {exc}") from None
+                self.set_spec(spec)
+            elif scope["method"] != "GET":
+                message = f"method not allowed: {scope['method']} {ADMIN_PATH} (use GET or PUT)"
+                response = JSONResponse(
+                    error_body("invalid_request_error", message, request_id),
+                    status_code=405,
+                    headers={"allow": "GET, PUT"},
+                )
+                await response(scope, receive, send)
                 return
-        elif scope["method"] != "GET":
-            await _answer(send, 405, _error_body("invalid_request_error", "use GET or PUT"))
+        except ApiError as exc:
+            await api_error_response(exc, request_id)(scope, receive, send)
             return
-        body = json.dumps({"type": "memfs_faults", "spec": str(self.spec), "counts": self.counts})
-        await _answer(send, 200, body.encode())
+        answer = {"type": "memfs_faults", "spec": str(self.spec), "counts": self.counts}
+        await JSONResponse(answer)(scope, receive, send)
 
 
 async def _answer(

@@ -127,6 +127,7 @@ class ServerSettings:
     pool_size: int = 10  # PostgreSQL connections per replica
     heartbeat: float = 15.0  # seconds between change-stream heartbeats
     faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
+    admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
 
     @property
     def is_postgres(self) -> bool:
@@ -243,6 +244,7 @@ async def _serve(
             metrics=Metrics(),
             change_hub=hub,
             fault_middleware=fault_middleware,
+            admin_key=settings.admin_key,
         )
         config = Config()
         # Hypercorn wraps this descriptor in a socket of its own, which owns it from now on.

@@ -1,7 +1,8 @@
 """Fixtures for fault tests: a private server with the fault middleware installed (no fault yet).
 
 ``faulty_server.set_faults(spec)`` switches faults at run time through the admin endpoint
-(``memfs.server.faults``); teardown switches them off before the server stops.
+(``memfs.server.faults``) with the server's admin key (``ADMIN_KEY``, given to the server as
+``MEMFS_ADMIN_KEY``); teardown switches them off before the server stops.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import pytest
 from conftest import ServerProcess, free_port
 from mount.conftest import MountedStore, MountMaker
 
+ADMIN_KEY = "sk-memfs-admin-" + "f" * 24
+
 
 class FaultyServer(ServerProcess):
     def set_faults(self, spec: str) -> dict[str, object]:
         response = httpx.put(
             self.base_url + "/v1/memfs/faults",
             json={"spec": spec},
-            headers={"x-api-key": self.api_key},
+            headers={"x-api-key": ADMIN_KEY},
             timeout=5,
         )
         response.raise_for_status()
@@ -30,7 +33,7 @@ class FaultyServer(ServerProcess):
 
     def faults(self) -> dict[str, object]:
         response = httpx.get(
-            self.base_url + "/v1/memfs/faults", headers={"x-api-key": self.api_key}, timeout=5
+            self.base_url + "/v1/memfs/faults", headers={"x-api-key": ADMIN_KEY}, timeout=5
         )
         response.raise_for_status()
         data: dict[str, object] = response.json()
@@ -40,7 +43,10 @@ class FaultyServer(ServerProcess):
 @pytest.fixture
 def faulty_server(tmp_path: Path) -> Iterator[FaultyServer]:
     proc = FaultyServer(
-        db=tmp_path / "faulty.db", port=free_port(), extra_args=["--faults", "none"]
+        db=tmp_path / "faulty.db",
+        port=free_port(),
+        extra_args=["--faults", "none"],
+        admin_key=ADMIN_KEY,
     )
     proc.start()
     try:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from conftest import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.retry import RetryPolicy
 from memfs.config import ClientConfig
 from memfs.errors import ApiConnectionError, RateLimitError
 from memfs.server.faults import FaultSpec, FaultSpecError
+
+from .conftest import ADMIN_KEY
 
 
 def client_for(server: Any, **options: Any) -> StoreClient:
@@ -26,6 +31,11 @@ def test_spec_round_trip_and_errors() -> None:
     assert str(FaultSpec.parse("none")) == "none"
     for bad in ("drop=2", "nonsense=1", "latency=abc", "drop"):
         with pytest.raises(FaultSpecError):
+            FaultSpec.parse(bad)
+    # Non-finite or negative numbers would hold requests forever or mean nothing.
+    for bad in ("latency=inf", "latency=nan", "retry_after=-1", "drop=nan", "outage=maybe"):
+        setting = bad.partition("=")[0]
+        with pytest.raises(FaultSpecError, match=f"invalid value for {setting}"):
             FaultSpec.parse(bad)
 
 
@@ -66,15 +76,53 @@ async def test_lost_answers_of_creates_make_no_duplicates(faulty_server: Any) ->
         assert sorted(paths) == sorted(f"/m{n}.md" for n in range(20))
 
 
-async def test_admin_endpoint_refuses_bad_specs(faulty_server: Any) -> None:
-    import httpx
-
-    response = httpx.put(
-        faulty_server.base_url + "/v1/memfs/faults",
-        json={"spec": "drop=9"},
-        headers={"x-api-key": faulty_server.api_key},
-    )
-    assert response.status_code == 400
-    assert response.json()["error"]["type"] == "invalid_request_error"
-    unauthenticated = httpx.get(faulty_server.base_url + "/v1/memfs/faults")
+def test_admin_endpoint_takes_the_admin_key_and_refuses_bad_specs(faulty_server: Any) -> None:
+    url = faulty_server.base_url + "/v1/memfs/faults"
+    for spec in ("drop=9", "latency=inf", "latency=-1"):
+        response = httpx.put(url, json={"spec": spec}, headers={"x-api-key": ADMIN_KEY})
+        assert response.status_code == 400
+        assert response.json()["error"]["type"] == "invalid_request_error"
+        assert spec.partition("=")[0] in response.json()["error"]["message"]
+    unauthenticated = httpx.get(url)
     assert unauthenticated.status_code == 401
+    tenant = httpx.put(url, json={"spec": "outage=1"}, headers={"x-api-key": faulty_server.api_key})
+    assert tenant.status_code == 403
+    assert tenant.json()["error"]["type"] == "permission_error"
+    assert faulty_server.faults()["spec"] == "none"
+
+
+def test_fault_control_is_off_for_tenants_without_an_admin_key(tmp_path: Path) -> None:
+    """``--faults none`` and no admin key: no API key can start an outage or hang requests."""
+    server = ServerProcess(
+        db=tmp_path / "off.db", port=free_port(), extra_args=["--faults", "none"]
+    )
+    server.start()
+    try:
+        url = server.base_url + "/v1/memfs/faults"
+        for spec in ("outage=1", "latency=inf"):
+            response = httpx.put(url, json={"spec": spec}, headers={"x-api-key": server.api_key})
+            assert response.status_code == 404, response.text
+            assert "no admin key" in response.json()["error"]["message"]
+        headers = {"x-api-key": server.api_key}
+        stores = httpx.get(server.base_url + "/v1/memory_stores", headers=headers)
+        assert stores.status_code == 200  # and nothing was switched on
+    finally:
+        server.stop()
+
+
+def test_admin_key_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(ADMIN_KEY + "\n")
+    key_file.chmod(0o600)
+    server = ServerProcess(
+        db=tmp_path / "keyfile.db",
+        port=free_port(),
+        extra_args=["--faults", "none", "--admin-key-file", str(key_file)],
+    )
+    server.start()
+    try:
+        url = server.base_url + "/v1/memfs/faults"
+        response = httpx.put(url, json={"spec": "latency=0.01"}, headers={"x-api-key": ADMIN_KEY})
+        assert response.status_code == 200 and response.json()["spec"] == "latency=0.01"
+    finally:
+        server.stop()

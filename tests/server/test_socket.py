@@ -175,6 +175,27 @@ def test_cli_needs_a_key(tmp_path: Path) -> None:
     assert code == 2 and "no API key" in out
 
 
+def test_cli_refuses_unusable_admin_keys(tmp_path: Path) -> None:
+    """Exit 2, one line without the key: open key file, same as an API key, given twice, junk."""
+    admin = "sk-cli-admin-" + "q" * 20
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(admin + "\n")
+    key_file.chmod(0o644)
+    base = {k: v for k, v in os.environ.items() if k not in ("MEMFS_API_KEYS", "MEMFS_ADMIN_KEY")}
+    db = ["--db", str(tmp_path / "x.db")]
+    cases = [
+        (["--admin-key-file", str(key_file)], {}, "open to other users"),
+        ([], {"MEMFS_ADMIN_KEY": "sk-api-" + "q" * 20}, "must differ from every API key"),
+        (["--admin-key-file", str(key_file)], {"MEMFS_ADMIN_KEY": admin}, "once"),
+        ([], {"MEMFS_ADMIN_KEY": admin + "\u00e9"}, "printable ASCII"),
+    ]
+    for args, extra_env, message in cases:
+        env = dict(base, MEMFS_API_KEYS="sk-api-" + "q" * 20, **extra_env)
+        code, out = _run_cli([*db, *args], env, wait=15)
+        assert code == 2 and message in out, out
+        assert len(out.strip().splitlines()) == 1 and "q" * 20 not in out, out
+
+
 def test_cli_key_warning_does_not_echo_the_key(tmp_path: Path) -> None:
     key = "sk-cli-secret-" + "z" * 20
     env = {k: v for k, v in os.environ.items() if k != "MEMFS_API_KEYS"}
