@@ -804,6 +804,10 @@ class ApiMiddleware:
         if not self._is_api_key(presented):
             return AuthenticationError(MISSING_KEY)
         key = presented.decode("utf-8")
+        query = scope.get("query_string", b"")
+        if "\x00" in scope["path"] or b"%00" in query or b"\x00" in query:
+            # No id, path or filter holds one, and PostgreSQL text cannot carry one at all.
+            return BadRequestError("the URL must not contain NUL characters (%00)")
         betas: set[str] = set()
         session: str | None = None
         for name, value in scope.get("headers", []):

@@ -63,7 +63,10 @@ def decode_cursor(text: str) -> datetime | None:
     """The position in a cursor, or None if ``text`` is not one."""
     if not text.isascii() or not text.isdigit() or len(text) > 20:
         return None
-    return from_us(int(text))
+    try:
+        return from_us(int(text))
+    except OverflowError:  # past year 9999: no version is there
+        return None
 
 
 class Subscription:

@@ -10,6 +10,7 @@ import httpx
 
 from memfs.models import MemoryStore
 from memfs.server.app import create_app
+from memfs.server.changes import ChangeHub
 from memfs.server.ids import api_key_id
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage
@@ -197,6 +198,43 @@ async def test_json_edge_cases_are_400s_in_api_terms(
         assert "(char " not in text and "sys." not in text and "utf-8-sig" not in text
     listed = await client.get(url)
     assert listed.json()["data"] == []  # none of them wrote anything
+
+
+async def test_nul_in_urls_is_a_400_on_every_backend(
+    client: httpx.AsyncClient, store_id: str, mem: Any
+) -> None:
+    """PostgreSQL cannot compare text with NUL: such ids and filters were 500s there."""
+    memory = await mem("/a.md", "x")
+    base = f"/v1/memory_stores/{store_id}"
+    for url in (
+        "/v1/memory_stores/x%00y",
+        f"{base}/memories/%00",
+        f"{base}/memory_versions/{memory['memory_version_id']}%00",
+        f"{base}/memory_versions?memory_id=%00",
+        f"{base}/memory_versions?session_id=a%00",
+        f"{base}/memory_versions?api_key_id=%00",
+        f"{base}/memory_versions?service_account_id=%00",
+        f"{base}/memories?path_prefix=/%00/",
+    ):
+        for method in ("GET", "POST", "DELETE"):
+            r = await client.request(method, url, json={} if method == "POST" else None)
+            if r.status_code != 405:
+                assert_error(r, 400, "invalid_request_error", "NUL")
+    assert (await client.get(f"{base}/memories/{memory['id']}")).json()["content"] == "x"
+
+
+async def test_change_stream_cursor_out_of_range_is_a_400(tmp_path: Any) -> None:
+    storage = await SqliteStorage.open(tmp_path / "memfs.db")
+    app = create_app(storage, [KEY], change_hub=ChangeHub())
+    try:
+        async with make_client(app) as c:
+            store = (await c.post("/v1/memory_stores", json={"name": "s"})).json()
+            url = f"/v1/memory_stores/{store['id']}/memfs/changes"
+            assert_error(await c.get(url, params={"after": "9" * 20}), 400, "invalid_request_error")
+            r = await c.get(url, headers={"last-event-id": "9" * 20})
+            assert_error(r, 400, "invalid_request_error", "after")
+    finally:
+        await storage.aclose()
 
 
 async def test_oversized_body_is_413(client: httpx.AsyncClient, store_id: str) -> None:
