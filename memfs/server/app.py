@@ -91,6 +91,7 @@ FAULTS_PATH = "/v1/memfs/faults"  # answered by memfs.server.faults when it is i
 # key, and are off (404) when the server has none.
 ADMIN_PATHS = frozenset({FAULTS_PATH})
 MISSING_KEY = "invalid or missing API key (send it as x-api-key or Authorization: Bearer)"
+MISSING_ADMIN_KEY = "invalid or missing admin key (send it as x-api-key or Authorization: Bearer)"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 FaultMiddleware = Callable[[ASGIApp], ASGIApp]
@@ -783,14 +784,14 @@ class ApiMiddleware:
                 f"{scope['path']} is off: this server has no admin key "
                 "(start it with MEMFS_ADMIN_KEY or --admin-key-file)"
             )
-        presented = presented_key(scope)
+        presented = presented_key(scope, missing=MISSING_ADMIN_KEY)
         if isinstance(presented, ApiError):
             return presented
         if hmac.compare_digest(presented, self._admin_key):
             return None
         if self._is_api_key(presented):
             return PermissionDeniedError(f"{scope['path']} needs the admin key, not an API key")
-        return AuthenticationError("invalid admin key")
+        return AuthenticationError(MISSING_ADMIN_KEY)
 
     def _admit(self, scope: Scope) -> ApiError | None:
         """Check auth, beta header and session header; put the actors into ``scope['state']``."""
@@ -884,7 +885,7 @@ class ApiMiddleware:
             )
 
 
-def presented_key(scope: Scope) -> bytes | AuthenticationError:
+def presented_key(scope: Scope, missing: str = MISSING_KEY) -> bytes | AuthenticationError:
     """The one key the request presents, or why it presents none.
 
     Every credential counts: each ``x-api-key`` header and each ``Authorization`` header. They
@@ -908,7 +909,7 @@ def presented_key(scope: Scope) -> bytes | AuthenticationError:
         )
     key = presented.pop() if presented else None
     if not key:
-        return AuthenticationError(MISSING_KEY)
+        return AuthenticationError(missing)
     return key
 
 

@@ -131,7 +131,7 @@ def _parse_value(key: str, raw: str) -> Any:
             return int(raw)
         raise FaultSpecError(f"invalid value for seed: {raw[:40]!r} (expected an integer)")
     limit = MAX_SECONDS if key in _SECONDS else 1.0
-    expected = "seconds from 0 to 3600" if key in _SECONDS else "a fraction from 0 to 1"
+    expected = f"seconds from 0 to {limit:g}" if key in _SECONDS else "a fraction from 0 to 1"
     try:
         number = float(raw)
     except ValueError:

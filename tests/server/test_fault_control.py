@@ -41,7 +41,8 @@ async def app(tmp_path: Path) -> AsyncIterator[Any]:
 async def test_only_the_admin_key_switches_faults(app: Any) -> None:
     async with make_client(app, key=None) as anon:
         outage = {"spec": "outage=1"}
-        assert_error(await anon.put(FAULTS, json=outage), 401, "authentication_error")
+        r = await anon.put(FAULTS, json=outage)
+        assert_error(r, 401, "authentication_error", "missing admin key")
         r = await anon.put(FAULTS, json=outage, headers={"x-api-key": "sk-wrong"})
         assert_error(r, 401, "authentication_error", "admin key")
         for key in (KEY, OTHER):
