@@ -217,3 +217,116 @@ def test_upload_errors_reach_the_writer_not_a_reader(mount: MountedStore) -> Non
     with pytest.raises(OSError) as caught:
         writer.close()
     assert caught.value.errno == errno.EILSEQ
+
+
+# -- refusals are about one content (issue 11, items 1-4) ---------------------------------------
+
+
+def _wait_past_the_create_rule(m: MountedStore, name: str) -> None:
+    """Create ``name`` now and wait until the store has it: an upload of anything committed
+    before (the 1 s rule of new files) would have run by then."""
+    (m.path / name).write_text("marker\n")
+    m.wait_content(f"/{name}", "marker\n")
+
+
+def test_a_valid_save_after_efbig_uploads_and_fsync_tells_the_truth(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    m = mount_factory(memories={"/r.md": "v1\n"})
+    r = m.path / "r.md"
+    fd = os.open(r, os.O_RDWR)
+    with pytest.raises(OSError) as caught:
+        os.pwrite(fd, b"x", 200_000)
+    assert caught.value.errno == errno.EFBIG
+    os.close(fd)  # the refused write changed nothing: nothing is refused
+    fd = os.open(r, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"v2\n")
+    os.close(fd)
+    fd = os.open(r, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"v3\n")
+    os.fsync(fd)  # 0: the server has it
+    assert m.content("/r.md") == "v1\nv2\nv3\n"
+    os.close(fd)
+    # a writer whose write crossed the limit after it wrote: its content is refused, and its
+    # fsync and close say so
+    fd = os.open(r, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"p" * 100_000)
+    with pytest.raises(OSError) as caught:
+        os.write(fd, b"q" * 5_000)
+    assert caught.value.errno == errno.EFBIG
+    for call in (os.fsync, os.close):
+        with pytest.raises(OSError) as caught:
+            call(fd)
+        assert caught.value.errno == errno.EFBIG
+    assert m.content("/r.md") == "v1\nv2\nv3\n"
+    assert _status(m)["refused"]["files"] == ["/r.md"]
+    # the next save of valid content ends the refusal and is uploaded as usual
+    fd = os.open(r, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"end\n")
+    os.fsync(fd)
+    os.close(fd)
+    assert m.content("/r.md") == "v1\nv2\nv3\n" + "p" * 100_000 + "end\n"
+    assert _status(m)["refused"]["files"] == []
+    assert m.umount().returncode == 0
+
+
+def test_a_refusal_is_not_reported_to_the_next_writer(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    m = mount_factory()
+    subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {m.path}/s1"], check=True)
+    _wait_past_the_create_rule(m, "marker.md")
+    assert "/s1" not in m.paths()
+    with open(m.path / "s1", "w") as writer:  # a valid save: its close succeeds
+        writer.write("ok\n")
+    m.settle()
+    assert m.content("/s1") == "ok\n"
+    assert _status(m)["refused"]["files"] == []
+
+
+def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
+    mount_factory: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    cache = tmp_path / "journals"
+    m = mount_factory("--cache-dir", str(cache), memories={"/old.md": "old\n"})
+    p = m.path
+    for name in ("e2", "gone", "fixed", "old.md"):
+        subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {p}/{name}"], check=True)
+    _wait_past_the_create_rule(m, "marker.md")
+    kept = cache / m.store_id / "kept"
+    assert len(list(kept.iterdir())) == 4
+    os.unlink(p / "gone")  # removed: its copy goes
+    (p / "fixed").write_text("valid now\n")  # saved validly: its copy goes, it is uploaded
+    m.settle()
+    assert m.content("/fixed") == "valid now\n"
+    assert sorted(path.read_bytes() for path in kept.iterdir()) == [b"\xff\xfe"] * 2
+    assert _status(m)["refused"]["files"] == ["/e2", "/old.md"]
+    assert not list(cache.rglob("*.rec"))  # refused content is not in the journal
+    result = m.umount()
+    assert result.returncode == 1
+    report = [line.strip() for line in result.stderr.splitlines()]
+    assert [line.split(":")[0] for line in report if line.startswith("refused ")] == [
+        "refused /e2",
+        "refused /old.md",
+    ]
+    assert "replayed at next mount" not in result.stderr, result.stderr
+    assert m.mount().returncode == 0  # the next mount replays nothing
+    assert "replaying" not in m.log()
+    assert m.paths() == {"/old.md", "/fixed", "/marker.md"}
+    assert m.content("/old.md") == "old\n"
+
+
+def test_a_failed_truncate_changes_nothing(mount_factory: Callable[..., MountedStore]) -> None:
+    m = mount_factory()
+    t = m.path / "t"
+    subprocess.run(["bash", "-c", f"printf 'a\\xff\\xfe' > {t}"], check=True)
+    with pytest.raises(OSError) as caught:
+        os.truncate(t, 2)  # still not UTF-8: refused, and nothing changes
+    assert caught.value.errno == errno.EILSEQ
+    assert os.stat(t).st_size == 3
+    assert t.read_bytes() == b"a\xff\xfe"
+    os.truncate(t, 1)  # valid text: the refusal ends, the content is uploaded
+    assert os.stat(t).st_size == 1
+    m.settle()
+    assert m.content("/t") == "a"
+    assert _status(m)["refused"]["files"] == []
