@@ -135,7 +135,12 @@ class Durable:
             if node is None or node.kind is not Kind.FILE or node.local_only or node.path is None:
                 return None
             data = None
-            if node.data is not None and (node.dirty or node.memory_id is None):
+            if node.refused is not None:
+                # refused content is never journaled, so never replayed (memfs.refusals): a
+                # new file is not created, a memory only moves
+                if node.memory_id is None:
+                    return None
+            elif node.data is not None and (node.dirty or node.memory_id is None):
                 data = bytes(node.data)
             elif node.memory_id is None:
                 data = b""

@@ -70,6 +70,7 @@ class Node:
     rebase: bool = False  # written after a conflict: the next upload replaces the remote head
     last_open_sha: str | None = None  # for keep_cache
     refused: str | None = None  # why the content is not uploaded (memfs.refusals), or None
+    refused_gen: int = 0  # the generation (``gen``) of the content refused
 
     @property
     def is_dir(self) -> bool:

@@ -1,17 +1,21 @@
 """Files the mount refuses to upload: over 102,400 bytes (EFBIG) or not UTF-8 (EILSEQ).
 
 Owns the ``refused`` state of file nodes, what happens to refused content, and how refusals are
-counted and reported (docs/semantics.md, "Refused files"):
-- ``TOO_LARGE``: a ``write`` crossed the limit. From then on the file is never uploaded in the
-  state that open left it in (a prefix of what the program meant to write), until it is
-  truncated (``ftruncate``, ``O_TRUNC``, ``>``) to a size the store accepts; then it is an
-  ordinary dirty file again;
-- ``NOT_UTF8``: a commit (``fsync``, ``close``, rename) found bytes that are not UTF-8; the
-  refusal ends when a later commit finds valid text;
+counted and reported (docs/semantics.md, "Refused files"). A refusal is about one content: the
+content of the node at generation ``refused_gen`` (``Node.gen``):
+- ``TOO_LARGE``: a ``write`` crossed the limit after its open had changed the file (wrote,
+  truncated or created it): what the open left is a part of what the program meant to write;
+- ``NOT_UTF8``: a commit (``fsync``, ``close``, rename) found bytes that are not UTF-8;
+- while ``refused`` is set, the file's committed content is refused: it is never uploaded nor
+  journaled (so never replayed), and a commit of that same content raises the refusal's error
+  again (to the writer: ``vfs`` decides who hears it);
+- the refusal ends at the next commit of other content that is valid (which is uploaded as
+  usual), at a truncate that ends a ``TOO_LARGE`` refusal, or when the file is removed; it is
+  never sticky;
 - the content of a refused file (if any) is copied to ``<cache dir>/<store id>/kept/``
   (written and fsynced when the refusal is answered), the copy is removed when the refusal
   ends or the file is removed, and every refused file still there at unmount is listed in the
-  unmount report with its copy.
+  unmount report with its copy; ``memfs status`` lists the same paths (``files``).
 
 It must not decide when content is refused (``vfs`` does), talk to the server or touch FUSE.
 """
@@ -48,28 +52,30 @@ class Refusals:
         self.by_reason: dict[str, int] = {TOO_LARGE: 0, NOT_UTF8: 0}
         self.nodes: dict[int, Node] = {}  # refused file nodes by inode
         self.copies: dict[int, Path] = {}
+        self._kept: dict[int, tuple[int, str]] = {}  # inode -> (gen, path) of its copy
 
     def refuse(self, node: Node, reason: str) -> None:
-        """``node`` is refused for ``reason`` (counted and logged once per refusal)."""
-        if node.refused == TOO_LARGE and reason != TOO_LARGE:
-            self.keep(node)  # still refused for its size: that ends only with a truncate
-            return
-        if node.refused != reason:
+        """The current content of ``node`` is refused for ``reason`` (counted and logged once
+        per refused content)."""
+        if node.refused != reason or node.refused_gen != node.gen:
             self.count += 1
             self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
             log.warning(
-                "refused %s: %s; not uploaded, kept locally%s",
+                "refused %s: %s; not uploaded, kept locally until a valid save",
                 node.path,
                 _WHY.get(reason, reason),
-                " until it is truncated" if reason == TOO_LARGE else "",
             )
         node.refused = reason
+        node.refused_gen = node.gen
         self.nodes[node.ino] = node
         self.keep(node)
 
     def keep(self, node: Node) -> None:
-        """Copy the local content of refused ``node`` to the kept directory (durably)."""
+        """Copy the local content of refused ``node`` to the kept directory (durably; again
+        only if the content or the path changed since the last copy)."""
         if self.directory is None or node.path is None or not node.data:
+            return
+        if self._kept.get(node.ino) == (node.gen, node.path):
             return
         name = f"{self.life}-{node.ino}-{_SAFE.sub('_', node.path.strip('/'))[:150]}"
         target = self.directory / name
@@ -90,35 +96,40 @@ class Refusals:
         if old is not None and old != target:
             old.unlink(missing_ok=True)
         self.copies[node.ino] = target
+        self._kept[node.ino] = (node.gen, node.path)
 
     def clear(self, node: Node) -> None:
-        """The refusal of ``node`` ends (truncated, valid again, or removed)."""
+        """The refusal of ``node`` ends (saved validly, truncated, or removed)."""
         if node.refused is None:
             return
         node.refused = None
         self.nodes.pop(node.ino, None)
+        self._kept.pop(node.ino, None)
         copy = self.copies.pop(node.ino, None)
         if copy is not None:
             copy.unlink(missing_ok=True)
 
+    def refused(self) -> list[Node]:
+        """The refused files still in the mount, by path (status and unmount report agree)."""
+        still = [n for n in self.nodes.values() if n.path is not None and n.refused is not None]
+        return sorted(still, key=lambda n: n.path or "")
+
     def lines(self) -> list[str]:
         """One line per refused file still in the mount (for the unmount report)."""
-        out = []
         for node in list(self.nodes.values()):
             if node.path is None or node.refused is None:
                 self.clear(node)  # removed by the user: nothing to report or keep
-                continue
+        out = []
+        for node in self.refused():
             copy = self.copies.get(node.ino)
             where = f"a copy is in {copy}" if copy is not None else "it was empty"
-            out.append(
-                f"refused {node.path}: {_WHY.get(node.refused, node.refused)}; never "
-                f"uploaded, {where}"
-            )
+            why = _WHY.get(node.refused or "", node.refused)
+            out.append(f"refused {node.path}: {why}; never uploaded, {where}")
         return out
 
     def status(self) -> dict[str, object]:
         return {
             "count": self.count,
             "by_reason": dict(self.by_reason),
-            "files": sorted(n.path for n in self.nodes.values() if n.path is not None),
+            "files": [n.path for n in self.refused()],
         }

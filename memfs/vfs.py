@@ -127,6 +127,8 @@ class Handle:
     flags: int
     snapshot: bytes | None = None  # content at open, for readers of a memory not loaded
     wrote: bool = False
+    changed: bool = False  # this open changed the content: created, truncated or wrote it
+    refused: bool = False  # a write of this open crossed the limit (memfs.refusals)
 
     @property
     def writable(self) -> bool:
@@ -172,6 +174,14 @@ def _exact_ns(seconds: float | None, ns: int | None) -> int | None:
     if seconds is None or ns is None or seconds != ns / 1e9:
         return None
     return ns
+
+
+def _utf8(data: bytes | bytearray) -> str | None:
+    """``data`` as text, None if it is not UTF-8."""
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _delete_key(memory_id: str) -> tuple[str, str]:
@@ -636,18 +646,15 @@ class Vfs:
                 raise InvalidArgumentError("negative size")
             if size > MAX_CONTENT_BYTES:
                 raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
-            if size == 0 and node.data is None:
-                node.data = bytearray()
-            else:
-                await self._ensure_data(node)
-            assert node.data is not None
-            if size != len(node.data):
-                if size < len(node.data):
-                    del node.data[size:]
-                else:
-                    node.data.extend(b"\0" * (size - len(node.data)))
+            old = b"" if size == 0 and node.data is None else await self._ensure_data(node)
+            new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
+            if node.open_count == 0 and self._committed(node) and _utf8(new) is None:
+                # nobody has it open: this is the commit of the new content, and it would be
+                # refused; a failing call changes nothing
+                raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
+            node.data = new
             if node.refused == TOO_LARGE:
-                self.durable.refusals.clear(node)  # truncated: an ordinary dirty file again
+                self._end_refusal(node)  # truncated: an ordinary dirty file again
             self._changed(node)
             if node.open_count == 0:
                 self._commit(node)
@@ -737,18 +744,21 @@ class Vfs:
         if writable or flags & os.O_TRUNC:
             self._check_writable()
         snapshot: bytes | None = None
+        truncated = False
         if flags & os.O_TRUNC:
             if node.data is None or len(node.data) > 0:
                 node.data = bytearray()
                 self._changed(node)
+                truncated = True
             if node.refused == TOO_LARGE:
-                self.durable.refusals.clear(node)
+                self._end_refusal(node)
         elif writable:
             await self._ensure_data(node)
         elif node.kind is Kind.FILE:
             snapshot = await self._content_for_read(node)
         handle = self._new_handle(node, flags)
         handle.snapshot = snapshot
+        handle.changed = truncated
         sha = node.base_sha if not node.dirty else None
         keep_cache = sha is not None and node.last_open_sha == sha
         node.last_open_sha = sha
@@ -777,6 +787,7 @@ class Vfs:
         # the cached listing stays: a new local node is merged into it (``children``)
         self._touch_dir(directory)
         handle = self._new_handle(node, flags)
+        handle.changed = True
         self.table.remember(node)
         return handle.fh, self.attr(node)
 
@@ -798,40 +809,81 @@ class Vfs:
             offset = len(data)
         end = offset + len(buf)
         if end > MAX_CONTENT_BYTES:
-            self.durable.refusals.refuse(node, TOO_LARGE)  # not uploaded from this state
+            if handle.changed and self._committed(node):
+                # what this open left is a part of what the program meant: never uploaded
+                handle.refused = True
+                self._refuse(node, TOO_LARGE)
+            else:
+                log.info("a write to %s over the limit was refused; nothing changed", node.path)
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
         if offset > len(data):
             data.extend(b"\0" * (offset - len(data)))
         data[offset:end] = buf
-        handle.wrote = True
+        handle.wrote = handle.changed = True
         self._changed(node)
+        if handle.refused and node.refused == TOO_LARGE:
+            node.refused_gen = node.gen  # still the refused writer's content
         return len(buf)
 
+    def _committed(self, node: Node) -> bool:
+        """Whether ``node``'s content is committed (validated, then uploaded)."""
+        return (
+            node.kind is Kind.FILE
+            and not node.local_only
+            and node.path is not None
+            and not self.read_only
+        )
+
     def _validate(self, node: Node) -> str:
+        """The text of a new content being committed; refuse it (EILSEQ) if it is not UTF-8.
+        Valid content ends any refusal: it is a new save (memfs.refusals)."""
         data = node.data if node.data is not None else bytearray()
         if len(data) > MAX_CONTENT_BYTES:
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
-        try:
-            text = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            log.warning(
-                "%s is not UTF-8 text (byte %d); kept locally, not uploaded", node.path, exc.start
-            )
-            self.durable.refusals.refuse(node, NOT_UTF8)
-            raise NotUtf8Error(f"{node.path} is not UTF-8 text") from None
-        if node.refused == NOT_UTF8:
-            self.durable.refusals.clear(node)
+        text = _utf8(data)
+        if text is None:
+            self._refuse(node, NOT_UTF8)
+            raise NotUtf8Error(f"{node.path} is not UTF-8 text")
+        self._end_refusal(node)
         return text
 
-    def _commit(self, node: Node) -> None:
-        """Validate a changed file and queue its upload (rule: close/fsync/rename commit)."""
-        if node.local_only or node.kind is not Kind.FILE or node.path is None or self.read_only:
-            return
+    def _refuse(self, node: Node, reason: str) -> None:
+        """The current content of ``node`` is refused: kept, never uploaded nor journaled.
+        Work queued for an earlier commit of the file is superseded by it (a pending move of
+        the memory still goes, without content: ``sync``)."""
+        self.durable.refusals.refuse(node, reason)
+        if self.writeback.pending(node.ino):
+            self.writeback.cancel(node.ino)  # drops its journal record
+            if node.memory_id is not None and self.store_path(node) != node.remote_path:
+                self.writeback.schedule(node.ino, self.config.grace)
+
+    def _end_refusal(self, node: Node) -> None:
+        self.durable.refusals.clear(node)
+        for handle in self.handles.values():
+            if handle.node is node:
+                handle.refused = False
+
+    def _refusal(self, node: Node) -> FileTooLargeError | NotUtf8Error | None:
+        """The error of a commit of ``node``'s current content if it is the refused one."""
+        if node.refused is None or node.refused_gen != node.gen:
+            return None
         if node.refused == TOO_LARGE:
-            self.durable.refusals.keep(node)  # never uploaded until truncated (memfs.refusals)
-            if node.dirty:
-                self._validate(node)  # EILSEQ is still the writer's to hear
+            return FileTooLargeError(
+                f"a write to {node.path} crossed {MAX_CONTENT_BYTES} bytes: what it left is "
+                "not uploaded"
+            )
+        return NotUtf8Error(f"{node.path} is not UTF-8 text")
+
+    def _commit(self, node: Node) -> None:
+        """Validate a changed file and queue its upload (rule: close/fsync/rename commit).
+        The commit of a refused content raises the refusal's error (again: never sticky, the
+        next commit of another content decides anew)."""
+        if not self._committed(node):
             return
+        refusal = self._refusal(node)
+        if refusal is not None:
+            self.durable.refusals.keep(node)
+            raise refusal
         at_home = self.store_path(node) == node.remote_path
         if not node.dirty and node.memory_id is not None and at_home:
             return
@@ -860,7 +912,11 @@ class Vfs:
         handle = self._handle(fh)
         node = handle.node
         if handle.wrote or (node.dirty and handle.writable):
-            self._commit(node)
+            try:
+                self._commit(node)
+            except (NotUtf8Error, FileTooLargeError):
+                if handle.changed:  # a refusal is the writer's, not an open that wrote nothing
+                    raise
         if handle.writable:  # an error is the writer's, never a read-only open's
             self._report(node)
             if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.orphans)
@@ -875,8 +931,8 @@ class Vfs:
             except Exception as exc:
                 log.debug("fsync of a read-only open of %s: %s (not reported)", node.path, exc)
             return
-        if node.dirty:
-            self._commit(node)
+        if node.dirty or node.refused is not None:
+            self._commit(node)  # a refused content: fsync says so (it is not on the server)
         self._report(node)
         try:
             await self._settle(node.ino)
@@ -916,8 +972,8 @@ class Vfs:
         node = handle.node
         node.open_count -= 1
         if handle.wrote and node.dirty:
-            # a NotUtf8Error was reported by flush already; the content stays local
-            with contextlib.suppress(NotUtf8Error):
+            # a refusal was reported by flush already; the content stays local
+            with contextlib.suppress(NotUtf8Error, FileTooLargeError):
                 self._commit(node)
         if (
             node.refused == TOO_LARGE
@@ -1038,6 +1094,7 @@ class Vfs:
             self._detach_memory(node, path)
         self.writeback.cancel(node.ino)
         node.dirty = False
+        self._end_refusal(node)  # its kept copy goes with it
         self.table.unbind(node)
         self._mark_parent_kept(path)
         # the cached listing stays: its item is skipped while the delete is pending, then
@@ -1142,7 +1199,11 @@ class Vfs:
         if not new_local and src.kind is Kind.FILE and (src.dirty or src.memory_id is None):
             if src.data is None:
                 await self._ensure_data(src)
-            self._validate(src)  # EILSEQ/EFBIG at rename onto a memory path
+            refusal = self._refusal(src)
+            if isinstance(refusal, NotUtf8Error):
+                raise refusal  # EILSEQ at rename onto a memory path
+            if refusal is None:  # (over the limit: it moves, still refused, not uploaded)
+                self._validate(src)
         if src.memory_id is not None and (
             dst is not None or new_local or self._adoptable(new_path) is not None
         ):
@@ -1173,6 +1234,7 @@ class Vfs:
             if dst.memory_id is not None and identity is not dst:
                 self._detach_memory(dst, new_path)
             dst.dirty = False
+            self._end_refusal(dst)
         committed = False
         if isinstance(identity, Node):
             memory_id = identity.memory_id
@@ -1208,7 +1270,10 @@ class Vfs:
         src.ctime = time.time()
         if new_local:
             self.writeback.cancel(src.ino)
+            self._end_refusal(src)  # a local-only name is never uploaded anyway
             return
+        if src.refused is not None:
+            self.durable.refusals.keep(src)  # the copy is named after the new path
         if committed:
             src.dirty = True  # compared with the base at upload: unchanged content sends nothing
             self.writeback.schedule(src.ino, self.config.update_delay)
@@ -1329,12 +1394,17 @@ class Vfs:
             return
         if node.path is None or node.local_only:
             return
-        if node.refused == TOO_LARGE:
-            return  # a refused write left it partial: not uploaded (memfs.refusals)
+        refused = node.refused is not None  # the committed content is refused: not uploaded
+        if refused and node.memory_id is None:
+            return  # not created (memfs.refusals)
         path = self.store_path(node)
         assert path is not None
         gen = node.gen
-        text = self._validate(node) if node.data is not None else None
+        text = None
+        if node.data is not None and not refused:
+            text = _utf8(node.data)
+            if text is None:
+                return  # written since its commit, not yet committed: the writer's commit decides
         if node.memory_id is None:
             memory = await self._create(path, text or "")
             self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
@@ -1359,7 +1429,7 @@ class Vfs:
         new_path = path if path != node.remote_path else None
         old_remote = node.remote_path
         if content is None and new_path is None:
-            if node.gen == gen:
+            if node.gen == gen and not refused:
                 node.dirty = False
             node.departed_from = None
             self._drop_clean_data(node)
@@ -1409,7 +1479,7 @@ class Vfs:
         node.error = None
         if self.store_path(node) == memory.path:
             node.departed_from = None
-        if node.gen == gen:
+        if node.gen == gen and node.refused is None:  # a refused content stays local
             node.dirty = False
             if node.open_count == 0:
                 node.mtime = None if node.mtime is None else node.mtime
