@@ -867,7 +867,7 @@ class Vfs:
         """The error of a commit of ``node``'s current content if it is the refused one."""
         if node.refused is None or node.refused_gen != node.gen:
             return None
-        if node.refused == TOO_LARGE:
+        if node.refused == TOO_LARGE and _utf8(node.data or b"") is not None:
             return FileTooLargeError(
                 f"a write to {node.path} crossed {MAX_CONTENT_BYTES} bytes: what it left is "
                 "not uploaded"
