@@ -16,7 +16,7 @@ import os
 import signal
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyfuse3
@@ -24,7 +24,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.changefeed import ChangeFeed, choose_source
-from memfs.config import ClientConfig, ConfigError
+from memfs.config import ClientConfig, ConfigError, Owner
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -53,6 +53,7 @@ class MountOptions:
     read_only: bool = False
     debug: bool = False
     allow_other: bool = False
+    owner: Owner = field(default_factory=Owner)  # of the files (--uid, --gid, --umask)
     api_key_file: str | None = None
     session_id: str | None = None
     grace: float = 2.0
@@ -197,6 +198,9 @@ class Daemon:
                         fsync_timeout=opts.fsync_timeout,
                         cache_bytes=int(opts.cache_mb * 1024 * 1024),
                         walk_lookahead=opts.readahead_dirs,
+                        uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
+                        gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
+                        umask=opts.owner.umask,
                     ),
                     upload_client=client.with_options(timeout=60.0, max_retries=4),
                 )
@@ -222,6 +226,13 @@ class Daemon:
                 log.warning(
                     "allow_other: every user of this machine can read the store through %s",
                     opts.mountpoint,
+                )
+            elif opts.owner.uid not in (None, os.getuid()):
+                log.warning(
+                    "the files belong to uid %d, but without --allow-other only uid %d can use "
+                    "the mount",
+                    opts.owner.uid,
+                    os.getuid(),
                 )
             ops = FuseOperations(vfs)
             # computed before init: once mounted, a syscall on the mount point from this process

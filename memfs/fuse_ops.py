@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import stat
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -50,6 +51,13 @@ def _fail(op: str, exc: BaseException) -> NoReturn:
     raise pyfuse3.FUSEError(number) from None
 
 
+def _creator(ctx: Any) -> tuple[int, int] | None:
+    """The uid and gid a new file belongs to: its creator's, as on any POSIX filesystem."""
+    if ctx is None:
+        return None
+    return int(ctx.uid), int(ctx.gid)
+
+
 def negative_entry() -> pyfuse3.EntryAttributes:
     """ENOENT that the kernel keeps for ``NEGATIVE_TIMEOUT`` (an inode number of 0)."""
     out = pyfuse3.EntryAttributes()
@@ -65,6 +73,8 @@ def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
     versions = isinstance(attr, VersionAttr)
     out.entry_timeout = VERSIONS_TIMEOUT if versions else ENTRY_TIMEOUT
     out.attr_timeout = VERSIONS_TIMEOUT if versions else ATTR_TIMEOUT
+    if isinstance(attr, Attr) and not attr.nlink_counted:
+        out.attr_timeout = 0  # asked again until the directory is listed and its nlink exact
     out.st_mode = attr.mode
     out.st_nlink = attr.nlink
     out.st_uid = attr.uid
@@ -129,8 +139,6 @@ class FuseOperations(pyfuse3.Operations):
             size = attr.st_size if fields.update_size else None
             atime_ns = attr.st_atime_ns if fields.update_atime else None
             mtime_ns = attr.st_mtime_ns if fields.update_mtime else None
-            # mode, uid and gid are accepted and ignored (editors.md §3)
-            owner = bool(fields.update_mode or fields.update_uid or fields.update_gid)
             return entry(
                 await self.vfs.setattr(
                     inode,
@@ -138,7 +146,9 @@ class FuseOperations(pyfuse3.Operations):
                     atime_ns=atime_ns,
                     mtime_ns=mtime_ns,
                     fh=fh,
-                    mode_or_owner=owner,
+                    mode=attr.st_mode if fields.update_mode else None,
+                    uid=attr.st_uid if fields.update_uid else None,
+                    gid=attr.st_gid if fields.update_gid else None,
                 )
             )
         except Exception as exc:
@@ -222,7 +232,11 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self._in_versions(parent_inode, name):
                 raise self.versions.refuse("mkdir")
-            return entry(await self.vfs.mkdir(parent_inode, decode_name(name)))
+            return entry(
+                await self.vfs.mkdir(
+                    parent_inode, decode_name(name), mode=mode, owner=_creator(ctx)
+                )
+            )
         except Exception as exc:
             _fail("mkdir", exc)
 
@@ -294,7 +308,13 @@ class FuseOperations(pyfuse3.Operations):
         if self._in_versions(parent_inode, name):
             _fail("mknod", self.versions.refuse("mknod"))
         try:
-            self.vfs.refuse_special("special files")
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # fifos, sockets, devices
+                self.vfs.refuse_special("special files")
+            return entry(
+                await self.vfs.mknod(
+                    parent_inode, decode_name(name), mode=mode, owner=_creator(ctx)
+                )
+            )
         except Exception as exc:
             _fail("mknod", exc)
 
@@ -314,7 +334,9 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self._in_versions(parent_inode, name):
                 raise self.versions.refuse("create")
-            fh, attr = await self.vfs.create(parent_inode, decode_name(name), flags)
+            fh, attr = await self.vfs.create(
+                parent_inode, decode_name(name), flags, mode=mode, owner=_creator(ctx)
+            )
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False), entry(attr)
         except Exception as exc:
             _fail("create", exc)

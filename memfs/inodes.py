@@ -9,7 +9,8 @@ Invariants:
 - ``by_path[p].path == p`` for every bound node; an unbound node has ``path is None``;
 - ``by_id[m].memory_id == m``; a memory id is bound to at most one node;
 - a node leaves the table only when it is unbound, not open and the kernel forgot it; memory
-  nodes and directory nodes otherwise stay (cheap: a store has at most 2,000 memories).
+  nodes and directory nodes otherwise stay (cheap: a store has at most 2,000 memories);
+- ``subdirs[d]`` is the number of directory nodes in ``by_parent[d]`` (a directory's nlink).
 
 This module holds state only; it must not talk to the store or know about FUSE.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -71,6 +73,11 @@ class Node:
     last_open_sha: str | None = None  # for keep_cache
     refused: str | None = None  # why the content is not uploaded (memfs.refusals), or None
     refused_gen: int = 0  # the generation (``gen``) of the content refused
+    # -- kept locally for the daemon's lifetime, never uploaded (the store has no modes) --
+    mode: int | None = None  # permission bits (create, mkdir, chmod); None: the mount's default
+    uid: int | None = None  # owner (create, mkdir, chown); None: the mount's owner
+    gid: int | None = None
+    subdirs_known: bool = False  # directories: a listing was merged, or made here (nlink)
 
     @property
     def is_dir(self) -> bool:
@@ -95,6 +102,7 @@ class InodeTable:
         # directory path -> {name: node} of the bound nodes directly in it (lookups and
         # directory views never scan the whole table)
         self.by_parent: dict[str, dict[str, Node]] = {}
+        self.subdirs: Counter[str] = Counter()
         root = Node(ino=ROOT_INODE, kind=Kind.DIR, path="/")
         self.nodes[ROOT_INODE] = root
         self.by_path["/"] = root
@@ -127,12 +135,18 @@ class InodeTable:
         if path != "/":
             directory, _, name = path.rpartition("/")
             self.by_parent.setdefault(directory or "/", {})[name] = node
+            if node.is_dir:
+                self.subdirs[directory or "/"] += 1
 
     def _unindex(self, path: str) -> None:
         directory, _, name = path.rpartition("/")
         entries = self.by_parent.get(directory or "/")
         if entries is not None:
-            entries.pop(name, None)
+            gone = entries.pop(name, None)
+            if gone is not None and gone.is_dir:
+                self.subdirs[directory or "/"] -= 1
+                if not self.subdirs[directory or "/"]:
+                    del self.subdirs[directory or "/"]
             if not entries:
                 del self.by_parent[directory or "/"]
 

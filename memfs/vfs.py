@@ -95,9 +95,20 @@ class VfsConfig:
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
     walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
     fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
+    # the owner and modes of what the store has no mode for (memories, derived directories);
+    # created files take the creator's, and chmod/chown change them, locally (docs/semantics.md)
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
+    umask: int = 0o022
     local_names: LocalNames = field(default_factory=LocalNames)
+
+    @property
+    def file_mode(self) -> int:
+        return 0o666 & ~self.umask
+
+    @property
+    def dir_mode(self) -> int:
+        return 0o777 & ~self.umask
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,11 @@ class Attr:
     @property
     def is_dir(self) -> bool:
         return stat.S_ISDIR(self.mode)
+
+    @property
+    def nlink_counted(self) -> bool:
+        """False for a directory whose subdirectories are not known yet (nlink 1)."""
+        return not self.is_dir or self.nlink != 1
 
 
 @dataclass
@@ -182,6 +198,14 @@ def _utf8(data: bytes | bytearray) -> str | None:
         return bytes(data).decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def _set_mode_and_owner(node: Node, mode: int | None, owner: tuple[int, int] | None) -> None:
+    """A new node's permission bits and owner, kept locally (None: the mount's defaults)."""
+    if mode is not None:
+        node.mode = stat.S_IMODE(mode)
+    if owner is not None:
+        node.uid, node.gid = owner
 
 
 def _delete_key(memory_id: str) -> tuple[str, str]:
@@ -412,6 +436,9 @@ class Vfs:
         for name, node in self.table.children_of(directory).items():
             if name not in result and self._local_entry(directory, name, node, listing):
                 result[name] = node
+        merged = self.table.by_path.get(directory)
+        if merged is not None:
+            merged.subdirs_known = True  # every subdirectory has its node now (nlink)
         return result
 
     async def child(self, directory: str, name: str) -> Node | None:
@@ -568,15 +595,20 @@ class Vfs:
     # attributes
 
     def attr(self, node: Node) -> Attr:
+        # nlink: 0 once unlinked (an open file, a removed directory); a directory has one link
+        # more per subdirectory the mount knows (made here, or listed)
+        linked = node.path is not None
         if node.is_dir:
-            mode = stat.S_IFDIR | 0o755
-            nlink = 2
+            mode = stat.S_IFDIR | (node.mode if node.mode is not None else self.config.dir_mode)
+            nlink = 2 + self.table.subdirs[node.path] if node.path is not None else 0
+            if node.path is not None and not node.subdirs_known:
+                nlink = 1  # "not counted" (as btrfs says it), never too few: find trusts 2+n
         elif node.kind is Kind.SYMLINK:
             mode = stat.S_IFLNK | 0o777
-            nlink = 1
+            nlink = int(linked)
         else:
-            mode = stat.S_IFREG | 0o644
-            nlink = 1
+            mode = stat.S_IFREG | (node.mode if node.mode is not None else self.config.file_mode)
+            nlink = int(linked)
         updated = node.updated_at.timestamp() if node.updated_at else node.ctime
         mtime = node.mtime if node.mtime is not None else updated
         if node.is_dir and node.mtime is None:
@@ -586,8 +618,8 @@ class Vfs:
             mode=mode,
             nlink=nlink,
             size=node.size(),
-            uid=self.config.uid,
-            gid=self.config.gid,
+            uid=node.uid if node.uid is not None else self.config.uid,
+            gid=node.gid if node.gid is not None else self.config.gid,
             atime=node.atime if node.atime is not None else mtime,
             mtime=mtime,
             ctime=max(node.ctime, updated) if node.kind is Kind.FILE else node.ctime,
@@ -627,7 +659,9 @@ class Vfs:
         atime: float | None = None,
         mtime: float | None = None,
         fh: int | None = None,
-        mode_or_owner: bool = False,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
         atime_ns: int | None = None,
         mtime_ns: int | None = None,
     ) -> Attr:
@@ -636,8 +670,17 @@ class Vfs:
             atime = atime_ns / 1e9
         if mtime_ns is not None:
             mtime = mtime_ns / 1e9
-        if mode_or_owner:
-            self._check_writable()  # accepted and ignored, but not on a read-only mount
+        if mode is not None or uid is not None or gid is not None:
+            # kept locally like times, never uploaded; the kernel checked who may (it mounts
+            # with default_permissions: chmod by the owner, chown by root)
+            self._check_writable()
+            if mode is not None and node.kind is not Kind.SYMLINK:
+                node.mode = stat.S_IMODE(mode)
+            if uid is not None:
+                node.uid = uid
+            if gid is not None:
+                node.gid = gid
+            node.ctime = time.time()
         if size is not None:
             if node.is_dir:
                 raise IsDirectoryError("is a directory")
@@ -659,7 +702,7 @@ class Vfs:
             if node.open_count == 0:
                 self._commit(node)
         if atime is not None or mtime is not None:
-            # chmod/chown are accepted and ignored; times are kept locally, never uploaded
+            # times are kept locally, never uploaded
             if self.read_only:
                 raise ReadOnlyError("read-only mount")
             if atime is not None:
@@ -764,7 +807,17 @@ class Vfs:
         node.last_open_sha = sha
         return handle.fh, keep_cache
 
-    async def create(self, parent_ino: int, name: str, flags: int) -> tuple[int, Attr]:
+    async def create(
+        self,
+        parent_ino: int,
+        name: str,
+        flags: int,
+        *,
+        mode: int | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> tuple[int, Attr]:
+        """open(O_CREAT): a new empty file with ``mode`` (the kernel applied the umask) and
+        ``owner`` (the creator's uid, gid), or the existing one opened."""
         directory = self._dir_path(parent_ino)
         self._check_writable()
         existing = await self.child(directory, name)
@@ -776,20 +829,40 @@ class Vfs:
             fh, _ = await self.open(existing.ino, flags)
             self.table.remember(existing)
             return fh, self.attr(existing)
+        node = await self._new_file(directory, name, mode, owner)
+        handle = self._new_handle(node, flags)
+        handle.changed = True
+        self.table.remember(node)
+        return handle.fh, self.attr(node)
+
+    async def mknod(
+        self, parent_ino: int, name: str, *, mode: int | None, owner: tuple[int, int] | None
+    ) -> Attr:
+        """mknod(S_IFREG): an empty regular file, as open(O_CREAT) and close make one."""
+        directory = self._dir_path(parent_ino)
+        self._check_writable()
+        if await self.child(directory, name) is not None:
+            raise ExistsError(f"{paths.join(directory, name)} exists")
+        node = await self._new_file(directory, name, mode, owner)
+        self._commit(node)
+        self.table.remember(node)
+        return self.attr(node)
+
+    async def _new_file(
+        self, directory: str, name: str, mode: int | None, owner: tuple[int, int] | None
+    ) -> Node:
         path = self._check_new_name(directory, name)
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
         node.local_only = self._is_local_path(path)
+        _set_mode_and_owner(node, mode, owner)
         self._changed(node)
         self.removed_dirs.pop(directory, None)
         if not node.local_only:
             await self._adopt(node, path)
         # the cached listing stays: a new local node is merged into it (``children``)
         self._touch_dir(directory)
-        handle = self._new_handle(node, flags)
-        handle.changed = True
-        self.table.remember(node)
-        return handle.fh, self.attr(node)
+        return node
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         handle = self._handle(fh)
@@ -1101,13 +1174,22 @@ class Vfs:
         # removed when the server has deleted it (``_run_delete``)
         self._touch_dir(directory)
 
-    async def mkdir(self, parent_ino: int, name: str) -> Attr:
+    async def mkdir(
+        self,
+        parent_ino: int,
+        name: str,
+        *,
+        mode: int | None = None,
+        owner: tuple[int, int] | None = None,
+    ) -> Attr:
         directory = self._dir_path(parent_ino)
         self._check_writable()
         if await self.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
         path = self._check_new_name(directory, name)
         node = self.table.new(Kind.DIR, path)
+        node.subdirs_known = True  # empty
+        _set_mode_and_owner(node, mode, owner)
         node.mtime = time.time()
         self.local_dirs.add(path)
         self.removed_dirs.pop(path, None)

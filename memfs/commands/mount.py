@@ -19,7 +19,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+from memfs.config import DEFAULT_UMASK, ConfigError, Owner, parse_gid, parse_uid, parse_umask
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,32 @@ def register(subparsers: Any) -> None:
         "--allow-other",
         action="store_true",
         help="let every user of the machine use the mount (FUSE allow_other; off by default)",
+    )
+    mount.add_argument(
+        "--uid",
+        type=_checked(parse_uid),
+        metavar="USER",
+        help="owner of the files (name or number; default: the mounting user); files created "
+        "in the mount belong to their creator",
+    )
+    mount.add_argument(
+        "--gid",
+        type=_checked(parse_gid),
+        metavar="GROUP",
+        help="group of the files (name or number; default: the mounting user's group)",
+    )
+    mount.add_argument(
+        "--umask",
+        type=_checked(parse_umask),
+        default=DEFAULT_UMASK,
+        metavar="MASK",
+        help="octal; default modes are 0666 and 0777 without these bits (default 022: "
+        "files 0644, directories 0755). Modes are kept for the mount's lifetime only",
+    )
+    mount.add_argument(
+        "--default-permissions",
+        action="store_true",
+        help="accepted for sshfs/rclone command lines: memfs always lets the kernel check modes",
     )
     mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
@@ -106,6 +135,18 @@ def register(subparsers: Any) -> None:
     umount.set_defaults(func=run_umount)
 
 
+def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:
+    """An argparse ``type`` from a ``memfs.config`` parser (its message, one line)."""
+
+    def convert(text: str) -> int:
+        try:
+            return parse(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
 def _setup_logging(debug: bool, log_file: str | None) -> None:
     handler: logging.Handler
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
@@ -128,6 +169,7 @@ def run_mount(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         debug=args.debug,
         allow_other=args.allow_other,
+        owner=Owner(uid=args.uid, gid=args.gid, umask=args.umask),
         api_key_file=args.api_key_file,
         session_id=args.session_id,
         grace=args.grace,
@@ -176,6 +218,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--readahead-dirs", str(args.readahead_dirs)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed]
+    argv += options.owner.mount_arguments()
     for flag, value in (
         ("--api-key-file", args.api_key_file),
         ("--session-id", args.session_id),
