@@ -143,7 +143,7 @@ def test_touch_chmod_utime_accepted(mount_factory):
     os.utime(m.path / "a.md", (1_000_000, 1_000_000))
     st = os.stat(m.path / "a.md")
     assert st.st_mtime == 1_000_000
-    assert st.st_mode & 0o777 == 0o644
+    assert st.st_mode & 0o777 == 0o600  # kept locally, like the times
     subprocess.run(["touch", str(m.path / "a.md")], check=True)
     m.settle()
     assert [v.operation for v in m.versions()] == ["created"]

@@ -74,7 +74,7 @@ def test_cp_p_keeps_times_locally_one_version(mount_factory, tmp_path):
     for name in ("a.md", "b.md"):
         st = os.stat(m.path / name)
         assert st.st_mtime == 1_500_000_000  # kept by the daemon
-        assert st.st_mode & 0o777 == 0o644  # chmod accepted, modes fixed
+        assert st.st_mode & 0o777 == 0o600  # the source's mode, kept locally
     m.settle()
     wait_for(lambda: m.paths() == {"/a.md", "/b.md"}, timeout=5)
     assert operations(m, memory_id) == ["modified", "created"]
