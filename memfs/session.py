@@ -32,7 +32,7 @@ from typing import Any, Literal
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ConfigError
+from memfs.config import ConfigError, Owner, parse_gid, parse_uid, parse_umask
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -91,6 +91,7 @@ class Attachment:
 class SessionConfig:
     attachments: list[Attachment]
     notes: list[str] = field(default_factory=list)  # things skipped, worth a log line
+    owner: Owner = field(default_factory=Owner)  # of every mount's files ("owner" in the config)
 
 
 def load_config(path: str | os.PathLike[str]) -> SessionConfig:
@@ -119,6 +120,7 @@ def parse_config(text: str, *, source: str = "session config") -> SessionConfig:
         raise SessionError(
             [f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
         ) from None
+    owner_field = data.get("owner") if isinstance(data, dict) else None
     if isinstance(data, dict):
         if "resources" not in data:
             raise SessionError(
@@ -131,6 +133,7 @@ def parse_config(text: str, *, source: str = "session config") -> SessionConfig:
     problems: list[str] = []
     notes: list[str] = []
     attachments: list[Attachment] = []
+    owner = _parse_owner(owner_field, problems)
     for index, item in enumerate(data):
         where = f"resources[{index}]"
         if not isinstance(item, dict):
@@ -164,7 +167,28 @@ def parse_config(text: str, *, source: str = "session config") -> SessionConfig:
         problems.append(f"{source} attaches no memory store")
     if problems:
         raise SessionError(problems)
-    return SessionConfig(attachments=attachments, notes=notes)
+    return SessionConfig(attachments=attachments, notes=notes, owner=owner)
+
+
+def _parse_owner(value: object, problems: list[str]) -> Owner:
+    """The config's ``"owner": {"uid", "gid", "umask"}`` (each optional): who the files of every
+    mount belong to, e.g. the user the agent runs as (with ``--allow-other``)."""
+    if value is None:
+        return Owner()
+    if not isinstance(value, dict):
+        problems.append(f"'owner' must be an object with uid, gid, umask, not {_json_type(value)}")
+        return Owner()
+    unknown = sorted(set(value) - {"uid", "gid", "umask"})
+    if unknown:
+        problems.append(f"'owner' has unknown field(s): {', '.join(unknown)}")
+    settings: dict[str, Any] = {}
+    for key, parse in (("uid", parse_uid), ("gid", parse_gid), ("umask", parse_umask)):
+        if value.get(key) is not None:
+            try:
+                settings[key] = parse(value[key])
+            except ConfigError as exc:
+                problems.append(f"owner.{key}: {exc}")
+    return Owner(**settings)
 
 
 def _parse_attachment(item: dict[str, Any], index: int, problems: list[str]) -> Attachment | None:

@@ -24,6 +24,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -37,7 +38,7 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, ConfigError
+from memfs.config import ClientConfig, ConfigError, Owner, parse_gid, parse_uid, parse_umask
 from memfs.session import (
     DEFAULT_ROOT,
     MountPlan,
@@ -117,6 +118,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="let every user of the machine use the mounts (FUSE allow_other; off by default)",
     )
+    parser.add_argument(
+        "--uid",
+        metavar="USER",
+        help="owner of every mount's files, e.g. the user the agent runs as (with "
+        "--allow-other); overrides the config's owner.uid",
+    )
+    parser.add_argument("--gid", metavar="GROUP", help="group of the files (owner.gid)")
+    parser.add_argument(
+        "--umask", metavar="MASK", help="octal, for the files' default modes (owner.umask)"
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     parser.set_defaults(func=_start)
@@ -176,6 +187,7 @@ def _start(args: argparse.Namespace) -> int:
     try:
         session_id = check_session_id(args.session_id or new_session_id())
         config = load_config(args.config)
+        config = dataclasses.replace(config, owner=_owner(args, config.owner))
         client_config = ClientConfig.from_env(
             api_key_file=args.api_key_file, base_url=args.base_url, session_id=session_id
         )
@@ -194,9 +206,23 @@ def _start(args: argparse.Namespace) -> int:
         )
     for note in config.notes:
         log.info("%s", note)
+    if config.owner.uid not in (None, os.geteuid()) and not args.allow_other:
+        log.warning(
+            "the files belong to uid %d, but without --allow-other only uid %d can use the mounts",
+            config.owner.uid,
+            os.geteuid(),
+        )
     if args.detach and args.ready_fd is None:
         return _detach(args, root, session_id)
     return trio.run(_supervise, args, root, session_id, config, client_config)
+
+
+def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
+    """The config's owner with ``--uid``, ``--gid``, ``--umask`` applied (ConfigError)."""
+    uid = configured.uid if args.uid is None else parse_uid(args.uid)
+    gid = configured.gid if args.gid is None else parse_gid(args.gid)
+    umask = configured.umask if args.umask is None else parse_umask(args.umask)
+    return Owner(uid=uid, gid=gid, umask=umask)
 
 
 def _running_session(root: Path) -> SessionState | None:
@@ -269,7 +295,7 @@ async def _supervise(
         root=root,
         session_id=session_id,
         state_file=state_path(root),
-        command=_mount_command(args),
+        command=_mount_command(args, config.owner),
         log_file=args.log_file,
     )
     log.info("session %s: mounting %d stores under %s", session_id, len(plans), root)
@@ -291,8 +317,8 @@ def _log_plan(plans: list[MountPlan]) -> None:
         )
 
 
-def _mount_command(args: argparse.Namespace) -> MountCommand:
-    options: list[str] = []
+def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
+    options = owner.mount_arguments()
     if args.api_key_file:
         options += ["--api-key-file", os.path.abspath(args.api_key_file)]
     if args.debug:
@@ -344,6 +370,11 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv += ["--base-url", args.base_url]
     if args.debug:
         argv.append("--debug")
+    if args.allow_other:
+        argv.append("--allow-other")
+    for flag, value in (("--uid", args.uid), ("--gid", args.gid), ("--umask", args.umask)):
+        if value is not None:
+            argv += [flag, value]
     with open(log_file, "ab") as log_stream:
         child = subprocess.Popen(
             argv,

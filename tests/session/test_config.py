@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.config import Owner
 from memfs.models import MemoryStore
 from memfs.session import (
     MAX_INSTRUCTIONS,
@@ -103,6 +104,35 @@ def test_output_only_fields_from_the_platform_are_accepted() -> None:
 )
 def test_malformed_configs_are_refused_with_a_precise_message(text: str, expected: str) -> None:
     problems = problems_of(text)
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_an_owner_for_every_mount_of_the_session() -> None:
+    config = parse_config(
+        json.dumps(
+            {"owner": {"uid": 1000, "gid": "root", "umask": "027"}, "resources": [resource("m")]}
+        )
+    )
+    assert config.owner == Owner(uid=1000, gid=0, umask=0o027)
+    assert config.owner.mount_arguments() == ["--uid", "1000", "--gid", "0", "--umask", "0027"]
+    assert parse_config(json.dumps([resource("m")])).owner == Owner()
+    assert Owner().mount_arguments() == []
+
+
+@pytest.mark.parametrize(
+    ("owner", "expected"),
+    [
+        ("nobody", "'owner' must be an object with uid, gid, umask, not a string"),
+        ({"user": 5}, "'owner' has unknown field(s): user"),
+        ({"uid": "no-such-user-here"}, "owner.uid: no user named 'no-such-user-here'"),
+        ({"uid": -1}, "owner.uid: user id -1 is out of range"),
+        ({"gid": True}, "owner.gid: a group must be a name or a number, not True"),
+        ({"umask": "999"}, "owner.umask: umask '999' is not an octal number"),
+        ({"umask": 18}, "owner.umask: umask 18 is not an octal number"),
+    ],
+)
+def test_a_bad_owner_is_refused_naming_the_field(owner: object, expected: str) -> None:
+    problems = problems_of(json.dumps({"owner": owner, "resources": [resource("m")]}))
     assert any(expected in problem for problem in problems), problems
 
 

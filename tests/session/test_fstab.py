@@ -48,6 +48,19 @@ def test_allow_other_passes_through() -> None:
     assert done.stdout == f"{MEMFS} mount memstore_abc /mnt/x --api-key-file /k --allow-other\n"
 
 
+def test_owner_options_of_sshfs_become_memfs_mount_arguments() -> None:
+    done = helper(
+        "memstore_abc", "/mnt/x", "-o",
+        "api_key_file=/k,allow_other,uid=1000,gid=agents,umask=027,default_permissions",
+        "--dry-run",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        f"{MEMFS} mount memstore_abc /mnt/x --api-key-file /k --allow-other --uid 1000 "
+        "--gid agents --umask 027\n"
+    )
+
+
 def test_the_memfs_hash_store_form_is_accepted() -> None:
     done = helper("memfs#Team Notes", "/mnt/x", "-o", "api_key_file=/k,rw,dev,suid", "--dry-run")
     assert done.stdout == f"{MEMFS} mount Team Notes /mnt/x --api-key-file /k\n"
@@ -56,8 +69,9 @@ def test_the_memfs_hash_store_form_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ("api_key_file=/k,uid=5", "unknown mount option 'uid'"),
+        ("api_key_file=/k,cache=yes", "unknown mount option 'cache'"),
         ("api_key_file=", "option api_key_file needs a value"),
+        ("api_key_file=/k,uid=", "option uid needs a value"),
         ("ro", "no API key: add -o api_key_file=FILE"),
     ],
 )
