@@ -2,7 +2,8 @@
 
 A session attaches up to eight stores in the platform's own resource shape (a JSON list, or an
 object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "access",
-"instructions"}``); each is mounted at ``<root>/<slug>``. This module owns:
+"instructions"}``, and optionally an ``owner`` of every mount's files: ``{"uid", "gid",
+"umask"}``); each is mounted at ``<root>/<slug>``. This module owns:
 
 - parsing and checking the config (``load_config``, ``parse_config``), then the stores as the
   API knows them (``check_stores``), then the directories (``plan_mounts``) — every check runs

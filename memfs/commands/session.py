@@ -1,7 +1,7 @@
 """``memfs session …``: mount a sandbox session's memory stores under one root, and stop it.
 
 - ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
-  [--session-id S]`` checks the whole session (config, stores, directories) before mounting
+  [--session-id S] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks the whole session (config, stores, directories) before mounting
   anything, mounts every store at ``<root>/<slug>``, prints the agent's prompt (or writes it to
   ``--prompt-file``), and supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the
   supervisor runs in the background and the command returns once every store is mounted.
