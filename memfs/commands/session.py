@@ -1,10 +1,11 @@
 """``memfs session …``: mount a sandbox session's memory stores under one root, and stop it.
 
 - ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
-  [--session-id S] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks the whole session (config, stores, directories) before mounting
-  anything, mounts every store at ``<root>/<slug>``, prints the agent's prompt (or writes it to
-  ``--prompt-file``), and supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the
-  supervisor runs in the background and the command returns once every store is mounted.
+  [--session-id S] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks the whole session
+  (config, stores, directories) before mounting anything, mounts every store at
+  ``<root>/<slug>``, prints the agent's prompt (or writes it to ``--prompt-file``), and
+  supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the supervisor runs in the
+  background and the command returns once every store is mounted.
 - ``memfs session stop [--root R]`` asks the supervisor to flush, unmount and clean up, waits for
   it, and reports anything that may not have been uploaded.
 - ``memfs session status [--root R] [--json]`` shows the running session and its mounts.
