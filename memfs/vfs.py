@@ -200,12 +200,22 @@ def _utf8(data: bytes | bytearray) -> str | None:
         return None
 
 
-def _set_mode_and_owner(node: Node, mode: int | None, owner: tuple[int, int] | None) -> None:
-    """A new node's permission bits and owner, kept locally (None: the mount's defaults)."""
+def _set_mode_and_owner(
+    node: Node, mode: int | None, owner: tuple[int, int] | None, parent: Attr | None
+) -> None:
+    """A new node's permission bits and owner, kept locally (None: the mount's defaults).
+
+    In a set-group-ID directory the node takes the directory's group, and a new directory
+    keeps the bit (Linux, as on ext4).
+    """
     if mode is not None:
         node.mode = stat.S_IMODE(mode)
     if owner is not None:
         node.uid, node.gid = owner
+    if parent is not None and parent.mode & stat.S_ISGID:
+        node.gid = parent.gid
+        if node.is_dir and mode is not None:
+            node.mode = stat.S_IMODE(mode) | stat.S_ISGID
 
 
 def _delete_key(memory_id: str) -> tuple[str, str]:
@@ -627,6 +637,10 @@ class Vfs:
             mtime_ns=_exact_ns(node.mtime, node.mtime_ns),
         )
 
+    def _attr_of(self, path: str) -> Attr | None:
+        node = self.table.by_path.get(path)
+        return self.attr(node) if node is not None else None
+
     def _active(self) -> None:
         now = self._now()
         idle = now - self.last_activity
@@ -855,7 +869,7 @@ class Vfs:
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
         node.local_only = self._is_local_path(path)
-        _set_mode_and_owner(node, mode, owner)
+        _set_mode_and_owner(node, mode, owner, self._attr_of(directory))
         self._changed(node)
         self.removed_dirs.pop(directory, None)
         if not node.local_only:
@@ -1189,7 +1203,7 @@ class Vfs:
         path = self._check_new_name(directory, name)
         node = self.table.new(Kind.DIR, path)
         node.subdirs_known = True  # empty
-        _set_mode_and_owner(node, mode, owner)
+        _set_mode_and_owner(node, mode, owner, self._attr_of(directory))
         node.mtime = time.time()
         self.local_dirs.add(path)
         self.removed_dirs.pop(path, None)

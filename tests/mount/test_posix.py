@@ -152,6 +152,19 @@ def test_a_save_keeps_the_mode(mount_factory, umask):
     assert m.content("/tool.sh") == "#!/bin/sh\necho three\n"
 
 
+def test_a_set_group_id_directory_passes_its_group_on(mount_factory, umask):
+    m = mount_factory()
+    team = m.path / "team"
+    os.mkdir(team)
+    os.chown(team, -1, 4242)
+    os.chmod(team, 0o2775)
+    (team / "f.md").write_text("f")
+    os.mkdir(team / "sub")
+    assert os.stat(team / "f.md").st_gid == 4242
+    sub = os.stat(team / "sub")
+    assert sub.st_gid == 4242 and stat.S_IMODE(sub.st_mode) == 0o2755
+
+
 # -- owners, --uid/--gid/--umask, allow_other ----------------------------------------------------
 
 
