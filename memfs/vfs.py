@@ -685,16 +685,7 @@ class Vfs:
         if mtime_ns is not None:
             mtime = mtime_ns / 1e9
         if mode is not None or uid is not None or gid is not None:
-            # kept locally like times, never uploaded; the kernel checked who may (it mounts
-            # with default_permissions: chmod by the owner, chown by root)
             self._check_writable()
-            if mode is not None and node.kind is not Kind.SYMLINK:
-                node.mode = stat.S_IMODE(mode)
-            if uid is not None:
-                node.uid = uid
-            if gid is not None:
-                node.gid = gid
-            node.ctime = time.time()
         if size is not None:
             if node.is_dir:
                 raise IsDirectoryError("is a directory")
@@ -715,6 +706,16 @@ class Vfs:
             self._changed(node)
             if node.open_count == 0:
                 self._commit(node)
+        if mode is not None or uid is not None or gid is not None:
+            # kept locally like times, never uploaded (after the size: a failing call changes
+            # nothing); the kernel checked who may (default_permissions)
+            if mode is not None and node.kind is not Kind.SYMLINK:
+                node.mode = stat.S_IMODE(mode)
+            if uid is not None:
+                node.uid = uid
+            if gid is not None:
+                node.gid = gid
+            node.ctime = time.time()
         if atime is not None or mtime is not None:
             # times are kept locally, never uploaded
             if self.read_only:
