@@ -152,11 +152,12 @@ def test_touch_chmod_utime_accepted(mount_factory):
 def test_errno_table(mount_factory):
     m = mount_factory(memories={"/a.md": "A"})
     p = m.path
-    # > 102,400 bytes: EFBIG at the write that crosses; absurd truncate: EFBIG
-    with open(p / "big.md", "wb") as f:
-        f.write(b"x" * 102_400)
-        f.flush()
-        expect_errno(errno.EFBIG, os.write, f.fileno(), b"y")
+    # > 102,400 bytes: EFBIG at the write that crosses, and at the close of that open (its
+    # content was cut short: it is refused, not uploaded); absurd truncate: EFBIG
+    fd = os.open(p / "big.md", os.O_CREAT | os.O_WRONLY)
+    os.write(fd, b"x" * 102_400)
+    expect_errno(errno.EFBIG, os.write, fd, b"y")
+    expect_errno(errno.EFBIG, os.close, fd)
     expect_errno(errno.EFBIG, os.truncate, p / "a.md", 1 << 40)
     # invalid names
     expect_errno(errno.EINVAL, open, p / "bad\x01name", "w")
