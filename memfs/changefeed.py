@@ -243,6 +243,21 @@ class ChangeFeed:
             except Exception:
                 log.exception("kernel invalidations failed")
 
+    async def run_due_invalidations(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run the invalidations the core needs at once (``Vfs.invalidations_due``: a conflict
+        re-based a file) without waiting for the next batch; in a worker thread, never inside
+        the FUSE handler that caused them (editors.md §5)."""
+        task_status.started()
+        while True:
+            await self.vfs.invalidations_due.wait()
+            self.vfs.invalidations_due = trio.Event()
+            try:
+                await run_invalidations(self.vfs)
+            except Exception:
+                log.exception("kernel invalidations failed")
+
 
 async def choose_source(
     vfs: Vfs, nursery: trio.Nursery, *, use_stream: bool = True

@@ -266,6 +266,7 @@ class Daemon:
                         idle_interval=opts.idle_poll_interval,
                     )
                     await nursery.start(feed.run)
+                    await nursery.start(feed.run_due_invalidations)
                     errors = RecentErrors()
                     logging.getLogger("memfs").addHandler(errors)
                     writer = StatusWriter(status_file, vfs, feed, errors)
@@ -340,6 +341,7 @@ class Daemon:
             self._flush_done.set()
 
     async def _flush_and_report(self, vfs: Vfs) -> None:
+        vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
         if len(vfs.writeback):
             log.info("flushing %d pending uploads", len(vfs.writeback))
             with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:

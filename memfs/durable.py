@@ -150,7 +150,7 @@ class Durable:
                 path=vfs.store_path(node),  # a clash's file: the memory's own path
                 memory_id=node.memory_id,
                 remote_path=node.remote_path,
-                base_sha=None if node.rebase else node.base_sha,
+                base_sha=node.base_sha,
                 data=data,
             )
         assert isinstance(key, tuple)
@@ -302,6 +302,11 @@ class Durable:
         content = text if text is not None and sha256_hex(text) != record.base_sha else None
         new_path = record.path if record.path != record.remote_path else None
         if content is None and new_path is None:
+            return
+        if content is not None and record.base_sha is None:
+            # no base to check against (a record of an older memfs, written after a conflict):
+            # never replace the head blindly, keep the content as a conflict copy
+            self.save_conflict(record.path, record.memory_id, record.data)
             return
         try:
             await client.update_memory(

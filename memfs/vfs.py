@@ -49,6 +49,7 @@ from memfs.errors import (
     IsDirectoryError,
     NameTooLongError,
     NoEntryError,
+    NoSpaceError,
     NotDirectoryError,
     NotFoundError,
     NotPermittedError,
@@ -61,6 +62,7 @@ from memfs.errors import (
     RemoteConflictError,
     RemoteUnavailableError,
     StoreArchivedError,
+    StoreFullError,
 )
 from memfs.inodes import InodeTable, Kind, Node
 from memfs.localfiles import LocalNames
@@ -259,6 +261,9 @@ class Vfs:
         self.writeback.on_queued = self.durable.queued
         self.writeback.on_done = self.durable.done
         self.pending_deletes: dict[str, PendingDelete] = {}
+        # keys whose create the full store refused (StoreFullError); their journal records are
+        # kept, and they are queued again when room may have appeared (retry_waiting_for_room)
+        self.waiting_for_room: set[Hashable] = set()
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
         self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
@@ -275,6 +280,9 @@ class Vfs:
             self.client, store_id, lambda: time.monotonic() < self.listings.vouched_until
         )
         self._invalidations: list[Invalidation] = []
+        # set when queued invalidations must not wait for the change feed's next batch (a
+        # conflict re-based a file): ``ChangeFeed.run_due_invalidations`` runs them
+        self.invalidations_due = trio.Event()
         # the read-only /.versions tree (its own inode range; fuse_ops dispatches to it)
         self.versions = VersionsTree(
             client, store_id, VersionsConfig(uid=self.config.uid, gid=self.config.gid)
@@ -727,9 +735,6 @@ class Vfs:
         return self.attr(node)
 
     def _changed(self, node: Node) -> None:
-        if node.conflict:  # a new save after a reported conflict replaces the remote head
-            node.conflict = False
-            node.rebase = True
         node.dirty = True
         node.gen += 1
         node.mtime = time.time()
@@ -975,8 +980,6 @@ class Vfs:
         at_home = self.store_path(node) == node.remote_path
         if not node.dirty and node.memory_id is not None and at_home:
             return
-        if node.conflict:
-            return  # kept locally until the file is written again (docs/semantics.md)
         if node.dirty:
             self._validate(node)
         if node.memory_id is None:
@@ -1031,9 +1034,19 @@ class Vfs:
         self._report(node)
 
     async def fsync_dir(self) -> None:
+        """Upload everything pending, creates waiting for room included; ENOSPC while one
+        still waits, ESTALE if an upload lost a race (its content is in a conflict copy)."""
+        self.retry_waiting_for_room()
+        conflicts = self.durable.conflict_count
         errors = await self.writeback.flush_all(patience=self.config.fsync_timeout)
         if errors:
             raise self._gave_up(errors[0])
+        if self.waiting_for_room:
+            raise NoSpaceError(f"the store is full: {len(self.waiting_for_room)} file(s) wait")
+        if self.durable.conflict_count > conflicts:
+            raise RemoteConflictError(
+                "changed on the server meanwhile; the local content was saved as a conflict copy"
+            )
 
     async def _settle(self, key: Hashable) -> None:
         """fsync: upload ``key`` now, retrying transient failures for ``fsync_timeout``."""
@@ -1503,7 +1516,15 @@ class Vfs:
             if text is None:
                 return  # written since its commit, not yet committed: the writer's commit decides
         if node.memory_id is None:
-            memory = await self._create(path, text or "")
+            try:
+                memory = await self._create(path, text or "")
+            except PathConflictError as exc:
+                # another writer made this path first: its memory is the winner (if it is one)
+                winner = await self._head(exc.conflicting_memory_id, path)
+                if winner is None or winner.path != path or winner.id in self.table.by_id:
+                    raise
+                self._lost_race(node, winner)
+                return
             self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
             self.table.set_memory(node, memory.id)
             self._took(node, memory, gen)
@@ -1516,10 +1537,6 @@ class Vfs:
             self.listings.record(memory)
             return
         memory_id = node.memory_id
-        if node.rebase:
-            current = await self.client.get_memory(self.store_id, memory_id, view="basic")
-            node.base_sha = current.content_sha256
-            node.rebase = False
         content = None
         if text is not None and sha256_hex(text) != node.base_sha:
             content = text
@@ -1532,23 +1549,14 @@ class Vfs:
             self._drop_clean_data(node)
             return
         try:
-            memory = await self.upload_client.update_memory(
-                self.store_id,
-                memory_id,
-                content=content,
-                path=new_path,
-                expected_sha256=node.base_sha if content is not None else None,
-            )
-        except PathConflictError:
-            if new_path is None or not await self._wait_for_path(new_path):
+            memory = await self._update(memory_id, content, new_path, node.base_sha)
+        except PreconditionFailedError:
+            # another writer's version is the head: it stays, and this file shows it from now on
+            winner = await self._head(memory_id, path)
+            if winner is None or self.table.by_id.get(memory_id) is not node:
                 raise
-            memory = await self.upload_client.update_memory(
-                self.store_id,
-                memory_id,
-                content=content,
-                path=new_path,
-                expected_sha256=node.base_sha if content is not None else None,
-            )
+            self._lost_race(node, winner)
+            return
         if content is not None:
             self.contents.put(memory.content_sha256, content.encode("utf-8"))
         holder = self.table.by_id.get(memory_id)
@@ -1564,6 +1572,87 @@ class Vfs:
         self.listings.record(memory)  # patched, not dropped: a big directory costs 20 requests
         if old_remote is not None and paths.parent(old_remote) != paths.parent(memory.path):
             self.listings.vacated(paths.parent(old_remote))
+
+    async def _update(
+        self, memory_id: str, content: str | None, new_path: str | None, base_sha: str | None
+    ) -> Memory:
+        """Upload new content and/or a new path. New content always carries the precondition
+        of the server content it was made from: no save replaces a version its writer did not
+        see (a failed precondition is a conflict, ``_lost_race``)."""
+        if content is not None and base_sha is None:
+            raise RemoteConflictError(f"{memory_id}: no base content to check the upload against")
+        expected = base_sha if content is not None else None
+        try:
+            return await self.upload_client.update_memory(
+                self.store_id, memory_id, content=content, path=new_path, expected_sha256=expected
+            )
+        except PathConflictError:
+            if new_path is None or not await self._wait_for_path(new_path):
+                raise
+            return await self.upload_client.update_memory(
+                self.store_id, memory_id, content=content, path=new_path, expected_sha256=expected
+            )
+
+    async def _head(self, memory_id: str | None, path: str) -> Memory | None:
+        """The server's memory ``memory_id`` (else the one at ``path``), content included;
+        None if there is none. Transient errors propagate: the upload is retried."""
+        try:
+            if memory_id is None:
+                found = await self.upload_client.find_memory(self.store_id, path)
+                if found is None:
+                    return None
+                memory_id = found.id
+            return await self.upload_client.get_memory(self.store_id, memory_id, view="full")
+        except NotFoundError:
+            return None
+
+    def _lost_race(self, node: Node, winner: Memory) -> None:
+        """Another writer's ``winner`` took the memory (or the path) of ``node`` first.
+
+        As Dropbox and Syncthing do: the local content is saved as the conflict copy (queued and
+        journaled before this upload's record is dropped), and the file is re-based on the
+        winner: its local copy is dropped, so it shows the winner's content, and later saves
+        apply to that content with its sha as precondition. The kernel's cached pages and
+        attributes are invalidated at once, so an editor holding the old text sees the file
+        changed on disk. The writer hears ESTALE at its next fsync/close (``_report``).
+        """
+        path = node.path
+        assert path is not None
+        data = bytes(node.data) if node.data is not None else None
+        self.durable.save_conflict(path, node.memory_id, data)
+        content = (winner.content or "").encode("utf-8")
+        self.contents.put(winner.content_sha256, content)
+        moving = node.memory_id is not None and node.path != node.remote_path
+        self.table.set_memory(node, winner.id)
+        node.remote_path = winner.path
+        node.base_sha = winner.content_sha256
+        node.remote_size = winner.content_size_bytes
+        node.created_at = winner.created_at
+        node.updated_at = winner.updated_at
+        node.synced_at = self._now()
+        node.data = None
+        node.dirty = False
+        node.mtime = node.mtime_ns = None  # the winner's updated_at: the file changed on disk
+        node.ctime = time.time()
+        node.last_open_sha = None  # pages cached by earlier opens hold the local content
+        self.deferred_versions.pop(node.ino, None)  # older than the winner
+        node.error = RemoteConflictError(
+            f"{path} changed on the server; the local content was saved as a conflict copy"
+        )
+        self.listings.record(winner)
+        self._queue_invalidations([("inode", node.ino, b"")])
+        self.invalidations_due.set()
+        if moving:  # a rename made here is still to be uploaded (it carries no content)
+            self.writeback.schedule(node.ino, self.config.update_delay)
+        elif winner.path != path:  # renamed elsewhere: follow it, as the change feed would
+            if winner.path in self.table.by_path:
+                self._forget_memory(node)
+            else:
+                parent_ino = self._parent_ino(path)
+                if parent_ino is not None:
+                    name = paths.basename(path).encode()
+                    self._queue_invalidations([("entry", parent_ino, name)])
+                self.table.bind(node, winner.path)
 
     def _took(self, node: Node, memory: Memory, gen: int) -> None:
         """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
@@ -1626,10 +1715,25 @@ class Vfs:
             return
         self.pending_deletes.pop(memory_id, None)
         self.tombstones.add(memory_id)
+        self.retry_waiting_for_room()
         self.listings.remove(memory_id)
         self.listings.vacated(paths.parent(pending.remote_path or "/"))
 
+    def retry_waiting_for_room(self) -> None:
+        """Room may have appeared (deletes seen, directory fsync, unmount): queue the creates
+        the full store refused again; those still refused come back to the set."""
+        keys, self.waiting_for_room = self.waiting_for_room, set()
+        for key in keys:
+            self.writeback.schedule(key, 0)
+
     def _upload_failed(self, key: Hashable, exc: BaseException) -> None:
+        if isinstance(exc, StoreFullError):
+            self.waiting_for_room.add(key)
+            node = self.table.get(key) if isinstance(key, int) else None
+            log.warning(
+                "the store is full: %s waits for room (uploaded once memories are deleted)",
+                node.path if node is not None else key,
+            )
         if isinstance(exc, StoreArchivedError):
             log.error("the store is archived: the mount is read-only from now on")
             self.read_only = True
@@ -1650,7 +1754,6 @@ class Vfs:
                 self.durable.save_conflict(node.path, node.memory_id, data)
             node.error = RemoteConflictError(f"{node.path} changed on the server")
             node.error.__cause__ = exc
-            node.conflict = True
         else:
             log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
             node.error = exc
@@ -1682,6 +1785,8 @@ class Vfs:
         them from a worker thread). Nodes with local changes do not follow (conflicts).
         """
         self.usage.apply(versions)
+        if self.waiting_for_room and any(v.operation == "deleted" for v in versions):
+            self.retry_waiting_for_room()
         ordered = sorted(versions, key=lambda v: v.created_at)
         busy = Counter(paths.parent(v.path) for v in ordered if v.path)
         for directory, count in busy.items():

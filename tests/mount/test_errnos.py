@@ -168,6 +168,34 @@ def test_store_full_enospc(private_mount, fresh_server):
     assert m.content("/one-too-many.md") == "no room"
 
 
+def test_full_store_uploads_waiting_creates_once_room_appears(private_mount, fresh_server):
+    """Issue 11 item 6: a create refused because the store is full waits for room; directory
+    fsync says ENOSPC while it waits and retries it; the change feed's deletes retry it too."""
+    waiting = "waits for room"
+    # a mount whose change feed would not notice deletes for 30 s: room found by fsync alone
+    slow_feed = ("--change-feed", "poll", "--poll-interval", "30", "--idle-poll-interval", "30")
+    m = private_mount(*slow_feed, mount=False)
+    ids = seed(fresh_server.db, m.store_id, 2_000)
+    assert m.mount().returncode == 0
+    (m.path / "newfile.md").write_text("new\n")  # closed: uploaded in the background
+    wait_for(lambda: m.log().count(waiting) == 1, timeout=10)
+    expect_errno(errno.ENOSPC, m.settle)  # still waiting: directory fsync says so
+    m.sdk.beta.memory_stores.memories.delete(ids[0], memory_store_id=m.store_id)
+    m.settle()  # retries the waiting create
+    assert m.content("/newfile.md") == "new\n"
+    assert m.umount().returncode == 0
+    # a mount that follows the change feed: deletes made elsewhere retry it with no fsync
+    m2 = private_mount(store_id=m.store_id)
+    (m2.path / "other.md").write_text("other\n")
+    wait_for(lambda: m2.log().count(waiting) == 1, timeout=10)
+    expect_errno(errno.ENOSPC, m2.settle)
+    m2.sdk.beta.memory_stores.memories.delete(ids[1], memory_store_id=m.store_id)
+    wait_for(lambda: m2.content("/other.md") == "other\n", timeout=10)
+    m2.settle()
+    result = m2.umount()
+    assert result.returncode == 0, result.stderr
+
+
 def test_key_refused_mid_mount_eacces(private_mount, fresh_server):
     m = private_mount(memories={"/a.md": "A", "/d/b.md": "B"})
     assert (m.path / "a.md").read_text() == "A"

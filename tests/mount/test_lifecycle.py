@@ -163,7 +163,7 @@ def test_a_name_looked_up_in_vain_appears_when_created(mount_factory, feed):
     assert local.read_text() == "made here" and "local.md" in os.listdir(m.path)
 
 
-def test_conflict_reports_estale_and_keeps_content(mount_factory):
+def test_conflict_reports_estale_and_shows_the_remote_version(mount_factory):
     m = mount_factory(memories={"/a.md": "base"})
     fd = os.open(m.path / "a.md", os.O_RDWR)
     try:
@@ -172,14 +172,16 @@ def test_conflict_reports_estale_and_keeps_content(mount_factory):
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, b"local edit")
         expect_errno(errno.ESTALE, os.fsync, fd)
-        os.lseek(fd, 0, os.SEEK_SET)
-        assert os.read(fd, 100) == b"local edit"  # kept locally
+        # the file is re-based on the remote version; the local content is the conflict copy
+        wait_for(lambda: os.pread(fd, 100, 0) == b"remote edit", timeout=5)
     finally:
         os.close(fd)  # reported once: close after the fsync succeeds
-    time.sleep(1.0)
+    m.settle()
     assert m.content("/a.md") == "remote edit"
+    [copy] = [p for p in m.paths() if p.startswith("/a.conflict-")]
+    assert m.content(copy) == "local edit"
     assert "CONFLICT" in m.log()
-    # a new save after the report replaces the remote head
+    # a new save after the report is an update of the remote version (with its precondition)
     with open(m.path / "a.md", "w") as f:
         f.write("resolved")
     m.settle()

@@ -1,0 +1,95 @@
+"""Two mounts of one store race on one file: the loser's content goes to the conflict copy and
+its path shows the winner, so no later save of the loser replaces a version it never saw
+(docs/semantics.md "Conflicts")."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+
+import pytest
+
+from .conftest import MountedStore, wait_for
+
+
+def expect_errno(number: int, func, *args, **kwargs) -> None:
+    with pytest.raises(OSError) as info:
+        func(*args, **kwargs)
+    assert info.value.errno == number, errno.errorcode[info.value.errno]
+
+
+def conflict_copies(m: MountedStore) -> dict[str, str | None]:
+    return {p: m.content(p) for p in m.paths() if p.startswith("/conc.conflict-")}
+
+
+def history(m: MountedStore, path: str) -> list[str]:
+    """The content hashes of every version of the memory at ``path``, oldest first."""
+    memory_id = m.memories()[path].id
+    return [v.content_sha256 for v in reversed(m.versions(memory_id))]
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_loser_shows_the_winner_and_its_next_save_applies_to_it(mount_factory):
+    winner = mount_factory(memories={"/conc.md": "base\n"})
+    loser = mount_factory(store_id=winner.store_id)
+    assert (winner.path / "conc.md").read_text() == "base\n"
+    assert (loser.path / "conc.md").read_text() == "base\n"
+    # an editor holding the file: what it sees of it on disk (attributes, page cache)
+    held = os.open(loser.path / "conc.md", os.O_RDONLY)
+    try:
+        seen = os.fstat(held)
+        fd = os.open(loser.path / "conc.md", os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"loser\n")  # based on "base"
+            (winner.path / "conc.md").write_text("the winner's text\n")
+            winner.settle()
+            expect_errno(errno.ESTALE, os.fsync, fd)
+        finally:
+            os.close(fd)  # reported once (by the fsync)
+        # the loser's path shows the winner, also to the editor that held the file
+        wait_for(lambda: (loser.path / "conc.md").read_text() == "the winner's text\n", 5)
+        wait_for(lambda: os.fstat(held).st_size == len("the winner's text\n"), 5)
+        assert os.fstat(held).st_mtime != seen.st_mtime
+    finally:
+        os.close(held)
+    loser.settle()
+    assert list(conflict_copies(loser).values()) == ["loser\n"]
+    # the loser's next save applies to the winner's content, never replaces it
+    with open(loser.path / "conc.md", "a") as f:
+        f.write("appended by the loser\n")
+    loser.settle()
+    assert loser.content("/conc.md") == "the winner's text\nappended by the loser\n"
+    assert history(loser, "/conc.md") == [
+        sha("base\n"),
+        sha("the winner's text\n"),
+        sha("the winner's text\nappended by the loser\n"),
+    ]
+
+
+def test_background_conflict_then_append_keeps_the_winner(mount_factory):
+    """The issue's case: saves by shells, which never look at close's answer."""
+    winner = mount_factory(memories={"/conc.md": "base\n"})
+    loser = mount_factory("--update-delay", "30", store_id=winner.store_id)
+    assert (loser.path / "conc.md").read_text() == "base\n"
+    (loser.path / "conc.md").write_text("B1\n")  # queued for 30 s
+    (winner.path / "conc.md").write_text("A1\n")
+    winner.settle()
+    expect_errno(errno.ESTALE, loser.settle)  # directory fsync: the upload lost the race
+    assert loser.content("/conc.md") == "A1\n"
+    assert list(conflict_copies(loser).values()) == ["B1\n"]
+    wait_for(lambda: (loser.path / "conc.md").read_text() == "A1\n", 5)
+    # a shell's `echo B2 >> conc.md` (which may hear the conflict's ESTALE at close, once)
+    fd = os.open(loser.path / "conc.md", os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"B2\n")
+    try:
+        os.close(fd)
+    except OSError as exc:
+        assert exc.errno == errno.ESTALE
+    loser.settle()
+    assert loser.content("/conc.md") == "A1\nB2\n"
+    assert (loser.path / "conc.md").read_text() == "A1\nB2\n"
+    wait_for(lambda: (winner.path / "conc.md").read_text() == "A1\nB2\n", 5)
