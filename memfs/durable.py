@@ -101,6 +101,20 @@ class Durable:
             return str(value)
         return f"{self.life}-{kind[0]}-{value}"
 
+    def path_of(self, key: Hashable) -> str | None:
+        """The path a key of the queue uploads to (for reports), if it has one."""
+        if isinstance(key, int):
+            node = self.vfs.table.get(key)
+            return node.path if node is not None else None
+        assert isinstance(key, tuple)
+        if key[0] == "conflict":
+            saved = self._conflict_saves.get(int(key[1]))
+            return saved[0] if saved is not None else None
+        if key[0] == "replay":
+            record = self._replays.get(str(key[1]))
+            return record.path if record is not None else None
+        return None
+
     # -- hooks of the write-back queue --------------------------------------------------------
 
     def queued(self, key: Hashable) -> None:

@@ -100,6 +100,9 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
             "journal_records": len(journal) if journal is not None else 0,
             "journal_dir": str(journal.directory) if journal is not None else None,
             "failed": dict(durable.failed),
+            "waiting_for_room": sorted(
+                str(durable.path_of(key) or key) for key in vfs.waiting_for_room
+            ),
             "retrying": dict(durable.retrying),
             "replayed": durable.replayed,
             "untouched": durable.untouched,
@@ -201,6 +204,8 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(f"  failed: {name}: {why}")
     for name, why in uploads.get("retrying", {}).items():
         lines.append(f"  retrying: {name}: {why}")
+    for path in uploads.get("waiting_for_room", []):
+        lines.append(f"  waiting for room (the store is full): {path}")
     refused = doc.get("refused")
     if refused:
         lines.append(

@@ -1729,10 +1729,9 @@ class Vfs:
     def _upload_failed(self, key: Hashable, exc: BaseException) -> None:
         if isinstance(exc, StoreFullError):
             self.waiting_for_room.add(key)
-            node = self.table.get(key) if isinstance(key, int) else None
             log.warning(
                 "the store is full: %s waits for room (uploaded once memories are deleted)",
-                node.path if node is not None else key,
+                self.durable.path_of(key) or key,
             )
         if isinstance(exc, StoreArchivedError):
             log.error("the store is archived: the mount is read-only from now on")

@@ -28,7 +28,7 @@ from conftest import OTHER_KEY
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
 
-from .conftest import MountedStore, MountMaker, wait_for
+from .conftest import MountedStore, MountMaker, memfs, wait_for
 
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
@@ -180,6 +180,8 @@ def test_full_store_uploads_waiting_creates_once_room_appears(private_mount, fre
     (m.path / "newfile.md").write_text("new\n")  # closed: uploaded in the background
     wait_for(lambda: m.log().count(waiting) == 1, timeout=10)
     expect_errno(errno.ENOSPC, m.settle)  # still waiting: directory fsync says so
+    line = "waiting for room (the store is full): /newfile.md"
+    wait_for(lambda: line in memfs("status", str(m.path), env=m.env).stdout, timeout=5)
     m.sdk.beta.memory_stores.memories.delete(ids[0], memory_store_id=m.store_id)
     m.settle()  # retries the waiting create
     assert m.content("/newfile.md") == "new\n"
