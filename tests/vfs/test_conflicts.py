@@ -4,11 +4,13 @@ ever goes out without the precondition of the content its writer saw."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from memfs.errors import RemoteConflictError
 from memfs.inodes import ROOT_INODE
+from memfs.journal import Journal, Record
 
 from .conftest import Core
 
@@ -38,3 +40,31 @@ async def test_lost_create_race_shows_the_winner_and_keeps_ours_as_a_copy(core: 
     await vfs.release(fh)
     winner = await core.client.get_memory(vfs.store_id, memories["/race.md"].id)
     assert winner.content == "theirs\nand mine\n"
+
+
+async def test_replayed_record_without_a_base_never_replaces_the_head(
+    core: Core, tmp_path: Path
+) -> None:
+    """A record an older memfs wrote for a save after a conflict (no precondition) must not
+    overwrite what another writer made: its content becomes a conflict copy."""
+    vfs = core.vfs
+    memory = await core.client.create_memory(vfs.store_id, "/old.md", "the head\n")
+    journal = Journal.open(tmp_path, vfs.store_id)
+    try:
+        record = Record(name="older-n5", op="put", path="/old.md", memory_id=memory.id)
+        record.remote_path, record.data = "/old.md", b"written blind\n"
+        journal.put(record)
+        vfs.durable.journal = journal
+        assert vfs.durable.load() == 1
+        with pytest.raises(RemoteConflictError):
+            await vfs.fsync_dir()
+        memories = await core.memories()
+        head = await core.client.get_memory(vfs.store_id, memory.id)
+        assert head.content == "the head\n"
+        [copy] = [p for p in memories if p.startswith("/old.conflict-")]
+        copied = await core.client.get_memory(vfs.store_id, memories[copy].id)
+        assert copied.content == "written blind\n"
+        assert journal.load() == []
+    finally:
+        vfs.durable.journal = None
+        journal.close()
