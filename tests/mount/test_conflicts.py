@@ -50,10 +50,11 @@ def test_loser_shows_the_winner_and_its_next_save_applies_to_it(mount_factory):
             expect_errno(errno.ESTALE, os.fsync, fd)
         finally:
             os.close(fd)  # reported once (by the fsync)
-        # the loser's path shows the winner, also to the editor that held the file
-        wait_for(lambda: (loser.path / "conc.md").read_text() == "the winner's text\n", 5)
+        # the editor that held the file sees it changed on disk (the kernel's attributes are
+        # invalidated at once: they would be kept for 60 s), and the path shows the winner
         wait_for(lambda: os.fstat(held).st_size == len("the winner's text\n"), 5)
         assert os.fstat(held).st_mtime != seen.st_mtime
+        assert (loser.path / "conc.md").read_text() == "the winner's text\n"
     finally:
         os.close(held)
     loser.settle()
@@ -73,23 +74,28 @@ def test_loser_shows_the_winner_and_its_next_save_applies_to_it(mount_factory):
 def test_background_conflict_then_append_keeps_the_winner(mount_factory):
     """The issue's case: saves by shells, which never look at close's answer."""
     winner = mount_factory(memories={"/conc.md": "base\n"})
-    loser = mount_factory("--update-delay", "30", store_id=winner.store_id)
-    assert (loser.path / "conc.md").read_text() == "base\n"
-    (loser.path / "conc.md").write_text("B1\n")  # queued for 30 s
-    (winner.path / "conc.md").write_text("A1\n")
+    # the loser's change feed stays quiet: what it shows after the conflict is the conflict's doing
+    quiet = ("--change-feed", "poll", "--poll-interval", "30", "--idle-poll-interval", "30")
+    loser = mount_factory("--update-delay", "30", *quiet, store_id=winner.store_id)
+    conc = loser.path / "conc.md"
+    assert conc.read_text() == "base\n"
+    conc.write_text("B1\n")  # queued for 30 s
+    assert conc.stat().st_size == 3  # the kernel keeps these attributes for 60 s
+    (winner.path / "conc.md").write_text("A1 wins\n")
     winner.settle()
     expect_errno(errno.ESTALE, loser.settle)  # directory fsync: the upload lost the race
-    assert loser.content("/conc.md") == "A1\n"
+    assert loser.content("/conc.md") == "A1 wins\n"
     assert list(conflict_copies(loser).values()) == ["B1\n"]
-    wait_for(lambda: (loser.path / "conc.md").read_text() == "A1\n", 5)
+    wait_for(lambda: conc.stat().st_size == len("A1 wins\n"), 5)
+    assert conc.read_text() == "A1 wins\n"
     # a shell's `echo B2 >> conc.md` (which may hear the conflict's ESTALE at close, once)
-    fd = os.open(loser.path / "conc.md", os.O_WRONLY | os.O_APPEND)
+    fd = os.open(conc, os.O_WRONLY | os.O_APPEND)
     os.write(fd, b"B2\n")
     try:
         os.close(fd)
     except OSError as exc:
         assert exc.errno == errno.ESTALE
     loser.settle()
-    assert loser.content("/conc.md") == "A1\nB2\n"
-    assert (loser.path / "conc.md").read_text() == "A1\nB2\n"
-    wait_for(lambda: (winner.path / "conc.md").read_text() == "A1\nB2\n", 5)
+    assert loser.content("/conc.md") == "A1 wins\nB2\n"
+    assert conc.read_text() == "A1 wins\nB2\n"
+    wait_for(lambda: (winner.path / "conc.md").read_text() == "A1 wins\nB2\n", 5)
