@@ -995,7 +995,7 @@ class Vfs:
         node.error = None
         if isinstance(error, PreconditionFailedError | RemoteConflictError):
             raise RemoteConflictError(
-                f"{node.path} changed on the server; the local content was kept"
+                f"{node.path} changed on the server; the local content was saved as a conflict copy"
             ) from error
         raise error
 
@@ -1616,13 +1616,13 @@ class Vfs:
         attributes are invalidated at once, so an editor holding the old text sees the file
         changed on disk. The writer hears ESTALE at its next fsync/close (``_report``).
         """
-        path = node.path
+        path = self.store_path(node)  # a clash's file: the memory's own path
         assert path is not None
         data = bytes(node.data) if node.data is not None else None
         self.durable.save_conflict(path, node.memory_id, data)
         content = (winner.content or "").encode("utf-8")
         self.contents.put(winner.content_sha256, content)
-        moving = node.memory_id is not None and node.path != node.remote_path
+        moving = node.memory_id is not None and path != node.remote_path
         self.table.set_memory(node, winner.id)
         node.remote_path = winner.path
         node.base_sha = winner.content_sha256
@@ -1644,7 +1644,8 @@ class Vfs:
         self.invalidations_due.set()
         if moving:  # a rename made here is still to be uploaded (it carries no content)
             self.writeback.schedule(node.ino, self.config.update_delay)
-        elif winner.path != path:  # renamed elsewhere: follow it, as the change feed would
+        elif winner.path != path and node.path == path:
+            # renamed elsewhere meanwhile: follow it, as the change feed would
             if winner.path in self.table.by_path:
                 self._forget_memory(node)
             else:
