@@ -121,7 +121,7 @@ class StreamSource:
         from memfs.api.changes import ChangeStream
 
         try:
-            async with ChangeStream(self.client.config, self.store_id) as stream:
+            async with ChangeStream(self.client, self.store_id) as stream:
                 async for event in stream:
                     if event.kind == "ready":
                         ready.set()
@@ -267,7 +267,7 @@ async def choose_source(
         from memfs.api.changes import server_offers_change_stream
 
         try:
-            offered = await server_offers_change_stream(vfs.client.config)
+            offered = await server_offers_change_stream(vfs.client)
         except Exception:  # a probe problem is a "no"
             offered = False
         if offered:

@@ -2,7 +2,10 @@
 
 The API key is held in a ``Secret`` so that no ``repr``, log line or traceback can show it.
 Keys come from ``ANTHROPIC_API_KEY`` or a key file, never from the command line (argv is
-readable by every user of the machine through ``/proc``).
+readable by every user of the machine through ``/proc``). A key is checked before any request
+(``check_api_key``): one that could not travel in an HTTP header is a one-line ``ConfigError``
+that never repeats it. A base URL may carry ``user:password@``: every message shows it through
+``shown_url``, which masks the password.
 """
 
 from __future__ import annotations
@@ -52,16 +55,60 @@ class Secret:
         return hash(self._value)
 
 
+def check_api_key(key: Secret, source: str = "the API key") -> Secret:
+    """``key`` if it can travel in an HTTP header: printable ASCII without white space.
+
+    Else ``ConfigError`` naming ``source`` and what is wrong, never the key itself (an
+    unchecked key would fail inside httpx with an error, and a traceback, that quote it).
+    """
+    value = key.reveal()
+    if not value:
+        raise ConfigError(f"{source} is empty")
+    for position, char in enumerate(value, start=1):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            what = "a line break"
+        elif char.isspace():
+            what = "white space"
+        elif ord(char) < 32 or ord(char) == 127:
+            what = "a control character"
+        else:
+            what = "a non-ASCII character"
+        raise ConfigError(
+            f"{source} is not a usable API key: it contains {what} (character {position}); "
+            "keys are printable ASCII without spaces"
+        )
+    return key
+
+
 def read_key_file(path: str | os.PathLike[str]) -> Secret:
-    """Read an API key from a file (first non-empty line, whitespace stripped)."""
+    """Read an API key from a file (first non-empty line, whitespace stripped; checked)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read API key file {os.fspath(path)}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"API key file {os.fspath(path)} is not UTF-8 text") from None
     for line in text.splitlines():
         if line.strip():
-            return Secret(line.strip())
+            return check_api_key(Secret(line.strip()), f"the API key in {os.fspath(path)}")
     raise ConfigError(f"API key file {os.fspath(path)} is empty")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may appear in a message: a ``user:password@`` part shows as ``user:***@``
+    (a user part alone, perhaps a token, as ``***@``)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not at:
+        return url
+    user, colon, _ = userinfo.partition(":")
+    masked = f"{user}:***" if colon else "***"
+    return f"{scheme}://{masked}@{host}{rest[end:]}"
 
 
 def check_base_url(url: str, source: str = "base URL") -> str:
@@ -91,11 +138,8 @@ def check_base_url(url: str, source: str = "base URL") -> str:
         reason = "it contains white space or control characters"
     else:
         return url.rstrip("/")
-    shown = url
-    if "@" in parts.netloc:
-        shown = url.replace(parts.netloc.rpartition("@")[0] + "@", "***@", 1)
     raise ConfigError(
-        f"invalid {source} {shown!r}: {reason} (want http:// or https://, "
+        f"invalid {source} {shown_url(url)!r}: {reason} (want http:// or https://, "
         "e.g. https://api.anthropic.com or http://127.0.0.1:8700)"
     )
 
@@ -116,6 +160,27 @@ class ClientConfig:
     max_retries: int = 4
     max_connections: int = 20
     user_agent: str = field(default="memfs/0.1")
+
+    def __post_init__(self) -> None:
+        check_api_key(self.api_key)  # before any request, whoever built the config
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientConfig(base_url={shown_url(self.base_url)!r}, "
+            f"auth_scheme={self.auth_scheme!r}, session_id={self.session_id!r})"
+        )
+
+    @property
+    def shown_base_url(self) -> str:
+        """The base URL for messages (password masked: ``shown_url``)."""
+        return shown_url(self.base_url)
+
+    def hide_secrets(self, text: str) -> str:
+        """``text`` without the key or the base URL's password (for messages quoting others,
+        such as an exception of the HTTP library)."""
+        for secret in (self.api_key.reveal(), repr(self.api_key.reveal())[1:-1]):
+            text = text.replace(secret, "********")
+        return text.replace(self.base_url, self.shown_base_url)
 
     def auth_headers(self) -> dict[str, str]:
         """The credential header of every request (one form only)."""
@@ -142,9 +207,10 @@ class ClientConfig:
         if api_key_file is not None:
             key = read_key_file(api_key_file)
         elif environ.get("ANTHROPIC_API_KEY"):
-            key = Secret(environ["ANTHROPIC_API_KEY"].strip())
+            key = check_api_key(Secret(environ["ANTHROPIC_API_KEY"].strip()), "ANTHROPIC_API_KEY")
         elif environ.get("ANTHROPIC_AUTH_TOKEN"):
-            key, scheme = Secret(environ["ANTHROPIC_AUTH_TOKEN"].strip()), "bearer"
+            token = Secret(environ["ANTHROPIC_AUTH_TOKEN"].strip())
+            key, scheme = check_api_key(token, "ANTHROPIC_AUTH_TOKEN"), "bearer"
         else:
             raise ConfigError(
                 "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) "

@@ -184,12 +184,13 @@ class Daemon:
             raise MountError(str(exc)) from None
         check_mountpoint(opts.mountpoint)
         async with StoreClient(config) as client:
-            quick = client.with_options(timeout=5.0, max_retries=1)
+            # syscalls wait on these clients: a long retry-after is an error, not a wait
+            quick = client.with_options(timeout=5.0, max_retries=1, deadline=10.0)
             try:
                 store = await quick.resolve_store(opts.store)
                 read_only = opts.read_only or store.archived
                 vfs = Vfs(
-                    client.with_options(timeout=10.0, max_retries=2),
+                    client.with_options(timeout=10.0, max_retries=2, deadline=30.0),
                     store.id,
                     VfsConfig(
                         read_only=read_only,
@@ -205,7 +206,9 @@ class Daemon:
                     upload_client=client.with_options(timeout=60.0, max_retries=4),
                 )
             except (ApiError, ApiConnectionError) as exc:
-                raise MountError(describe_api_error(exc, opts.store, config.base_url)) from None
+                raise MountError(
+                    describe_api_error(exc, opts.store, config.shown_base_url)
+                ) from None
             journal: Journal | None = None
             if read_only:
                 self._leave_journal(vfs)  # a read-only mount never writes, not even a replay

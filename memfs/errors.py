@@ -36,9 +36,12 @@ class ApiError(MemfsError):
         error_type: str | None = None,
         request_id: str | None = None,
         body: dict[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        # seconds the server asked us to wait before trying again (retry-after), if it did
+        self.retry_after = retry_after
         if status is not None:
             self.status = status
         if error_type is not None:

@@ -264,7 +264,7 @@ async def fetch_stores(
         except PermissionDeniedError:
             failures.append(f"memory store {store_id} is not accessible with these credentials")
         except ApiConnectionError as exc:
-            failures.append(f"cannot reach the API at {client.config.base_url}: {exc}")
+            failures.append(f"cannot reach the API at {client.config.shown_base_url}: {exc}")
         except ApiError as exc:
             failures.append(f"cannot retrieve memory store {store_id}: {exc}")
 

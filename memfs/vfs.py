@@ -33,17 +33,14 @@ import trio
 
 from memfs import paths
 from memfs.api import StoreClient
-from memfs.api.retry import RETRY_STATUSES
+from memfs.api.retry import is_transient
 from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache, listing_name
 from memfs.clashes import Clashes, base_name, derived_name
 from memfs.durable import Durable
 from memfs.errors import (
-    ApiConnectionError,
-    ApiError,
     DirectoryNotEmptyError,
     ExistsError,
     FileTooLargeError,
-    InternalServerError,
     InvalidArgumentError,
     InvalidNameError,
     IsDirectoryError,
@@ -54,10 +51,8 @@ from memfs.errors import (
     NotFoundError,
     NotPermittedError,
     NotUtf8Error,
-    OverloadedError,
     PathConflictError,
     PreconditionFailedError,
-    RateLimitError,
     ReadOnlyError,
     RemoteConflictError,
     RemoteUnavailableError,
@@ -167,14 +162,6 @@ class PendingDelete:
 
 Invalidation = tuple[str, int, bytes]  # ("inode", ino, b"") or ("entry", parent_ino, name)
 Invalidator = Callable[[list[Invalidation]], Awaitable[None]]
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying in the background (the server or the network may recover):
-    connection failures and timeouts, 408, 429, 5xx, 529."""
-    if isinstance(exc, ApiConnectionError | RateLimitError | InternalServerError | OverloadedError):
-        return True
-    return isinstance(exc, ApiError) and (exc.status in RETRY_STATUSES or exc.status >= 500)
 
 
 def decode_name(raw: bytes) -> str:

@@ -2,8 +2,10 @@
 
 Owns *when* an upload runs: one entry per key (the filesystem core uses inode numbers and
 pending deletes), a due time, at most one run per key at a time, collapsing of repeated
-requests, retries with backoff for transient errors (for as long as the queue runs: work it
-accepted is never given up on for a transient error), ``flush(key)`` (run now and report the
+requests, retries for transient errors with the one retry policy of memfs (``RetryPolicy``:
+full jitter, so mounts that failed together do not retry in lockstep, and the server's
+``retry-after``), for as long as the queue runs (work it accepted is never given up on for a
+transient error), ``flush(key)`` (run now and report the
 outcome; with ``patience``, keep retrying transient failures that long: fsync) and
 ``flush_all()`` (fsync of a directory, unmount). *What* an upload does is the ``upload(key)``
 function it is given: the queue holds no data, so dirty content never lives here nor in a
@@ -24,7 +26,7 @@ Invariants:
 - a run cancelled in the middle (a ``flush`` deadline) counts as a transient failure: the
   entry stays, due again after a backoff, and its waiters are woken.
 
-This module must not import the client, pyfuse3 or the filesystem core.
+This module must not import the client, pyfuse3 or the filesystem core (only the retry policy).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
 import trio
+
+from memfs.api.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +87,7 @@ class WriteBack:
         on_failure: Callable[[Hashable, BaseException], None] = _ignore_failure,
         on_queued: Callable[[Hashable], None] = _ignore_queued,
         on_done: Callable[[Hashable, BaseException | None], None] = _ignore_done,
-        base_backoff: float = 0.5,
-        max_backoff: float = 30.0,
+        retry: RetryPolicy | None = None,
         concurrency: int = 4,
     ) -> None:
         self._upload = upload
@@ -93,8 +96,7 @@ class WriteBack:
         self.on_queued = on_queued
         self.on_done = on_done
         self.on_retry: Callable[[Hashable, BaseException], None] = _ignore_retry
-        self._base_backoff = base_backoff
-        self._max_backoff = max_backoff
+        self._retry = retry or RetryPolicy(base_delay=0.5, max_delay=30.0)
         self._limiter = trio.CapacityLimiter(concurrency)
         self._entries: dict[Hashable, _Entry] = {}
         self._wake = trio.Event()
@@ -295,7 +297,7 @@ class WriteBack:
         return error
 
     def _backoff(self, entry: _Entry) -> float:
-        return float(min(self._max_backoff, self._base_backoff * 2 ** (entry.attempts - 1)))
+        return self._retry.delay_after(entry.attempts, entry.error)
 
     def _finished(self, entry: _Entry) -> None:
         # waiters may have started waiting while the run was claimed but not started: set the

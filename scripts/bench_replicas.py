@@ -150,7 +150,11 @@ async def stream_latency(
     latencies: list[float] = []
     arrived = trio.Event()
     ready = trio.Event()
-    async with ChangeStream(config(urls[-1], 1), store_id) as stream, trio.open_nursery() as n:
+    async with (
+        StoreClient(config(urls[-1], 1)) as client,
+        ChangeStream(client, store_id) as stream,
+        trio.open_nursery() as n,
+    ):
 
         async def read() -> None:
             nonlocal arrived

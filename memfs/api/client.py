@@ -9,9 +9,12 @@ It must not cache, know about files or inodes, or log the API key (nor put it in
 ``repr``). Requests are logged at DEBUG by route template, never by URL, because path prefixes
 in URLs may carry personal data.
 
-Retry rules (attempts = 1 + ``max_retries``):
-- transient answers (408, 429, 500, 502, 503, 504, 529) and transport failures are retried,
-  with full-jitter exponential backoff, or the server's ``retry-after`` (capped);
+Retry rules (attempts = 1 + ``max_retries``, waits from ``memfs.api.retry``, the policy the
+change stream and the write-back queue use too):
+- transient answers (408, 429, 5xx, 529) and transport failures are retried, with full-jitter
+  exponential backoff, or the server's ``retry-after`` (capped);
+- with a ``deadline`` (``with_options``), no retry is made that would start after it: a caller
+  waiting on a syscall gets the error instead of a long ``retry-after`` sleep;
 - reads, updates, deletes, archive and redact are idempotent and always retried;
 - ``create_memory`` is retried too: if an earlier attempt may have been applied and the retry
   meets ``memory_path_conflict_error`` for a memory with the same path and content, that memory
@@ -27,6 +30,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
@@ -37,7 +41,7 @@ import httpx
 import trio
 
 from memfs.api import stats as outcomes
-from memfs.api.retry import NOT_APPLIED_STATUSES, RetryPolicy
+from memfs.api.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 from memfs.api.stats import RequestStats
 from memfs.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig
 from memfs.errors import (
@@ -82,6 +86,7 @@ MEMORY = "/v1/memory_stores/{store}/memories/{memory}"
 VERSIONS = "/v1/memory_stores/{store}/memory_versions"
 VERSION = "/v1/memory_stores/{store}/memory_versions/{version}"
 VERSION_REDACT = "/v1/memory_stores/{store}/memory_versions/{version}/redact"
+CAPABILITIES = "/v1/memfs/capabilities"  # a memfs extension (the hosted API answers 404)
 
 STORE_ID_PREFIX = "memstore_"
 
@@ -169,6 +174,7 @@ def _error_from(response: httpx.Response, route: str) -> ApiError:
         error_type=error_type,
         request_id=_request_id(response, body),
         body=body if isinstance(body, dict) else None,
+        retry_after=retry_after_seconds(response.headers),
     )
 
 
@@ -195,6 +201,7 @@ class StoreClient:
         self._config = config
         self._timeout = config.timeout
         self._max_retries = config.max_retries
+        self._deadline: float | None = None  # seconds for one request, retries included
         self._retry = retry or RetryPolicy()
         self.stats = RequestStats()
         self._owns_http = True
@@ -222,7 +229,7 @@ class StoreClient:
 
     def __repr__(self) -> str:
         return (
-            f"StoreClient(base_url={self._config.base_url!r}, "
+            f"StoreClient(base_url={self._config.shown_base_url!r}, "
             f"session_id={self._config.session_id!r}, timeout={self._timeout}, "
             f"max_retries={self._max_retries})"
         )
@@ -230,6 +237,11 @@ class StoreClient:
     @property
     def config(self) -> ClientConfig:
         return self._config
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy (the change stream reconnects with it too)."""
+        return self._retry
 
     async def aclose(self) -> None:
         """Close the connection pool (a client from ``with_options`` leaves it to its origin)."""
@@ -248,11 +260,17 @@ class StoreClient:
         await self.aclose()
 
     def with_options(
-        self, *, timeout: float | None = None, max_retries: int | None = None
+        self,
+        *,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        deadline: float | None = None,
     ) -> StoreClient:
         """A client with other deadlines, sharing this one's connection pool and stats.
 
-        ``None`` keeps the current value. Closing the derived client does not close the pool.
+        ``timeout`` bounds one attempt, ``deadline`` one request with its retries (no retry
+        starts after it). ``None`` keeps the current value. Closing the derived client does not
+        close the pool.
         """
         clone = object.__new__(StoreClient)
         clone.__dict__.update(self.__dict__)
@@ -261,6 +279,8 @@ class StoreClient:
             clone._timeout = timeout
         if max_retries is not None:
             clone._max_retries = max_retries
+        if deadline is not None:
+            clone._deadline = deadline
         return clone
 
     # -----------------------------------------------------------------------------------------
@@ -289,9 +309,9 @@ class StoreClient:
         timeout = httpx.Timeout(self._timeout, connect=connect)
         lost_answer = False
         retry_number = 0
+        give_up_at = None if self._deadline is None else trio.current_time() + self._deadline
         while True:
             started = time.perf_counter()
-            headers: dict[str, str] | None = None
             try:
                 with trio.fail_after(self._timeout):
                     response = await self._http.request(
@@ -309,8 +329,8 @@ class StoreClient:
                 maybe_applied = not isinstance(exc, httpx.ConnectError)
                 self.stats.record(method, route, outcomes.CONNECTION_ERROR)
                 failure = ApiConnectionError(
-                    f"{method} {route}: cannot reach {self._config.base_url}: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"{method} {route}: cannot reach {self._config.shown_base_url}: "
+                    f"{type(exc).__name__}: {self._config.hide_secrets(str(exc))}"
                 )
                 cause = exc
             else:
@@ -329,8 +349,7 @@ class StoreClient:
                     "%s %s -> %d %s in %.1f ms (request_id %s)",
                     method, route, status, error.error_type, elapsed_ms, error.request_id,
                 )  # fmt: skip
-                headers = dict(response.headers)
-                retryable = self._retry.should_retry_status(status, headers) and (
+                retryable = self._retry.should_retry_status(status, response.headers) and (
                     retry_unsafe or status in NOT_APPLIED_STATUSES
                 )
                 if not retryable or retry_number >= self._max_retries:
@@ -338,7 +357,8 @@ class StoreClient:
                 if status not in NOT_APPLIED_STATUSES:
                     lost_answer = True
                 retry_number += 1
-                await self._backoff(method, route, retry_number, headers, str(error))
+                if not await self._backoff(method, route, retry_number, error, give_up_at):
+                    return _Reply(status, {}, error, lost_answer)
                 continue
             # A transport failure.
             log.debug("%s %s -> %s", method, route, failure)
@@ -346,23 +366,72 @@ class StoreClient:
                 raise failure from cause
             lost_answer = lost_answer or maybe_applied
             retry_number += 1
-            await self._backoff(method, route, retry_number, None, str(failure))
+            if not await self._backoff(method, route, retry_number, failure, give_up_at):
+                raise failure from cause
 
     async def _backoff(
         self,
         method: str,
         route: str,
         retry_number: int,
-        headers: dict[str, str] | None,
-        reason: str,
-    ) -> None:
-        delay = self._retry.delay(retry_number, headers)
+        error: BaseException,
+        give_up_at: float | None,
+    ) -> bool:
+        """Wait before retry ``retry_number``; False (no wait) if it would start too late."""
+        delay = self._retry.delay_after(retry_number, error)
+        if not self._retry.within(give_up_at, trio.current_time(), delay):
+            log.info("%s %s: no retry, it would start past the deadline: %s", method, route, error)
+            return False
         self.stats.record_retry()
         log.info(
             "retry %d/%d of %s %s in %.2f s after: %s",
-            retry_number, self._max_retries, method, route, delay, reason,
+            retry_number, self._max_retries, method, route, delay, error,
         )  # fmt: skip
         await trio.sleep(delay)
+        return True
+
+    @asynccontextmanager
+    async def open_stream(
+        self,
+        route: str,
+        path_args: dict[str, str],
+        *,
+        headers: dict[str, str] | None = None,
+        read_timeout: float,
+    ) -> AsyncIterator[httpx.Response]:
+        """``GET route`` as a stream (the change stream), on this client's pool, headers and
+        stats. One attempt: the caller reconnects, with ``retry``. An error answer is raised as
+        its ``memfs.errors`` class; transport failures, then or while reading, as
+        ``ApiConnectionError`` / ``ApiTimeoutError``.
+        """
+        url = route.format(**{k: quote(v, safe="") for k, v in path_args.items()})
+        timeout = httpx.Timeout(read_timeout, connect=self._config.connect_timeout)
+        answered = False
+        try:
+            async with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
+                answered = True
+                status = response.status_code
+                self.stats.record("GET", route, outcomes.outcome_for_status(status), status)
+                log.debug("GET %s -> %d (stream)", route, status)
+                if status != 200:
+                    await response.aread()
+                    raise _error_from(response, route)
+                yield response
+        except httpx.TimeoutException as exc:
+            if not answered:
+                self.stats.record("GET", route, outcomes.TIMEOUT)
+            raise ApiTimeoutError(f"GET {route}: no data within {read_timeout:g} s") from exc
+        except httpx.TransportError as exc:
+            if not answered:
+                self.stats.record("GET", route, outcomes.CONNECTION_ERROR)
+            raise ApiConnectionError(
+                f"GET {route}: cannot reach {self._config.shown_base_url}: "
+                f"{type(exc).__name__}: {self._config.hide_secrets(str(exc))}"
+            ) from exc
+
+    async def capabilities(self) -> JsonObject:
+        """``GET /v1/memfs/capabilities``: the memfs extensions the server offers (one try)."""
+        return await self.with_options(max_retries=0)._call("GET", CAPABILITIES, {})
 
     @staticmethod
     def _json_body(response: httpx.Response, route: str) -> JsonObject:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -9,6 +11,7 @@ import pytest
 import trio
 from conftest import ServerProcess
 
+from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeEvent, ChangeStream, server_offers_change_stream
 from memfs.config import ClientConfig, Secret
 from memfs.errors import BadRequestError, NotFoundError
@@ -50,6 +53,20 @@ async def all_version_ids(c: httpx.AsyncClient, store_id: str) -> list[str]:
             return ids[::-1]
 
 
+@asynccontextmanager
+async def change_stream(
+    config: ClientConfig, store_id: str, **options: Any
+) -> AsyncIterator[ChangeStream]:
+    """A ChangeStream on a client of its own (closed afterwards)."""
+    async with StoreClient(config) as client, ChangeStream(client, store_id, **options) as stream:
+        yield stream
+
+
+async def offers(config: ClientConfig, transport: httpx.AsyncBaseTransport | None = None) -> bool:
+    async with StoreClient(config, transport=transport) as client:
+        return await server_offers_change_stream(client)
+
+
 class Collector:
     """Reads a ChangeStream in the background; ``ready`` is set on each (re)connection."""
 
@@ -87,7 +104,7 @@ async def replayed(
 ) -> list[str]:
     """The ids of the first ``count`` versions a stream opened ``after`` a position delivers."""
     got: list[str] = []
-    async with ChangeStream(config, store_id, after=after) as stream:
+    async with change_stream(config, store_id, after=after) as stream:
         with trio.fail_after(timeout):
             async for event in stream:
                 if event.version is not None:
@@ -99,9 +116,9 @@ async def replayed(
 
 async def test_capabilities_and_live_events_in_commit_order(backend_server: ServerProcess) -> None:
     config = config_for(backend_server)
-    assert await server_offers_change_stream(config)
+    assert await offers(config)
     store_id = new_store(backend_server)
-    async with ChangeStream(config, store_id) as stream, trio.open_nursery() as nursery:
+    async with change_stream(config, store_id) as stream, trio.open_nursery() as nursery:
         collector = Collector(stream)
         nursery.start_soon(collector.run)
         with trio.fail_after(10):
@@ -155,8 +172,11 @@ async def test_reconnect_after_a_server_restart_misses_nothing(
 ) -> None:
     config = config_for(backend_server)
     store_id = new_store(backend_server)
-    stream = ChangeStream(config, store_id, min_delay=0.05)
-    async with stream, trio.open_nursery() as nursery:
+    fast = RetryPolicy(base_delay=0.05, max_delay=0.2)
+    async with (
+        change_stream(config, store_id, retry=fast) as stream,
+        trio.open_nursery() as nursery,
+    ):
         collector = Collector(stream)
         nursery.start_soon(collector.run)
         with trio.fail_after(10):
@@ -191,17 +211,17 @@ async def test_reconnect_after_a_server_restart_misses_nothing(
 
 async def test_fatal_errors_end_the_stream(backend_server: ServerProcess) -> None:
     config = config_for(backend_server)
-    async with ChangeStream(config, "memstore_nope") as stream:
+    async with change_stream(config, "memstore_nope") as stream:
         with pytest.raises(NotFoundError):
             async for _ in stream:
                 pass
     store_id = new_store(backend_server)
-    async with ChangeStream(config, store_id, after="not-a-cursor") as stream:
+    async with change_stream(config, store_id, after="not-a-cursor") as stream:
         with pytest.raises(BadRequestError, match="after"):
             async for _ in stream:
                 pass
     # Deleting the store ends a live stream with NotFoundError, not an endless reconnect.
-    async with ChangeStream(config, store_id) as stream:
+    async with change_stream(config, store_id) as stream:
         with pytest.raises(NotFoundError), trio.fail_after(10):
             async for event in stream:
                 if event.kind == "ready":
@@ -209,7 +229,7 @@ async def test_fatal_errors_end_the_stream(backend_server: ServerProcess) -> Non
                         r = await c.delete(f"/v1/memory_stores/{store_id}")
                         assert r.status_code == 200
     bad = ClientConfig(api_key=Secret("sk-wrong-" + "x" * 20), base_url=backend_server.base_url)
-    assert not await server_offers_change_stream(bad)
+    assert not await offers(bad)
     r = httpx.get(backend_server.base_url + f"/v1/memory_stores/{store_id}/memfs/changes")
     assert r.status_code == 401
 
@@ -221,4 +241,4 @@ async def test_no_change_stream_means_polling(tmp_path: Any) -> None:
         return httpx.Response(404, json={"type": "error", "error": {"type": "not_found_error"}})
 
     config = ClientConfig(api_key=Secret("sk-x" * 8), base_url="http://hosted.test")
-    assert not await server_offers_change_stream(config, transport=httpx.MockTransport(handler))
+    assert not await offers(config, httpx.MockTransport(handler))

@@ -18,6 +18,7 @@ import psycopg
 import trio
 from conftest import ServerProcess, free_port
 
+from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.models import sha256_hex
 from memfs.server import schema
@@ -139,7 +140,8 @@ async def test_every_change_reaches_a_subscriber_on_every_replica(
     replicas: list[ServerProcess],
 ) -> None:
     store_id = new_store(replicas[0], "fanout")
-    streams = [ChangeStream(config_for(r), store_id) for r in replicas]
+    clients = [StoreClient(config_for(r)) for r in replicas]
+    streams = [ChangeStream(client, store_id) for client in clients]
     received: list[list[str]] = [[] for _ in replicas]
     ready = [trio.Event() for _ in replicas]
     total = 3 * 20
@@ -171,8 +173,8 @@ async def test_every_change_reaches_a_subscriber_on_every_replica(
             async with trio.open_nursery() as writers:
                 for i in range(len(replicas)):
                     writers.start_soon(trio.to_thread.run_sync, write, i)
-    for stream in streams:
-        await stream.aclose()
+    for client in clients:
+        await client.aclose()
     with http_for(replicas[0]) as c:
         body = c.get(
             f"/v1/memory_stores/{store_id}/memory_versions", params={"limit": "100"}

@@ -8,9 +8,26 @@ import pytest
 import trio
 import trio.testing
 
-from memfs.errors import ApiConnectionError, PreconditionFailedError
-from memfs.vfs import is_transient
+from memfs.api.retry import RetryPolicy, is_transient
+from memfs.errors import ApiConnectionError, PreconditionFailedError, RateLimitError
 from memfs.writeback import WriteBack
+
+
+class Fraction:
+    """A random source that always draws the same fraction of the range (exact jitter)."""
+
+    def __init__(self, fraction: float) -> None:
+        self.fraction = fraction
+        self.draws: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.draws.append((a, b))
+        return a + (b - a) * self.fraction
+
+
+def policy(fraction: float = 1.0) -> RetryPolicy:
+    """The queue's production settings with a fixed draw (1.0: the full ceiling)."""
+    return RetryPolicy(base_delay=0.5, max_delay=30.0, rng=Fraction(fraction))
 
 
 class Recorder:
@@ -35,7 +52,9 @@ def clock() -> trio.testing.MockClock:
 
 
 async def start(rec: Recorder, nursery: trio.Nursery) -> WriteBack:
-    wb = WriteBack(rec.upload, is_transient=is_transient, on_failure=rec.on_failure)
+    wb = WriteBack(
+        rec.upload, is_transient=is_transient, on_failure=rec.on_failure, retry=policy()
+    )
     await nursery.start(wb.run)
     return wb
 
@@ -223,3 +242,37 @@ def test_transient_errors_include_timeouts_and_every_5xx() -> None:
     assert is_transient(ApiError("x", status=599))
     assert not is_transient(BadRequestError("x"))
     assert not is_transient(PreconditionFailedError("x"))
+
+
+async def test_retries_are_jittered_by_the_shared_policy(clock):
+    """Full jitter: each wait is the policy's draw below the backoff ceiling, so queues that
+    failed together (an outage) spread their retries instead of retrying in lockstep."""
+    gaps: dict[float, list[float]] = {}
+    for fraction in (0.25, 0.75):
+        rec = Recorder()
+        rec.fail["a"] = [ApiConnectionError("down")] * 4
+        async with trio.open_nursery() as nursery:
+            wb = WriteBack(rec.upload, is_transient=is_transient, retry=policy(fraction))
+            await nursery.start(wb.run)
+            wb.schedule("a", 0)
+            await trio.sleep(60)
+            assert not wb.pending("a")
+            nursery.cancel_scope.cancel()
+        times = [t for _, t in rec.calls]
+        gaps[fraction] = [b - a for a, b in zip(times, times[1:], strict=False)]
+    ceilings = [0.5, 1.0, 2.0, 4.0]
+    assert gaps[0.25] == pytest.approx([c * 0.25 for c in ceilings])
+    assert gaps[0.75] == pytest.approx([c * 0.75 for c in ceilings])
+
+
+async def test_retry_after_of_the_last_answer_is_honoured(clock):
+    rec = Recorder()
+    rec.fail["a"] = [RateLimitError("slow down", retry_after=7.0)]
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(rec.upload, is_transient=is_transient, retry=policy(0.5))
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        await trio.sleep(20)
+        times = [t for _, t in rec.calls]
+        assert len(times) == 2 and times[1] - times[0] == pytest.approx(7.0)
+        nursery.cancel_scope.cancel()
