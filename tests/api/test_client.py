@@ -6,9 +6,13 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
+import trio
 
 from memfs.api import AmbiguousStoreError, StoreClient
+from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
+from memfs.api.client import CAPABILITIES
 from memfs.config import ClientConfig
 from memfs.errors import (
     AuthenticationError,
@@ -400,3 +404,44 @@ async def test_bearer_token_from_the_environment(server: Any) -> None:
     async with StoreClient(wrong) as refused:
         with pytest.raises(AuthenticationError):
             await refused.get_store(created.id)
+
+
+class Recording(httpx.AsyncBaseTransport):
+    """The real network, with a record of every request sent (to read its headers)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.requests: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_change_stream_uses_the_clients_bearer_auth_pool_and_stats(server: Any) -> None:
+    """The change stream is one more request of the client: a session token travels as
+    `Authorization: Bearer` (never as x-api-key), through the client's pool, and is counted."""
+    env = {"ANTHROPIC_AUTH_TOKEN": server.api_key, "ANTHROPIC_BASE_URL": server.base_url}
+    wire = Recording()
+    async with StoreClient(ClientConfig.from_env(env=env), transport=wire) as bearer_client:
+        store = await bearer_client.create_store(unique("stream"))
+        assert await server_offers_change_stream(bearer_client)
+        async with ChangeStream(bearer_client, store.id) as stream:
+            with trio.fail_after(10):
+                async for event in stream:
+                    if event.kind == "ready":
+                        await bearer_client.create_memory(store.id, "/seen.md", "x")
+                    elif event.version is not None:
+                        assert event.version.path == "/seen.md"
+                        break
+        stats = bearer_client.stats
+        assert stats.count("GET", CHANGES) == 1
+        assert stats.count("GET", CAPABILITIES) == 1
+        assert stats.by_status[200] == stats.total
+    assert [r.url.path for r in wire.requests].count(f"/v1/memory_stores/{store.id}/memfs/changes")
+    for request in wire.requests:  # the stream's request as every other
+        assert request.headers["authorization"] == f"Bearer {server.api_key}"
+        assert "x-api-key" not in request.headers

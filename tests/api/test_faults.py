@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from memfs.api import RetryPolicy, StoreClient
+from memfs.api.changes import ChangeStream
 from memfs.api.retry import retry_after_seconds
 from memfs.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig, Secret
 from memfs.errors import (
@@ -328,3 +329,61 @@ def test_backoff_grows_and_stays_under_the_cap() -> None:
         ceiling = min(5.0, 2 ** (n - 1))
         assert all(0 <= policy.delay(n) <= ceiling for _ in range(50))
     assert policy.delay(1, {"retry-after": "2"}) == 2.0
+
+
+class Fraction:
+    """A random source that always draws the same fraction of the range (exact jitter)."""
+
+    def __init__(self, fraction: float) -> None:
+        self.fraction = fraction
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.fraction
+
+
+async def test_deadline_refuses_a_retry_that_would_start_too_late(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A syscall's client never sleeps a long retry-after: past its deadline, the error."""
+    script = Script(error(429, "rate_limit_error", "slow down", **{"retry-after": "20"}))
+    async with make_client(script) as client:
+        syscall = client.with_options(deadline=10.0)
+        started = trio.current_time()
+        with pytest.raises(RateLimitError) as info:
+            await syscall.get_store("memstore_1")
+        assert trio.current_time() == started  # no wait at all
+        assert info.value.retry_after == 20.0  # the queue that retries later honours it
+        assert len(script.requests) == 1 and client.stats.retries == 0
+
+
+SSE_READY = b"event: ready\nid: 7\ndata: {}\n\n"
+
+
+async def test_change_stream_reconnects_with_the_clients_policy(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Reconnect waits: the server's retry-after, else the policy's full jitter; each one is a
+    retry in the client's stats; a non-transient answer ends the stream."""
+    script = Script(
+        error(503, "api_error", "restarting", **{"retry-after": "4"}),
+        httpx.ConnectError("refused"),
+        error(500, "api_error", "oops"),
+        httpx.Response(200, content=SSE_READY, headers={"content-type": "text/event-stream"}),
+        error(401, "authentication_error", "key revoked"),
+    )
+    cfg = ClientConfig(api_key=Secret(KEY), base_url="http://api.test")
+    policy = RetryPolicy(base_delay=1.0, max_delay=8.0, rng=Fraction(0.5))
+    transport = httpx.MockTransport(script)
+    async with StoreClient(cfg, transport=transport, retry=policy) as client:
+        events = []
+        async with ChangeStream(client, "memstore_1") as stream:
+            with pytest.raises(AuthenticationError):
+                async for event in stream:
+                    events.append(event)
+        assert [e.kind for e in events] == ["ready"]
+        assert client.stats.retries == 3
+        assert client.stats.count("GET", "/v1/memory_stores/{store}/memfs/changes") == 5
+    gaps = [b - a for a, b in zip(script.times, script.times[1:], strict=False)]
+    # retry-after 4; then half of 1.0 * 2**1 and of 1.0 * 2**2; after "ready", half of 1.0
+    assert gaps == pytest.approx([4.0, 1.0, 2.0, 0.5])
+    assert script.requests[-1].headers["last-event-id"] == "7"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 
 import pytest
@@ -52,9 +53,7 @@ def clock() -> trio.testing.MockClock:
 
 
 async def start(rec: Recorder, nursery: trio.Nursery) -> WriteBack:
-    wb = WriteBack(
-        rec.upload, is_transient=is_transient, on_failure=rec.on_failure, retry=policy()
-    )
+    wb = WriteBack(rec.upload, is_transient=is_transient, on_failure=rec.on_failure, retry=policy())
     await nursery.start(wb.run)
     return wb
 
@@ -259,7 +258,7 @@ async def test_retries_are_jittered_by_the_shared_policy(clock):
             assert not wb.pending("a")
             nursery.cancel_scope.cancel()
         times = [t for _, t in rec.calls]
-        gaps[fraction] = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps[fraction] = [b - a for a, b in itertools.pairwise(times)]
     ceilings = [0.5, 1.0, 2.0, 4.0]
     assert gaps[0.25] == pytest.approx([c * 0.25 for c in ceilings])
     assert gaps[0.75] == pytest.approx([c * 0.75 for c in ceilings])
