@@ -14,7 +14,6 @@ import hashlib
 import logging
 import os
 import signal
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from memfs.errors import (
 )
 from memfs.fuse_ops import FuseOperations
 from memfs.journal import Journal, JournalError, default_cache_dir
+from memfs.private import NotPrivateError, private_dir
 from memfs.status import RecentErrors, StatusWriter
 from memfs.vfs import Invalidation, Vfs, VfsConfig
 
@@ -74,23 +74,9 @@ def _private_dir(path: Path) -> None:
     our logs and plant a pid file that ``memfs umount`` signals.
     """
     try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise MountError(f"cannot create the state directory {path}: {exc}") from None
-    try:
-        info = path.lstat()
-    except OSError as exc:
-        raise MountError(f"cannot use the state directory {path}: {exc}") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise MountError(f"the state directory {path} is not a directory")
-    if info.st_uid != os.getuid():
-        raise MountError(f"the state directory {path} is owned by uid {info.st_uid}, not us")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise MountError(f"the state directory {path} is writable by other users")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)  # ours: logs and pid files are nobody else's business
+        private_dir(path, "state directory")
+    except NotPrivateError as exc:
+        raise MountError(str(exc)) from None
 
 
 def runtime_dir() -> Path:

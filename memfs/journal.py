@@ -8,6 +8,11 @@ its lock file, so the cache directory does not fill up with them. Each pending c
 file ``<name>.rec``: a one-line JSON header (``Record`` without its data), a newline, then the
 raw content bytes, if any.
 
+Trust: a record is uploaded with the user's key, so a record another local user could have
+planted is never read. ``open`` refuses (``JournalError``, one line) a cache directory, store
+directory or slot that is not the user's own or that others can write to, and any record file
+that is not a regular file of the user's; the directories it creates are 0700, records 0600.
+
 Durability: a record is written to a temporary file, fsynced, renamed into place and the
 directory fsynced before ``put`` returns; ``drop`` unlinks and fsyncs the directory. So after
 ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record, and a record is never
@@ -30,12 +35,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from memfs.private import NotPrivateError, check_private_file, private_dir
+
 log = logging.getLogger(__name__)
 
 MAX_SLOTS = 64
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 Op = Literal["put", "delete", "conflict"]
+# Why a path another user can change is refused (the end of the one-line message).
+_WHY = ": a change planted there would be uploaded with your key"
 
 
 def default_cache_dir() -> Path:
@@ -83,6 +92,20 @@ class JournalError(Exception):
     """The journal directory cannot be used (the message is one line for a person)."""
 
 
+def _private_dir(path: Path, what: str, *, create: bool = True, tighten: bool = True) -> None:
+    try:
+        private_dir(path, what, why=_WHY, create=create, tighten=tighten)
+    except NotPrivateError as exc:
+        raise JournalError(str(exc)) from None
+
+
+def _check_record(path: Path) -> None:
+    try:
+        check_private_file(path, "journal record", why=_WHY)
+    except NotPrivateError as exc:
+        raise JournalError(str(exc)) from None
+
+
 class Journal:
     """The records of one mount; see the module docstring."""
 
@@ -95,33 +118,42 @@ class Journal:
     @classmethod
     def open(cls, cache_dir: Path, store_id: str) -> Journal:
         """Take the first free slot of ``store_id``; move records of other free slots into it."""
+        _private_dir(cache_dir, "cache directory", tighten=False)  # the user's choice of mode
         base = cache_dir / _SAFE.sub("_", store_id)
-        try:
-            base.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:
-            raise JournalError(f"cannot create the cache directory {base}: {exc}") from None
+        _private_dir(base, "journal directory")
         mine: Journal | None = None
-        for slot in range(MAX_SLOTS):
-            lock = base / f"journal-{slot}.lock"
-            directory = base / f"journal-{slot}"
-            if mine is not None and not lock.exists() and not directory.exists():
-                continue  # never used: nothing to adopt (and no lock file to leave behind)
-            fd = _try_lock(lock)
-            if fd is None:
-                continue
+        try:
+            for slot in range(MAX_SLOTS):
+                lock = base / f"journal-{slot}.lock"
+                directory = base / f"journal-{slot}"
+                if mine is not None and not lock.exists() and not directory.exists():
+                    continue  # never used: nothing to adopt (and no lock file to leave behind)
+                if os.path.lexists(directory):
+                    _private_dir(directory, "journal directory", create=False)
+                fd = _try_lock(lock)
+                if fd is None:
+                    continue
+                if mine is None:
+                    mine = cls(directory, fd)
+                    continue
+                try:  # a free slot of a daemon that died: adopt its records
+                    if directory.is_dir():
+                        for entry in sorted(directory.glob("*.rec")):
+                            _check_record(entry)
+                            os.replace(entry, mine.directory / entry.name)
+                            log.info("adopted journal record %s from %s", entry.name, directory)
+                        _fsync_dir(mine.directory)
+                    _remove_slot(directory, lock)
+                finally:
+                    os.close(fd)
             if mine is None:
-                mine = cls(directory, fd)
-                continue
-            # a free slot of a daemon that died: adopt its records
-            if directory.is_dir():
-                for entry in sorted(directory.glob("*.rec")):
-                    os.replace(entry, mine.directory / entry.name)
-                    log.info("adopted journal record %s from %s", entry.name, directory)
-                _fsync_dir(mine.directory)
-            _remove_slot(directory, lock)
-            os.close(fd)
-        if mine is None:
-            raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
+                raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
+            for entry in mine.directory.glob("*.rec"):
+                _check_record(entry)  # before anything is loaded, let alone uploaded
+        except JournalError:
+            if mine is not None:
+                mine.close()  # records stay where they are, for the user to look at
+            raise
         return mine
 
     @staticmethod
@@ -185,12 +217,13 @@ class Journal:
             entry.unlink(missing_ok=True)  # a put interrupted before its rename
         for entry in self.directory.glob("*.rec"):
             try:
+                _check_record(entry)  # checked by ``open`` too: this is for one planted since
                 raw = entry.read_bytes()
                 head, _, rest = raw.partition(b"\n")
                 header = json.loads(head)
                 data = rest if header.pop("has_data") else None
                 records.append(Record(data=data, **header))
-            except (OSError, ValueError, TypeError, KeyError) as exc:
+            except (OSError, ValueError, TypeError, KeyError, JournalError) as exc:
                 log.error("journal record %s is unreadable (kept): %s", entry, exc)
         records.sort(key=lambda r: r.written_at)
         return records
