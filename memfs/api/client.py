@@ -218,8 +218,13 @@ class StoreClient:
             max_connections=config.max_connections,
             max_keepalive_connections=config.max_connections,
         )
+        # A user:password part of the base URL travels as Basic auth (as httpx would send it),
+        # never in the URLs that httpx logs and puts in its errors.
+        base_url = httpx.URL(config.base_url)
+        basic = httpx.BasicAuth(base_url.username, base_url.password) if base_url.userinfo else None
         self._http = httpx.AsyncClient(
-            base_url=config.base_url,
+            base_url=base_url.copy_with(username=None, password=None),
+            auth=basic,
             headers=headers,
             transport=transport,
             limits=limits,

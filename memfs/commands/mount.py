@@ -20,9 +20,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from memfs.config import DEFAULT_UMASK, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.private import NotPrivateError, create_private_file
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +150,13 @@ def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:
 
 
 def _setup_logging(debug: bool, log_file: str | None) -> None:
+    """Log to ``log_file`` (made 0600: logs name files and stores) or stderr."""
     handler: logging.Handler
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    if log_file:
+        create_private_file(Path(log_file), "log file")
+        handler = logging.FileHandler(log_file)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -183,8 +190,15 @@ def run_mount(args: argparse.Namespace) -> int:
         change_stream=args.change_feed == "auto",
     )
     if args.foreground:
-        _setup_logging(args.debug, args.log_file)
         ready_fd = args.ready_fd
+        try:
+            _setup_logging(args.debug, args.log_file)
+        except NotPrivateError as exc:
+            print(f"memfs mount: {exc}", file=sys.stderr)
+            if ready_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(ready_fd, f"error: {exc}\n".encode())
+            return 1
 
         def ready(message: str) -> None:
             nonlocal ready_fd
@@ -206,7 +220,8 @@ def run_mount(args: argparse.Namespace) -> int:
         return 1
     try:
         log_file = args.log_file or str(state_path(mountpoint, "log"))
-    except MountError as exc:
+        create_private_file(Path(log_file), "log file")
+    except (MountError, NotPrivateError) as exc:
         print(f"memfs mount: {exc}", file=sys.stderr)
         return 1
     read_end, write_end = os.pipe()

@@ -13,7 +13,9 @@
 This module owns argument parsing, logging setup, the detach handshake and exit codes; the
 checks and the prompt are ``memfs.session``'s, the mounts ``memfs.supervisor``'s. It must not
 print a traceback for an expected failure (one line ``memfs session: …`` instead), and never
-prints or logs the API key: it travels by environment or ``--api-key-file`` only.
+prints or logs the API key: it travels by environment or ``--api-key-file`` only (as does a base
+URL, which may carry a password). State files and logs live in a private (0700) state
+directory; logs are 0600.
 
 Exit codes:
   0  success
@@ -40,6 +42,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.config import ClientConfig, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.private import NotPrivateError, create_private_file, private_dir
 from memfs.session import (
     DEFAULT_ROOT,
     MountPlan,
@@ -53,6 +56,7 @@ from memfs.session import (
     pid_alive,
     plan_mounts,
     render_prompt,
+    state_dir,
     state_path,
 )
 from memfs.supervisor import (
@@ -197,6 +201,10 @@ def _start(args: argparse.Namespace) -> int:
             print(f"memfs session: {problem}", file=sys.stderr)
         return EXIT_REFUSED
     except ConfigError as exc:
+        return _fail(str(exc), EXIT_REFUSED)
+    try:  # state files and logs: another user must not read them nor plant a pid to signal
+        private_dir(state_dir(), "state directory")
+    except NotPrivateError as exc:
         return _fail(str(exc), EXIT_REFUSED)
     busy = _running_session(root)
     if busy is not None:
@@ -353,7 +361,11 @@ def _send_ready(fd: int, message: dict[str, Any]) -> None:
 
 def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
     log_file = Path(os.path.abspath(args.log_file or state_path(root).with_suffix(".log")))
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        create_private_file(log_file, "session log")
+    except (OSError, NotPrivateError) as exc:
+        return _fail(str(exc), EXIT_REFUSED)
     read_end, write_end = os.pipe()
     argv = [
         sys.executable, "-m", "memfs", "session",
@@ -367,8 +379,9 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv += ["--prompt-file", os.path.abspath(args.prompt_file)]
     if args.api_key_file:
         argv += ["--api-key-file", os.path.abspath(args.api_key_file)]
-    if args.base_url:
-        argv += ["--base-url", args.base_url]
+    env = None
+    if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
+        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
     if args.debug:
         argv.append("--debug")
     if args.allow_other:
@@ -379,6 +392,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
     with open(log_file, "ab") as log_stream:
         child = subprocess.Popen(
             argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log_stream,

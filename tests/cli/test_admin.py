@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +274,114 @@ def test_invalid_base_url_is_a_usage_error(cli: Cli, url: str, reason: str) -> N
     assert "cannot reach" not in out.stderr
     out = cli.run("stores", "list", "--base-url", url, expect=EXIT_USAGE)
     assert f"invalid --base-url {url!r}: " in out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets: unusable keys are refused before any request; a base URL's password never shows
+
+SECRET_PART = "secretpart-" + "s" * 16
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A port that accepts connections (and never answers): shows whether a client came."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        yield sock
+
+
+def connections(sock: socket.socket) -> int:
+    count = 0
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+@pytest.mark.parametrize(
+    ("variable", "key", "what"),
+    [
+        ("ANTHROPIC_API_KEY", f"sk-memfs-{SECRET_PART}\nsecond-line", "a line break"),
+        ("ANTHROPIC_API_KEY", f"sk-memfs-é-{SECRET_PART}", "a non-ASCII character"),
+        ("ANTHROPIC_AUTH_TOKEN", f"token {SECRET_PART}", "white space"),
+        ("--api-key-file", f"sk-memfs-\x01{SECRET_PART}", "a control character"),
+    ],
+)
+def test_an_unusable_key_is_one_line_without_the_key_and_sends_nothing(
+    cli: Cli, listener: socket.socket, tmp_path: Path, variable: str, key: str, what: str
+) -> None:
+    env = {k: v for k, v in cli.env.items() if not k.startswith("ANTHROPIC_API_KEY")}
+    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    args: tuple[str, ...] = ()
+    source = variable
+    if variable == "--api-key-file":
+        key_file = tmp_path / "key"
+        key_file.write_text(key + "\n")
+        args, source = ("--api-key-file", str(key_file)), f"the API key in {key_file}"
+    else:
+        env[variable] = key
+    expected = f"{source} is not a usable API key: it contains {what}"
+    (tmp_path / "mnt").mkdir()
+    log = tmp_path / "daemon.log"
+    config = tmp_path / "session.json"
+    config.write_text('[{"type": "memory_store", "memory_store_id": "memstore_x"}]')
+    commands = {
+        "stores": (["stores", "list", *args], EXIT_USAGE, "memfs: "),
+        "mount": (
+            ["mount", "some-store", str(tmp_path / "mnt"), "--log-file", str(log), *args],
+            1,
+            "memfs mount: ",
+        ),
+        "session": (
+            ["session", "--config", str(config), "--root", str(tmp_path / "r"),
+             *args],
+            2,
+            "memfs session: ",
+        ),
+    }  # fmt: skip
+    for argv, code, prefix in commands.values():
+        proc = subprocess.run(
+            [sys.executable, "-m", "memfs", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == code, output
+        assert SECRET_PART not in output and "Traceback" not in output
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(prefix + expected), proc.stderr
+    # every command has exited: none of them will ever connect
+    assert connections(listener) == 0
+    assert SECRET_PART not in log.read_text()
+
+
+def test_a_base_url_password_never_shows(cli: Cli, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens: every try is refused
+        url = f"http://memfs:{SECRET_PART}@127.0.0.1:{port}"
+        shown = f"http://memfs:***@127.0.0.1:{port}"
+        out = cli.run("stores", "list", "--base-url", url, expect=EXIT_UNREACHABLE)
+        assert f"cannot reach {shown}" in out.stderr
+        bad = f"http://memfs:{SECRET_PART}@127.0.0.1:0"
+        out = cli.run("stores", "list", "--base-url", bad, expect=EXIT_USAGE)
+        assert "invalid --base-url 'http://memfs:***@127.0.0.1:0': invalid port" in out.stderr
+        env = dict(cli.env, ANTHROPIC_BASE_URL=url)
+        log = tmp_path / "daemon.log"
+        (tmp_path / "mnt").mkdir()
+        mount = subprocess.run(
+            [sys.executable, "-m", "memfs", "mount", "some-store", str(tmp_path / "mnt"),
+             "--log-file", str(log)],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert mount.returncode == 1
+        assert mount.stderr == f"memfs mount: cannot reach the Memory Stores API at {shown}\n"
+    assert "cannot reach" in log.read_text() and SECRET_PART not in log.read_text()
