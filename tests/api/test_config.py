@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from memfs.config import DEFAULT_BASE_URL, ClientConfig, ConfigError, check_base_url
+from memfs.config import (
+    DEFAULT_BASE_URL,
+    ClientConfig,
+    ConfigError,
+    Secret,
+    check_api_key,
+    check_base_url,
+    shown_url,
+)
 
 ENV = {"ANTHROPIC_API_KEY": "sk-config-test-" + "c" * 20}
 
@@ -46,3 +54,42 @@ def test_unset_or_empty_base_url_is_the_hosted_api() -> None:
     assert ClientConfig.from_env(env={**ENV, "ANTHROPIC_BASE_URL": ""}).base_url == (
         DEFAULT_BASE_URL
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        ("sk-a\nhidden", "a line break"),
+        ("sk-a\rhidden", "a line break"),
+        ("sk-a hidden", "white space"),
+        ("sk-a\thidden", "white space"),
+        ("sk-a\x7fhidden", "a control character"),
+        ("sk-aéhidden", "a non-ASCII character"),
+        ("sk-a\u200bhidden", "a non-ASCII character"),  # zero-width space, pasted
+    ],
+)
+def test_keys_that_cannot_travel_in_a_header_are_refused_without_showing_them(
+    key: str, what: str
+) -> None:
+    for make in (
+        lambda: ClientConfig.from_env(env={"ANTHROPIC_API_KEY": key}),
+        lambda: ClientConfig.from_env(env={"ANTHROPIC_AUTH_TOKEN": key}),
+        lambda: ClientConfig(api_key=Secret(key)),  # every source: checked on construction
+    ):
+        with pytest.raises(ConfigError) as caught:
+            make()
+        message = str(caught.value)
+        assert f"is not a usable API key: it contains {what} (character 5)" in message
+        assert "hidden" not in message and "\n" not in message
+    assert check_api_key(Secret("sk-ant-api03-Az_09-~.")).reveal() == "sk-ant-api03-Az_09-~."
+
+
+def test_passwords_in_base_urls_are_masked_everywhere_they_show() -> None:
+    assert shown_url("http://user:hunter2@host:8700/p?q") == "http://user:***@host:8700/p?q"
+    assert shown_url("https://token@host") == "https://***@host"
+    assert shown_url("http://host/a@b") == "http://host/a@b"  # an @ in the path is no userinfo
+    assert shown_url("not a url") == "not a url"
+    config = ClientConfig(api_key=Secret("sk-key-" + "k" * 20), base_url="http://u:hunter2@h")
+    assert "hunter2" not in repr(config) and config.shown_base_url == "http://u:***@h"
+    quoted = config.hide_secrets(f"error at http://u:hunter2@h/x with {config.api_key.reveal()}")
+    assert quoted == "error at http://u:***@h/x with ********"

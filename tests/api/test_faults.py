@@ -387,3 +387,21 @@ async def test_change_stream_reconnects_with_the_clients_policy(
     # retry-after 4; then half of 1.0 * 2**1 and of 1.0 * 2**2; after "ready", half of 1.0
     assert gaps == pytest.approx([4.0, 1.0, 2.0, 0.5])
     assert script.requests[-1].headers["last-event-id"] == "7"
+
+
+async def test_a_base_url_password_is_basic_auth_never_in_urls_or_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)  # httpx logs every request URL at INFO
+    script = Script(httpx.Response(200, json=STORE_JSON), httpx.ConnectError("refused"))
+    cfg = ClientConfig(api_key=Secret(KEY), base_url="http://proxy:hunter2@api.test", max_retries=0)
+    async with StoreClient(cfg, transport=httpx.MockTransport(script)) as client:
+        await client.get_store("memstore_1")
+        with pytest.raises(ApiConnectionError) as info:
+            await client.get_store("memstore_1")
+        assert "hunter2" not in repr(client)
+    sent = script.requests[0]
+    assert sent.url.userinfo == b"" and sent.headers["x-api-key"] == KEY
+    assert sent.headers["authorization"] == httpx.BasicAuth("proxy", "hunter2")._auth_header
+    assert "http://proxy:***@api.test" in str(info.value)
+    assert "hunter2" not in str(info.value) and "hunter2" not in caplog.text
