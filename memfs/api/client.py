@@ -426,7 +426,7 @@ class StoreClient:
             if not answered:
                 self.stats.record("GET", route, outcomes.TIMEOUT)
             raise ApiTimeoutError(f"GET {route}: no data within {read_timeout:g} s") from exc
-        except httpx.TransportError as exc:
+        except httpx.HTTPError as exc:  # broken, or undecodable: a reconnect may fix it
             if not answered:
                 self.stats.record("GET", route, outcomes.CONNECTION_ERROR)
             raise ApiConnectionError(
