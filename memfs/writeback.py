@@ -2,14 +2,13 @@
 
 Owns *when* an upload runs: one entry per key (the filesystem core uses inode numbers and
 pending deletes), a due time, at most one run per key at a time, collapsing of repeated
-requests, retries for transient errors with the one retry policy of memfs (``RetryPolicy``:
-full jitter, so mounts that failed together do not retry in lockstep, and the server's
-``retry-after``), for as long as the queue runs (work it accepted is never given up on for a
-transient error), ``flush(key)`` (run now and report the
-outcome; with ``patience``, keep retrying transient failures that long: fsync) and
-``flush_all()`` (fsync of a directory, unmount). *What* an upload does is the ``upload(key)``
-function it is given: the queue holds no data, so dirty content never lives here nor in a
-cache.
+requests, retries for transient errors (for as long as the queue runs: work it accepted is
+never given up on for a transient error) with the one retry policy of memfs (``RetryPolicy``:
+full jitter, so mounts that failed together do not retry in lockstep, or the server's
+``retry-after``), ``flush(key)`` (run now and report the outcome; with ``patience``, keep
+retrying transient failures that long: fsync) and ``flush_all()`` (fsync of a directory,
+unmount). *What* an upload does is the ``upload(key)`` function it is given: the queue holds
+no data, so dirty content never lives here nor in a cache.
 
 Durability hooks: ``on_queued(key)`` runs (synchronously) every time ``schedule`` records work,
 so the caller can write its journal record before the operation that asked is acknowledged;
