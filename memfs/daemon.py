@@ -282,8 +282,16 @@ class Daemon:
             journal = Journal.open(cache_dir or default_cache_dir(), vfs.store_id)
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
+        kept = journal.directory.parent / "kept"
+        try:
+            if os.path.lexists(kept):
+                why = ": refused content copied there would be theirs to read"
+                private_dir(kept, "directory of refused files", why=why, create=False)
+        except NotPrivateError as exc:
+            journal.close()
+            raise MountError(f"write-back journal: {exc}") from None
         vfs.durable.journal = journal
-        vfs.durable.refusals.directory = journal.directory.parent / "kept"
+        vfs.durable.refusals.directory = kept
         log.info("write-back journal in %s", journal.directory)
         return journal
 

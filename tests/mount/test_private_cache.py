@@ -41,7 +41,8 @@ def plant(cache: Path, store_id: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "planted_by", ["group-writable cache", "other user's store dir", "other user's record"]
+    "planted_by",
+    ["group-writable cache", "other user's store dir", "other user's record", "other user's kept"],
 )
 def test_a_planted_journal_is_refused_and_nothing_is_uploaded(
     mount_factory: Callable[..., MountedStore], tmp_path: Path, planted_by: str
@@ -58,9 +59,17 @@ def test_a_planted_journal_is_refused_and_nothing_is_uploaded(
     elif planted_by == "other user's store dir":
         os.chown(store_dir, NOBODY, NOBODY)
         expected = f"the journal directory {store_dir} is owned by uid {NOBODY}, not us{WHY}"
-    else:
+    elif planted_by == "other user's record":
         os.chown(record, NOBODY, NOBODY)
         expected = f"the journal record {record} is owned by uid {NOBODY}, not us{WHY}"
+    else:  # where refused content is copied: theirs to read
+        kept = store_dir / "kept"
+        kept.mkdir(mode=0o700)
+        os.chown(kept, NOBODY, NOBODY)
+        expected = (
+            f"the directory of refused files {kept} is owned by uid {NOBODY}, not us: refused "
+            "content copied there would be theirs to read"
+        )
 
     result = m.mount("--cache-dir", str(cache))
     assert result.returncode == 1 and not os.path.ismount(m.path)
