@@ -360,7 +360,8 @@ class Daemon:
                 log.error("pending changes not handed over as files (kept in the journal): %s", exc)
         pending = vfs.durable.not_uploaded()
         refused = vfs.durable.refusals.lines()
-        if not pending and not refused and not vfs.gone.gone:
+        conflicts = vfs.durable.conflict_lines()
+        if not pending and not refused and not conflicts and not vfs.gone.gone:
             report.unlink(missing_ok=True)
             return
         text = ""
@@ -382,6 +383,9 @@ class Daemon:
         if refused:
             text += f"{len(refused)} file(s) refused by the store; never uploaded:\n"
             text += "".join(f"  {line}\n" for line in refused)
+        if conflicts:
+            text += f"{len(conflicts)} conflict(s) while mounted:\n"
+            text += "".join(f"  {line}\n" for line in conflicts)
         log.error("%s", text.rstrip())
         report.write_text(text)
 

@@ -83,8 +83,9 @@ class Durable:
         self._conflict_saves: dict[int, tuple[str, bytes, ConflictInfo]] = {}
         self._next_conflict = 1
         self._replays: dict[str, Record] = {}
-        self.failed: dict[str, str] = {}  # record name -> why it is kept (permanent failure)
-        self.retrying: dict[str, str] = {}  # record name -> last transient error (retried)
+        # record name -> (path, why): reports name files by path, records by name
+        self.failed: dict[str, tuple[str, str]] = {}  # permanent failure: kept in the journal
+        self.retrying: dict[str, tuple[str, str]] = {}  # last transient error (retried)
         vfs.writeback.on_retry = self.retry
         self.replayed = 0
         self.untouched = 0  # read-only mount: records of an earlier mount left in the journal
@@ -113,6 +114,9 @@ class Durable:
         if key[0] == "replay":
             record = self._replays.get(str(key[1]))
             return record.path if record is not None else None
+        if key[0] == "delete":
+            pending = self.vfs.pending_deletes.get(str(key[1]))
+            return f"delete {pending.remote_path or pending.local_path}" if pending else None
         return None
 
     # -- hooks of the write-back queue --------------------------------------------------------
@@ -135,11 +139,15 @@ class Durable:
             self.failed.pop(name, None)
             self.journal.drop(name)
         else:
-            self.failed[name] = f"{type(error).__name__}: {error}"
+            self.failed[name] = (self.describe(key), f"{type(error).__name__}: {error}")
 
     def retry(self, key: Hashable, error: BaseException) -> None:
         """A transient failure (server unreachable, 5xx, 429): remember it for the report."""
-        self.retrying[self.name_of(key)] = f"{type(error).__name__}: {error}"
+        self.retrying[self.name_of(key)] = (self.describe(key), f"{type(error).__name__}: {error}")
+
+    def describe(self, key: Hashable) -> str:
+        """What a person calls the change of ``key``: its path, else its record name."""
+        return self.path_of(key) or self.name_of(key)
 
     def _record(self, key: Hashable) -> Record | None:
         vfs = self.vfs
@@ -382,15 +390,22 @@ class Durable:
 
     # -- reporting ----------------------------------------------------------------------------
 
+    def conflict_lines(self) -> list[str]:
+        """One line per conflict of this mount (unmount report): where the local side went."""
+        return [
+            f"{c.path}: changed on the server by another writer; the server's version stays"
+            + (f", the local content is saved as {c.saved_as}" if c.saved_as else "")
+            for c in self.conflicts
+        ]
+
     def not_uploaded(self) -> list[str]:
         """One line per journal record still on disk (unmount report; refused files are
         reported apart: ``refusals.lines``)."""
         lines = []
         records = self.journal.load() if self.journal is not None else []
         for record in records:
-            why = (
-                self.failed.get(record.name) or self.retrying.get(record.name) or "not uploaded yet"
-            )
+            known = self.failed.get(record.name) or self.retrying.get(record.name)
+            why = known[1] if known is not None else "not uploaded yet"
             target = record.path or record.remote_path or record.memory_id or "?"
             lines.append(f"{record.op} {target}: {why}")
         return lines

@@ -67,7 +67,6 @@ class Node:
     departed_at: float = 0.0
     dirty: bool = False  # data differs from what the server has (or the node is new)
     gen: int = 0  # bumped by every local change of data, so an upload knows if it is current
-    error: BaseException | None = None  # a failed upload to report at the next fsync/close
     last_open_sha: str | None = None  # for keep_cache
     refused: str | None = None  # why the content is not uploaded (memfs.refusals), or None
     refused_gen: int = 0  # the generation (``gen``) of the content refused

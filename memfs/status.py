@@ -97,13 +97,12 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
         },
         "uploads": {
             "pending": len(vfs.writeback),
+            "waiting": sorted(map(durable.describe, vfs.writeback.keys())),
             "journal_records": len(journal) if journal is not None else 0,
             "journal_dir": str(journal.directory) if journal is not None else None,
-            "failed": dict(durable.failed),
-            "waiting_for_room": sorted(
-                str(durable.path_of(key) or key) for key in vfs.waiting_for_room
-            ),
-            "retrying": dict(durable.retrying),
+            "failed": dict(durable.failed.values()),
+            "waiting_for_room": sorted(durable.describe(key) for key in vfs.waiting_for_room),
+            "retrying": dict(durable.retrying.values()),
             "replayed": durable.replayed,
             "untouched": durable.untouched,
         },
@@ -200,6 +199,8 @@ def render(doc: dict[str, Any]) -> str:
             f"  read-only: {uploads['untouched']} journal record(s) of an earlier mount left "
             "untouched for the next read-write mount"
         )
+    for path in uploads.get("waiting", []):
+        lines.append(f"  waiting: {path}")
     for name, why in uploads["failed"].items():
         lines.append(f"  failed: {name}: {why}")
     for name, why in uploads.get("retrying", {}).items():

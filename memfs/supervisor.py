@@ -64,11 +64,14 @@ EXIT_FAILED = 1
 _REPORT_HEADER = re.compile(
     r"^\d+ change\(s\) not uploaded; kept in (?P<where>.+) \(replayed at next mount\):$"
 )
-_REFUSED_HEADER = re.compile(r"^\d+ file\(s\) refused by the store; never uploaded:$")
+# each line of these says itself where the content went (its kept copy, its conflict copy)
+_SELF_TOLD_HEADER = re.compile(
+    r"^(\d+ file\(s\) refused by the store; never uploaded|\d+ conflict\(s\) while mounted):$"
+)
 
 
 def _is_report_header(line: str) -> bool:
-    return bool(_REPORT_HEADER.match(line.strip()) or _REFUSED_HEADER.match(line.strip()))
+    return bool(_REPORT_HEADER.match(line.strip()) or _SELF_TOLD_HEADER.match(line.strip()))
 
 
 _LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ (?P<level>[A-Z]+) (?P<rest>.*)$")
@@ -539,7 +542,7 @@ def stop_report(path: Path, messages: Iterable[str]) -> list[str]:
     """One problem line per distinct error and per change not uploaded, saying where it is kept.
 
     ``messages`` are a daemon's error messages and not-uploaded reports (a header line matching
-    ``_REPORT_HEADER`` or ``_REFUSED_HEADER``, each followed by one indented line per change),
+    ``_REPORT_HEADER`` or ``_SELF_TOLD_HEADER``, each followed by one indented line per change),
     possibly repeated.
     """
     errors: dict[str, None] = {}
@@ -555,8 +558,8 @@ def stop_report(path: Path, messages: Iterable[str]) -> list[str]:
             if journal is not None:
                 where = journal["where"]
                 fate = f" (kept in {where}, uploaded by the next mount of this store)"
-            elif _REFUSED_HEADER.match(line.strip()):
-                fate = ""  # a refused file's line says where its copy is
+            elif _SELF_TOLD_HEADER.match(line.strip()):
+                fate = ""  # a refused file's or a conflict's line says where its content is
             elif line.strip():
                 kept.setdefault(line.strip(), fate)
     problems = [f"{path}: {error}" for error in errors]

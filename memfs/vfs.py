@@ -142,6 +142,10 @@ class Handle:
     wrote: bool = False
     changed: bool = False  # this open changed the content: created, truncated or wrote it
     refused: bool = False  # a write of this open crossed the limit (memfs.refusals)
+    # a failed upload of content this open may have written, reported once by its next
+    # fsync/close: opens made after the failure never hear it (their content is another)
+    error: BaseException | None = None
+    heard: BaseException | None = None  # the failure this open's fsync raised itself
 
     @property
     def writable(self) -> bool:
@@ -205,6 +209,15 @@ def _set_mode_and_owner(
         node.gid = parent.gid
         if node.is_dir and mode is not None:
             node.mode = stat.S_IMODE(mode) | stat.S_ISGID
+
+
+def _take_remote_state(node: Node, memory: Memory) -> None:
+    """``node`` is bound to ``memory`` as the server has it (path, content hash, size, times)."""
+    node.remote_path = memory.path
+    node.base_sha = memory.content_sha256
+    node.remote_size = memory.content_size_bytes
+    node.created_at = memory.created_at
+    node.updated_at = memory.updated_at
 
 
 def _delete_key(memory_id: str) -> tuple[str, str]:
@@ -410,11 +423,7 @@ class Vfs:
     def _memory_node(self, memory: Memory, shown: str) -> Node:
         node = self.table.new(Kind.FILE, shown)
         self.table.set_memory(node, memory.id)
-        node.remote_path = memory.path
-        node.base_sha = memory.content_sha256
-        node.remote_size = memory.content_size_bytes
-        node.created_at = memory.created_at
-        node.updated_at = memory.updated_at
+        _take_remote_state(node, memory)
         node.ctime = memory.updated_at.timestamp()
         return node
 
@@ -974,15 +983,22 @@ class Vfs:
         else:
             self.writeback.schedule(node.ino, self.config.update_delay)
 
-    def _report(self, node: Node) -> None:
-        """Raise a failed upload of ``node`` once (ESTALE for a conflict)."""
-        error = node.error
+    def _upload_error(self, node: Node, error: BaseException) -> None:
+        """A failed upload of ``node``: each open of it for writing hears it once."""
+        for handle in self.handles.values():
+            told = handle.heard is not None and handle.heard in (error, error.__cause__)
+            if handle.node is node and handle.writable and not told:
+                handle.error = error
+
+    def _report(self, handle: Handle) -> None:
+        """Raise a failed upload this open has not heard yet (ESTALE for a conflict)."""
+        error, handle.error = handle.error, None
         if error is None:
             return
-        node.error = None
         if isinstance(error, PreconditionFailedError | RemoteConflictError):
             raise RemoteConflictError(
-                f"{node.path} changed on the server; the local content was saved as a conflict copy"
+                f"{handle.node.path} changed on the server; the local content was saved as a "
+                "conflict copy"
             ) from error
         raise error
 
@@ -996,7 +1012,7 @@ class Vfs:
                 if handle.changed:  # a refusal is the writer's, not an open that wrote nothing
                     raise
         if handle.writable:  # an error is the writer's, never a read-only open's
-            self._report(node)
+            self._report(handle)
             if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.orphans)
                 raise self.gone.error()
 
@@ -1011,14 +1027,15 @@ class Vfs:
             return
         if node.dirty or node.refused is not None:
             self._commit(node)  # a refused content: fsync says so (it is not on the server)
-        self._report(node)
+        self._report(handle)
         try:
             await self._settle(node.ino)
-        except Exception:
-            if node.error is not None:
-                self._report(node)  # the same failure, reported once
+        except Exception as exc:
+            handle.heard = exc  # a failure hook that runs after this has nothing new to say
+            if handle.error is not None:
+                self._report(handle)  # the same failure, in the words of _upload_failed
             raise
-        self._report(node)
+        self._report(handle)
 
     async def fsync_dir(self) -> None:
         """Upload everything pending, creates waiting for room included; ENOSPC while one
@@ -1611,11 +1628,7 @@ class Vfs:
         self.contents.put(winner.content_sha256, content)
         moving = node.memory_id is not None and path != node.remote_path
         self.table.set_memory(node, winner.id)
-        node.remote_path = winner.path
-        node.base_sha = winner.content_sha256
-        node.remote_size = winner.content_size_bytes
-        node.created_at = winner.created_at
-        node.updated_at = winner.updated_at
+        _take_remote_state(node, winner)
         node.synced_at = self._now()
         node.data = None
         node.dirty = False
@@ -1623,8 +1636,11 @@ class Vfs:
         node.ctime = time.time()
         node.last_open_sha = None  # pages cached by earlier opens hold the local content
         self.deferred_versions.pop(node.ino, None)  # older than the winner
-        node.error = RemoteConflictError(
-            f"{path} changed on the server; the local content was saved as a conflict copy"
+        self._upload_error(
+            node,
+            RemoteConflictError(
+                f"{path} changed on the server; the local content was saved as a conflict copy"
+            ),
         )
         self.listings.record(winner)
         self._queue_invalidations([("inode", node.ino, b"")])
@@ -1644,13 +1660,8 @@ class Vfs:
 
     def _took(self, node: Node, memory: Memory, gen: int) -> None:
         """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
-        node.remote_path = memory.path
-        node.base_sha = memory.content_sha256
-        node.remote_size = memory.content_size_bytes
-        node.created_at = memory.created_at
-        node.updated_at = memory.updated_at
+        _take_remote_state(node, memory)
         node.synced_at = self._now()
-        node.error = None
         if self.store_path(node) == memory.path:
             node.departed_from = None
         if node.gen == gen and node.refused is None:  # a refused content stays local
@@ -1739,11 +1750,12 @@ class Vfs:
             if node.path is not None:
                 data = bytes(node.data) if node.data is not None else None
                 self.durable.save_conflict(node.path, node.memory_id, data)
-            node.error = RemoteConflictError(f"{node.path} changed on the server")
-            node.error.__cause__ = exc
+            conflict = RemoteConflictError(f"{node.path} changed on the server")
+            conflict.__cause__ = exc
+            self._upload_error(node, conflict)
         else:
             log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
-            node.error = exc
+            self._upload_error(node, exc)
 
     async def flush_all(self) -> list[BaseException]:
         """Upload everything pending now (deferred deletes and moves included)."""

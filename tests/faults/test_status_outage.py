@@ -52,6 +52,11 @@ def test_reads_from_cache_during_outage_and_eio_only_for_uncached(
         (mounted.path / "cold.md").read_text()
     assert caught.value.errno == errno.EIO
     (mounted.path / "new.md").write_text("written during the outage\n")
+    # status names what waits, and what is being retried, by path
+    doc = wait_for(lambda: "/new.md" in (d := status(mounted))["uploads"]["retrying"] and d)
+    assert doc["uploads"]["waiting"] == ["/new.md"]
+    text = memfs("status", str(mounted.path), env=mounted.env).stdout
+    assert "waiting: /new.md" in text and "retrying: /new.md: " in text
     faulty_server.set_faults("none")
     mounted.settle()
     assert mounted.content("/new.md") == "written during the outage\n"

@@ -169,6 +169,14 @@ def test_errno_table(mount_factory):
         deep = deep / (f"{i}" * 200)
         os.mkdir(deep)
     expect_errno(errno.ENAMETOOLONG, open, deep / ("z" * 100), "w")
+    # a path of more than 20 segments: EINVAL (the store's limit); local-only names may go deeper
+    deep = p
+    for _ in range(20):
+        deep = deep / "s"
+        os.mkdir(deep)
+    expect_errno(errno.EINVAL, open, deep / "f.md", "w")
+    expect_errno(errno.EINVAL, os.mkdir, deep / "s")
+    (deep / "f.md~").write_text("local only")
     # the reserved root name holds the read-only history tree (tests/versions)
     expect_errno(errno.EEXIST, os.mkdir, p / ".versions")
     assert os.path.isdir(p / ".versions") and ".versions" not in os.listdir(p)
