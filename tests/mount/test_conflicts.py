@@ -96,3 +96,9 @@ def test_background_conflict_then_append_keeps_the_winner(mount_factory):
     assert loser.content("/conc.md") == "A1 wins\nB2\n"
     assert conc.read_text() == "A1 wins\nB2\n"
     wait_for(lambda: (winner.path / "conc.md").read_text() == "A1 wins\nB2\n", 5)
+    # the unmount report lists the conflict by path, with the copy that holds the local side
+    [copy] = conflict_copies(loser)
+    result = loser.umount()
+    assert result.returncode == 1
+    assert "/conc.md: changed on the server by another writer" in result.stderr
+    assert f"the local content is saved as {copy}" in result.stderr
