@@ -33,7 +33,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_mount import Mount, seed, server, write_tree
 
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 
 def workload(ops: int) -> list[tuple[str, Callable[[Path], None]]]:

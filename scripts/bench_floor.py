@@ -66,7 +66,7 @@ from bench_mount import (
     write_tree,
 )
 
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 FLOORFS = Path(__file__).resolve().parent / "floorfs.py"
 TICKS = os.sysconf("SC_CLK_TCK")

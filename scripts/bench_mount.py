@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 from memfs.models import Memory
 
 FEED_ROUTES = ("memory_versions", "/memfs/changes")

@@ -52,7 +52,7 @@ from pgcluster import PgCluster  # noqa: E402
 
 from memfs.api import StoreClient  # noqa: E402
 from memfs.api.changes import ChangeStream  # noqa: E402
-from memfs.config import ClientConfig, Secret  # noqa: E402
+from memfs.api.config import ClientConfig, Secret  # noqa: E402
 
 log = logging.getLogger("bench_replicas")
 KEY = "sk-bench-replicas-" + "r" * 20

@@ -38,7 +38,7 @@ from pathlib import Path
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 log = logging.getLogger("bench_server")
 

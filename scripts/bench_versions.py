@@ -39,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server import server_on
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
-from memfs.inodes import ROOT_INODE
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.inodes import ROOT_INODE
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
-from memfs.versions import VersionsTree, stamp
+from memfs.versions.tree import VersionsTree, stamp
 
 log = logging.getLogger("bench_versions")
 

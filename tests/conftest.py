@@ -29,7 +29,7 @@ import pytest
 from pgcluster import PgCluster
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 TEST_KEY = "sk-memfs-test-" + "k" * 24
 OTHER_KEY = "sk-memfs-other-" + "o" * 24

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memfs.config import ClientConfig, ConfigError, Secret
+from memfs.api.config import ClientConfig, ConfigError, Secret
 from memfs.models import (
     Actor,
     Memory,

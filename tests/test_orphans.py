@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.orphans import hand_over
+from memfs.core.orphans import hand_over
 
 
 def test_hand_over_writes_plain_files_inside_its_directory(tmp_path: Path) -> None:

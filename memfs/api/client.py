@@ -41,9 +41,9 @@ import httpx
 import trio
 
 from memfs.api import stats as outcomes
+from memfs.api.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig
 from memfs.api.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 from memfs.api.stats import RequestStats
-from memfs.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig
 from memfs.errors import (
     ApiConnectionError,
     ApiError,

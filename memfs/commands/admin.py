@@ -32,7 +32,7 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, ConfigError
+from memfs.api.config import ClientConfig, ConfigError
 from memfs.errors import (
     ApiConnectionError,
     ApiError,

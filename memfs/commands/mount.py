@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memfs.config import DEFAULT_UMASK, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import DEFAULT_UMASK, ConfigError, Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,13 @@ def _setup_logging(debug: bool, log_file: str | None) -> None:
 
 
 def run_mount(args: argparse.Namespace) -> int:
-    from memfs.daemon import MountError, MountOptions, check_mountpoint, run_foreground, state_path
+    from memfs.mount.daemon import (
+        MountError,
+        MountOptions,
+        check_mountpoint,
+        run_foreground,
+        state_path,
+    )
 
     mountpoint = os.path.abspath(args.mountpoint)
     options = MountOptions(
@@ -286,7 +292,7 @@ def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:
 
 def _daemon_pid(mountpoint: str) -> int | None:
     """The pid of the memfs daemon serving ``mountpoint`` (None: none runs; MountError)."""
-    from memfs.daemon import state_path
+    from memfs.mount.daemon import state_path
 
     try:
         text = state_path(mountpoint, "pid").read_text()
@@ -337,7 +343,7 @@ def _alive(pid: int) -> bool:
 
 
 def run_umount(args: argparse.Namespace) -> int:
-    from memfs.daemon import MountError
+    from memfs.mount.daemon import MountError
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:
@@ -356,7 +362,7 @@ def run_umount(args: argparse.Namespace) -> int:
             print(f"memfs umount: {reason[0]}", file=sys.stderr)
             return 1
         return 0
-    from memfs.daemon import state_path
+    from memfs.mount.daemon import state_path
 
     report = state_path(mountpoint, "report")
     report.unlink(missing_ok=True)

@@ -114,7 +114,7 @@ class UsageError(Exception):
 
 def read_admin_key(key_file: str | None, environ: dict[str, str] | os._Environ[str]) -> str | None:
     """The admin key from ``MEMFS_ADMIN_KEY`` or ``key_file`` (only one), None if neither."""
-    from memfs.config import ConfigError, read_key_file
+    from memfs.api.config import ConfigError, read_key_file
 
     from_env = environ.get(ADMIN_KEY_ENV, "").strip()
     if key_file is None:

@@ -41,9 +41,9 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import ClientConfig, ConfigError, Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file, private_dir
-from memfs.session import (
+from memfs.session.plan import (
     DEFAULT_ROOT,
     MountPlan,
     SessionConfig,
@@ -59,7 +59,7 @@ from memfs.session import (
     state_dir,
     state_path,
 )
-from memfs.supervisor import (
+from memfs.session.supervisor import (
     FLUSH_TIMEOUT,
     UNUPLOADED_NOTE,
     MountCommand,

@@ -29,8 +29,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memfs.daemon import MountError, state_path
-    from memfs.status import render
+    from memfs.mount.daemon import MountError, state_path
+    from memfs.mount.status import render
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:

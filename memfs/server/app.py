@@ -49,7 +49,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs import paths
-from memfs.config import SESSION_HEADER
+from memfs.api.config import SESSION_HEADER
 from memfs.errors import (
     ApiError,
     AuthenticationError,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from memfs.api import RetryPolicy, StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 from memfs.models import MemoryStore
 
 # Retries on the real server should not cost wall time.

@@ -13,7 +13,7 @@ import trio
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
 from memfs.api.client import CAPABILITIES
-from memfs.config import ClientConfig
+from memfs.api.config import ClientConfig
 from memfs.errors import (
     AuthenticationError,
     BadRequestError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memfs.config import (
+from memfs.api.config import (
     DEFAULT_BASE_URL,
     ClientConfig,
     ConfigError,

@@ -19,8 +19,8 @@ import trio
 
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeStream
+from memfs.api.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig, Secret
 from memfs.api.retry import retry_after_seconds
-from memfs.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig, Secret
 from memfs.errors import (
     ApiConnectionError,
     ApiError,

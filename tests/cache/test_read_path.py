@@ -15,10 +15,10 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.cache import ContentCache, Listing, ListingCache
-from memfs.changefeed import ChangeFeed, PollingSource
-from memfs.inodes import ROOT_INODE
-from memfs.vfs import Vfs, VfsConfig
+from memfs.core.cache import ContentCache, Listing, ListingCache
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.vfs import Vfs, VfsConfig
+from memfs.mount.changefeed import ChangeFeed, PollingSource
 
 FILES = 45
 

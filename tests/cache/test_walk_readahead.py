@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
-from memfs.cache import Listing, ListingCache
-from memfs.inodes import ROOT_INODE
-from memfs.vfs import Vfs, VfsConfig
+from memfs.core.cache import Listing, ListingCache
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.vfs import Vfs, VfsConfig
 
 LISTING = "/v1/memory_stores/{store}/memories"
 RETRIEVE = "/v1/memory_stores/{store}/memories/{memory}"

@@ -6,7 +6,7 @@ from collections.abc import Hashable
 
 import trio
 
-from memfs.writeback import WriteBack
+from memfs.writeback.queue import WriteBack
 
 
 async def test_flush_of_a_claimed_key_returns_when_its_run_ends(autojump_clock: object) -> None:

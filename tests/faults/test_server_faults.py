@@ -11,8 +11,8 @@ import pytest
 from conftest import ServerProcess, free_port
 
 from memfs.api import StoreClient
+from memfs.api.config import ClientConfig
 from memfs.api.retry import RetryPolicy
-from memfs.config import ClientConfig
 from memfs.errors import ApiConnectionError, RateLimitError
 from memfs.server.faults import FaultSpec, FaultSpecError
 

@@ -8,8 +8,8 @@ import uuid
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
-from memfs.usage import StoreUsage
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.usage import StoreUsage
 
 from .conftest import FaultyServer
 

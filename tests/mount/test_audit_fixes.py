@@ -88,7 +88,7 @@ def test_state_dir_must_be_private(
 
 
 def test_umount_signals_only_the_daemon_of_that_mount(mount: MountedStore) -> None:
-    from memfs.daemon import state_path
+    from memfs.mount.daemon import state_path
 
     bystander = subprocess.Popen(["sleep", "60"])
     try:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from conftest import ServerProcess, free_port
 
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

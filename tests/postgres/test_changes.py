@@ -13,7 +13,7 @@ from conftest import ServerProcess
 
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeEvent, ChangeStream, server_offers_change_stream
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 from memfs.errors import BadRequestError, NotFoundError
 from memfs.models import Actor
 from memfs.server.postgres import PostgresStorage

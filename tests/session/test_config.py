@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memfs.config import Owner
+from memfs.api.config import Owner
 from memfs.models import MemoryStore
-from memfs.session import (
+from memfs.session.plan import (
     MAX_INSTRUCTIONS,
     Attachment,
     MountPlan,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memfs.daemon import state_path as daemon_state_path
+from memfs.mount.daemon import state_path as daemon_state_path
 
 from .helpers import Api, mounts_under, run_memfs, slug_of, unique, write_config
 

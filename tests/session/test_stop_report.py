@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memfs.supervisor import _errors_since, _umount_report, stop_report
+from memfs.session.supervisor import _errors_since, _umount_report, stop_report
 
 from .helpers import Api, force_unmount, run_memfs, slug_of, unique, write_config
 

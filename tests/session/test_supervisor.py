@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from memfs.models import MemoryStore
-from memfs.session import Attachment, MountPlan
-from memfs.supervisor import MountCommand, MountError, Supervisor
+from memfs.session.plan import Attachment, MountPlan
+from memfs.session.supervisor import MountCommand, MountError, Supervisor
 
 from .helpers import Api, mounts_under, unique
 

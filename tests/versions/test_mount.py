@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from mount.conftest import wait_for
 
-from memfs.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
-from memfs.versions import stamp
+from memfs.mount.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
+from memfs.versions.tree import stamp
 
 pytestmark = pytest.mark.fuse
 

@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
+from memfs.core.inodes import ROOT_INODE
 from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
-from memfs.inodes import ROOT_INODE
 from memfs.models import MemoryVersion
-from memfs.versions import VersionCache, VersionsConfig, VersionsTree, parse_instant, stamp
+from memfs.versions.tree import VersionCache, VersionsConfig, VersionsTree, parse_instant, stamp
 
 
 @dataclass

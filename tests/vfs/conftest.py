@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.vfs import Vfs, VfsConfig
 from memfs.models import Memory
-from memfs.vfs import Vfs, VfsConfig
 
 
 class Core:

@@ -10,10 +10,10 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
-from memfs.inodes import ROOT_INODE
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.vfs import Vfs, VfsConfig
 from memfs.models import Memory
-from memfs.vfs import Vfs, VfsConfig
 
 
 async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(server: Any) -> None:

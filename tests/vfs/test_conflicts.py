@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from memfs.core.inodes import ROOT_INODE
 from memfs.errors import RemoteConflictError
-from memfs.inodes import ROOT_INODE
-from memfs.journal import Journal, Record
+from memfs.writeback.journal import Journal, Record
 
 from .conftest import Core
 

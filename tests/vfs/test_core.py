@@ -9,7 +9,10 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.localfiles import LocalNames
+from memfs.core.vfs import Vfs, VfsConfig
 from memfs.errors import (
     DirectoryNotEmptyError,
     FileTooLargeError,
@@ -18,9 +21,6 @@ from memfs.errors import (
     NotUtf8Error,
     ReadOnlyError,
 )
-from memfs.inodes import ROOT_INODE
-from memfs.localfiles import LocalNames
-from memfs.vfs import Vfs, VfsConfig
 
 
 async def test_ls_l_is_one_listing(core):

@@ -10,10 +10,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from memfs.api import StoreClient
-from memfs.cache import Listing, ListingCache
-from memfs.inodes import ROOT_INODE
+from memfs.core.cache import Listing, ListingCache
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.vfs import PATCH_LIMIT, Vfs, VfsConfig
 from memfs.models import Memory, MemoryPrefix
-from memfs.vfs import PATCH_LIMIT, Vfs, VfsConfig
 
 from .conftest import Core
 

@@ -11,7 +11,7 @@ import trio.testing
 
 from memfs.api.retry import RetryPolicy, is_transient
 from memfs.errors import ApiConnectionError, PreconditionFailedError, RateLimitError
-from memfs.writeback import WriteBack
+from memfs.writeback.queue import WriteBack
 
 
 class Fraction:

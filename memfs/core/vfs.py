@@ -34,9 +34,21 @@ import trio
 from memfs import paths
 from memfs.api import StoreClient
 from memfs.api.retry import is_transient
-from memfs.cache import DEFAULT_CONTENT_BYTES, ContentCache, Listing, ListingCache, listing_name
-from memfs.clashes import Clashes, base_name, derived_name
-from memfs.durable import Durable
+from memfs.core.cache import (
+    DEFAULT_CONTENT_BYTES,
+    ContentCache,
+    Listing,
+    ListingCache,
+    listing_name,
+)
+from memfs.core.clashes import Clashes, base_name, derived_name
+from memfs.core.durable import Durable
+from memfs.core.inodes import InodeTable, Kind, Node
+from memfs.core.localfiles import LocalNames
+from memfs.core.orphans import StoreGone
+from memfs.core.prefetch import DEFAULT_LOOKAHEAD, BulkFetcher
+from memfs.core.refusals import NOT_UTF8, TOO_LARGE
+from memfs.core.usage import StoreUsage
 from memfs.errors import (
     DirectoryNotEmptyError,
     ExistsError,
@@ -59,15 +71,9 @@ from memfs.errors import (
     StoreArchivedError,
     StoreFullError,
 )
-from memfs.inodes import InodeTable, Kind, Node
-from memfs.localfiles import LocalNames
 from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion, sha256_hex
-from memfs.orphans import StoreGone
-from memfs.prefetch import DEFAULT_LOOKAHEAD, BulkFetcher
-from memfs.refusals import NOT_UTF8, TOO_LARGE
-from memfs.usage import StoreUsage
-from memfs.versions import VersionsConfig, VersionsTree
-from memfs.writeback import WriteBack
+from memfs.versions.tree import VersionsConfig, VersionsTree
+from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)
 

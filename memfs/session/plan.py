@@ -33,7 +33,7 @@ from typing import Any, Literal
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import ConfigError, Owner, parse_gid, parse_uid, parse_umask
 from memfs.errors import (
     ApiConnectionError,
     ApiError,

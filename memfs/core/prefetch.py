@@ -36,7 +36,7 @@ import trio
 
 from memfs import paths
 from memfs.api import StoreClient
-from memfs.cache import ContentCache, Listing, ListingCache
+from memfs.core.cache import ContentCache, Listing, ListingCache
 from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import ListItem, Memory, MemoryPrefix
 

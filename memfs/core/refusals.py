@@ -28,7 +28,7 @@ import re
 import time
 from pathlib import Path
 
-from memfs.inodes import Node
+from memfs.core.inodes import Node
 
 log = logging.getLogger(__name__)
 

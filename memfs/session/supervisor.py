@@ -44,8 +44,8 @@ from pathlib import Path
 
 import trio
 
-from memfs.daemon import state_path as daemon_state_path
-from memfs.session import MountPlan, SessionState
+from memfs.mount.daemon import state_path as daemon_state_path
+from memfs.session.plan import MountPlan, SessionState
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memfs import paths
 from memfs.api import StoreClient
-from memfs.clashes import derived_name
+from memfs.core.clashes import derived_name
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
 
 log = logging.getLogger(__name__)

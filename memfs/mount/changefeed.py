@@ -33,9 +33,9 @@ from typing import Protocol
 import trio
 
 from memfs.api import StoreClient
+from memfs.core.vfs import Vfs, run_invalidations
 from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
-from memfs.vfs import Vfs, run_invalidations
 
 log = logging.getLogger(__name__)
 

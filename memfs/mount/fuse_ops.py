@@ -20,10 +20,10 @@ from typing import Any, NoReturn
 
 import pyfuse3
 
+from memfs.core.inodes import ROOT_INODE, Node
+from memfs.core.vfs import Attr, Vfs, decode_name
 from memfs.errors import MemfsError, NoEntryError, NotSupportedError, errno_for
-from memfs.inodes import ROOT_INODE, Node
-from memfs.versions import VERSIONS_NAME, VersionAttr
-from memfs.vfs import Attr, Vfs, decode_name
+from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
 log = logging.getLogger(__name__)
 

@@ -29,20 +29,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memfs import paths
+from memfs.core.inodes import Kind
+from memfs.core.orphans import hand_over
+from memfs.core.refusals import Refusals
 from memfs.errors import (
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
     RemoteConflictError,
 )
-from memfs.inodes import Kind
-from memfs.journal import Journal, Record
 from memfs.models import Memory, sha256_hex
-from memfs.orphans import hand_over
-from memfs.refusals import Refusals
+from memfs.writeback.journal import Journal, Record
 
 if TYPE_CHECKING:
-    from memfs.vfs import Vfs
+    from memfs.core.vfs import Vfs
 
 log = logging.getLogger(__name__)
 

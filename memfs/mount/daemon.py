@@ -22,8 +22,8 @@ import pyfuse3
 import trio
 
 from memfs.api import StoreClient
-from memfs.changefeed import ChangeFeed, choose_source
-from memfs.config import ClientConfig, ConfigError, Owner
+from memfs.api.config import ClientConfig, ConfigError, Owner
+from memfs.core.vfs import Invalidation, Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -31,11 +31,11 @@ from memfs.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from memfs.fuse_ops import FuseOperations
-from memfs.journal import Journal, JournalError, default_cache_dir
+from memfs.mount.changefeed import ChangeFeed, choose_source
+from memfs.mount.fuse_ops import FuseOperations
+from memfs.mount.status import RecentErrors, StatusWriter
 from memfs.private import NotPrivateError, private_dir
-from memfs.status import RecentErrors, StatusWriter
-from memfs.vfs import Invalidation, Vfs, VfsConfig
+from memfs.writeback.journal import Journal, JournalError, default_cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 if TYPE_CHECKING:
-    from memfs.changefeed import ChangeFeed
-    from memfs.clashes import Clash
-    from memfs.vfs import Vfs
+    from memfs.core.clashes import Clash
+    from memfs.core.vfs import Vfs
+    from memfs.mount.changefeed import ChangeFeed
 
 log = logging.getLogger(__name__)
 
