@@ -6,7 +6,7 @@ Seeds a throwaway SQLite database directly through the server's storage layer
 ``--memories`` memories (2,000) with ``--versions`` versions each (10: one create, then
 modifications, interleaved across memories, with a clock that advances ``--step`` seconds per
 write so the history spans days). Then starts ``memfs server`` on that file and drives the
-filesystem core of the tree (``memfs.versions.VersionsTree``, the code a mount runs, without
+filesystem core of the tree (``memfs.versions.tree.VersionsTree``, the code a mount runs, without
 FUSE) through one ``StoreClient``, counting requests with its ``stats``:
 
 - cold: a fresh tree; look up ``.versions/<t>/`` (t in the middle of the history), list it,

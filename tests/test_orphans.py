@@ -1,4 +1,4 @@
-"""Handing a deleted store's pending content over as plain files (memfs.orphans)."""
+"""Handing a deleted store's pending content over as plain files (memfs.core.orphans)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ re-executed with its output to a log file, reporting readiness through a pipe), 
 with exit code 1, and unmounting by asking the daemon (SIGTERM: flush, unmount, exit) and
 waiting for it. The API key is never put on a command line: the child inherits the environment.
 
-It must not implement the filesystem (``memfs.daemon`` runs it).
+It must not implement the filesystem (``memfs.mount.daemon`` runs it).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def register(subparsers: Any) -> None:
 
 
 def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:
-    """An argparse ``type`` from a ``memfs.config`` parser (its message, one line)."""
+    """An argparse ``type`` from a ``memfs.api.config`` parser (its message, one line)."""
 
     def convert(text: str) -> int:
         try:

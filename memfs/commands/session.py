@@ -11,11 +11,11 @@
 - ``memfs session status [--root R] [--json]`` shows the running session and its mounts.
 
 This module owns argument parsing, logging setup, the detach handshake and exit codes; the
-checks and the prompt are ``memfs.session``'s, the mounts ``memfs.supervisor``'s. It must not
-print a traceback for an expected failure (one line ``memfs session: …`` instead), and never
-prints or logs the API key: it travels by environment or ``--api-key-file`` only (as does a base
-URL, which may carry a password). State files and logs live in a private (0700) state
-directory; logs are 0600.
+checks and the prompt are ``memfs.session.plan``'s, the mounts ``memfs.session.supervisor``'s.
+It must not print a traceback for an expected failure (one line ``memfs session: …``
+instead), and never prints or logs the API key: it travels by environment or
+``--api-key-file`` only (as does a base URL, which may carry a password). State files and logs
+live in a private (0700) state directory; logs are 0600.
 
 Exit codes:
   0  success

@@ -1,6 +1,6 @@
 """``memfs status MOUNTPOINT [--json]``: what a running mount reports about itself.
 
-Reads the status document the daemon publishes every second (``memfs.status``); it never
+Reads the status document the daemon publishes every second (``memfs.mount.status``); it never
 talks to the daemon or the server, so it answers even when the mount is stuck. Exit code 1 if
 nothing is mounted there (or the daemon publishes no status).
 """

@@ -1,6 +1,6 @@
 """Durable write-back: what the journal's records mean for one mount, conflicts, and replay.
 
-Owns the link between the write-back queue and the on-disk journal (``memfs.journal``):
+Owns the link between the write-back queue and the on-disk journal (``memfs.writeback.journal``):
 - every time the queue records work for a key (``queued``), the state that work will upload is
   written to the journal *before* the operation that asked returns to the kernel (close, fsync,
   truncate, rename, unlink): for an inode its path, memory id, base sha and dirty content; for a
@@ -158,7 +158,7 @@ class Durable:
                 return None
             data = None
             if node.refused is not None:
-                # refused content is never journaled, so never replayed (memfs.refusals): a
+                # refused content is never journaled, so never replayed (memfs.core.refusals): a
                 # new file is not created, a memory only moves
                 if node.memory_id is None:
                     return None
@@ -361,7 +361,7 @@ class Durable:
 
     def hand_over(self) -> tuple[Path, list[str]] | None:
         """The store was deleted: write the content of every journal record as a plain file
-        (``memfs.orphans``) and drop the records, so that no mount ever replays them. Returns
+        (``memfs.core.orphans``) and drop the records, so that no mount ever replays them. Returns
         the directory and one line per record (None: no journal)."""
         if self.journal is None:
             return None

@@ -68,7 +68,7 @@ class Node:
     dirty: bool = False  # data differs from what the server has (or the node is new)
     gen: int = 0  # bumped by every local change of data, so an upload knows if it is current
     last_open_sha: str | None = None  # for keep_cache
-    refused: str | None = None  # why the content is not uploaded (memfs.refusals), or None
+    refused: str | None = None  # why the content is not uploaded (memfs.core.refusals), or None
     refused_gen: int = 0  # the generation (``gen``) of the content refused
     # -- kept locally for the daemon's lifetime, never uploaded (the store has no modes) --
     mode: int | None = None  # permission bits (create, mkdir, chmod); None: the mount's default

@@ -73,7 +73,7 @@ def hand_over(
     returns the directory and one line per item (content None: nothing to hand over).
 
     Deepest paths first, so that a file and a directory of one name (``/x`` and ``/x/y``) both
-    fit: the file then takes the derived name of ``memfs.clashes`` (``x.file-clash``)."""
+    fit: the file then takes the derived name of ``memfs.core.clashes`` (``x.file-clash``)."""
     stamp = when or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = base / f"orphaned-{stamp}"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)

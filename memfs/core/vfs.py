@@ -94,7 +94,7 @@ class VfsConfig:
     grace: float = 2.0  # deferred delete / move window (rule 3)
     update_delay: float = 0.5  # upload of an existing memory after a save
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
-    listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.cache)
+    listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.core.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
     walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
     fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
@@ -147,7 +147,7 @@ class Handle:
     snapshot: bytes | None = None  # content at open, for readers of a memory not loaded
     wrote: bool = False
     changed: bool = False  # this open changed the content: created, truncated or wrote it
-    refused: bool = False  # a write of this open crossed the limit (memfs.refusals)
+    refused: bool = False  # a write of this open crossed the limit (memfs.core.refusals)
     # a failed upload of content this open may have written, reported once by its next
     # fsync/close: opens made after the failure never hear it (their content is another)
     error: BaseException | None = None
@@ -262,7 +262,7 @@ class Vfs:
         self.writeback = WriteBack(
             self.sync, is_transient=is_transient, on_failure=self._upload_failed
         )
-        # the journal of acknowledged changes, conflict copies, replay (memfs.durable)
+        # the journal of acknowledged changes, conflict copies, replay (memfs.core.durable)
         self.durable = Durable(self)
         self.writeback.on_queued = self.durable.queued
         self.writeback.on_done = self.durable.done
@@ -273,7 +273,7 @@ class Vfs:
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
         self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
-        # file memories shown under a derived name beside a same-named directory (memfs.clashes)
+        # file memories shown under a derived name beside a same-named directory (core.clashes)
         self.clashes = Clashes()
         self.gone = StoreGone(self.client, store_id)  # the store deleted while mounted
         self.handles: dict[int, Handle] = {}
@@ -519,7 +519,7 @@ class Vfs:
                     occupant is not None and not self._yields(occupant, known_at)
                 ):
                     return None
-                # renamed on the server, or a name clash began or ended (memfs.clashes)
+                # renamed on the server, or a name clash began or ended (memfs.core.clashes)
                 self._drop_listing(paths.parent(holder.path or "/"))
                 self._forget_entry(holder.path)
                 self.table.bind(holder, shown)
@@ -539,7 +539,7 @@ class Vfs:
 
     def _shown_path(self, directory: str, memory: Memory, listing: Listing) -> str:
         """Where the mount shows ``memory``: its path, or a derived name when a directory of
-        the same name exists (memfs.clashes; noted and logged once)."""
+        the same name exists (memfs.core.clashes; noted and logged once)."""
         name = listing_name(memory)
         local = self.table.child(directory, name)
         clash = any(isinstance(i, MemoryPrefix) for i in listing.named(name)) or (
@@ -931,7 +931,7 @@ class Vfs:
 
     def _validate(self, node: Node) -> str:
         """The text of a new content being committed; refuse it (EILSEQ) if it is not UTF-8.
-        Valid content ends any refusal: it is a new save (memfs.refusals)."""
+        Valid content ends any refusal: it is a new save (memfs.core.refusals)."""
         data = node.data if node.data is not None else bytearray()
         if len(data) > MAX_CONTENT_BYTES:
             raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
@@ -1019,7 +1019,7 @@ class Vfs:
                     raise
         if handle.writable:  # an error is the writer's, never a read-only open's
             self._report(handle)
-            if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.orphans)
+            if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.core.orphans)
                 raise self.gone.error()
 
     async def fsync(self, fh: int) -> None:
@@ -1491,7 +1491,7 @@ class Vfs:
 
     async def sync(self, key: Hashable) -> None:
         """Make the server match one inode (or run one pending delete); once the store is gone
-        (a 404 for the store itself), nothing is tried any more (memfs.orphans)."""
+        (a 404 for the store itself), nothing is tried any more (memfs.core.orphans)."""
         if self.gone.gone:
             raise self.gone.error()
         try:
@@ -1516,7 +1516,7 @@ class Vfs:
             return
         refused = node.refused is not None  # the committed content is refused: not uploaded
         if refused and node.memory_id is None:
-            return  # not created (memfs.refusals)
+            return  # not created (memfs.core.refusals)
         path = self.store_path(node)
         assert path is not None
         gen = node.gen
@@ -1798,7 +1798,7 @@ class Vfs:
             if count > PATCH_LIMIT:
                 self.listings.drop(directory)
         for version in ordered:
-            self.listings.apply_version(version)  # patched, not dropped (memfs.cache)
+            self.listings.apply_version(version)  # patched, not dropped (memfs.core.cache)
             known = self.table.by_id.get(version.memory_id)
             if (
                 known is not None

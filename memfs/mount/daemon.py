@@ -61,7 +61,7 @@ class MountOptions:
     fsync_timeout: float = FINAL_FLUSH_SECONDS  # fsync retries transient failures this long
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
-    readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.prefetch)
+    readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.core.prefetch)
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
     change_stream: bool = True  # use the server's change stream when it offers one

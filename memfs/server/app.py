@@ -13,7 +13,7 @@
 
 Actors: a request is attributed to ``{"type": "api_actor", "api_key_id": "apikey_…"}`` where the
 id is a digest of the key (``ids.api_key_id``), or, when it carries the header
-``memfs.config.SESSION_HEADER`` (``x-memfs-session-id: sesn_…``, URL-safe characters only, else
+``memfs.api.config.SESSION_HEADER`` (``x-memfs-session-id: sesn_…``, URL-safe characters only, else
 400), to ``{"type": "session_actor", "session_id": …}``. Redactions are always attributed to the
 API key, since sessions have no redact capability.
 

@@ -13,7 +13,7 @@ object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "acc
   running supervisor (``SessionState``, ``state_path``).
 
 It must not mount, start processes or touch the network except through the ``StoreClient`` it is
-handed (``fetch_stores``); the supervisor (``memfs.supervisor``) does the mounting.
+handed (``fetch_stores``); the supervisor (``memfs.session.supervisor``) does the mounting.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The supervisor of a sandbox session: the one process that owns a session's mounts.
 
-Given a checked mount plan (``memfs.session.plan_mounts``), it creates the mount directories,
+Given a checked mount plan (``memfs.session.plan.plan_mounts``), it creates the mount directories,
 runs ``memfs mount`` for every store (each mount is its own daemon process: pyfuse3 allows one
 mount per process), writes the state file, and then watches: every ``poll_interval`` seconds it
 checks each mount point, and a dead mount (its daemon gone: ENOTCONN) or a vanished one is
@@ -58,7 +58,7 @@ MAX_REMOUNTS = 3  # per store and session: a mount that keeps dying is left dead
 EXIT_OK = 0
 EXIT_FAILED = 1
 
-# The first line of a mount daemon's report of changes it could not upload (memfs.daemon), as
+# The first line of a mount daemon's report of changes it could not upload (memfs.mount.daemon), as
 # logged and as printed by `memfs umount` after its "memfs umount: " prefix; one indented line
 # per change follows.
 _REPORT_HEADER = re.compile(

@@ -178,7 +178,7 @@ def test_foreground_session_prints_the_prompt_and_stops_on_sigterm(
     assert proc.returncode == 0, err
     assert out == ""  # the whole prompt came before
     assert "received SIGTERM: stopping the session" in err
-    assert " INFO memfs.supervisor: " in err  # one line per event, with a level
+    assert " INFO memfs.session.supervisor: " in err  # one line per event, with a level
     assert "sk-memfs" not in err
     assert not mount.exists() and root.is_dir() and mounts_under(root) == []
     assert session_writes(api, store["id"]) == {"/note.md": {session_id}}
