@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+# The header by which a request tells the reference server which session it acts for; versions it
+# writes are then attributed to {"type": "session_actor", "session_id": ...}. An extension of
+# the API, namespaced so it never collides with the hosted service's headers.
+SESSION_HEADER = "x-memfs-session-id"
+
 JsonObject = dict[str, Any]
 Operation = Literal["created", "modified", "deleted"]
 

@@ -41,7 +41,7 @@ import httpx
 import trio
 
 from memfs.api import stats as outcomes
-from memfs.api.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig
+from memfs.api.config import API_VERSION, MEMORY_BETA, ClientConfig
 from memfs.api.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 from memfs.api.stats import RequestStats
 from memfs.errors import (
@@ -54,6 +54,7 @@ from memfs.errors import (
     api_error_class,
 )
 from memfs.models import (
+    SESSION_HEADER,
     JsonObject,
     ListItem,
     Memory,

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memfs.api.config import DEFAULT_UMASK, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import ConfigError
+from memfs.mount.owner import DEFAULT_UMASK, Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def register(subparsers: Any) -> None:
 
 
 def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:
-    """An argparse ``type`` from a ``memfs.api.config`` parser (its message, one line)."""
+    """An argparse ``type`` from a ``memfs.mount.owner`` parser (its message, one line)."""
 
     def convert(text: str) -> int:
         try:

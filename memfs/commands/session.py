@@ -41,7 +41,8 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
-from memfs.api.config import ClientConfig, ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import ClientConfig, ConfigError
+from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file, private_dir
 from memfs.session.plan import (
     DEFAULT_ROOT,

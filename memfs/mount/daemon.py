@@ -22,7 +22,7 @@ import pyfuse3
 import trio
 
 from memfs.api import StoreClient
-from memfs.api.config import ClientConfig, ConfigError, Owner
+from memfs.api.config import ClientConfig, ConfigError
 from memfs.core.vfs import Invalidation, Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
@@ -33,6 +33,7 @@ from memfs.errors import (
 )
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
+from memfs.mount.owner import Owner
 from memfs.mount.status import RecentErrors, StatusWriter
 from memfs.private import NotPrivateError, private_dir
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir

@@ -13,7 +13,7 @@
 
 Actors: a request is attributed to ``{"type": "api_actor", "api_key_id": "apikey_…"}`` where the
 id is a digest of the key (``ids.api_key_id``), or, when it carries the header
-``memfs.api.config.SESSION_HEADER`` (``x-memfs-session-id: sesn_…``, URL-safe characters only, else
+``memfs.models.SESSION_HEADER`` (``x-memfs-session-id: sesn_…``, URL-safe characters only, else
 400), to ``{"type": "session_actor", "session_id": …}``. Redactions are always attributed to the
 API key, since sessions have no redact capability.
 
@@ -49,7 +49,6 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs import paths
-from memfs.api.config import SESSION_HEADER
 from memfs.errors import (
     ApiError,
     AuthenticationError,
@@ -59,7 +58,7 @@ from memfs.errors import (
     PermissionDeniedError,
     RequestTooLargeError,
 )
-from memfs.models import Actor, Memory, MemoryVersion, format_time, parse_time
+from memfs.models import SESSION_HEADER, Actor, Memory, MemoryVersion, format_time, parse_time
 from memfs.server import changes, cursor, ids, json_body
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.storage import (

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import trio
 
 from memfs.api import StoreClient
-from memfs.api.config import ConfigError, Owner, parse_gid, parse_uid, parse_umask
+from memfs.api.config import ConfigError
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -42,6 +42,7 @@ from memfs.errors import (
     PermissionDeniedError,
 )
 from memfs.models import MemoryStore
+from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 from memfs.paths import slug
 
 log = logging.getLogger(__name__)

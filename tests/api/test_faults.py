@@ -19,7 +19,7 @@ import trio
 
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeStream
-from memfs.api.config import API_VERSION, MEMORY_BETA, SESSION_HEADER, ClientConfig, Secret
+from memfs.api.config import API_VERSION, MEMORY_BETA, ClientConfig, Secret
 from memfs.api.retry import retry_after_seconds
 from memfs.errors import (
     ApiConnectionError,
@@ -33,6 +33,7 @@ from memfs.errors import (
     StoreArchivedError,
     StoreFullError,
 )
+from memfs.models import SESSION_HEADER
 
 KEY = "sk-fault-test-" + "z" * 30
 STORE_JSON = {

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs.api.config import Owner
 from memfs.models import MemoryStore
+from memfs.mount.owner import Owner
 from memfs.session.plan import (
     MAX_INSTRUCTIONS,
     Attachment,
