@@ -41,6 +41,7 @@ lint: setup
 	$(BIN)/ruff check memfs tests scripts
 	$(BIN)/ruff format --check memfs tests scripts
 	$(BIN)/mypy memfs
+	$(BIN)/lint-imports
 
 format: setup
 	$(BIN)/ruff format memfs tests scripts
