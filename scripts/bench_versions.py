@@ -43,7 +43,8 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.core.inodes import ROOT_INODE
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
-from memfs.versions.tree import VersionsTree, stamp
+from memfs.versions.names import stamp
+from memfs.versions.tree import VersionsTree
 
 log = logging.getLogger("bench_versions")
 

@@ -7,8 +7,9 @@ Owns everything below ``MOUNTPOINT/.versions``:
 - ``history/<memory path>/``: one file per version that was ever at that path, named
   ``<time>-<operation>-<actor>``, oldest first, plus ``log.txt`` with the details;
 - the version index (every version's metadata, from paged ``view=basic`` listings, kept for the
-  daemon's life and extended incrementally), point-in-time views computed from it, and a cache
-  of version contents by sha256 without expiry, bounded by bytes.
+  daemon's life and extended incrementally) and point-in-time views computed from it, in
+  ``memfs.versions.index``; the names of instants and history files in ``memfs.versions.names``;
+  here, a cache of version contents by sha256 without expiry, bounded by bytes.
 
 Cost rules: a view is built from version listings, never one request per memory; the first use
 pages through the store's history once, later uses ask only for versions newer than the newest
@@ -27,9 +28,7 @@ It must not import pyfuse3 or the rest of the filesystem core (``vfs`` creates i
 ``INODE_BASE`` up, far above the core's inodes), must not decide errnos, and must never write
 to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``.
 
-Invariants:
-- ``VersionIndex.order`` is sorted by (created_at, arrival) and holds each known version once;
-  a version's metadata only changes by redaction;
+Invariants (the index's own are in ``memfs.versions.index``):
 - inode numbers are never reused; a node leaves the table when the kernel forgot it and no
   handle is open on it; the root ``.versions`` node never leaves;
 - each spelling of an instant is its own directory inode (the kernel forbids directory aliases).
@@ -37,18 +36,15 @@ Invariants:
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
-import re
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 
 import cachetools
-import trio
 
 from memfs import paths
 from memfs.api import StoreClient
@@ -60,391 +56,16 @@ from memfs.errors import (
     NotDirectoryError,
     ReadOnlyError,
 )
-from memfs.models import Actor, MemoryVersion
+from memfs.models import MemoryVersion
+from memfs.versions.index import VersionIndex, View
+from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
 
 log = logging.getLogger(__name__)
 
 VERSIONS_NAME = ".versions"
 INODE_BASE = 1 << 48  # the core numbers its inodes from 2 up; these never meet
 HANDLE_BASE = 1 << 48
-HISTORY_NAME = "history"
-LOG_NAME = "log.txt"
-MAX_NAME_BYTES = 255
 MAX_INVALIDATIONS = 1000  # queued kernel invalidations kept when nobody takes them
-
-# =============================================================================================
-# names of instants
-
-
-_ABSOLUTE = re.compile(
-    r"^(?P<y>\d{4})-?(?P<mo>\d{2})-?(?P<d>\d{2})"
-    r"(?:[Tt ](?P<h>\d{2})(?::?(?P<mi>\d{2})(?::?(?P<s>\d{2})(?:[.,](?P<f>\d+))?)?)?"
-    r"(?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?)?$"
-)
-_RELATIVE = re.compile(r"^-(?:\d+[smhdw])+$")
-_RELATIVE_PART = re.compile(r"(\d+)([smhdw])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_UNIX = re.compile(r"^@(?P<s>\d{1,12})(?:\.(?P<f>\d+))?$")
-
-
-def parse_instant(name: str, now: datetime | None = None) -> datetime | None:
-    """The UTC instant a directory name under ``.versions`` stands for, or None.
-
-    Accepted (times without a zone are UTC; fractions beyond microseconds are cut):
-    ``2026-11-29T10:15:03Z``, ``2026-11-29T10:15:03.250Z``, colon-free ``2026-11-29T101503Z``
-    and ``2026-11-29T101503.250123Z`` (the timeline's spelling), basic ``20261129T101503Z``,
-    minutes ``2026-11-29T10:15Z``, offsets ``2026-11-29T11:15:03+01:00``, a date alone
-    ``2026-11-29`` (midnight UTC, the start of that day), relative ``-90s``, ``-15m``, ``-2h``,
-    ``-1d``, ``-1w``, ``-1h30m`` (before ``now``), and Unix time ``@1764411303[.5]``.
-    """
-    if _RELATIVE.match(name):
-        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(name))
-        try:
-            return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
-        except OverflowError:
-            return None
-    unix = _UNIX.match(name)
-    if unix:
-        micros = int((unix.group("f") or "").ljust(6, "0")[:6])
-        try:
-            return datetime.fromtimestamp(int(unix.group("s")), UTC) + timedelta(
-                microseconds=micros
-            )
-        except (OverflowError, OSError, ValueError):
-            return None
-    match = _ABSOLUTE.match(name)
-    if not match:
-        return None
-    g = match.groupdict()
-    try:
-        day = date(int(g["y"]), int(g["mo"]), int(g["d"]))
-        if g["h"] is None:
-            return datetime(day.year, day.month, day.day, tzinfo=UTC)
-        moment = datetime(
-            day.year,
-            day.month,
-            day.day,
-            int(g["h"]),
-            int(g["mi"] or 0),
-            int(g["s"] or 0),
-            int((g["f"] or "").ljust(6, "0")[:6]),
-            tzinfo=UTC,
-        )
-    except ValueError:
-        return None
-    tz = g["tz"]
-    if tz and tz not in ("Z", "z"):
-        digits = tz[1:].replace(":", "")
-        hours, minutes = int(digits[:2]), int(digits[2:] or 0)
-        if hours > 23 or minutes > 59:
-            return None
-        offset = timedelta(hours=hours, minutes=minutes)
-        moment = moment - offset if tz[0] == "+" else moment + offset
-    return moment
-
-
-def stamp(moment: datetime) -> str:
-    """The timeline's colon-free, fixed-width, sortable spelling: ``2026-11-29T101503.250123Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H%M%S.%fZ")
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._@+=-]")
-
-
-def actor_label(actor: Actor | None) -> str:
-    """``session-sesn_01``, ``api-apikey_01``, ``user-user_01``; ``unknown`` if none."""
-    if actor is None:
-        return "unknown"
-    kind = actor.type.removesuffix("_actor").replace("_", "-") or "unknown"
-    ident = _UNSAFE.sub("_", actor.id)
-    return f"{kind}-{ident}" if ident else kind
-
-
-def history_name(moment: datetime, role: str, actor: Actor | None, redacted: bool) -> str:
-    """``<time>-<role>-<actor>[-redacted]``, cut to fit one name component."""
-    tail = "-redacted" if redacted else ""
-    head = f"{stamp(moment)}-{role}-"
-    room = MAX_NAME_BYTES - len(head) - len(tail)
-    return head + actor_label(actor)[:room] + tail
-
-
-# =============================================================================================
-# the version index
-
-
-def _order_key(version: MemoryVersion, arrival: int) -> tuple[datetime, int, str]:
-    return (version.created_at, arrival, version.id)
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One version as seen from one path: ``role`` is created, modified, renamed-in,
-    renamed-out or deleted; ``other`` is the path at the other end of a rename."""
-
-    name: str
-    version_id: str
-    role: str
-    other: str | None = None
-
-
-@dataclass
-class View:
-    """The store at one instant: files (path -> version) and directories (path -> names)."""
-
-    instant: datetime
-    generation: int
-    complete: bool  # the index knew every version at or before the instant
-    files: dict[str, MemoryVersion]
-    dirs: dict[str, set[str]]
-
-
-class VersionIndex:
-    """Every version of one store (metadata only, ``view=basic``), oldest first."""
-
-    def __init__(
-        self,
-        client: StoreClient,
-        store_id: str,
-        *,
-        refresh_interval: float = 1.0,
-        settled_after: float = 10.0,
-        sweep_interval: float = 2.0,
-        sweep_per_page: float = 1.0,
-    ) -> None:
-        self.client = client
-        self.store_id = store_id
-        self.refresh_interval = refresh_interval
-        self.settled_after = settled_after  # instants older than this (s) get no new versions
-        self.sweep_interval = sweep_interval  # full re-listings (redactions): at most this often
-        self.sweep_per_page = sweep_per_page  # ... and at most once per this many s per page
-        self.versions: dict[str, MemoryVersion] = {}
-        self.order: list[tuple[datetime, int, str]] = []
-        self.by_memory: dict[str, list[str]] = {}  # memory id -> version ids, oldest first
-        self.paths: dict[str, str | None] = {}  # version id -> its path (inferred if redacted)
-        self.generation = 0
-        self.loaded = False
-        self.refreshed_at = -1e18  # monotonic
-        self.complete_until: datetime | None = None  # no version at or before is still unknown
-        self.swept_at = -1e18  # monotonic time of the last full listing
-        self.swept_pages = 0  # how many pages it took
-        self.newly_redacted: set[str] = set()  # redactions learnt, not yet seen by the tree
-        self._arrivals = 0
-        self._lock = trio.Lock()
-        self._checked: dict[str, float] = {}  # memory id -> monotonic time of its last re-listing
-        self._history: tuple[int, dict[str, list[HistoryEntry]], dict[str, set[str]]] | None = None
-
-    # -- loading ------------------------------------------------------------------------------
-
-    def complete_at(self, instant: datetime) -> bool:
-        return self.complete_until is not None and instant <= self.complete_until
-
-    def sweep_due(self) -> float:
-        """Seconds between full re-listings: ``sweep_interval``, or more for a long history
-        (``sweep_per_page`` per page of 100 versions), so a big store is not re-read often."""
-        return max(self.sweep_interval, self.sweep_per_page * self.swept_pages)
-
-    async def refresh(
-        self, *, force: bool = False, newer: bool = True, sweep: bool = False
-    ) -> None:
-        """Learn what changed in the store's history.
-
-        ``newer``: versions newer than the newest known (at most every ``refresh_interval``);
-        ``sweep``: the whole history again (at most every ``sweep_due()`` seconds), the only
-        way to learn of redactions of old versions (no listing filters on ``redacted_at``).
-        The first call always lists everything.
-        """
-        if not self._due(force=force, newer=newer, sweep=sweep):
-            return
-        async with self._lock:
-            if not self._due(force=force, newer=newer, sweep=sweep):
-                return
-            started = time.monotonic()
-            wall = datetime.now(UTC)
-            full = not self.loaded or (sweep and started - self.swept_at >= self.sweep_due())
-            newest = self.order[-1][0] if self.order else None
-            changed: list[MemoryVersion] = []
-            count = 0
-            async for version in self.client.list_versions(
-                self.store_id,
-                created_gte=None if full else newest,
-                limit=100,
-                view="basic",
-            ):
-                count += 1
-                if self.versions.get(version.id) != version:
-                    changed.append(version)
-            self.merge(reversed(changed))
-            self.loaded = True
-            self.refreshed_at = started
-            self.complete_until = wall - timedelta(seconds=self.settled_after)
-            if full:
-                self.swept_at = started
-                self.swept_pages = -(-count // 100)
-                for memory_id in self.by_memory:
-                    self._checked[memory_id] = started
-            if changed:
-                log.debug(
-                    "version index: %d new or changed, %d known (full listing: %s)",
-                    len(changed),
-                    len(self.versions),
-                    full,
-                )
-
-    def _due(self, *, force: bool, newer: bool, sweep: bool) -> bool:
-        now = time.monotonic()
-        if force or not self.loaded:
-            return True
-        if sweep and now - self.swept_at >= self.sweep_due():
-            return True
-        return newer and now - self.refreshed_at >= self.refresh_interval
-
-    async def recheck(self, memory_id: str, interval: float) -> None:
-        """Re-list one memory's versions (redactions, new versions) unless done recently."""
-        if time.monotonic() - self._checked.get(memory_id, -1e18) < interval:
-            return
-        started = time.monotonic()
-        listed = [
-            v
-            async for v in self.client.list_versions(
-                self.store_id, memory_id=memory_id, limit=100, view="basic"
-            )
-        ]
-        changed = [v for v in listed if self.versions.get(v.id) != v]
-        if changed:
-            self.merge(reversed(changed))
-        self._checked[memory_id] = started
-
-    def merge(self, versions: Iterable[MemoryVersion]) -> None:
-        touched: set[str] = set()
-        for version in versions:
-            known = self.versions.get(version.id)
-            self.versions[version.id] = version
-            touched.add(version.memory_id)
-            if known is not None:
-                if version.redacted and not known.redacted:
-                    self.newly_redacted.add(version.id)
-                continue  # a redaction: same place in the order
-            self._arrivals += 1
-            bisect.insort(self.order, _order_key(version, self._arrivals))
-            ids = self.by_memory.setdefault(version.memory_id, [])
-            ids.append(version.id)
-        if not touched:
-            return
-        rank = {key[2]: position for position, key in enumerate(self.order)}
-        for memory_id in touched:
-            ids = self.by_memory[memory_id]
-            ids.sort(key=rank.__getitem__)
-            self._infer_paths(ids)
-        self.generation += 1
-
-    def _infer_paths(self, ids: list[str]) -> None:
-        """A redacted version has no path: it keeps the path of the version before it (or,
-        for a first version, the one after it)."""
-        known: str | None = None
-        for version_id in ids:
-            path = self.versions[version_id].path
-            known = path if path is not None else known
-            self.paths[version_id] = known
-        known = None
-        for version_id in reversed(ids):
-            own = self.versions[version_id].path
-            if own is not None:
-                known = own
-            elif self.paths[version_id] is None:
-                self.paths[version_id] = known
-
-    # -- questions ----------------------------------------------------------------------------
-
-    def instants(self) -> list[datetime]:
-        """Every instant at which the store changed, oldest first, without repeats."""
-        seen: list[datetime] = []
-        for moment, _, _ in self.order:
-            if not seen or seen[-1] != moment:
-                seen.append(moment)
-        return seen
-
-    def view(self, instant: datetime) -> View:
-        cut = bisect.bisect_right(self.order, (instant, 1 << 62, "\U0010ffff"))
-        latest: dict[str, MemoryVersion] = {}
-        for _, _, version_id in self.order[:cut]:
-            version = self.versions[version_id]
-            latest[version.memory_id] = version
-        files: dict[str, MemoryVersion] = {}
-        for version in latest.values():
-            path = self.paths.get(version.id)
-            if version.operation == "deleted" or path is None:
-                continue
-            other = files.get(path)
-            if other is None or other.created_at <= version.created_at:
-                files[path] = version
-        return View(instant, self.generation, self.complete_at(instant), files, _tree(files))
-
-    def history(self) -> tuple[dict[str, list[HistoryEntry]], dict[str, set[str]]]:
-        """path -> its entries (oldest first), and the directory tree of those paths."""
-        if self._history is not None and self._history[0] == self.generation:
-            return self._history[1], self._history[2]
-        entries: dict[str, list[tuple[tuple[datetime, int, str], HistoryEntry]]] = {}
-        position = {key[2]: key for key in self.order}
-
-        def add(path: str, version: MemoryVersion, role: str, other: str | None = None) -> None:
-            name = history_name(version.created_at, role, version.created_by, version.redacted)
-            entry = HistoryEntry(name, version.id, role, other)
-            entries.setdefault(path, []).append((position[version.id], entry))
-
-        for ids in self.by_memory.values():
-            before: str | None = None
-            for version_id in ids:
-                version = self.versions[version_id]
-                path = self.paths.get(version_id)
-                if path is None:
-                    continue
-                if version.operation == "created":
-                    add(path, version, "created")
-                elif version.operation == "deleted":
-                    add(path, version, "deleted")
-                elif before is not None and path != before:
-                    add(path, version, "renamed-in", before)
-                    add(before, version, "renamed-out", path)
-                else:
-                    add(path, version, "modified")
-                before = path
-        result: dict[str, list[HistoryEntry]] = {}
-        for path, items in entries.items():
-            items.sort(key=lambda item: item[0])
-            named: list[HistoryEntry] = []
-            taken: set[str] = set()
-            for _, entry in items:
-                name, n = entry.name, 1
-                while name in taken or name == LOG_NAME:
-                    n += 1
-                    name = f"{entry.name}-{n}"
-                taken.add(name)
-                named.append(entry if name == entry.name else _renamed(entry, name))
-            result[path] = named
-        tree = _tree(dict.fromkeys(result, None))
-        self._history = (self.generation, result, tree)
-        return result, tree
-
-
-def _renamed(entry: HistoryEntry, name: str) -> HistoryEntry:
-    return HistoryEntry(name, entry.version_id, entry.role, entry.other)
-
-
-def _tree(files: Iterable[str] | dict[str, object]) -> dict[str, set[str]]:
-    """directory -> names of its children, for a set of file paths."""
-    dirs: dict[str, set[str]] = {"/": set()}
-    for path in files:
-        parent, name = paths.split(path)
-        dirs.setdefault(parent, set()).add(name)
-        for directory in paths.ancestors(path):
-            up, up_name = paths.split(directory)
-            dirs.setdefault(up, set()).add(up_name)
-            dirs.setdefault(directory, set())
-    return dirs
-
-
-# =============================================================================================
-# the tree
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pytest
 from mount.conftest import wait_for
 
 from memfs.mount.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
-from memfs.versions.tree import stamp
+from memfs.versions.names import stamp
 
 pytestmark = pytest.mark.fuse
 

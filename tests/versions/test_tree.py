@@ -15,7 +15,8 @@ from memfs.api import StoreClient
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
 from memfs.models import MemoryVersion
-from memfs.versions.tree import VersionCache, VersionsConfig, VersionsTree, parse_instant, stamp
+from memfs.versions.names import parse_instant, stamp
+from memfs.versions.tree import VersionCache, VersionsConfig, VersionsTree
 
 
 @dataclass
