@@ -1,4 +1,4 @@
-"""Shared fixtures: a real reference server in a subprocess, over real HTTP.
+"""Shared fixtures: a real reference server in a subprocess, over real HTTP, and real mounts.
 
 ``server`` is started once per test session (function-scoped stores keep tests apart);
 ``fresh_server`` starts a private one for tests that need to stop or restart it.
@@ -11,118 +11,28 @@ binaries are absent. ``pg_url`` is a fresh empty database on it for one test.
 ``XDG_CACHE_HOME`` points at a session temp directory for the whole run (autouse), so a mount
 started by any test (``client_env()`` copies the environment) keeps its write-back journal
 there, never in the real ``~/.cache/memfs``; mount fixtures still give each test its own.
+
+``sdk`` is the official SDK on the session's server; ``mount_factory`` mounts fresh stores on it
+(``support.mounts.MountMaker``) and unmounts them all in teardown.
+
+What tests import (``ServerProcess``, ``MountedStore``, ``wait_for``...) lives in ``support/``:
+a conftest is never imported as a module.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-import httpx
+import anthropic
 import pytest
 from pgcluster import PgCluster
+from support.mounts import MountedStore, MountMaker
+from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
-
-TEST_KEY = "sk-memfs-test-" + "k" * 24
-OTHER_KEY = "sk-memfs-other-" + "o" * 24
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class ServerProcess:
-    """A ``memfs server`` subprocess on a temp database."""
-
-    db: Path
-    port: int
-    keys: list[str] = field(default_factory=lambda: [TEST_KEY, OTHER_KEY])
-    extra_args: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[bytes] | None = None
-    db_url: str | None = None  # a postgresql:// URL to serve instead of the file ``db``
-    log_path: Path | None = None
-    admin_key: str | None = None  # MEMFS_ADMIN_KEY of the server (fault control), never argv
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def api_key(self) -> str:
-        return self.keys[0]
-
-    def client_env(self) -> dict[str, str]:
-        """Environment for a client process (CLI, mount daemon) talking to this server."""
-        env = dict(os.environ)
-        env["ANTHROPIC_BASE_URL"] = self.base_url
-        env["ANTHROPIC_API_KEY"] = self.api_key
-        env.pop("MEMFS_API_KEYS", None)
-        env.pop("MEMFS_ADMIN_KEY", None)
-        return env
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env["MEMFS_API_KEYS"] = ",".join(self.keys)
-        env.pop("MEMFS_ADMIN_KEY", None)
-        if self.admin_key is not None:
-            env["MEMFS_ADMIN_KEY"] = self.admin_key
-        self.log_path = self.db.with_suffix(".log")
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memfs",
-                "server",
-                "--db",
-                self.db_url or str(self.db),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                *self.extra_args,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(self.base_url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not become healthy within 20 s")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -184,3 +94,25 @@ def pg_cluster() -> Iterator[PgCluster]:
 @pytest.fixture
 def pg_url(pg_cluster: PgCluster) -> str:
     return pg_cluster.create_database()
+
+
+@pytest.fixture
+def sdk(server: ServerProcess) -> Iterator[anthropic.Anthropic]:
+    client = anthropic.Anthropic(api_key=server.api_key, base_url=server.base_url, max_retries=1)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def mount_factory(
+    server: ServerProcess, sdk: anthropic.Anthropic, tmp_path: Path
+) -> Iterator[Callable[..., MountedStore]]:
+    env = server.client_env()
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
+    maker = MountMaker(sdk, env, tmp_path, prefix="mnt")
+    try:
+        yield maker
+    finally:
+        maker.close()

@@ -24,7 +24,7 @@ from memfs.errors import (
 )
 from memfs.models import Memory, MemoryPrefix, MemoryStore, sha256_hex
 
-from .conftest import make_client, unique
+from .helpers import make_client, unique
 
 MEMORY_ROUTE = "/v1/memory_stores/{store}/memories/{memory}"
 

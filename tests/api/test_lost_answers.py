@@ -17,7 +17,7 @@ from memfs.api import StoreClient
 from memfs.errors import ApiConnectionError, PathConflictError
 from memfs.models import MemoryStore
 
-from .conftest import make_client, unique
+from .helpers import make_client, unique
 
 Match = Callable[[httpx.Request], bool]
 

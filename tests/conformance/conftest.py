@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ServerProcess, free_port
+from support.servers import ServerProcess, free_port
 
 
 @pytest.fixture(scope="session")

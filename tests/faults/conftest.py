@@ -11,33 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
-import httpx
 import pytest
-from conftest import ServerProcess, free_port
-from mount.conftest import MountedStore, MountMaker
+from support.mounts import MountedStore, MountMaker
+from support.servers import free_port
 
-ADMIN_KEY = "sk-memfs-admin-" + "f" * 24
-
-
-class FaultyServer(ServerProcess):
-    def set_faults(self, spec: str) -> dict[str, object]:
-        response = httpx.put(
-            self.base_url + "/v1/memfs/faults",
-            json={"spec": spec},
-            headers={"x-api-key": ADMIN_KEY},
-            timeout=5,
-        )
-        response.raise_for_status()
-        data: dict[str, object] = response.json()
-        return data
-
-    def faults(self) -> dict[str, object]:
-        response = httpx.get(
-            self.base_url + "/v1/memfs/faults", headers={"x-api-key": ADMIN_KEY}, timeout=5
-        )
-        response.raise_for_status()
-        data: dict[str, object] = response.json()
-        return data
+from .helpers import ADMIN_KEY, FaultyServer
 
 
 @pytest.fixture

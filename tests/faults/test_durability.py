@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mount.conftest import MountedStore, daemon_alive, memfs, wait_for
+from support.mounts import MountedStore, daemon_alive, memfs
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mount.conftest import MountedStore
+from support.mounts import MountedStore
 
 
 def walk_and_read(root: Path) -> dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ServerProcess, free_port
+from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig
@@ -16,7 +16,7 @@ from memfs.api.retry import RetryPolicy
 from memfs.errors import ApiConnectionError, RateLimitError
 from memfs.server.faults import FaultSpec, FaultSpecError
 
-from .conftest import ADMIN_KEY
+from .helpers import ADMIN_KEY
 
 
 def client_for(server: Any, **options: Any) -> StoreClient:

@@ -11,7 +11,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.core.usage import StoreUsage
 
-from .conftest import FaultyServer
+from .helpers import FaultyServer
 
 MEMORIES = 250  # three listing pages of 100
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from mount.conftest import MountedStore, memfs, wait_for
+from support.mounts import MountedStore, memfs
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

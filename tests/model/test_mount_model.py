@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from mount.conftest import MountedStore, daemon_alive, wait_for
+from support.mounts import MountedStore, daemon_alive
+from support.waiting import wait_for
 
 pytestmark = [pytest.mark.fuse]
 

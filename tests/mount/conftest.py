@@ -1,9 +1,9 @@
-"""Fixtures for real FUSE mounts: a ``memfs mount`` subprocess on the session's real server.
+"""Fixtures for real FUSE mounts: ``mount``, a fresh store mounted at a temp directory.
 
-``mount`` gives a fresh store mounted at a temp directory (``MountedStore``): ``.path``,
-``.store_id``, ``.sdk`` (the official SDK), and synchronous helpers to read the store
-(``memories()``, ``content(path)``, ``versions()``), to write it from outside (``put``), to wait
-for the daemon's uploads (``settle()``) and to unmount/remount. ``mount_factory`` mounts with
+``mount`` is a ``support.mounts.MountedStore``: ``.path``, ``.store_id``, ``.sdk`` (the official
+SDK), and synchronous helpers to read the store (``memories()``, ``content(path)``,
+``versions()``), to write it from outside (``put``), to wait for the daemon's uploads
+(``settle()``) and to unmount/remount. ``mount_factory`` (``tests/conftest.py``) mounts with
 options (read-only, another store, extra arguments). Teardown always unmounts: ``memfs
 umount``, then ``fusermount3 -uz`` and killing the daemon, even when the test failed.
 
@@ -12,22 +12,11 @@ Every test in this directory is marked ``fuse``. Editor/tool matrices can build 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import anthropic
 import pytest
-
-MOUNT_READY_TIMEOUT = 20.0
+from support.mounts import MountedStore
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,230 +24,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.fuse)
-
-
-def memfs(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memfs", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
-        time.sleep(interval)
-
-
-def daemon_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat_file:
-            return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-@dataclass
-class MountedStore:
-    """A store, its mount point and helpers to check the store behind the mount."""
-
-    path: Path
-    store_id: str
-    store_name: str
-    sdk: anthropic.Anthropic
-    env: dict[str, str]
-    log_file: Path
-    extra_args: list[str] = field(default_factory=list)
-    pid: int | None = None
-
-    # -- the mount --------------------------------------------------------------------------
-
-    def mount(self, *args: str) -> subprocess.CompletedProcess[str]:
-        result = memfs(
-            "mount",
-            self.store_id,
-            str(self.path),
-            "--log-file",
-            str(self.log_file),
-            *self.extra_args,
-            *args,
-            env=self.env,
-        )
-        if result.returncode == 0:
-            assert os.path.ismount(self.path), "memfs mount returned 0 but nothing is mounted"
-            self.pid = self._daemon_pid()
-        return result
-
-    def _daemon_pid(self) -> int | None:
-        from memfs.mount.daemon import state_path
-
-        try:
-            return int(state_path(str(self.path), "pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def umount(self) -> subprocess.CompletedProcess[str]:
-        result = memfs("umount", str(self.path), env=self.env)
-        wait_for(lambda: not os.path.ismount(self.path), timeout=10)
-        return result
-
-    def cleanup(self) -> None:
-        """Unmount whatever state the test left (never raises)."""
-        if os.path.ismount(self.path):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                memfs("umount", str(self.path), env=self.env, timeout=40)
-        if os.path.ismount(self.path):
-            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
-        if self.pid is not None and daemon_alive(self.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-    def settle(self) -> None:
-        """Wait until the daemon has uploaded everything pending (fsync of the mount root)."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def log(self) -> str:
-        try:
-            return self.log_file.read_text()
-        except OSError:
-            return ""
-
-    # -- the store behind it ------------------------------------------------------------------
-
-    def memories(self) -> dict[str, Any]:
-        """path -> memory (basic view) of every memory in the store."""
-        return {
-            m.path: m
-            for m in self.sdk.beta.memory_stores.memories.list(self.store_id, limit=100)
-            if m.type == "memory"
-        }
-
-    def paths(self) -> set[str]:
-        return set(self.memories())
-
-    def content(self, path: str) -> str | None:
-        memory = self.memories().get(path)
-        if memory is None:
-            return None
-        full = self.sdk.beta.memory_stores.memories.retrieve(
-            memory.id, memory_store_id=self.store_id
-        )
-        return full.content
-
-    def versions(self, memory_id: str | None = None) -> list[Any]:
-        kwargs: dict[str, Any] = {"limit": 100}
-        if memory_id is not None:
-            kwargs["memory_id"] = memory_id
-        return list(self.sdk.beta.memory_stores.memory_versions.list(self.store_id, **kwargs))
-
-    def put(self, path: str, content: str) -> Any:
-        """Create or update a memory directly through the API (a remote change)."""
-        existing = self.memories().get(path)
-        if existing is None:
-            return self.sdk.beta.memory_stores.memories.create(
-                self.store_id, path=path, content=content
-            )
-        return self.sdk.beta.memory_stores.memories.update(
-            existing.id, memory_store_id=self.store_id, content=content
-        )
-
-    def wait_content(self, path: str, content: str | None, timeout: float = 10.0) -> None:
-        wait_for(lambda: self.content(path) == content, timeout=timeout)
-
-
-@pytest.fixture
-def sdk(server: Any) -> Iterator[anthropic.Anthropic]:
-    client = anthropic.Anthropic(api_key=server.api_key, base_url=server.base_url, max_retries=1)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-class MountMaker:
-    """Makes ``MountedStore``s on one server: a fresh store (or ``store_id``) seeded with
-    ``memories``, a mount point under ``tmp_path``; ``close()`` unmounts them all and fails if a
-    daemon logged a traceback. The fixtures below (and other suites' fixtures) share it."""
-
-    def __init__(
-        self,
-        sdk: anthropic.Anthropic,
-        env: dict[str, str],
-        tmp_path: Path,
-        *,
-        prefix: str = "mount",
-        extra_args: tuple[str, ...] = (),
-    ) -> None:
-        self.sdk, self.env, self.tmp_path = sdk, env, tmp_path
-        self.prefix, self.extra_args = prefix, extra_args
-        self.made: list[MountedStore] = []
-
-    def __call__(
-        self,
-        *args: str,
-        store_id: str | None = None,
-        mount: bool = True,
-        memories: dict[str, str] | None = None,
-    ) -> MountedStore:
-        stores = self.sdk.beta.memory_stores
-        if store_id is None:
-            store = stores.create(name=f"{self.prefix}-test-{uuid.uuid4().hex[:10]}")
-            store_id, name = store.id, store.name
-        else:
-            name = stores.retrieve(store_id).name
-        for path, content in (memories or {}).items():
-            stores.memories.create(store_id, path=path, content=content)
-        number = len(self.made)
-        point = self.tmp_path / f"{self.prefix}{number}"
-        point.mkdir()
-        mounted = MountedStore(
-            path=point,
-            store_id=store_id,
-            store_name=name,
-            sdk=self.sdk,
-            env=self.env,
-            log_file=self.tmp_path / f"{self.prefix}{number}.log",
-            extra_args=[*self.extra_args, *args],
-        )
-        self.made.append(mounted)
-        if mount:
-            result = mounted.mount()
-            assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
-        return mounted
-
-    def close(self) -> None:
-        for mounted in self.made:
-            mounted.cleanup()
-        for mounted in self.made:
-            log = mounted.log()
-            assert "Traceback" not in log, f"the daemon logged a traceback:\n{log}"
-
-
-@pytest.fixture
-def mount_factory(
-    server: Any, sdk: anthropic.Anthropic, tmp_path: Path
-) -> Iterator[Callable[..., MountedStore]]:
-    env = server.client_env()
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")  # journals never in ~/.cache
-    maker = MountMaker(sdk, env, tmp_path, prefix="mnt")
-    try:
-        yield maker
-    finally:
-        maker.close()
 
 
 @pytest.fixture

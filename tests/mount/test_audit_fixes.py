@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from mount.conftest import MountedStore, daemon_alive, memfs, wait_for
+from support.mounts import MountedStore, daemon_alive, memfs
+from support.waiting import wait_for
 
 
 def test_clean_umount_leaves_no_journal_or_lock_files(

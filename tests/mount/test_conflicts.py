@@ -9,8 +9,8 @@ import hashlib
 import os
 
 import pytest
-
-from .conftest import MountedStore, wait_for
+from support.mounts import MountedStore
+from support.waiting import wait_for
 
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:

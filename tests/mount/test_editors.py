@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
-from .conftest import MountedStore, wait_for
+from support.mounts import MountedStore
+from support.waiting import wait_for
 
 ORIGINAL = "line one\n"
 SAVED = "line one\nline two\n"

@@ -24,12 +24,12 @@ from typing import Any
 import anthropic
 import pytest
 import trio
-from conftest import OTHER_KEY
+from support.mounts import MountedStore, MountMaker, memfs
+from support.servers import OTHER_KEY
+from support.waiting import wait_for
 
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
-
-from .conftest import MountedStore, MountMaker, memfs, wait_for
 
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100

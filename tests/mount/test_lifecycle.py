@@ -9,8 +9,8 @@ import subprocess
 import time
 
 import pytest
-
-from .conftest import memfs, wait_for
+from support.mounts import memfs
+from support.waiting import wait_for
 
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:

@@ -8,8 +8,7 @@ import os
 import subprocess
 
 import pytest
-
-from .conftest import wait_for
+from support.waiting import wait_for
 
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
@@ -213,7 +212,7 @@ def test_statfs(mount_factory):
 
 
 def _status(m, *args: str) -> str:
-    from .conftest import memfs
+    from support.mounts import memfs
 
     result = memfs("status", str(m.path), *args, env=m.env)
     assert result.returncode == 0, result.stderr

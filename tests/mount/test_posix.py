@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.mounts import MountedStore
+from support.waiting import wait_for
 
-from .conftest import MountedStore, wait_for
 from .test_errnos import expect_errno
 
 NOBODY = 65534

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from mount.conftest import MountedStore, wait_for
+from support.mounts import MountedStore
+from support.waiting import wait_for
 
 NOBODY = 65534
 WHY = ": a change planted there would be uploaded with your key"

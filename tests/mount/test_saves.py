@@ -13,8 +13,8 @@ import tempfile
 import time
 
 import pytest
-
-from .conftest import MountedStore, wait_for
+from support.mounts import MountedStore
+from support.waiting import wait_for
 
 
 def modified_versions(m: MountedStore, memory_id: str) -> list[str]:

@@ -13,7 +13,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from .conftest import MountedStore, memfs, wait_for
+from support.mounts import MountedStore, memfs
+from support.waiting import wait_for
 
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from conftest import ServerProcess
+from support.servers import ServerProcess
 
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeEvent, ChangeStream, server_offers_change_stream
@@ -20,7 +20,7 @@ from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
-from .conftest import config_for, new_store
+from .helpers import config_for, new_store
 
 
 def aclient(server: ServerProcess) -> httpx.AsyncClient:

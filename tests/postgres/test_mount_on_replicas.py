@@ -16,8 +16,9 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from conftest import ServerProcess
-from mount.conftest import MountedStore, MountMaker, wait_for
+from support.mounts import MountedStore, MountMaker
+from support.servers import ServerProcess
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import psycopg
 import trio
-from conftest import ServerProcess, free_port
+from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.models import sha256_hex
 from memfs.server import schema
 
-from .conftest import config_for, http_for, new_store
+from .helpers import config_for, http_for, new_store
 
 
 def test_replicas_starting_together_migrate_once(pg_url: str, tmp_path: Path) -> None:

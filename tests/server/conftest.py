@@ -6,8 +6,7 @@ PostgreSQL (a fresh database per test on the session's throwaway cluster).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +19,7 @@ from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
-KEY = "sk-inproc-" + "a" * 30
-OTHER = "sk-inproc-" + "b" * 30
-BASE = "http://memfs.test"
-BETA = {"anthropic-beta": "agent-memory-2026-07-22", "anthropic-version": "2023-06-01"}
-
-
-class FakeClock:
-    """A settable clock for storage (times of versions, retention)."""
-
-    def __init__(self, start: datetime | None = None, *, frozen: bool = False) -> None:
-        self.now = start or datetime(2026, 11, 1, tzinfo=UTC)
-        self.frozen = frozen
-
-    def __call__(self) -> datetime:
-        if not self.frozen:
-            self.now += timedelta(milliseconds=1)
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
+from .helpers import KEY, OTHER, FakeClock, MakeMemory, make_client
 
 
 @pytest.fixture
@@ -68,16 +48,6 @@ def metrics() -> Metrics:
     return Metrics()
 
 
-def make_client(app: Any, key: str | None = KEY, **headers: str) -> httpx.AsyncClient:
-    base_headers = dict(BETA)
-    if key is not None:
-        base_headers["x-api-key"] = key
-    base_headers.update(headers)
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url=BASE, headers=base_headers
-    )
-
-
 @pytest.fixture
 def app(storage: Storage, metrics: Metrics) -> Any:
     return create_app(storage, [KEY, OTHER], metrics=metrics)
@@ -94,24 +64,6 @@ async def store_id(client: httpx.AsyncClient) -> str:
     r = await client.post("/v1/memory_stores", json={"name": "Test Store"})
     assert r.status_code == 200, r.text
     return str(r.json()["id"])
-
-
-def assert_error(
-    r: httpx.Response, status: int, error_type: str, contains: str = ""
-) -> dict[str, Any]:
-    """The response is the documented error envelope with this status and type."""
-    assert r.status_code == status, r.text
-    body: dict[str, Any] = r.json()
-    assert body["type"] == "error"
-    assert body["error"]["type"] == error_type
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert contains.lower() in body["error"]["message"].lower(), body["error"]["message"]
-    assert body["request_id"].startswith("req_")
-    assert r.headers["request-id"] == body["request_id"]
-    return body
-
-
-MakeMemory = Callable[..., Any]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from memfs.server.app import create_app
 from memfs.server.faults import FaultMiddleware
 from memfs.server.sqlite import SqliteStorage
 
-from .conftest import KEY, OTHER, assert_error, make_client
+from .helpers import KEY, OTHER, assert_error, make_client
 
 ADMIN = "sk-inproc-admin-" + "c" * 24
 FAULTS = "/v1/memfs/faults"

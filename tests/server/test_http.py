@@ -15,7 +15,7 @@ from memfs.server.ids import api_key_id
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage
 
-from .conftest import KEY, OTHER, assert_error, make_client
+from .helpers import KEY, OTHER, assert_error, make_client
 
 
 async def test_missing_and_wrong_key_are_401(app: Any) -> None:

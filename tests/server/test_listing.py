@@ -10,7 +10,7 @@ import httpx
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import MemoryPosition
 
-from .conftest import MakeMemory, assert_error
+from .helpers import MakeMemory, assert_error
 
 
 def url(store_id: str) -> str:

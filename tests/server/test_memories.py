@@ -9,7 +9,7 @@ import httpx
 from memfs.errors import STORE_FULL_MESSAGE
 from memfs.models import sha256_hex
 
-from .conftest import MakeMemory, assert_error
+from .helpers import MakeMemory, assert_error
 
 MEMORY_FIELDS = {
     "id",

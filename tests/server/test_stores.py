@@ -9,7 +9,7 @@ import httpx
 from memfs.errors import STORE_ARCHIVED_MESSAGE
 from memfs.models import parse_time
 
-from .conftest import FakeClock, MakeMemory, assert_error
+from .helpers import FakeClock, MakeMemory, assert_error
 
 STORES = "/v1/memory_stores"
 

@@ -12,7 +12,7 @@ from memfs.server.serve import Retention
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import VersionFilter
 
-from .conftest import KEY, OTHER, FakeClock, MakeMemory, assert_error
+from .helpers import KEY, OTHER, FakeClock, MakeMemory, assert_error
 
 VERSION_FIELDS = {
     "id",

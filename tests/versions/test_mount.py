@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from mount.conftest import wait_for
+from support.waiting import wait_for
 
 from memfs.mount.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
 from memfs.versions.names import stamp

@@ -12,7 +12,7 @@ from memfs.core.inodes import ROOT_INODE
 from memfs.errors import RemoteConflictError
 from memfs.writeback.journal import Journal, Record
 
-from .conftest import Core
+from .helpers import Core
 
 
 async def test_lost_create_race_shows_the_winner_and_keeps_ours_as_a_copy(core: Core) -> None:

@@ -15,7 +15,7 @@ from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import PATCH_LIMIT, Vfs, VfsConfig
 from memfs.models import Memory, MemoryPrefix
 
-from .conftest import Core
+from .helpers import Core
 
 LISTING = "/v1/memory_stores/{store}/memories"
 BIG = 250  # three listing pages of 100

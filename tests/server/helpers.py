@@ -1,0 +1,65 @@
+"""Helpers of the server tests: API keys of the in-process app, a settable clock, a client
+over ``httpx.ASGITransport`` and the error envelope check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+KEY = "sk-inproc-" + "a" * 30
+
+
+OTHER = "sk-inproc-" + "b" * 30
+
+
+BASE = "http://memfs.test"
+
+
+BETA = {"anthropic-beta": "agent-memory-2026-07-22", "anthropic-version": "2023-06-01"}
+
+
+class FakeClock:
+    """A settable clock for storage (times of versions, retention)."""
+
+    def __init__(self, start: datetime | None = None, *, frozen: bool = False) -> None:
+        self.now = start or datetime(2026, 11, 1, tzinfo=UTC)
+        self.frozen = frozen
+
+    def __call__(self) -> datetime:
+        if not self.frozen:
+            self.now += timedelta(milliseconds=1)
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+def make_client(app: Any, key: str | None = KEY, **headers: str) -> httpx.AsyncClient:
+    base_headers = dict(BETA)
+    if key is not None:
+        base_headers["x-api-key"] = key
+    base_headers.update(headers)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=BASE, headers=base_headers
+    )
+
+
+def assert_error(
+    r: httpx.Response, status: int, error_type: str, contains: str = ""
+) -> dict[str, Any]:
+    """The response is the documented error envelope with this status and type."""
+    assert r.status_code == status, r.text
+    body: dict[str, Any] = r.json()
+    assert body["type"] == "error"
+    assert body["error"]["type"] == error_type
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert contains.lower() in body["error"]["message"].lower(), body["error"]["message"]
+    assert body["request_id"].startswith("req_")
+    assert r.headers["request-id"] == body["request_id"]
+    return body
+
+
+MakeMemory = Callable[..., Any]

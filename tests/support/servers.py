@@ -1,0 +1,109 @@
+"""A real reference server in a subprocess (``memfs server``) on a temp database.
+
+API keys travel by environment variable only, never argv.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+TEST_KEY = "sk-memfs-test-" + "k" * 24
+OTHER_KEY = "sk-memfs-other-" + "o" * 24
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    """A ``memfs server`` subprocess on a temp database."""
+
+    db: Path
+    port: int
+    keys: list[str] = field(default_factory=lambda: [TEST_KEY, OTHER_KEY])
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+    db_url: str | None = None  # a postgresql:// URL to serve instead of the file ``db``
+    log_path: Path | None = None
+    admin_key: str | None = None  # MEMFS_ADMIN_KEY of the server (fault control), never argv
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_key(self) -> str:
+        return self.keys[0]
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for a client process (CLI, mount daemon) talking to this server."""
+        env = dict(os.environ)
+        env["ANTHROPIC_BASE_URL"] = self.base_url
+        env["ANTHROPIC_API_KEY"] = self.api_key
+        env.pop("MEMFS_API_KEYS", None)
+        env.pop("MEMFS_ADMIN_KEY", None)
+        return env
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["MEMFS_API_KEYS"] = ",".join(self.keys)
+        env.pop("MEMFS_ADMIN_KEY", None)
+        if self.admin_key is not None:
+            env["MEMFS_ADMIN_KEY"] = self.admin_key
+        self.log_path = self.db.with_suffix(".log")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memfs",
+                "server",
+                "--db",
+                self.db_url or str(self.db),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *self.extra_args,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.base_url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not become healthy within 20 s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
