@@ -85,15 +85,16 @@ async def test_content_cache_is_bounded_by_bytes() -> None:
 
 
 async def test_listing_expires_unless_vouched() -> None:
-    listings = ListingCache(ttl=0.05)
+    # a listing's age is ``now - started``: one started ``ttl`` ago is past its ttl, without
+    # sleeping through it (a sleep is never shorter, but a loaded machine can make it longer
+    # than a short ttl between the put and the first get)
+    listings = ListingCache(ttl=60)
     listings.put("/d", Listing(started=time.monotonic(), items=()))
     assert listings.get("/d") is not None
-    await trio.sleep(0.08)
+    listings.put("/d", Listing(started=time.monotonic() - 60, items=()))
     assert listings.get("/d") is None
-    listings.put("/d", Listing(started=time.monotonic(), items=()))
     listings.vouch(math.inf)
-    await trio.sleep(0.08)
-    assert listings.get("/d") is not None
+    assert listings.get("/d") is not None  # vouched: kept past its ttl
     listings.withdraw()
     assert listings.get("/d") is None
 
@@ -118,9 +119,13 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
     store_id = await make_store(client)
     vfs = Vfs(client, store_id, VfsConfig())
     seen: list[Any] = []
+    awaited: list[Any] = []  # the invalidation that shows the change was applied (set below)
+    invalidated = trio.Event()
 
     async def invalidator(items: list[Any]) -> None:
         seen.extend(items)
+        if awaited and awaited[0] in seen:
+            invalidated.set()
 
     vfs.invalidator = invalidator
     contents = await read_all(vfs)
@@ -128,12 +133,12 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
     await source.start()
     feed = ChangeFeed(vfs, source, interval=0.05, idle_interval=0.05)
     node = vfs.table.by_path["/d/f03.md"]
+    awaited.append(("inode", node.ino, b""))  # the kernel drops the changed file's pages
     await client.update_memory(store_id, node.memory_id or "", content="changed\n")
     async with trio.open_nursery() as nursery:
         await nursery.start(feed.run)
         with trio.fail_after(5):
-            while ("inode", node.ino, b"") not in seen:
-                await trio.sleep(0.02)
+            await invalidated.wait()
         nursery.cancel_scope.cancel()
     fh, _ = await vfs.open(node.ino, os.O_RDONLY)
     assert await vfs.read(fh, 0, 100) == b"changed\n"

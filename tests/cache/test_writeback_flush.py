@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import trio
+import trio.testing
 
 from memfs.writeback.queue import WriteBack
 
@@ -13,7 +14,7 @@ async def test_flush_of_a_claimed_key_returns_when_its_run_ends(autojump_clock: 
     done: list[Hashable] = []
 
     async def upload(key: Hashable) -> None:
-        await trio.sleep(1)
+        await trio.sleep(1)  # an upload that takes a (virtual: autojump clock) second
         done.append(key)
 
     queued: list[Hashable] = []
@@ -28,7 +29,8 @@ async def test_flush_of_a_claimed_key_returns_when_its_run_ends(autojump_clock: 
         await nursery.start(queue.run)
         queue.schedule("a", 0)
         queue.schedule("b", 0)
-        await trio.sleep(0.1)  # both claimed; "b" waits for the limiter
+        await trio.testing.wait_all_tasks_blocked()  # both claimed; "b" waits for the limiter
+        assert queue.running("a") and queue.running("b") and done == []
         with trio.fail_after(10):
             await queue.flush("b")
         assert "b" in done and ("b", None) in finished

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+from support.servers import free_port
+from support.waiting import wait_for
 
 from memfs.models import Actor, sha256_hex
 from memfs.server.sqlite import SqliteStorage
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def client_for(server: Any) -> httpx.Client:
@@ -159,9 +153,8 @@ def _run_cli(args: list[str], env: dict[str, str], wait: float) -> tuple[int | N
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)  # its exit is the event; ``wait`` only bounds a server that starts
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -207,19 +200,16 @@ def test_cli_key_warning_does_not_echo_the_key(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+    def answers() -> bool:
+        try:
+            url = f"http://127.0.0.1:{port}/v1/memory_stores"
+            return httpx.get(url, headers={"x-api-key": key}).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                r = httpx.get(
-                    f"http://127.0.0.1:{port}/v1/memory_stores", headers={"x-api-key": key}
-                )
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("server did not start")
+        wait_for(answers, timeout=20)
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
