@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import trio
+from support.waiting import wait_until
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
@@ -31,8 +32,7 @@ async def test_first_statfs_does_not_wait_for_a_slow_count(faulty_server: Faulty
                 count, used = await usage.figures()
                 assert trio.current_time() - started < 1.0  # not the whole 3-page count
                 assert count < MEMORIES and used == count * 10  # what it saw so far
-                while usage.counts == 0:
-                    await trio.sleep(0.05)
+                await wait_until(lambda: usage.counts > 0)  # the count finishes behind it
             faulty_server.set_faults("none")
             client.stats.reset()
             assert await usage.figures() == (MEMORIES, MEMORIES * 10)

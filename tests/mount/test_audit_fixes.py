@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,7 +121,10 @@ def test_read_only_mount_leaves_the_journal_untouched(
     result = m.mount("--read-only")
     assert result.returncode == 0, result.stderr
     assert (m.path / "a.md").read_text() == "v1"
-    time.sleep(1.5)  # a replay would have run by now
+    # a read-write mount replays before it serves (daemon.run): this one serves, so a replay
+    # would have run by now; its status says what it did instead
+    uploads = _status(m)["uploads"]
+    assert (uploads["untouched"], uploads["replayed"], uploads["pending"]) == (2, 0, 0)
     assert m.content("/a.md") == "v1" and m.content("/new.md") is None
     assert "2 write-back journal record(s) of an earlier mount" in m.log()
     assert "left untouched" in m.log()
@@ -143,6 +145,15 @@ def _status(m: MountedStore) -> dict[str, Any]:
     return doc
 
 
+def _queue_is_empty(m: MountedStore) -> bool:
+    return _status(m)["uploads"]["pending"] == 0
+
+
+def _refused(m: MountedStore) -> list[str]:
+    files: list[str] = _status(m)["refused"]["files"]
+    return files
+
+
 def test_oversized_new_file_is_not_created(mount: MountedStore, tmp_path: Path) -> None:
     big = tmp_path / "b"
     big.write_bytes(base64.encodebytes(os.urandom(150_000)))
@@ -150,8 +161,7 @@ def test_oversized_new_file_is_not_created(mount: MountedStore, tmp_path: Path) 
     assert result.returncode != 0 and "File too large" in result.stderr
     # every write was refused: nothing is created, here or in the store
     assert "b" not in os.listdir(mount.path)  # (a name the kernel cached may stay up to 10 s)
-    mount.settle()
-    time.sleep(1.5)  # a new file would be uploaded 1 s after its close
+    mount.pass_marker()  # a new file would be uploaded 1 s after its close, before the marker
     assert "/b" not in mount.paths()
     assert "refused /b" in mount.log()
     wait_for(lambda: _status(mount)["refused"]["count"] == 1, timeout=5)
@@ -165,8 +175,7 @@ def test_write_crossing_the_limit_uploads_nothing(
     script = fill.format(m.path, "a", "x.md") + "; " + fill.format(m.path, "b", "old.md")
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert result.stderr.count("File too large") == 2, result.stderr
-    m.settle()
-    time.sleep(1.5)
+    m.pass_marker()
     assert "/x.md" not in m.paths()  # not a truncated 102,400-byte memory
     assert m.content("/old.md") == "previous\n"  # the store keeps the previous content
     status = _status(m)["refused"]
@@ -207,7 +216,9 @@ def test_every_refused_non_utf8_file_is_kept_and_reported(
 def test_upload_errors_reach_the_writer_not_a_reader(mount: MountedStore) -> None:
     p = mount.path
     subprocess.run(["bash", "-c", f"echo hi > {p}/bin.dat; printf '\\xff' >> {p}/bin.dat"])
-    time.sleep(2.0)  # the upload queued by the first close fails in the background
+    # the upload queued by the first close fails in the background: nothing waits any more
+    # and the content is refused
+    wait_for(lambda: _queue_is_empty(mount) and _refused(mount) == ["/bin.dat"], timeout=10)
     grep = subprocess.run(["grep", "-r", "hi", str(p)], capture_output=True, text=True)
     assert grep.stderr == "", grep.stderr
     with open(p / "bin.dat", "rb") as reader:
@@ -220,13 +231,6 @@ def test_upload_errors_reach_the_writer_not_a_reader(mount: MountedStore) -> Non
 
 
 # -- refusals are about one content (issue 11, items 1-4) ---------------------------------------
-
-
-def _wait_past_the_create_rule(m: MountedStore, name: str) -> None:
-    """Create ``name`` now and wait until the store has it: an upload of anything committed
-    before (the 1 s rule of new files) would have run by then."""
-    (m.path / name).write_text("marker\n")
-    m.wait_content(f"/{name}", "marker\n")
 
 
 def test_a_valid_save_after_efbig_uploads_and_fsync_tells_the_truth(
@@ -279,7 +283,7 @@ def test_a_refusal_is_not_reported_to_the_next_writer(
 ) -> None:
     m = mount_factory()
     subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {m.path}/s1"], check=True)
-    _wait_past_the_create_rule(m, "marker.md")
+    m.pass_marker()
     assert "/s1" not in m.paths()
     with open(m.path / "s1", "w") as writer:  # a valid save: its close succeeds
         writer.write("ok\n")
@@ -296,7 +300,7 @@ def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
     p = m.path
     for name in ("e2", "gone", "fixed", "old.md"):
         subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {p}/{name}"], check=True)
-    _wait_past_the_create_rule(m, "marker.md")
+    m.pass_marker()
     kept = cache / m.store_id / "kept"
     assert len(list(kept.iterdir())) == 4
     os.unlink(p / "gone")  # removed: its copy goes

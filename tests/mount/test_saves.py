@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from support.mounts import MountedStore
@@ -43,10 +43,13 @@ def test_create_write_close_uploads_once(mount):
 
 
 def test_new_file_waits_until_left_alone(mount):
+    before_close = datetime.now(UTC)
     (mount.path / "new.md").write_text("x")
-    time.sleep(0.3)
-    assert mount.paths() == set()  # not yet: a brand-new file waits ~1 s after close
     wait_for(lambda: mount.paths() == {"/new.md"}, timeout=5)
+    # not before: a brand-new file waits 1 s after its close. The server's clock dates the
+    # upload, so a slow test run can neither hide an early upload nor fail a punctual one.
+    uploaded = mount.memories()["/new.md"].created_at
+    assert uploaded - before_close >= timedelta(seconds=0.99)
 
 
 def test_in_place_overwrite_keeps_id(mount_factory):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from memfs.mount.daemon import state_path as daemon_state_path
 
@@ -35,15 +36,6 @@ def status(root: Path, env: dict[str, str]) -> dict[str, Any]:
     done = run_memfs(["session", "status", "--root", str(root), "--json"], env)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def wait_for(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def session_writes(api: Api, store_id: str) -> dict[str, set[str]]:
@@ -214,7 +206,7 @@ def test_a_crashed_mount_is_noticed_and_remounted(
                 return False
             return os.path.ismount(mount) and pid_now != old
 
-        wait_for(healthy, 15, f"{mount} to be remounted")
+        wait_for(healthy, timeout=15)  # remounted by the supervisor
         if probe:
             assert (mount / probe).read_text() == "water is wet\n"
         else:

@@ -104,6 +104,14 @@ class MountedStore:
         finally:
             os.close(fd)
 
+    def pass_marker(self, name: str = "marker.md") -> None:
+        """Create ``name`` now, wait until the store has it, then settle: by then the daemon has
+        handled every close before it, and an upload it scheduled (the 1 s rule of new files,
+        due before the marker's) has run. A check that something was NOT uploaded waits here."""
+        (self.path / name).write_text("marker\n")
+        self.wait_content(f"/{name}", "marker\n")
+        self.settle()
+
     def log(self) -> str:
         try:
             return self.log_file.read_text()

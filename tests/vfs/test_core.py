@@ -6,7 +6,7 @@ import os
 import uuid
 
 import pytest
-import trio
+from support.waiting import wait_until
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
@@ -54,7 +54,9 @@ async def test_temp_files_renamed_or_unlinked_never_uploaded(core):
     await core.vfs.unlink(ROOT_INODE, "tmp1")
     await core.write_file(ROOT_INODE, "tmp2", b"final")
     await core.vfs.rename(ROOT_INODE, "tmp2", ROOT_INODE, "doc.md")
-    await trio.sleep(0.5)
+    # the queue's own timers run what was scheduled (uploads, deletes after the grace
+    # window): an upload of a temp name would have happened once the queue is empty
+    await wait_until(lambda: len(core.vfs.writeback) == 0)
     await core.vfs.fsync_dir()
     mems = await core.memories()
     assert set(mems) == {"/doc.md"}
@@ -69,7 +71,9 @@ async def test_jetbrains_safe_write(core):
     await core.vfs.rename(ROOT_INODE, "F.md", ROOT_INODE, "F.md___jb_old___")
     await core.vfs.rename(ROOT_INODE, "F.md___jb_tmp___", ROOT_INODE, "F.md")
     await core.vfs.unlink(ROOT_INODE, "F.md___jb_old___")
-    await trio.sleep(0.5)
+    # the queue's own timers run what was scheduled (uploads, deletes after the grace
+    # window): an upload of a temp name would have happened once the queue is empty
+    await wait_until(lambda: len(core.vfs.writeback) == 0)
     await core.vfs.fsync_dir()
     mems = await core.memories()
     assert set(mems) == {"/F.md"}
