@@ -209,7 +209,7 @@ async def test_timeout_becomes_api_timeout_error(autojump_clock: trio.testing.Mo
     async def slow(request: httpx.Request) -> httpx.Response:
         nonlocal calls
         calls += 1
-        await trio.sleep(1000)
+        await trio.sleep(1000)  # an answer that never comes (autojump clock: virtual time)
         return httpx.Response(200, json=STORE_JSON)
 
     async with make_client(slow, timeout=2.0, connect_timeout=1.0, max_retries=1) as client:
@@ -225,7 +225,7 @@ async def test_with_options_changes_deadline_and_shares_stats(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async def slow(request: httpx.Request) -> httpx.Response:
-        await trio.sleep(5)
+        await trio.sleep(5)  # a slow answer (autojump clock: virtual time)
         return httpx.Response(200, json=STORE_JSON)
 
     async with make_client(slow, timeout=30.0, max_retries=3) as client:

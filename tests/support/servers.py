@@ -9,11 +9,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from support.waiting import wait_for
 
 TEST_KEY = "sk-memfs-test-" + "k" * 24
 OTHER_KEY = "sk-memfs-other-" + "o" * 24
@@ -82,17 +83,16 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
         )
         log.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(self.base_url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not become healthy within 20 s")
+        wait_for(self._healthy, timeout=20)
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None and self.log_path is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
+        try:
+            return httpx.get(self.base_url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

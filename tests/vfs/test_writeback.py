@@ -1,4 +1,8 @@
-"""The write-back queue alone: a fake upload function the test controls, trio's autojump clock."""
+"""The write-back queue alone: a fake upload function the test controls, trio's autojump clock.
+
+Every ``trio.sleep`` here is a step of the scenario in virtual time (the clock jumps when all
+tasks wait), so a loaded machine cannot stretch it.
+"""
 
 from __future__ import annotations
 
