@@ -2,9 +2,11 @@
 
 Hypothesis runs random sequences of open/write/append/truncate/rename/unlink/mkdir/fsync/close,
 interleaved with remote edits (through the official SDK) and daemon restarts (clean unmount and
-mount, or ``kill -9`` and mount: the journal must replay). After every step the two trees must
-agree; at the end the store must hold exactly what was acknowledged (every close that returned
-without error).
+mount, or ``kill -9`` and mount: the journal must replay). Local operations run on any name and
+must fail the same way on both sides (a missing file or parent, an existing directory); rules
+that need an existing file declare it as a precondition and draw one. After every step the two
+trees must agree; at the end the store must hold exactly what was acknowledged (every close
+that returned without error).
 
 Short by default (a few examples); ``MEMFS_MODEL_EXAMPLES=200 make soak`` runs longer.
 """
@@ -21,7 +23,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from support.mounts import MountedStore, daemon_alive
 from support.waiting import wait_for
 
@@ -44,6 +52,15 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
+def outcome(action: Callable[[Path], object], root: Path) -> int | None:
+    """None if ``action(root)`` succeeded, else the errno it failed with."""
+    try:
+        action(root)
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
 def test_mount_agrees_with_a_local_directory(
     mount_factory: Callable[..., MountedStore], tmp_path: Path
 ) -> None:
@@ -58,95 +75,94 @@ def test_mount_agrees_with_a_local_directory(
             self.local = tmp_path / f"local{len(stores)}"
             self.local.mkdir()
 
-        def both(self, rel: str) -> tuple[Path, Path]:
-            return self.m.path / rel, self.local / rel
+        # -- the state the rules draw from ----------------------------------------------------
 
-        def _parent_ok(self, rel: str) -> bool:
-            return "/" not in rel or (self.local / rel).parent.is_dir()
+        def files(self) -> list[str]:
+            """The names of NAMES that are files now (the local directory is the model)."""
+            return [name for name in NAMES if (self.local / name).is_file()]
+
+        def has_files(self) -> bool:
+            return bool(self.files())
+
+        def has_files_and_a_free_name(self) -> bool:
+            return 0 < len(self.files()) < len(NAMES)
+
+        def same(self, action: Callable[[Path], object]) -> None:
+            """Run ``action`` on the mount's root and on the local one: both succeed, or both
+            fail with the same errno (ENOENT for a missing file or parent, EEXIST...)."""
+            results = [outcome(action, root) for root in (self.m.path, self.local)]
+            assert results[0] == results[1], f"mount {results[0]}, local directory {results[1]}"
+
+        # -- local operations: any name, the errors compared ------------------------------------
 
         @rule(name=names, text=texts)
         def write(self, name: str, text: str) -> None:
-            if not self._parent_ok(name):
-                return
-            for path in self.both(name):
-                with open(path, "w") as handle:
-                    handle.write(text)
+            self.same(lambda root: (root / name).write_text(text))
 
-        @rule(name=names, text=texts)
-        def append_and_fsync(self, name: str, text: str) -> None:
-            mounted, local = self.both(name)
-            if not local.is_file():
-                return
-            for path in (mounted, local):
-                with open(path, "a") as handle:
+        @rule(size=st.integers(min_value=0, max_value=30), name=names)
+        def truncate(self, name: str, size: int) -> None:
+            self.same(lambda root: os.truncate(root / name, size))
+
+        @rule(src=names, dst=names)
+        def rename(self, src: str, dst: str) -> None:
+            self.same(lambda root: os.rename(root / src, root / dst))
+
+        @rule(name=names)
+        def unlink(self, name: str) -> None:
+            self.same(lambda root: (root / name).unlink())
+
+        @rule()
+        def mkdir(self) -> None:
+            self.same(lambda root: (root / "sub").mkdir())
+
+        @precondition(has_files)
+        @rule(data=st.data(), text=texts)
+        def append_and_fsync(self, data: st.DataObject, text: str) -> None:
+            name = data.draw(st.sampled_from(self.files()), label="name")
+
+            def append(root: Path) -> None:
+                with open(root / name, "a") as handle:
                     handle.write(text)
                     handle.flush()
                     os.fsync(handle.fileno())
 
-        @rule(name=names, size=st.integers(min_value=0, max_value=30))
-        def truncate(self, name: str, size: int) -> None:
-            mounted, local = self.both(name)
-            if not local.is_file():
-                return
-            for path in (mounted, local):
-                os.truncate(path, size)
+            self.same(append)
 
-        @rule(src=names, dst=names)
-        def rename(self, src: str, dst: str) -> None:
-            mounted, local = self.both(src)
-            if not local.is_file() or not self._parent_ok(dst) or src == dst:
-                return
-            os.rename(mounted, self.m.path / dst)
-            os.rename(local, self.local / dst)
+        # -- remote changes of existing memories -------------------------------------------------
 
-        @rule(name=names)
-        def unlink(self, name: str) -> None:
-            mounted, local = self.both(name)
-            if not local.is_file():
-                return
-            mounted.unlink()
-            local.unlink()
-
-        @rule()
-        def mkdir(self) -> None:
-            if (self.local / "sub").exists():
-                return
-            (self.m.path / "sub").mkdir()
-            (self.local / "sub").mkdir()
-
-        @rule(name=names, text=texts)
-        def remote_edit(self, name: str, text: str) -> None:
-            local = self.local / name
-            if not local.is_file():
-                return
+        @precondition(has_files)
+        @rule(data=st.data(), text=texts)
+        def remote_edit(self, data: st.DataObject, text: str) -> None:
+            name = data.draw(st.sampled_from(self.files()), label="name")
             self.m.settle()  # nothing pending locally: the remote edit is not a conflict
             self.m.put("/" + name, text)
-            local.write_text(text)
+            (self.local / name).write_text(text)
             wait_for(lambda: (self.m.path / name).read_text() == text, timeout=5)
 
-        @rule(name=names)
-        def remote_delete(self, name: str) -> None:
-            local = self.local / name
-            if not local.is_file():
-                return
+        @precondition(has_files)
+        @rule(data=st.data())
+        def remote_delete(self, data: st.DataObject) -> None:
+            name = data.draw(st.sampled_from(self.files()), label="name")
             self.m.settle()
             memory = self.m.memories()["/" + name]
             memories = self.m.sdk.beta.memory_stores.memories
             memories.delete(memory.id, memory_store_id=self.m.store_id)
-            local.unlink()
+            (self.local / name).unlink()
             wait_for(lambda: not (self.m.path / name).exists(), timeout=5)
             self._settle_emptied_sub()
 
-        @rule(src=names, dst=names)
-        def remote_rename(self, src: str, dst: str) -> None:
-            local = self.local / src
-            if not local.is_file() or (self.local / dst).exists() or src == dst:
-                return
+        @precondition(has_files_and_a_free_name)
+        @rule(data=st.data())
+        def remote_rename(self, data: st.DataObject) -> None:
+            src = data.draw(st.sampled_from(self.files()), label="src")
+            free = [name for name in NAMES if not (self.local / name).exists()]
+            dst = data.draw(st.sampled_from(free), label="dst")
             self.m.settle()
             memory = self.m.memories()["/" + src]
             self.m.sdk.beta.memory_stores.memories.update(
                 memory.id, memory_store_id=self.m.store_id, path="/" + dst
             )
+            local = self.local / src
             (self.local / dst).parent.mkdir(exist_ok=True)  # a path makes its directories
             text = local.read_text()
             local.rename(self.local / dst)
