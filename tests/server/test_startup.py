@@ -11,16 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.servers import free_port
 
 from memfs.commands.server import EXIT_FAILED
 
 KEY = "sk-startup-" + "s" * 24
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_server(args: list[str]) -> tuple[int, str]:
