@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from memfs.api import RetryPolicy, StoreClient
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 # Retries on the real server should not cost wall time.
 FAST_RETRY = RetryPolicy(base_delay=0.001, max_delay=0.01)

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from support.servers import ServerProcess
 
-from memfs.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig, Secret
 
 
 def config_for(server: ServerProcess, **overrides: Any) -> ClientConfig:

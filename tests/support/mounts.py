@@ -73,7 +73,7 @@ class MountedStore:
         return result
 
     def _daemon_pid(self) -> int | None:
-        from memfs.daemon import state_path
+        from memfs.mount.daemon import state_path
 
         try:
             return int(state_path(str(self.path), "pid").read_text().split()[0])

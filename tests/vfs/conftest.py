@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
-from memfs.config import ClientConfig, Secret
-from memfs.vfs import Vfs, VfsConfig
+from memfs.api.config import ClientConfig, Secret
+from memfs.core.vfs import Vfs, VfsConfig
 
 from .helpers import Core
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from memfs.api import StoreClient
+from memfs.core.vfs import Vfs
 from memfs.models import Memory
-from memfs.vfs import Vfs
 
 
 class Core:
