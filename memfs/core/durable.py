@@ -4,7 +4,9 @@ Owns the link between the write-back queue and the on-disk journal (``memfs.writ
 - every time the queue records work for a key (``queued``), the state that work will upload is
   written to the journal *before* the operation that asked returns to the kernel (close, fsync,
   truncate, rename, unlink): for an inode its path, memory id, base sha and dirty content; for a
-  deferred delete the memory id and expected sha;
+  deferred delete the memory id and expected sha; a state already on disk unchanged (the same
+  generation of a file, committed by flush and again by release, or re-queued for a retry) is
+  not written again: one record per commit;
 - when the work is done (or cancelled: the change was superseded locally) the record is dropped;
   a permanent failure other than a conflict keeps it, so it is reported at unmount and retried
   by the next mount;
@@ -83,6 +85,9 @@ class Durable:
         self._conflict_saves: dict[int, tuple[str, bytes, ConflictInfo]] = {}
         self._next_conflict = 1
         self._replays: dict[str, Record] = {}
+        # record name -> the state its record on disk holds (``_state``); an entry exists only
+        # while that record is on disk, so an unchanged state is never journaled twice
+        self._journaled: dict[str, tuple[Any, ...]] = {}
         # record name -> (path, why): reports name files by path, records by name
         self.failed: dict[str, tuple[str, str]] = {}  # permanent failure: kept in the journal
         self.retrying: dict[str, tuple[str, str]] = {}  # last transient error (retried)
@@ -125,8 +130,13 @@ class Durable:
         if self.journal is None:
             return
         record = self._record(key)
-        if record is not None:
-            self.journal.put(record)
+        if record is None:
+            return
+        state = self._state(key, record)
+        if self._journaled.get(record.name) == state:
+            return  # already on disk as it is (docs/writeback.md, "Costs")
+        self.journal.put(record)
+        self._journaled[record.name] = state
 
     def done(self, key: Hashable, error: BaseException | None) -> None:
         if self.journal is None:
@@ -137,6 +147,7 @@ class Durable:
             error, PreconditionFailedError | PathConflictError | RemoteConflictError
         ):
             self.failed.pop(name, None)
+            self._journaled.pop(name, None)
             self.journal.drop(name)
         else:
             self.failed[name] = (self.describe(key), f"{type(error).__name__}: {error}")
@@ -148,6 +159,14 @@ class Durable:
     def describe(self, key: Hashable) -> str:
         """What a person calls the change of ``key``: its path, else its record name."""
         return self.path_of(key) or self.name_of(key)
+
+    def _state(self, key: Hashable, record: Record) -> tuple[Any, ...]:
+        """What makes two records of ``key`` the same: the header, and the content's identity
+        (a file's generation, bumped by every change of its data; else the bytes themselves)."""
+        header = record.header()
+        header.pop("written_at")
+        node = self.vfs.table.get(key) if isinstance(key, int) else None
+        return (header, node.gen) if node is not None else (header, record.data)
 
     def _record(self, key: Hashable) -> Record | None:
         vfs = self.vfs
@@ -384,6 +403,7 @@ class Durable:
         directory, written = hand_over(self.journal.directory.parent, items)
         for record in records:
             self.journal.drop(record.name)
+            self._journaled.pop(record.name, None)
             self.failed.pop(record.name, None)
             self.retrying.pop(record.name, None)
         return directory, written + lines
