@@ -5,7 +5,8 @@ A mount reads back what it finds in its state and cache directories: a pid file 
 local user could have put there (a directory they own or can write to, a record they planted, a
 symbolic link) is refused, with one line saying which path and why (``NotPrivateError``), never
 used. ``private_dir`` makes or checks a directory, ``check_private_file`` a file before it is
-read, ``create_private_file`` makes a file (a log) that only its owner can read.
+read, ``create_private_file`` makes a file (a log) that only its owner can read,
+``write_private_file`` replaces one (a report) atomically.
 
 This module must not know what the paths are for: callers name them (``what``) and say why
 they matter (``why``), and turn the error into their own.
@@ -89,3 +90,18 @@ def create_private_file(path: Path, what: str) -> None:
             os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically by a file holding ``data`` that only we can read (0600):
+    a reader sees the old file or the whole new one, never a part."""
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an earlier temp file of other modes is made ours alone
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(temp, path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -135,6 +136,12 @@ def register(subparsers: Any) -> None:
         description="Ask the mount daemon to upload pending writes, unmount and exit.",
     )
     umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.add_argument(
+        "--json",
+        action="store_true",
+        help="print the daemon's unmount report (what was not uploaded, refused, conflicted) "
+        "as JSON",
+    )
     umount.set_defaults(func=run_umount)
 
 
@@ -344,7 +351,7 @@ def _alive(pid: int) -> bool:
 
 
 def run_umount(args: argparse.Namespace) -> int:
-    from memfs.mount.daemon import MountError
+    from memfs.mount.daemon import MountError, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:
@@ -352,9 +359,12 @@ def run_umount(args: argparse.Namespace) -> int:
     except MountError as exc:
         print(f"memfs umount: {exc}", file=sys.stderr)
         return 1
+    report = state_path(mountpoint, "report.json")
     if pid is None:
         if not os.path.ismount(mountpoint):
             print(f"memfs umount: {mountpoint} is not mounted", file=sys.stderr)
+            if report.exists():  # its daemon left on its own (signalled, fusermount3 -u)
+                _print_report(report, args.json)
             return 1
         fusermount = shutil.which("fusermount3") or "fusermount3"
         result = subprocess.run([fusermount, "-u", mountpoint], capture_output=True, text=True)
@@ -363,26 +373,40 @@ def run_umount(args: argparse.Namespace) -> int:
             print(f"memfs umount: {reason[0]}", file=sys.stderr)
             return 1
         return 0
-    from memfs.mount.daemon import state_path
-
-    report = state_path(mountpoint, "report")
     report.unlink(missing_ok=True)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + UMOUNT_TIMEOUT
     while time.monotonic() < deadline:
         if not _alive(pid):
-            return _report_unuploaded(report)
+            return _print_report(report, args.json)
         time.sleep(0.02)
     print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
     return 1
 
 
-def _report_unuploaded(report: Any) -> int:
-    """Exit 1 and print the daemon's report if some changes could not be uploaded."""
+def _print_report(path: Path, as_json: bool) -> int:
+    """Print the daemon's unmount report (``memfs.mount.status.unmount_report``) and consume it;
+    exit status 1 if some changes were not uploaded as they were meant to be, or if there is
+    no report (the daemon died before its final flush: its journal waits for the next mount)."""
+    from memfs.mount.status import render_report, report_problems
+    from memfs.private import check_private_file
+
+    if not path.exists():
+        print(
+            "memfs umount: the daemon exited without its report; what it had not uploaded stays "
+            "in its journal for the next mount of the store",
+            file=sys.stderr,
+        )
+        return 1
     try:
-        text = report.read_text()
-    except OSError:
-        return 0
-    report.unlink(missing_ok=True)
-    print(f"memfs umount: {text.rstrip()}", file=sys.stderr)
-    return 1
+        check_private_file(path, "unmount report")
+        report = json.loads(path.read_bytes())
+    except (NotPrivateError, OSError, ValueError) as exc:
+        print(f"memfs umount: the unmount report is unreadable: {exc}", file=sys.stderr)
+        return 1
+    path.unlink(missing_ok=True)
+    if as_json:
+        print(json.dumps(report, indent=1))
+    elif report_problems(report):
+        print(f"memfs umount: {render_report(report).rstrip()}", file=sys.stderr)
+    return 1 if report_problems(report) else 0

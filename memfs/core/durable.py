@@ -410,25 +410,24 @@ class Durable:
 
     # -- reporting ----------------------------------------------------------------------------
 
-    def conflict_lines(self) -> list[str]:
-        """One line per conflict of this mount (unmount report): where the local side went."""
-        return [
-            f"{c.path}: changed on the server by another writer; the server's version stays"
-            + (f", the local content is saved as {c.saved_as}" if c.saved_as else "")
-            for c in self.conflicts
-        ]
-
-    def not_uploaded(self) -> list[str]:
-        """One line per journal record still on disk (unmount report; refused files are
-        reported apart: ``refusals.lines``)."""
-        lines = []
+    def not_uploaded(self) -> list[dict[str, str | None]]:
+        """One entry per journal record still on disk (the unmount report; refused files are
+        reported apart: ``refusals.report``): op, path, why (the error of its last attempt, the
+        one ``memfs status`` shows), and the journal directory that keeps it (None: none)."""
+        kept_in = str(self.journal.directory) if self.journal is not None else None
+        entries: list[dict[str, str | None]] = []
         records = self.journal.load() if self.journal is not None else []
         for record in records:
             known = self.failed.get(record.name) or self.retrying.get(record.name)
-            why = known[1] if known is not None else "not uploaded yet"
-            target = record.path or record.remote_path or record.memory_id or "?"
-            lines.append(f"{record.op} {target}: {why}")
-        return lines
+            entries.append(
+                {
+                    "op": record.op,
+                    "path": record.path or record.remote_path or record.memory_id or "?",
+                    "why": known[1] if known is not None else "not uploaded yet",
+                    "kept_in": kept_in,
+                }
+            )
+        return entries
 
 
 def _numbered(path: str, attempt: int) -> str:

@@ -114,17 +114,22 @@ class Refusals:
         still = [n for n in self.nodes.values() if n.path is not None and n.refused is not None]
         return sorted(still, key=lambda n: n.path or "")
 
-    def lines(self) -> list[str]:
-        """One line per refused file still in the mount (for the unmount report)."""
+    def report(self) -> list[dict[str, str | None]]:
+        """One entry per refused file still in the mount (the unmount report): its path, why,
+        and its copy (None: it was empty)."""
         for node in list(self.nodes.values()):
             if node.path is None or node.refused is None:
                 self.clear(node)  # removed by the user: nothing to report or keep
-        out = []
+        out: list[dict[str, str | None]] = []
         for node in self.refused():
             copy = self.copies.get(node.ino)
-            where = f"a copy is in {copy}" if copy is not None else "it was empty"
-            why = _WHY.get(node.refused or "", node.refused)
-            out.append(f"refused {node.path}: {why}; never uploaded, {where}")
+            out.append(
+                {
+                    "path": node.path,
+                    "why": _WHY.get(node.refused or "", node.refused),
+                    "copy": None if copy is None else str(copy),
+                }
+            )
         return out
 
     def status(self) -> dict[str, object]:

@@ -11,6 +11,7 @@ It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -34,8 +35,14 @@ from memfs.errors import (
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.owner import Owner
-from memfs.mount.status import RecentErrors, StatusWriter
-from memfs.private import NotPrivateError, private_dir
+from memfs.mount.status import (
+    RecentErrors,
+    StatusWriter,
+    render_report,
+    report_problems,
+    unmount_report,
+)
+from memfs.private import NotPrivateError, private_dir, write_private_file
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -228,7 +235,8 @@ class Daemon:
             # computed before init: once mounted, a syscall on the mount point from this process
             # would wait for the FUSE loop that has not started yet
             pid_file = state_path(opts.mountpoint, "pid")
-            self._report_file = state_path(opts.mountpoint, "report")
+            self._report_file = state_path(opts.mountpoint, "report.json")
+            self._report_file.unlink(missing_ok=True)  # an earlier daemon's: not ours to leave
             status_file = state_path(opts.mountpoint, "status")
             try:
                 pyfuse3.init(ops, opts.mountpoint, options)
@@ -340,55 +348,36 @@ class Daemon:
 
     async def _flush_and_report(self, vfs: Vfs) -> None:
         vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
+        errors: list[str] = []  # the report carries them: its readers need not read our log
         if len(vfs.writeback):
             log.info("flushing %d pending uploads", len(vfs.writeback))
             with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
-                errors = await vfs.flush_all()
-                for error in errors:
-                    log.error("final upload failed: %s", error)
+                for failure in await vfs.flush_all():
+                    errors.append(f"final upload failed: {failure}")
             if scope.cancelled_caught:
-                log.error("final flush did not finish within %.0f s", FINAL_FLUSH_SECONDS)
-        self._write_report(vfs)
+                errors.append(f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s")
+            for line in errors:
+                log.error("%s", line)
+        self._write_report(vfs, errors)
 
-    def _write_report(self, vfs: Vfs) -> None:
-        """Tell ``memfs umount`` what could not be uploaded and where it is kept."""
-        report = self._report_file  # computed before mounting (see run)
+    def _write_report(self, vfs: Vfs, errors: list[str]) -> None:
+        """Leave the unmount report (``memfs.mount.status.unmount_report``) for ``memfs umount``."""
         orphaned = None
         if vfs.gone.gone:
             try:
                 orphaned = vfs.durable.hand_over()
             except OSError as exc:
-                log.error("pending changes not handed over as files (kept in the journal): %s", exc)
-        pending = vfs.durable.not_uploaded()
-        refused = vfs.durable.refusals.lines()
-        conflicts = vfs.durable.conflict_lines()
-        if not pending and not refused and not conflicts and not vfs.gone.gone:
-            report.unlink(missing_ok=True)
-            return
-        text = ""
-        if vfs.gone.gone:
-            text += f"the memory store {vfs.store_id} no longer exists (deleted while mounted)"
-            if orphaned is not None and orphaned[1]:
-                directory, lines = orphaned
-                text += f"; {len(lines)} change(s) could never be uploaded and are not "
-                text += f"replayed; their content is handed over as plain files in {directory}:\n"
-                text += "".join(f"  {line}\n" for line in lines)
-            else:
-                text += "; nothing was waiting to be uploaded\n"
-        if pending:
-            journal = vfs.durable.journal
-            where = journal.directory if journal is not None else "the daemon's memory (lost)"
-            text += f"{len(pending)} change(s) not uploaded; kept in {where} "
-            text += "(replayed at next mount):\n"
-            text += "".join(f"  {line}\n" for line in pending)
-        if refused:
-            text += f"{len(refused)} file(s) refused by the store; never uploaded:\n"
-            text += "".join(f"  {line}\n" for line in refused)
-        if conflicts:
-            text += f"{len(conflicts)} conflict(s) while mounted:\n"
-            text += "".join(f"  {line}\n" for line in conflicts)
-        log.error("%s", text.rstrip())
-        report.write_text(text)
+                errors.append(
+                    f"pending changes not handed over as files (kept in the journal): {exc}"
+                )
+                log.error("%s", errors[-1])
+        report = unmount_report(vfs, orphaned=orphaned, errors=errors)
+        if report_problems(report):
+            log.error("%s", render_report(report).rstrip())
+        try:
+            write_private_file(self._report_file, json.dumps(report, indent=1).encode("utf-8"))
+        except OSError as exc:
+            log.error("unmount report not written to %s: %s", self._report_file, exc)
 
     async def _signals(self, *, task_status: trio.TaskStatus[None]) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:

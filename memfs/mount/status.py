@@ -1,4 +1,5 @@
-"""What a running mount reports about itself: ``memfs status MOUNTPOINT [--json]``.
+"""What a mount reports about itself: ``memfs status MOUNTPOINT [--json]`` while it runs, and
+the unmount report that ``memfs umount [--json]`` and the session supervisor read when it ends.
 
 Owns the status document (requests by endpoint, cache hits and misses, bytes cached, pending
 uploads and journal records, conflicts, the change feed's source and lag, recent errors), the
@@ -6,6 +7,14 @@ uploads and journal records, conflicts, the change feed's source and lag, recent
 task that the daemon runs to publish the document every second as
 ``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading it costs
 the daemon nothing and works even while the mount is busy), and the text rendering.
+
+The unmount report (``unmount_report``) is the JSON document the daemon leaves when it exits, as
+``<runtime dir>/memfs/<hash of the mount point>.report.json`` (0600, written atomically): what
+was not uploaded (``pending``: journal records, with the error ``memfs status`` shows for them),
+refused files, conflicts, the store's deletion and where its changes were handed over, and the
+errors of the final flush. It is built from the state ``collect`` reads, so the two agree;
+``report_sections`` words it (``memfs umount`` prints it, the supervisor's stop report quotes
+it).
 
 It must not change any state of the mount.
 """
@@ -24,12 +33,14 @@ import trio
 
 if TYPE_CHECKING:
     from memfs.core.clashes import Clash
+    from memfs.core.durable import ConflictInfo
     from memfs.core.vfs import Vfs
     from memfs.mount.changefeed import ChangeFeed
 
 log = logging.getLogger(__name__)
 
 STATUS_INTERVAL = 1.0
+REPORT_TYPE = "memfs_unmount_report"
 
 
 class RecentErrors(logging.Handler):
@@ -109,15 +120,107 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
         "refused": durable.refusals.status(),
         "conflicts": {
             "count": durable.conflict_count,
-            "recent": [
-                {"path": c.path, "saved_as": c.saved_as, "at": c.at, "saved": c.saved}
-                for c in durable.conflicts[-10:]
-            ],
+            "recent": [_conflict(c) | {"saved": c.saved} for c in durable.conflicts[-10:]],
         },
         "clashes": clashes(vfs),
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }
+
+
+def _conflict(conflict: ConflictInfo) -> dict[str, Any]:
+    return {"path": conflict.path, "saved_as": conflict.saved_as, "at": conflict.at}
+
+
+def unmount_report(
+    vfs: Vfs, *, orphaned: tuple[Path, list[str]] | None, errors: list[str]
+) -> dict[str, Any]:
+    """The unmount report of a mount whose final flush is over (JSON-ready; module docstring).
+    ``orphaned``: where the changes of a deleted store were handed over, one line per change;
+    ``errors``: what went wrong in the final flush, one line each."""
+    durable = vfs.durable
+    return {
+        "type": REPORT_TYPE,
+        "store_id": vfs.store_id,
+        "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
+        "orphaned": None
+        if orphaned is None
+        else {"directory": str(orphaned[0]), "files": list(orphaned[1])},
+        "pending": durable.not_uploaded(),
+        "refused": durable.refusals.report(),
+        "conflicts": [_conflict(c) for c in durable.conflicts],
+        "errors": list(errors),
+    }
+
+
+def report_problems(report: dict[str, Any]) -> bool:
+    """Whether the report says something was not uploaded as it was meant to (exit status 1)."""
+    keys = ("pending", "refused", "conflicts", "store_gone")
+    return any(report.get(key) for key in keys)
+
+
+def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """The report in words: ``(kind, header, items)`` per part that has something to say;
+    ``kind`` is ``gone``, ``pending``, ``refused`` or ``conflicts``."""
+    sections: list[tuple[str, str, list[str]]] = []
+    if report.get("store_gone"):
+        header = f"the memory store {report['store_id']} no longer exists (deleted while mounted)"
+        orphaned = report.get("orphaned")
+        if orphaned and orphaned["files"]:
+            files = orphaned["files"]
+            header += (
+                f"; {len(files)} change(s) could never be uploaded and are not replayed; their "
+                f"content is handed over as plain files in {orphaned['directory']}:"
+            )
+            sections.append(("gone", header, list(files)))
+        else:
+            sections.append(("gone", header + "; nothing was waiting to be uploaded", []))
+    pending = report.get("pending") or []
+    if pending:
+        where = pending[0]["kept_in"] or "the daemon's memory (lost)"
+        sections.append(
+            (
+                "pending",
+                f"{len(pending)} change(s) not uploaded; kept in {where} (replayed at next mount):",
+                [f"{p['op']} {p['path']}: {p['why']}" for p in pending],
+            )
+        )
+    refused = report.get("refused") or []
+    if refused:
+        sections.append(
+            (
+                "refused",
+                f"{len(refused)} file(s) refused by the store; never uploaded:",
+                [
+                    f"refused {r['path']}: {r['why']}; never uploaded, "
+                    + (f"a copy is in {r['copy']}" if r["copy"] else "it was empty")
+                    for r in refused
+                ],
+            )
+        )
+    conflicts = report.get("conflicts") or []
+    if conflicts:
+        sections.append(
+            (
+                "conflicts",
+                f"{len(conflicts)} conflict(s) while mounted:",
+                [
+                    f"{c['path']}: changed on the server by another writer; the server's version "
+                    "stays"
+                    + (f", the local content is saved as {c['saved_as']}" if c["saved_as"] else "")
+                    for c in conflicts
+                ],
+            )
+        )
+    return sections
+
+
+def render_report(report: dict[str, Any]) -> str:
+    """The unmount report as text for a person (empty: nothing to say)."""
+    return "".join(
+        header + "\n" + "".join(f"  {item}\n" for item in items)
+        for _, header, items in report_sections(report)
+    )
 
 
 def clashes(vfs: Vfs) -> list[dict[str, str]]:

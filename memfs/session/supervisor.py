@@ -13,8 +13,9 @@ What was not uploaded is not lost: a mount keeps every change acknowledged to a 
 closed, fsynced, renamed, removed) in its write-back journal on disk until the server has it,
 and the next mount of the same store on this machine (same cache directory) uploads it. The
 stop report (``stop_report``) says, once per change, what was not uploaded and in which journal
-directory it is kept; it merges the daemon's report from ``memfs umount`` and from the daemon's
-log, which may repeat it.
+directory it is kept: it quotes the daemon's unmount report
+(``memfs.mount.status.unmount_report``, the JSON document ``memfs umount --json`` prints), never
+the daemon's log or another command's text.
 
 Invariants:
 - nothing is mounted before the whole plan was checked (the caller's job) and every directory
@@ -29,22 +30,24 @@ It must not talk to the API (the mount daemons do), nor parse configs or render 
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from memfs.mount.daemon import state_path as daemon_state_path
+from memfs.mount.status import REPORT_TYPE, report_sections
 from memfs.session.plan import MountPlan, SessionState
 
 log = logging.getLogger(__name__)
@@ -58,23 +61,6 @@ MAX_REMOUNTS = 3  # per store and session: a mount that keeps dying is left dead
 EXIT_OK = 0
 EXIT_FAILED = 1
 
-# The first line of a mount daemon's report of changes it could not upload (memfs.mount.daemon), as
-# logged and as printed by `memfs umount` after its "memfs umount: " prefix; one indented line
-# per change follows.
-_REPORT_HEADER = re.compile(
-    r"^\d+ change\(s\) not uploaded; kept in (?P<where>.+) \(replayed at next mount\):$"
-)
-# each line of these says itself where the content went (its kept copy, its conflict copy)
-_SELF_TOLD_HEADER = re.compile(
-    r"^(\d+ file\(s\) refused by the store; never uploaded|\d+ conflict\(s\) while mounted):$"
-)
-
-
-def _is_report_header(line: str) -> bool:
-    return bool(_REPORT_HEADER.match(line.strip()) or _SELF_TOLD_HEADER.match(line.strip()))
-
-
-_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ (?P<level>[A-Z]+) (?P<rest>.*)$")
 UNUPLOADED_NOTE = (
     "changes it had acknowledged stay in its write-back journal on disk and are uploaded by the "
     "next mount of this store"
@@ -100,7 +86,7 @@ class MountCommand:
         return argv + list(self.mount_options)
 
     def umount_argv(self, path: Path) -> list[str]:
-        return [*self.program, "umount", str(path)]
+        return [*self.program, "umount", "--json", str(path)]
 
 
 @dataclass
@@ -120,21 +106,36 @@ class MountError(Exception):
 async def run_command(
     argv: list[str], *, env: dict[str, str] | None, timeout: float
 ) -> tuple[int | None, str]:
-    """Run a command; return (its exit code, or None on timeout; its output, stripped).
+    """Run a command; return (its exit code, or None on timeout; its output, stripped)."""
+    code, output, _ = await _run(argv, env=env, timeout=timeout, stdout_apart=False)
+    return code, output
 
-    Output goes to a temporary file rather than a pipe: a daemon that inherits it and keeps it
-    open after the command returns must not make us wait for the daemon's end.
+
+async def _run(
+    argv: list[str], *, env: dict[str, str] | None, timeout: float, stdout_apart: bool
+) -> tuple[int | None, str, str]:
+    """Run a command: (exit code or None on timeout, its stderr and, unless ``stdout_apart``,
+    its stdout, stripped; with ``stdout_apart``, its stdout).
+
+    Output goes to temporary files rather than pipes: a daemon that inherits them and keeps
+    them open after the command returns must not make us wait for the daemon's end.
     """
-    with tempfile.TemporaryFile() as output:
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryFile() as apart:
         code: int | None = None
         with trio.move_on_after(timeout):
             done = await trio.run_process(
-                argv, stdin=b"", stdout=output, stderr=output, env=env, check=False
+                argv,
+                stdin=b"",
+                stdout=apart if stdout_apart else output,
+                stderr=output,
+                env=env,
+                check=False,
             )
             code = done.returncode
         output.seek(0)
+        apart.seek(0)
         text = output.read().decode("utf-8", "replace").strip()
-    return code, text
+        return code, text, apart.read().decode("utf-8", "replace")
 
 
 def last_line(text: str) -> str:
@@ -443,48 +444,43 @@ class Supervisor:
             self._remove_dir(self._root, self._problems)
 
     async def _unmount(self, mount: _Mount) -> None:
-        plan = mount.plan
-        daemon_log = self.mount_log(plan)
+        report: dict[str, Any] | None = None
         try:
-            offset = daemon_log.stat().st_size
-        except OSError:
-            offset = 0
-        reports: list[str] = []
-        try:
-            await self._unmount_once(mount, reports)
+            report = await self._unmount_once(mount)
         finally:
-            # What the daemon's final flush could not upload: its report (from `memfs umount`
-            # and its log) and the errors it logged, each once.
-            reports += _errors_since(daemon_log, offset)
-            mount.problems += stop_report(plan.path, reports)
+            # what the daemon's final flush could not upload, each change once
+            mount.problems += stop_report(mount.plan.path, report)
 
-    async def _unmount_once(self, mount: _Mount, reports: list[str]) -> None:
+    async def _unmount_once(self, mount: _Mount) -> dict[str, Any] | None:
+        """Run ``memfs umount --json``; the daemon's unmount report, if it printed one."""
         plan = mount.plan
-        code, output = await run_command(
-            self._command.umount_argv(plan.path), env=self._command.env, timeout=self._flush_timeout
+        code, output, stdout = await _run(
+            self._command.umount_argv(plan.path),
+            env=self._command.env,
+            timeout=self._flush_timeout,
+            stdout_apart=True,
         )
         for line in output.splitlines():
             log.info("memfs umount %s: %s", plan.slug, line)
         if code is None:
-            return  # the caller reports it with the deadline
-        report = _umount_report(output)
-        if report is not None:
-            reports.append(report)  # exit 1: the daemon left, with changes not uploaded
+            return None  # the caller reports it with the deadline
+        report = _report_of(stdout)
         if code != 0 and not await trio.to_thread.run_sync(os.path.ismount, plan.path):
             if report is None:
-                # e.g. systemd signalled the whole cgroup: the daemon flushed and left on its own
-                log.warning("%s was already unmounted: %s", plan.path, last_line(output))
+                # the daemon left without its report (killed): its journal is all there is
+                mount.problems.append(f"{plan.path}: {last_line(output)}; {UNUPLOADED_NOTE}")
             mount.mounted = False
-            return
-        if code != 0:
+            return report
+        if code != 0 and report is None:
             mount.problems.append(
                 f"{plan.path}: memfs umount failed: "
                 f"{last_line(output) or f'exit status {code}'}; {UNUPLOADED_NOTE}"
             )
-            return
+            return None
         mount.mounted = await trio.to_thread.run_sync(os.path.ismount, plan.path)
         if not mount.mounted:
             log.info("unmounted %s", plan.path)
+        return report
 
     @staticmethod
     def _remove_dir(path: Path, problems: list[str]) -> None:
@@ -496,72 +492,35 @@ class Supervisor:
             problems.append(f"cannot remove {path}: {exc.strerror}")
 
 
-def _errors_since(log_file: Path, offset: int) -> list[str]:
-    """The ERROR records a daemon wrote to ``log_file`` after ``offset``, without their prefix.
-
-    A record's continuation lines (those not starting with a time stamp, such as the changes
-    listed under a not-uploaded report) stay part of it, joined by newlines.
-    """
+def _report_of(stdout: str) -> dict[str, Any] | None:
+    """The unmount report ``memfs umount --json`` printed (None: it printed none)."""
     try:
-        with open(log_file, "rb") as stream:
-            stream.seek(offset)
-            text = stream.read().decode("utf-8", "replace")
-    except OSError:
+        report = json.loads(stdout)
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) and report.get("type") == REPORT_TYPE else None
+
+
+def stop_report(path: Path, report: dict[str, Any] | None) -> list[str]:
+    """One problem line per error of the daemon's final flush and per change it could not
+    upload as meant (not uploaded: with the journal directory that keeps it; refused; in
+    conflict; of a deleted store), each once, from its unmount report."""
+    if report is None:
         return []
-    found: list[list[str]] = []
-    in_error = False
-    for line in text.splitlines():
-        record = _LOG_RECORD.match(line)
-        if record is None:
-            if in_error and line.strip():
-                found[-1].append(line)
-            continue
-        in_error = record["level"] == "ERROR"
-        if in_error:
-            message = record["rest"]
-            found.append([message.partition(": ")[2] or message])
-    return ["\n".join(lines) for lines in found]
-
-
-def _umount_report(output: str) -> str | None:
-    """The not-uploaded report in the output of ``memfs umount``, if there is one."""
-    lines = output.splitlines()
-    for index, line in enumerate(lines):
-        _, prefix, rest = line.partition("memfs umount: ")
-        if prefix and _is_report_header(rest):
-            items = [
-                item
-                for item in lines[index + 1 :]
-                if item.startswith((" ", "\t")) or _is_report_header(item)
+    problems: dict[str, None] = {}
+    for error in report.get("errors") or []:
+        problems.setdefault(f"{path}: {' '.join(error.split())}", None)
+    for kind, header, items in report_sections(report):
+        if kind == "gone":
+            problems.setdefault(f"{path}: {header.rstrip(':')}", None)
+        fates = [""] * len(items)  # a refused file's or a conflict's line says where it went
+        if kind == "pending":
+            fates = [
+                f" (kept in {p['kept_in']}, uploaded by the next mount of this store)"
+                if p["kept_in"]
+                else " (lost: the mount had no journal)"
+                for p in report["pending"]
             ]
-            return "\n".join([rest.strip(), *items])
-    return None
-
-
-def stop_report(path: Path, messages: Iterable[str]) -> list[str]:
-    """One problem line per distinct error and per change not uploaded, saying where it is kept.
-
-    ``messages`` are a daemon's error messages and not-uploaded reports (a header line matching
-    ``_REPORT_HEADER`` or ``_SELF_TOLD_HEADER``, each followed by one indented line per change),
-    possibly repeated.
-    """
-    errors: dict[str, None] = {}
-    kept: dict[str, str] = {}  # change -> what happens to it
-    for message in messages:
-        lines = message.splitlines() or [""]
-        if not _is_report_header(lines[0]):
-            errors.setdefault(" ".join(message.split()), None)
-            continue
-        fate = ""
-        for line in lines:
-            journal = _REPORT_HEADER.match(line.strip())
-            if journal is not None:
-                where = journal["where"]
-                fate = f" (kept in {where}, uploaded by the next mount of this store)"
-            elif _SELF_TOLD_HEADER.match(line.strip()):
-                fate = ""  # a refused file's or a conflict's line says where its content is
-            elif line.strip():
-                kept.setdefault(line.strip(), fate)
-    problems = [f"{path}: {error}" for error in errors]
-    problems += [f"{path}: {item}{fate}" for item, fate in kept.items()]
-    return problems
+        for item, fate in zip(items, fates, strict=True):
+            problems.setdefault(f"{path}: {item}{fate}", None)
+    return list(problems)
