@@ -30,9 +30,8 @@ def _status(m: MountedStore) -> dict[str, Any]:
 
 def _refuse_a_file(m: MountedStore) -> dict[str, Any]:
     """Write a file that is not UTF-8 (EILSEQ at close: refused, kept); the status then."""
-    with pytest.raises(OSError) as refused:
-        with open(m.path / "bin.md", "wb") as stream:
-            stream.write(b"\xff\xfe not text\n")
+    with pytest.raises(OSError) as refused, open(m.path / "bin.md", "wb") as stream:
+        stream.write(b"\xff\xfe not text\n")
     assert refused.value.errno == errno.EILSEQ
     status: dict[str, Any] = wait_for(lambda: (s := _status(m))["refused"]["files"] and s)
     return status

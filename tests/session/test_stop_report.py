@@ -1,7 +1,7 @@
 """The stop report: what a session could not upload, each change once, with where it is kept.
 
-The parsing is tested on a daemon log as the daemon writes it (a report logged twice, its changes
-on continuation lines); the whole path on a real session whose server is down at stop.
+The wording is tested on unmount reports as the daemon writes them (``memfs umount --json``); the
+whole path on a real session whose server is down at stop.
 """
 
 from __future__ import annotations
@@ -13,36 +13,37 @@ from typing import Any
 
 import pytest
 
-from memfs.session.supervisor import _errors_since, _umount_report, stop_report
+from memfs.session.supervisor import stop_report
 
 from .helpers import Api, force_unmount, run_memfs, slug_of, unique, write_config
 
 JOURNAL = "/cache/memfs/memstore_x/journal-0"
-REPORT = f"2 change(s) not uploaded; kept in {JOURNAL} (replayed at next mount):"
 FAILED = "final upload failed: POST /v1/memory_stores/{store}/memories: cannot reach it"
 
 
-def daemon_log(times: int) -> str:
-    block = (
-        "2026-11-30 10:01:49,211 INFO memfs.daemon: flushing 2 pending uploads\n"
-        f"2026-11-30 10:01:49,212 ERROR memfs.daemon: {FAILED}\n"
-        f"2026-11-30 10:01:49,212 ERROR memfs.daemon: {REPORT}\n"
-        "  put /one.md: not uploaded yet\n"
-        "  delete /two.md: not uploaded yet\n"
-        "2026-11-30 10:01:49,213 WARNING memfs.writeback: upload of 2 failed (attempt 1)\n"
+def report(**parts: Any) -> dict[str, Any]:
+    """An unmount report (``memfs.status.unmount_report``) saying ``parts``."""
+    empty: dict[str, Any] = {"pending": [], "refused": [], "conflicts": [], "errors": []}
+    return {
+        "type": "memfs_unmount_report",
+        "store_id": "memstore_x",
+        "store_gone": None,
+        "orphaned": None,
+        **empty,
+        **parts,
+    }
+
+
+def pending(op: str, path: str) -> dict[str, str]:
+    return {"op": op, "path": path, "why": "not uploaded yet", "kept_in": JOURNAL}
+
+
+def test_each_change_is_reported_once_with_its_journal() -> None:
+    told = report(
+        errors=[FAILED, FAILED],  # e.g. two runs of one key failed alike
+        pending=[pending("put", "/one.md"), pending("delete", "/two.md")],
     )
-    return block * times
-
-
-def test_each_change_is_reported_once_with_its_journal(tmp_path: Path) -> None:
-    log_file = tmp_path / "mount.log"
-    log_file.write_text("2026-11-30 10:00:00,000 ERROR memfs.daemon: before the offset\n")
-    offset = log_file.stat().st_size
-    with open(log_file, "a") as stream:
-        stream.write(daemon_log(times=2))  # the daemon may flush and report twice
-    umount_output = f"memfs umount: {REPORT}\n  put /one.md: not uploaded yet\n"
-    messages = [_umount_report(umount_output) or "", *_errors_since(log_file, offset)]
-    problems = stop_report(Path("/r/notes"), messages)
+    problems = stop_report(Path("/r/notes"), told)
     assert problems == [
         f"/r/notes: {FAILED}",
         f"/r/notes: put /one.md: not uploaded yet (kept in {JOURNAL}, "
@@ -52,11 +53,9 @@ def test_each_change_is_reported_once_with_its_journal(tmp_path: Path) -> None:
     ]
 
 
-def test_no_report_means_no_problems(tmp_path: Path) -> None:
-    assert _umount_report("") is None
-    log_file = tmp_path / "mount.log"
-    log_file.write_text("2026-11-30 10:01:49,211 INFO memfs.daemon: unmounted /r/notes\n")
-    assert stop_report(Path("/r/notes"), _errors_since(log_file, 0)) == []
+def test_no_report_means_no_problems() -> None:
+    assert stop_report(Path("/r/notes"), None) == []
+    assert stop_report(Path("/r/notes"), report()) == []
 
 
 @pytest.mark.fuse
@@ -115,19 +114,37 @@ def test_server_down_at_stop_reports_each_change_once_and_the_next_mount_uploads
     )
 
 
-def test_refused_files_are_reported_apart_from_the_journal() -> None:
+def test_refused_files_and_conflicts_are_reported_apart_from_the_journal() -> None:
     copy = "/cache/memfs/memstore_x/kept/big.md"
-    umount_output = (
-        f"memfs umount: 1 change(s) not uploaded; kept in {JOURNAL} (replayed at next mount):\n"
-        "  put /one.md: not uploaded yet\n"
-        "1 file(s) refused by the store; never uploaded:\n"
-        f"  refused /big.md: larger than 102,400 bytes; never uploaded, a copy is in {copy}\n"
+    told = report(
+        pending=[pending("put", "/one.md")],
+        refused=[
+            {
+                "path": "/big.md",
+                "why": "a write over 102,400 bytes was refused (EFBIG)",
+                "copy": copy,
+            }
+        ],
+        conflicts=[{"path": "/c.md", "saved_as": "/c.conflict-1.md", "at": "2026-12-01T10:00:00Z"}],
     )
-    report = _umount_report(umount_output)
-    assert report is not None
-    assert stop_report(Path("/r/notes"), [report]) == [
+    assert stop_report(Path("/r/notes"), told) == [
         f"/r/notes: put /one.md: not uploaded yet (kept in {JOURNAL}, "
         "uploaded by the next mount of this store)",
-        "/r/notes: refused /big.md: larger than 102,400 bytes; never uploaded, a copy is in "
-        f"{copy}",
+        "/r/notes: refused /big.md: a write over 102,400 bytes was refused (EFBIG); never "
+        f"uploaded, a copy is in {copy}",
+        "/r/notes: /c.md: changed on the server by another writer; the server's version stays, "
+        "the local content is saved as /c.conflict-1.md",
+    ]
+
+
+def test_a_deleted_store_says_where_its_changes_went() -> None:
+    told = report(
+        store_gone={"since": "2026-12-01T10:00:00Z"},
+        orphaned={"directory": "/cache/o", "files": ["/a.md -> /cache/o/a.md"]},
+    )
+    assert stop_report(Path("/r/notes"), told) == [
+        "/r/notes: the memory store memstore_x no longer exists (deleted while mounted); 1 "
+        "change(s) could never be uploaded and are not replayed; their content is handed over "
+        "as plain files in /cache/o",
+        "/r/notes: /a.md -> /cache/o/a.md",
     ]
