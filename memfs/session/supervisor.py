@@ -114,8 +114,8 @@ async def run_command(
 async def _run(
     argv: list[str], *, env: dict[str, str] | None, timeout: float, stdout_apart: bool
 ) -> tuple[int | None, str, str]:
-    """Run a command: (exit code or None on timeout, its stderr and, unless ``stdout_apart``,
-    its stdout, stripped; with ``stdout_apart``, its stdout).
+    """Run a command: (its exit code, or None on timeout; its output, stripped; "" or, with
+    ``stdout_apart``, its stdout, which the output then leaves out).
 
     Output goes to temporary files rather than pipes: a daemon that inherits them and keeps
     them open after the command returns must not make us wait for the daemon's end.
