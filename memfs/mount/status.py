@@ -16,7 +16,8 @@ errors of the final flush. It is built from the state ``collect`` reads, so the 
 ``report_sections`` words it (``memfs umount`` prints it, the supervisor's stop report quotes
 it).
 
-It must not change any state of the mount.
+``collect`` must not change any state of the mount (``unmount_report`` runs once it is over:
+it forgets the refusals of files removed since, as the refusals module says).
 """
 
 from __future__ import annotations
