@@ -81,3 +81,21 @@ async def test_a_save_of_an_existing_memory_journals_once(core: Core, journal: J
     await vfs.flush(fh)
     await vfs.release(fh)
     assert journal.writes == 2
+
+
+async def test_work_queued_again_for_the_same_state_is_not_journaled_again(
+    core: Core, journal: Journal
+) -> None:
+    """The queue re-queues a key for a retry (room in a full store, the final flush): its
+    record on disk already says it."""
+    vfs = core.vfs
+    fh, attr = await vfs.create(ROOT_INODE, "again.md", os.O_WRONLY | os.O_CREAT)
+    await vfs.write(fh, 0, b"once\n")
+    await vfs.flush(fh)
+    assert journal.writes == 1
+    vfs.writeback.schedule(attr.ino, 0)
+    vfs.writeback.schedule(attr.ino, 0, debounce=True)
+    assert journal.writes == 1
+    await vfs.release(fh)
+    await vfs.fsync_dir()
+    assert journal.writes == 1 and journal.load() == []
