@@ -265,8 +265,12 @@ class Vfs:
         # the journal of acknowledged changes, conflict copies, replay (memfs.core.durable)
         self.durable = Durable(self)
         self.writeback.on_queued = self.durable.queued
-        self.writeback.on_done = self.durable.done
+        self.writeback.on_done = self._upload_done
         self.pending_deletes: dict[str, PendingDelete] = {}
+        # uploads that failed for good (not a conflict, not a full store): a directory fsync
+        # reports them. A file's stays until a later upload of it succeeds or is superseded
+        # (its content is not on the server till then); any other key's is reported once.
+        self.failed_uploads: dict[Hashable, BaseException] = {}
         # keys whose create the full store refused (StoreFullError); their journal records are
         # kept, and they are queued again when room may have appeared (retry_waiting_for_room)
         self.waiting_for_room: set[Hashable] = set()
@@ -1057,6 +1061,12 @@ class Vfs:
             raise RemoteConflictError(
                 "changed on the server meanwhile; the local content was saved as a conflict copy"
             )
+        if self.failed_uploads:  # failed in the background, before this fsync
+            key, error = next(iter(self.failed_uploads.items()))
+            for told in [k for k in self.failed_uploads if not isinstance(k, int)]:
+                del self.failed_uploads[told]  # nothing will retry it: reported once
+            log.info("directory fsync: %s failed for good: %s", self.durable.describe(key), error)
+            raise error
 
     async def _settle(self, key: Hashable) -> None:
         """fsync: upload ``key`` now, retrying transient failures for ``fsync_timeout``."""
@@ -1510,8 +1520,10 @@ class Vfs:
             return
         assert isinstance(key, int)
         node = self.table.get(key)
-        if node is None or node.kind is not Kind.FILE or self.read_only:
+        if node is None or node.kind is not Kind.FILE:
             return
+        if self.read_only:  # archived while mounted: nothing more reaches the store
+            raise StoreArchivedError(f"the store is archived: {node.path} cannot be uploaded")
         if node.path is None or node.local_only:
             return
         refused = node.refused is not None  # the committed content is refused: not uploaded
@@ -1730,6 +1742,16 @@ class Vfs:
         keys, self.waiting_for_room = self.waiting_for_room, set()
         for key in keys:
             self.writeback.schedule(key, 0)
+
+    def _upload_done(self, key: Hashable, error: BaseException | None) -> None:
+        """The queue let go of ``key``: uploaded, superseded, or failed for good."""
+        if error is None:
+            self.failed_uploads.pop(key, None)
+        elif not isinstance(
+            error, StoreFullError | PreconditionFailedError | PathConflictError
+        ):  # a full store waits for room, a conflict is in its copy: both reported apart
+            self.failed_uploads[key] = error
+        self.durable.done(key, error)
 
     def _upload_failed(self, key: Hashable, exc: BaseException) -> None:
         if isinstance(exc, StoreFullError):
