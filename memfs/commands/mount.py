@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs.api.config import ConfigError
+from memfs.commands.extras import needs_extra
 from memfs.mount.owner import DEFAULT_UMASK, Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file
 
@@ -128,7 +129,7 @@ def register(subparsers: Any) -> None:
         help="auto: the server's change stream when offered, else polling (default); poll",
     )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
-    mount.set_defaults(func=run_mount)
+    mount.set_defaults(func=needs_extra("mount", "memfs mount", run_mount))
 
     umount = subparsers.add_parser(
         "umount",
@@ -142,7 +143,7 @@ def register(subparsers: Any) -> None:
         help="print the daemon's unmount report (what was not uploaded, refused, conflicted) "
         "as JSON",
     )
-    umount.set_defaults(func=run_umount)
+    umount.set_defaults(func=needs_extra("mount", "memfs umount", run_umount))
 
 
 def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:

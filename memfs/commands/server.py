@@ -18,6 +18,8 @@ import stat
 import sys
 from typing import Any
 
+from memfs.commands.extras import missing_extra, needs_extra
+
 log = logging.getLogger(__name__)
 
 KEYS_ENV = "MEMFS_API_KEYS"
@@ -32,7 +34,7 @@ EXIT_CODES = f"""exit status:
   {EXIT_FAILED}  could not start: cannot listen on --host:--port (address in use, host unknown
      or not on this machine) or cannot open --db (missing directory, not a database,
      PostgreSQL unreachable); one line on stderr says which. Also: failed while running.
-  {EXIT_USAGE}  usage error: bad arguments, no API key, an unusable admin key
+  {EXIT_USAGE}  usage error: bad arguments, no API key, an unusable admin key, a missing extra
 """
 
 
@@ -99,7 +101,7 @@ def register(subparsers: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level (default INFO)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=needs_extra("server", "memfs server", run))
 
 
 def collect_keys(cli_keys: list[str], environ: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -174,15 +176,9 @@ def run(args: argparse.Namespace) -> int:
         print("memfs server: --pool-size must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     if args.db.startswith(("postgresql://", "postgres://")):
-        try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
-        except ImportError:
-            print(
-                "memfs server: the PostgreSQL backend needs psycopg: "
-                "pip install '/path/to/memfs-checkout[postgres]' (memfs is not on PyPI)",
-                file=sys.stderr,
-            )
+        message = missing_extra("memfs server --db postgresql://…", "postgres")
+        if message is not None:
+            print(message, file=sys.stderr)
             return EXIT_USAGE
     try:
         admin_key = read_admin_key(args.admin_key_file, os.environ)

@@ -42,6 +42,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
+from memfs.commands.extras import needs_extra
 from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 from memfs.private import NotPrivateError, create_private_file, private_dir
 from memfs.session.plan import (
@@ -136,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
-    parser.set_defaults(func=_start)
+    parser.set_defaults(func=needs_extra("mount", "memfs session", _start))
 
     commands = parser.add_subparsers(dest="session_command", metavar="COMMAND")
     stop = commands.add_parser("stop", help="stop the session at ROOT: flush, unmount, clean up")
@@ -147,11 +148,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=STOP_TIMEOUT,
         help=f"seconds to wait for the supervisor (default {STOP_TIMEOUT:g})",
     )
-    stop.set_defaults(func=_stop)
+    stop.set_defaults(func=needs_extra("mount", "memfs session stop", _stop))
     status = commands.add_parser("status", help="show the session at ROOT and its mounts")
     _root_option(status)
     status.add_argument("--json", action="store_true", help="print the state as JSON")
-    status.set_defaults(func=_status)
+    status.set_defaults(func=needs_extra("mount", "memfs session status", _status))
 
 
 def _root_option(parser: argparse.ArgumentParser) -> None:

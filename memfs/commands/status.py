@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from memfs.commands.extras import needs_extra
+
 log = logging.getLogger(__name__)
 
 
@@ -25,7 +27,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("mountpoint", metavar="MOUNTPOINT")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=needs_extra("mount", "memfs status", run))
 
 
 def run(args: argparse.Namespace) -> int:

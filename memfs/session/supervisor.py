@@ -46,7 +46,6 @@ from typing import Any
 
 import trio
 
-from memfs.mount.daemon import state_path as daemon_state_path
 from memfs.mount.status import REPORT_TYPE, report_sections
 from memfs.session.plan import MountPlan, SessionState
 
@@ -153,6 +152,9 @@ def daemon_gone(path: Path) -> bool:
     ``stat`` alone cannot tell: the kernel answers it from cached attributes, without asking
     the (dead) daemon, until they time out. False when there is no pid file to go by.
     """
+    # Imported here: the daemon imports pyfuse3, and this module must import without it.
+    from memfs.mount.daemon import state_path as daemon_state_path
+
     try:
         pid = int(daemon_state_path(str(path), "pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):

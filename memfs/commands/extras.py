@@ -1,0 +1,52 @@
+"""The optional parts of memfs (the extras in pyproject.toml) and the check a command makes first.
+
+The base install (trio, httpx) runs the admin commands. ``mount`` (pyfuse3, needing libfuse3,
+and cachetools) runs ``memfs mount``, ``umount``, ``status`` and ``session``; ``server``
+(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend. A
+command whose extra is missing says so in one line instead of a traceback from a deep import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+
+EXIT_MISSING_EXTRA = 2
+
+# The modules that prove an extra is installed (the ones its commands import).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "mount": ("pyfuse3", "cachetools"),
+    "server": ("starlette", "hypercorn"),
+    "postgres": ("psycopg", "psycopg_pool"),
+}
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def missing_extra(command: str, extra: str) -> str | None:
+    """One line naming the extra to install if a module of ``extra`` cannot be imported."""
+    for module in EXTRA_MODULES[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            # memfs is not on PyPI: `pip install 'memfs[…]'` would fetch someone else's package.
+            return (
+                f"{command} needs the {extra} extra ({module} is missing): "
+                f"pip install '/path/to/memfs-checkout[{extra}]'"
+            )
+    return None
+
+
+def needs_extra(extra: str, command: str, run: Command) -> Command:
+    """``run``, first checking that ``extra`` is installed (else its line and exit status 2)."""
+
+    def checked(args: argparse.Namespace) -> int:
+        message = missing_extra(command, extra)
+        if message is not None:
+            print(message, file=sys.stderr)
+            return EXIT_MISSING_EXTRA
+        return run(args)
+
+    return checked
