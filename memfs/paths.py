@@ -1,6 +1,6 @@
 """Memory paths: validation, joining, splitting, prefixes, and the mount slug of a store name.
 
-The rules are the API's (``memory-api.md``): a path starts with ``/``, has 1 to 20 non-empty
+The rules are the API's (``docs/memory-api.md``): a path starts with ``/``, has 1 to 20 non-empty
 segments, none ``.`` or ``..``, no control or format characters (nor U+2028/U+2029), is NFC, and
 is at most 1,024 UTF-8 bytes. The server and the filesystem both validate with this module, so a
 name the filesystem accepts is a name the server accepts.

@@ -34,7 +34,7 @@ def missing_extra(command: str, extra: str) -> str | None:
             # memfs is not on PyPI: `pip install 'memfs[…]'` would fetch someone else's package.
             return (
                 f"{command} needs the {extra} extra ({module} is missing): "
-                f"pip install '/path/to/memfs-checkout[{extra}]'"
+                f"pip install '/path/to/memfs[{extra}]'"
             )
     return None
 

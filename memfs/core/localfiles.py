@@ -1,7 +1,7 @@
 """Local-only names: files a mount keeps on the machine and never uploads.
 
 Editors and tools leave swap files, locks, backups and whole repositories (``.git/``) next to the
-documents they edit (see ``/work/shared/editors.md`` §2). A path is local-only when one of its
+documents they edit (see ``docs/editors.md`` §2). A path is local-only when one of its
 segments matches a pattern here; such files are listed, support full POSIX (symlinks too), are
 never uploaded and vanish at unmount.
 

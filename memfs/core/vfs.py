@@ -3,7 +3,7 @@
 Owns the meaning of every file operation (lookup, readdir, open/read/write, create, rename,
 unlink, mkdir/rmdir, setattr, fsync, statfs) in terms of the store: directories from memory
 paths, local copies of files being written, the rename rules that keep a memory's identity
-(``/work/shared/editors.md`` §4), deferred deletes, local-only names, and the upload of each
+(``docs/editors.md`` §4), deferred deletes, local-only names, and the upload of each
 inode (``sync``) that the write-back queue runs. It raises ``memfs.errors`` exceptions only.
 
 It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep

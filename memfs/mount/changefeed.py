@@ -5,7 +5,7 @@ versions; ``ChangeFeed.run`` applies each batch to the filesystem core
 (``Vfs.apply_versions``), vouches for the cached listings while it is healthy (so a warm store
 is served with no requests at all), falls back to a listing diff (``Vfs.resync``) when a batch
 cannot be trusted, and hands the kernel invalidations to the daemon's invalidator, which runs
-them from a worker thread (never inside a FUSE handler: editors.md §5).
+them from a worker thread (never inside a FUSE handler: docs/editors.md §5).
 
 Sources, behind one interface (``next_batch``):
 - ``PollingSource``: one request per poll, the store's ``memory_versions`` newest first with
@@ -248,7 +248,7 @@ class ChangeFeed:
     ) -> None:
         """Run the invalidations the core needs at once (``Vfs.invalidations_due``: a conflict
         re-based a file) without waiting for the next batch; in a worker thread, never inside
-        the FUSE handler that caused them (editors.md §5)."""
+        the FUSE handler that caused them (docs/editors.md §5)."""
         task_status.started()
         while True:
             await self.vfs.invalidations_due.wait()

@@ -7,7 +7,7 @@ module that raises ``pyfuse3.FUSEError``. Every handler maps memfs errors with
 because an exception escaping a handler ends ``pyfuse3.main()`` and leaves a dead mount.
 
 It must not hold filesystem state or decide semantics (``vfs`` does) and must never call the
-kernel-notification functions (``invalidate_*``) from a handler (see editors.md §5).
+kernel-notification functions (``invalidate_*``) from a handler (see docs/editors.md §5).
 """
 
 from __future__ import annotations
@@ -382,7 +382,7 @@ class FuseOperations(pyfuse3.Operations):
         except Exception as exc:
             _fail("release", exc)
 
-    # -- extended attributes: ENOSYS, so the kernel stops asking (editors.md §3) --------------
+    # -- extended attributes: ENOSYS, so the kernel stops asking (docs/editors.md §3) -------------
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
         _fail("setxattr", NotSupportedError("no extended attributes"))

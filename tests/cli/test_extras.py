@@ -62,7 +62,7 @@ def test_missing_extra_is_one_line_naming_it(
     assert proc.returncode == EXIT_MISSING_EXTRA, proc.stderr
     assert proc.stderr.splitlines() == [
         f"{command} needs the {extra} extra ({missing[0]} is missing): "
-        f"pip install '/path/to/memfs-checkout[{extra}]'"
+        f"pip install '/path/to/memfs[{extra}]'"
     ]
     assert proc.stdout == ""
     assert list(tmp_path.iterdir()) == []  # refused before touching anything

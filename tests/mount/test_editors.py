@@ -2,7 +2,7 @@
 
 nano runs for real in a tmux session (driven with send-keys, waited on with capture-pane), Emacs
 in batch mode, vim non-interactively; the VS Code, JetBrains and GLib (gio) save sequences are
-replayed syscall by syscall as ``/work/shared/editors.md`` measured them. Each test also counts
+replayed syscall by syscall as ``docs/editors.md`` describes them. Each test also counts
 the write requests the daemon sent (its ``--debug`` log lists every HTTP exchange): a save costs
 one ``update`` and no scratch file ever reaches the store.
 """
@@ -133,7 +133,8 @@ def test_nano_in_tmux(doc, tmux_factory, tmp_path):
 
 
 # Emacs makes no backups of files below temporary-file-directory (the test's /tmp mount): allow
-# them, so that the save renames the original to notes.md~ and writes a new file (editors.md §1)
+# them, so that the save renames the original to notes.md~ and writes a new file
+# (docs/editors.md §1)
 BACKUPS_EVEN_IN_TMP = "(setq backup-enable-predicate (lambda (_name) t))"
 
 
@@ -190,7 +191,7 @@ def test_gio_save(doc):
     assert_one_save(doc, memory_id, fsynced_temp=True)  # GLib fsyncs the temp file
 
 
-# -- save sequences replayed syscall by syscall (editors.md §1) ---------------------------------
+# -- save sequences replayed syscall by syscall (docs/editors.md §1) ---------------------------
 
 
 @pytest.mark.parametrize("fsync", [False, True])
