@@ -6,4 +6,38 @@ only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept loca
 directory), ``durable`` (what a journal record means: replay, conflict copies, the unmount
 report), ``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
 ``memfs.versions.tree`` and ``memfs.api``; above it: ``memfs.mount``, which adapts it to pyfuse3.
+
+The concurrency rule
+--------------------
+- **The trio thread owns all core state.** FUSE handlers, write-back uploads, the change feed
+  and the status writer are trio tasks of the daemon's one event loop; nothing here takes a
+  lock, and no other thread touches a ``Vfs``, its inode table, caches, pending deletes or
+  queue. Code between two ``await`` points runs without interruption, so a change made there
+  (for example a conflict's copy, re-base and journal record in ``Vfs._lost_race``) is seen by
+  other tasks whole or not at all.
+- **Every ``await`` is a point where other operations may have run** (a write, a rename, an
+  unlink, a remote change, another upload). State read before it is checked again after it,
+  never assumed: the usual form is the *generation check*, ``gen = node.gen`` before an upload
+  and ``node.gen != gen`` after it (``Node.gen`` is bumped by every local change of data, so
+  the answer is only taken as the file's state if nothing was written meanwhile, else the file
+  is queued again); likewise a node's path and the holder of a memory id
+  (``table.by_id.get(memory_id) is node``) are looked up again after a request ("changed while
+  fetching", "renamed elsewhere meanwhile").
+- **Disk I/O on the event loop, on purpose**: it is small, and the operation that asked must not
+  return before it is done.
+  - Journal records (``memfs.writeback.journal.Journal.put``: write, fsync, rename, fsync of the
+    directory), written synchronously by ``durable.Durable.queued`` from the queue's
+    ``schedule`` hook, so ``close``/``fsync``/``rename``/``unlink`` return only once the change
+    is durable, and no other task runs between the state being decided and being recorded.
+  - Kept copies of refused files (``refusals.Refusals.keep``: written and fsynced before the
+    refusal is answered) and the files ``orphans`` hands over when a store is deleted.
+  - The status file (``memfs.mount.status.StatusWriter``, every second, not fsynced) and the
+    unmount report: collected and written with no ``await`` between, so each is a consistent
+    snapshot of the state.
+- **In worker threads**: the kernel invalidations (``pyfuse3.invalidate_inode`` /
+  ``invalidate_entry``, through the ``invalidator`` the daemon passes in, which uses
+  ``trio.to_thread.run_sync``): called on the loop while a related request is in flight they
+  can deadlock the mount (docs/editors.md §5). The core only queues them. Outside the mount, the
+  reference server runs every SQLite and PostgreSQL transaction in a worker thread
+  (``memfs.server.sqlite``, ``memfs.server.postgres``).
 """
