@@ -114,7 +114,6 @@ def test_store_deleted_while_mounted_hands_pending_content_over(
     trying, refuses changes with ENODEV, and umount hands the content over as plain files in a
     named directory (exit 1); nothing is left for a later mount to replay."""
     import errno
-    import json
 
     mounted = faulty_mount("--update-delay", "30", memories={"/old.md": "v1\n"})
     (mounted.path / "old.md").write_text("v2\n")
@@ -124,12 +123,7 @@ def test_store_deleted_while_mounted_hands_pending_content_over(
     writer = open(mounted.path / "old.md", "r+")  # noqa: SIM115 - closed below
     mounted.sdk.beta.memory_stores.delete(mounted.store_id)
 
-    def status() -> dict[str, Any]:
-        result = memfs("status", str(mounted.path), "--json", env=mounted.env)
-        document: dict[str, Any] = json.loads(result.stdout)
-        return document
-
-    gone = wait_for(lambda: status()["store_gone"], timeout=15)  # the change feed notices
+    gone = wait_for(lambda: mounted.status()["store_gone"], timeout=15)  # the change feed notices
     assert gone["since"]
     assert "STORE GONE" in memfs("status", str(mounted.path), env=mounted.env).stdout
     with pytest.raises(OSError) as caught:

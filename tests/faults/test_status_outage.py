@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +13,6 @@ from support.waiting import wait_for
 pytestmark = pytest.mark.fuse
 
 
-def status(mounted: MountedStore) -> dict[str, Any]:
-    result = memfs("status", str(mounted.path), "--json", env=mounted.env)
-    assert result.returncode == 0, result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
-
-
 def test_status_reports_requests_cache_uploads_and_feed(
     faulty_mount: Callable[..., MountedStore],
 ) -> None:
@@ -28,7 +20,7 @@ def test_status_reports_requests_cache_uploads_and_feed(
     assert (mounted.path / "a.md").read_text() == "alpha\n"
     (mounted.path / "b.md").write_text("beta\n")
     mounted.settle()
-    doc = wait_for(lambda: (d := status(mounted))["change_feed"]["polls"] > 0 and d, timeout=10)
+    doc = wait_for(lambda: (d := mounted.status())["change_feed"]["polls"] > 0 and d, timeout=10)
     assert doc["store_id"] == mounted.store_id
     assert doc["requests"]["by_route"]["POST /v1/memory_stores/{store}/memories"] == 1
     assert doc["cache"]["content_bytes"] > 0
@@ -54,7 +46,7 @@ def test_reads_from_cache_during_outage_and_eio_only_for_uncached(
     assert caught.value.errno == errno.EIO
     (mounted.path / "new.md").write_text("written during the outage\n")
     # status names what waits, and what is being retried, by path
-    doc = wait_for(lambda: "/new.md" in (d := status(mounted))["uploads"]["retrying"] and d)
+    doc = wait_for(lambda: "/new.md" in (d := mounted.status())["uploads"]["retrying"] and d)
     assert doc["uploads"]["waiting"] == ["/new.md"]
     text = memfs("status", str(mounted.path), env=mounted.env).stdout
     assert "waiting: /new.md" in text and "retrying: /new.md: " in text

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import base64
 import errno
-import json
 import os
 import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.mounts import MountedStore, daemon_alive, memfs
@@ -123,7 +121,7 @@ def test_read_only_mount_leaves_the_journal_untouched(
     assert (m.path / "a.md").read_text() == "v1"
     # a read-write mount replays before it serves (daemon.run): this one serves, so a replay
     # would have run by now; its status says what it did instead
-    uploads = _status(m)["uploads"]
+    uploads = m.status()["uploads"]
     assert (uploads["untouched"], uploads["replayed"], uploads["pending"]) == (2, 0, 0)
     assert m.content("/a.md") == "v1" and m.content("/new.md") is None
     assert "2 write-back journal record(s) of an earlier mount" in m.log()
@@ -138,19 +136,12 @@ def test_read_only_mount_leaves_the_journal_untouched(
     m.wait_content("/new.md", "new\n")
 
 
-def _status(m: MountedStore) -> dict[str, Any]:
-    result = memfs("status", str(m.path), "--json", env=m.env)
-    assert result.returncode == 0, result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
-
-
 def _queue_is_empty(m: MountedStore) -> bool:
-    return _status(m)["uploads"]["pending"] == 0
+    return m.status()["uploads"]["pending"] == 0
 
 
 def _refused(m: MountedStore) -> list[str]:
-    files: list[str] = _status(m)["refused"]["files"]
+    files: list[str] = m.status()["refused"]["files"]
     return files
 
 
@@ -164,7 +155,7 @@ def test_oversized_new_file_is_not_created(mount: MountedStore, tmp_path: Path) 
     mount.pass_marker()  # a new file would be uploaded 1 s after its close, before the marker
     assert "/b" not in mount.paths()
     assert "refused /b" in mount.log()
-    wait_for(lambda: _status(mount)["refused"]["count"] == 1, timeout=5)
+    wait_for(lambda: mount.status()["refused"]["count"] == 1, timeout=5)
 
 
 def test_write_crossing_the_limit_uploads_nothing(
@@ -178,13 +169,13 @@ def test_write_crossing_the_limit_uploads_nothing(
     m.pass_marker()
     assert "/x.md" not in m.paths()  # not a truncated 102,400-byte memory
     assert m.content("/old.md") == "previous\n"  # the store keeps the previous content
-    status = _status(m)["refused"]
+    status = m.status()["refused"]
     assert status["count"] == 2 and status["files"] == ["/old.md", "/x.md"]
     # truncated and rewritten below the limit: an ordinary file again
     (m.path / "old.md").write_text("small\n")
     m.settle()
     assert m.content("/old.md") == "small\n"
-    wait_for(lambda: _status(m)["refused"]["files"] == ["/x.md"], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == ["/x.md"], timeout=5)
     result = m.umount()
     assert result.returncode == 1 and "refused /x.md" in result.stderr
     assert "/old.md" not in result.stderr
@@ -265,7 +256,7 @@ def test_a_valid_save_after_efbig_uploads_and_fsync_tells_the_truth(
             call(fd)
         assert caught.value.errno == errno.EFBIG
     assert m.content("/r.md") == "v1\nv2\nv3\n"
-    wait_for(lambda: _status(m)["refused"]["files"] == ["/r.md"], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == ["/r.md"], timeout=5)
     # the next save of valid content ends the refusal and is uploaded as usual
     fd = os.open(r, os.O_WRONLY | os.O_APPEND)
     os.write(fd, b"end\n")
@@ -274,7 +265,7 @@ def test_a_valid_save_after_efbig_uploads_and_fsync_tells_the_truth(
     content = m.content("/r.md") or ""
     assert len(content) == left + 4 and content.startswith("v1\nv2\nv3\n" + "p" * 90_000)
     assert content.endswith("end\n")
-    wait_for(lambda: _status(m)["refused"]["files"] == [], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
     assert m.umount().returncode == 0
 
 
@@ -289,7 +280,7 @@ def test_a_refusal_is_not_reported_to_the_next_writer(
         writer.write("ok\n")
     m.settle()
     assert m.content("/s1") == "ok\n"
-    wait_for(lambda: _status(m)["refused"]["files"] == [], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
 
 
 def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
@@ -308,7 +299,7 @@ def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
     m.settle()
     assert m.content("/fixed") == "valid now\n"
     assert sorted(path.read_bytes() for path in kept.iterdir()) == [b"\xff\xfe"] * 2
-    wait_for(lambda: _status(m)["refused"]["files"] == ["/e2", "/old.md"], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == ["/e2", "/old.md"], timeout=5)
     assert not list(cache.rglob("*.rec"))  # refused content is not in the journal
     result = m.umount()
     assert result.returncode == 1
@@ -337,4 +328,4 @@ def test_a_failed_truncate_changes_nothing(mount_factory: Callable[..., MountedS
     assert os.stat(t).st_size == 1
     m.settle()
     assert m.content("/t") == "a"
-    wait_for(lambda: _status(m)["refused"]["files"] == [], timeout=5)
+    wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)

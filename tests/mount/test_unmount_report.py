@@ -21,19 +21,12 @@ from memfs.mount.daemon import state_path
 pytestmark = pytest.mark.fuse
 
 
-def _status(m: MountedStore) -> dict[str, Any]:
-    result = memfs("status", str(m.path), "--json", env=m.env)
-    assert result.returncode == 0, result.stderr
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
-
-
 def _refuse_a_file(m: MountedStore) -> dict[str, Any]:
     """Write a file that is not UTF-8 (EILSEQ at close: refused, kept); the status then."""
     with pytest.raises(OSError) as refused, open(m.path / "bin.md", "wb") as stream:
         stream.write(b"\xff\xfe not text\n")
     assert refused.value.errno == errno.EILSEQ
-    status: dict[str, Any] = wait_for(lambda: (s := _status(m))["refused"]["files"] and s)
+    status: dict[str, Any] = wait_for(lambda: (s := m.status())["refused"]["files"] and s)
     return status
 
 

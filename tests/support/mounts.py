@@ -6,6 +6,7 @@ them; ``close()`` unmounts them all). The fixtures are in ``tests/conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -111,6 +112,13 @@ class MountedStore:
         (self.path / name).write_text("marker\n")
         self.wait_content(f"/{name}", "marker\n")
         self.settle()
+
+    def status(self) -> dict[str, Any]:
+        """``memfs status --json`` of this mount."""
+        result = memfs("status", str(self.path), "--json", env=self.env)
+        assert result.returncode == 0, result.stderr
+        document: dict[str, Any] = json.loads(result.stdout)
+        return document
 
     def log(self) -> str:
         try:
