@@ -1149,18 +1149,22 @@ class Vfs:
                 return node
         return None
 
+    def _take_pending_delete(self, node: Node, pending: PendingDelete) -> None:
+        """Rule 3: ``node`` takes the memory of a deferred delete, which is not done."""
+        self.writeback.cancel(_delete_key(pending.memory_id))
+        del self.pending_deletes[pending.memory_id]
+        self.table.set_memory(node, pending.memory_id)
+        node.remote_path = pending.remote_path
+        node.base_sha = pending.expected_sha
+        node.created_at = pending.created_at
+
     async def _adopt(self, node: Node, path: str) -> bool:
         """Rule 3: new content at a path whose memory just left makes it an update of it."""
         source = self._adoptable(path)
         if source is None:
             return False
         if isinstance(source, PendingDelete):
-            self.writeback.cancel(_delete_key(source.memory_id))
-            del self.pending_deletes[source.memory_id]
-            self.table.set_memory(node, source.memory_id)
-            node.remote_path = source.remote_path
-            node.base_sha = source.expected_sha
-            node.created_at = source.created_at
+            self._take_pending_delete(node, source)
             log.info("%s re-created in time: update of %s", path, source.memory_id)
             return True
         old = source
@@ -1386,12 +1390,7 @@ class Vfs:
                     self.writeback.schedule(identity.ino, self.config.new_file_delay, debounce=True)
             committed = True
         elif isinstance(identity, PendingDelete):
-            self.writeback.cancel(_delete_key(identity.memory_id))
-            del self.pending_deletes[identity.memory_id]
-            self.table.set_memory(src, identity.memory_id)
-            src.remote_path = identity.remote_path
-            src.base_sha = identity.expected_sha
-            src.created_at = identity.created_at
+            self._take_pending_delete(src, identity)
             committed = True
         if dst is not None:
             self.table.unbind(dst)
