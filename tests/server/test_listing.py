@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import httpx
@@ -142,6 +143,17 @@ async def test_tampered_and_foreign_cursors_are_400(
     raw = bytearray(base64.urlsafe_b64decode(cursor[5:] + "=" * (-len(cursor[5:]) % 4)))
     raw[-3] ^= 0x01
     tampered = "page_" + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    r = await client.get(url(store_id), params={"page": tampered})
+    assert_error(r, 400, "invalid_request_error", "page")
+    # A cursor whose position was changed but whose JSON is still valid and for this listing:
+    # only the check can reject it.
+    check, payload = bytes(raw[:8]), bytearray(raw[8:])
+    payload[-3] ^= 0x01  # undo the flip above: the JSON is intact again
+    position = json.loads(payload)
+    assert position["p"]["key"] == "/a/0", position
+    position["p"]["key"] = "/a/1"
+    moved = json.dumps(position, separators=(",", ":")).encode()
+    tampered = "page_" + base64.urlsafe_b64encode(check + moved).rstrip(b"=").decode()
     r = await client.get(url(store_id), params={"page": tampered})
     assert_error(r, 400, "invalid_request_error", "page")
     # A cursor for one prefix or depth cannot continue another listing.
