@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl attr \
 	libglib2.0-bin postgresql
 
-.PHONY: setup demo test test-fast lint format bench soak clean
+.PHONY: setup demo test test-fast lint format bench soak mutate clean
 
 setup: $(VENV)/.installed
 
@@ -51,6 +51,12 @@ format: setup
 soak: setup
 	MEMFS_MODEL_EXAMPLES=200 MEMFS_MODEL_STEPS=40 $(BIN)/pytest -q tests/model -o timeout=3600
 
+# Mutation testing ([tool.mutmut] in pyproject.toml: which modules, which tests), not in `test`:
+# slow (tens of minutes on 2 cores). Survivors: `$(BIN)/mutmut results`, `$(BIN)/mutmut show NAME`.
+mutate: setup
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 # Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures).
 bench: setup
 	@set -e; for script in scripts/bench_*.py; do \
@@ -58,4 +64,4 @@ bench: setup
 	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache build *.egg-info
