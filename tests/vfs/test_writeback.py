@@ -279,3 +279,127 @@ async def test_retry_after_of_the_last_answer_is_honoured(clock):
         times = [t for _, t in rec.calls]
         assert len(times) == 2 and times[1] - times[0] == pytest.approx(7.0)
         nursery.cancel_scope.cancel()
+
+
+class Gate:
+    """An upload function whose runs of chosen keys wait until released (and may then fail)."""
+
+    def __init__(self, *held: Hashable) -> None:
+        self.held = set(held)
+        self.calls: list[Hashable] = []
+        self.started: dict[Hashable, trio.Event] = {}
+        self.release = trio.Event()
+        self.fail_after_release: BaseException | None = None
+
+    async def upload(self, key: Hashable) -> None:
+        self.calls.append(key)
+        self.started.setdefault(key, trio.Event()).set()
+        if key in self.held and self.calls.count(key) == 1:
+            await self.release.wait()
+            if self.fail_after_release is not None:
+                raise self.fail_after_release
+
+    async def release_after(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        self.release.set()
+
+    async def running(self, key: Hashable) -> None:
+        await self.started.setdefault(key, trio.Event()).wait()
+
+
+async def test_a_running_key_does_not_hold_up_other_keys(clock):
+    """An upload that hangs (a slow server) must not stop the scheduler from starting the
+    uploads of other files when they fall due."""
+    gate = Gate("slow")
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(gate.upload)
+        await nursery.start(wb.run)
+        wb.schedule("slow", 0)
+        await gate.running("slow")
+        t0 = trio.current_time()
+        wb.schedule("b", 1.0)
+        wb.schedule("c", 2.0)
+        with trio.fail_after(10):  # virtual seconds: c falls due at 2
+            await gate.running("c")
+        assert trio.current_time() == pytest.approx(t0 + 2.0)
+        assert gate.calls == ["slow", "b", "c"] and wb.running("slow")
+        gate.release.set()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("outcome", ["saved again", "fails transiently"])
+async def test_cancel_during_a_run_uploads_nothing_more(clock, outcome):
+    """A file deleted while its upload runs: that run ends, but neither a save made during it
+    nor a retry of its transient failure uploads the file again (it would resurrect it)."""
+    gate = Gate("a")
+    if outcome == "fails transiently":
+        gate.fail_after_release = ApiConnectionError("down")
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(gate.upload, is_transient=is_transient, retry=policy())
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        await gate.running("a")
+        if outcome == "saved again":
+            wb.schedule("a", 0.5)
+        wb.cancel("a")
+        gate.release.set()
+        await trio.sleep(60)  # far beyond any re-run or retry (0.5 s backoff)
+        assert gate.calls == ["a"] and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_of_a_running_key_includes_the_save_made_during_the_run(clock):
+    """fsync while an older version is being uploaded returns only once the newer save (made
+    during that upload) is on the server too."""
+    gate = Gate("a")
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(gate.upload)
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        await gate.running("a")
+        wb.schedule("a", 60)  # the newer save, due long after the flush
+        nursery.start_soon(gate.release_after, 1.0)
+        await wb.flush("a")
+        assert gate.calls == ["a", "a"] and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_with_patience_while_the_file_is_saved_again(clock):
+    """A save arriving during fsync's upload leaves new work queued; the fsync itself succeeds
+    (its data is on the server) and the new save is uploaded later."""
+    calls: list[Hashable] = []
+    queue: list[WriteBack] = []
+
+    async def upload(key: Hashable) -> None:
+        calls.append(key)
+        if len(calls) == 1:
+            queue[0].schedule(key, 5)
+
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(upload, is_transient=is_transient)
+        queue.append(wb)
+        await nursery.start(wb.run)
+        wb.schedule("a", 60)
+        await wb.flush("a", patience=30)
+        assert calls == ["a"] and wb.pending("a")
+        await trio.sleep(10)
+        assert calls == ["a", "a"] and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_patience_under_a_second_still_retries(clock):
+    """Any patience retries a transient failure after the queue's backoff (0.5 s first), for one
+    key (fsync) and for all (fsync of a directory, unmount)."""
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        rec.fail["a"] = [ApiConnectionError("down")]
+        wb.schedule("a", 60)
+        await wb.flush("a", patience=0.9)
+        assert [k for k, _ in rec.calls] == ["a", "a"] and not wb.pending("a")
+        rec.fail["b"] = [ApiConnectionError("down")]
+        wb.schedule("b", 60)
+        wb.schedule("c", 60)
+        assert await wb.flush_all(patience=0.9) == []
+        assert sorted(k for k, _ in rec.calls[2:]) == ["b", "b", "c"] and len(wb) == 0
+        nursery.cancel_scope.cancel()
