@@ -403,3 +403,50 @@ async def test_patience_under_a_second_still_retries(clock):
         assert await wb.flush_all(patience=0.9) == []
         assert sorted(k for k, _ in rec.calls[2:]) == ["b", "b", "c"] and len(wb) == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_run_cut_by_a_flush_deadline_is_retried_after_the_backoff(clock):
+    """fsync gave up mid-upload (answer unknown): the background retries the upload after the
+    first backoff (0.5 s) — not at the old due time, not at once in a tight loop."""
+    calls: list[float] = []
+
+    async def upload(key: Hashable) -> None:
+        calls.append(trio.current_time())
+        if len(calls) == 1:
+            await trio.sleep(100)  # an answer that never comes
+
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(upload, is_transient=is_transient, retry=policy())
+        await nursery.start(wb.run)
+        wb.schedule("a", 60)
+        with pytest.raises(trio.TooSlowError):
+            await wb.flush("a", patience=5)
+        gave_up = trio.current_time()
+        await trio.sleep(10)
+        assert calls[1:] == [pytest.approx(gave_up + 0.5)] and not wb.pending("a")
+        nursery.cancel_scope.cancel()
+
+
+async def test_durability_hooks_name_the_key_and_its_error(clock):
+    """The journal learns from these hooks which file's record to keep (a retry) or settle
+    (done, refused): each names the key and the error of that run."""
+    rec = Recorder()
+    down, refused = ApiConnectionError("down"), PreconditionFailedError("changed")
+    rec.fail["a"] = [down, refused]
+    seen: list[tuple[str, Hashable, BaseException | None]] = []
+    async with trio.open_nursery() as nursery:
+        wb = WriteBack(
+            rec.upload,
+            is_transient=is_transient,
+            retry=policy(),
+            on_done=lambda key, exc: seen.append(("done", key, exc)),
+        )
+        wb.on_retry = lambda key, exc: seen.append(("retry", key, exc))
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        wb.schedule("b", 0)
+        await trio.sleep(5)
+        assert sorted(seen, key=str) == sorted(
+            [("retry", "a", down), ("done", "a", refused), ("done", "b", None)], key=str
+        )
+        nursery.cancel_scope.cancel()
