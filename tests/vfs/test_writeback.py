@@ -450,3 +450,20 @@ async def test_durability_hooks_name_the_key_and_its_error(clock):
             [("retry", "a", down), ("done", "a", refused), ("done", "b", None)], key=str
         )
         nursery.cancel_scope.cancel()
+
+
+async def test_flush_all_with_patience_gives_up_in_time(clock):
+    """Unmount's flush with patience ends when its time is up, reporting what is still failing,
+    and keeps that work queued."""
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        wb = await start(rec, nursery)
+        await trio.sleep(1000)  # the deadline is relative to now, not to the clock's zero
+        rec.fail["a"] = [ApiConnectionError("down")] * 100
+        wb.schedule("a", 60)
+        t0 = trio.current_time()
+        errors = await wb.flush_all(patience=10)
+        assert trio.current_time() - t0 == pytest.approx(10)
+        assert len(errors) == 1 and isinstance(errors[0], ApiConnectionError)
+        assert wb.pending("a")
+        nursery.cancel_scope.cancel()
