@@ -57,6 +57,9 @@ def test_length_limit_is_inclusive() -> None:
 
 
 def test_checked_payloads_that_are_not_positions_are_refused() -> None:
+    # forge() builds the check as the server does: its refusals below come from the shape.
+    intact = b'{"k":"memories","q":"q1","p":{"path":"/a"}}'
+    assert cursor.decode(forge(intact), "memories", "q1") == {"path": "/a"}
     for payload in (b"[1, 2]", b'{"k": "memories", "q": "q1", "p": [1]}', b"\xff", b"nul"):
         with pytest.raises(cursor.CursorError):
             cursor.decode(forge(payload), "memories", "q1")
