@@ -30,6 +30,7 @@ def test_valid_paths(path: str) -> None:
         ("/a\nb", "U+000A"),
         ("/a\u200bb", "U+200B"),
         ("/a\u2028b", "U+2028"),
+        ("/a\u2029b", "U+2029"),  # paragraph separator: would split the name in a listing
         ("/e\u0301.md", "Normalization Form C"),
         ("/" + "x" * 1024, "1024 bytes"),
         ("/" + "/".join("s" * 21), "20 segments"),
@@ -43,6 +44,14 @@ def test_invalid_paths(path: str, fragment: str) -> None:
 def test_too_long_is_its_own_class() -> None:
     with pytest.raises(paths.PathTooLongError):
         paths.validate_path("/" + "é" * 512)  # 1,024 bytes of é plus the slash
+
+
+def test_a_file_name_cannot_smuggle_a_slash() -> None:
+    """A name given to create or rename in one directory cannot reach into another."""
+    paths.check_segment("notes.md")
+    for bad in ("a/b", "/", "a/"):
+        with pytest.raises(paths.PathError, match="'/'"):
+            paths.check_segment(bad)
 
 
 def test_prefix_rules() -> None:
@@ -60,6 +69,7 @@ def test_join_split_and_ancestors() -> None:
     assert paths.split("/c") == ("/", "c")
     assert paths.ancestors("/a/b/c") == ["/a", "/a/b"]
     assert paths.ancestors("/c") == []
+    assert paths.ancestors("/X/aX/X") == ["/X", "/X/aX"]  # names are not trimmed
     assert paths.as_prefix("/") == "/"
     assert paths.as_prefix("/a") == "/a/"
     assert paths.is_below("/a/b", "/a")
