@@ -40,6 +40,7 @@ from bench_server import server_on
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.inodes import ROOT_INODE
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
@@ -113,7 +114,7 @@ async def run(
     steps: list[Step] = []
     config = ClientConfig(api_key=Secret(key), base_url=base_url)
     async with StoreClient(config) as client:
-        tree = VersionsTree(client, store_id)
+        tree = VersionsTree(MemoryStoresAPI(client, store_id))
 
         async def ino(*names: str) -> int:
             node = ROOT_INODE

@@ -30,9 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
 
 import trio
 
@@ -40,17 +38,11 @@ from memfs.api.client import StoreClient
 from memfs.api.retry import RetryPolicy, is_transient
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError
 from memfs.models import MemoryVersion
+from memfs.store_api import ChangeEvent
 
 log = logging.getLogger(__name__)
 
 CHANGES = "/v1/memory_stores/{store}/memfs/changes"
-
-
-@dataclass(frozen=True)
-class ChangeEvent:
-    kind: Literal["ready", "memory_version"]
-    cursor: str
-    version: MemoryVersion | None = None
 
 
 async def server_offers_change_stream(client: StoreClient) -> bool:

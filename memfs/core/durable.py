@@ -245,7 +245,7 @@ class Durable:
         for attempt in range(20):
             target = path if attempt == 0 else _numbered(path, attempt)
             try:
-                await vfs.upload_client.create_memory(vfs.store_id, target, text)
+                await vfs.upload_store.create(target, text)
                 vfs.listings.drop(paths.parent(target))
                 return target
             except PathConflictError as exc:
@@ -264,9 +264,9 @@ class Durable:
         memory_id = getattr(exc, "conflicting_memory_id", None)
         try:
             if memory_id:
-                memory = await vfs.upload_client.get_memory(vfs.store_id, memory_id, view="basic")
+                memory = await vfs.upload_store.read(memory_id, with_content=False)
             else:
-                found = await vfs.upload_client.find_memory(vfs.store_id, path)
+                found = await vfs.upload_store.find(path)
                 if found is None:
                     return None
                 memory = found
@@ -312,12 +312,11 @@ class Durable:
 
     async def _replay(self, record: Record) -> None:
         vfs = self.vfs
-        client = vfs.upload_client
-        store = vfs.store_id
+        store = vfs.upload_store
         if record.op == "delete":
             assert record.memory_id is not None
             try:
-                await client.delete_memory(store, record.memory_id, expected_sha256=record.base_sha)
+                await store.delete(record.memory_id, expected_sha256=record.base_sha)
             except NotFoundError:
                 pass
             except PreconditionFailedError:
@@ -335,7 +334,7 @@ class Durable:
         text = record.data.decode("utf-8") if record.data is not None else None
         if record.memory_id is None:
             try:
-                await client.create_memory(store, record.path, text or "")
+                await store.create(record.path, text or "")
             except PathConflictError as exc:
                 if not await self._is_same(exc, record.path, text or ""):
                     self.save_conflict(record.path, None, record.data)
@@ -350,8 +349,7 @@ class Durable:
             self.save_conflict(record.path, record.memory_id, record.data)
             return
         try:
-            await client.update_memory(
-                store,
+            await store.update(
                 record.memory_id,
                 content=content,
                 path=new_path,
@@ -362,7 +360,7 @@ class Durable:
         except NotFoundError:
             if record.data is not None:  # deleted on the server: the local content lives on
                 try:
-                    await client.create_memory(store, record.path, text or "")
+                    await store.create(record.path, text or "")
                 except PathConflictError as exc:
                     if not await self._is_same(exc, record.path, text or ""):
                         self.save_conflict(record.path, None, record.data)

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from memfs import paths
-from memfs.api import StoreClient
 from memfs.core.clashes import derived_name
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
+from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 class StoreGone:
     """Whether the mounted store still exists (see the module docstring)."""
 
-    def __init__(self, client: StoreClient, store_id: str) -> None:
-        self.client = client
-        self.store_id = store_id
+    def __init__(self, store: StoreAPI) -> None:
+        self.store = store
+        self.store_id = store.store_id
         self.since: str | None = None  # UTC time it was noticed
 
     @property
@@ -51,8 +51,10 @@ class StoreGone:
         if not isinstance(exc, NotFoundError):
             return False
         try:
-            await self.client.get_store(self.store_id)
-        except NotFoundError:
+            exists = await self.store.store_exists()
+        except (ApiError, ApiConnectionError):
+            return False  # cannot tell now: the next 404 asks again
+        if not exists:
             self.since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             log.error(
                 "the memory store %s no longer exists (deleted while mounted): nothing can be "
@@ -61,8 +63,6 @@ class StoreGone:
                 self.store_id,
             )
             return True
-        except (ApiError, ApiConnectionError):
-            return False  # cannot tell now: the next 404 asks again
         return False
 
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 import trio
 
 from memfs import paths
-from memfs.api import StoreClient
 from memfs.core.cache import ContentCache, Listing, ListingCache
 from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import ListItem, Memory, MemoryPrefix
+from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,7 @@ class BulkFetcher:
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        store: StoreAPI,
         contents: ContentCache,
         listings: ListingCache,
         *,
@@ -80,8 +79,7 @@ class BulkFetcher:
         lookahead: int = DEFAULT_LOOKAHEAD,
         hidden_root_names: frozenset[str] = frozenset(),
     ) -> None:
-        self.client = client
-        self.store_id = store_id
+        self.store = store
         self.contents = contents
         self.listings = listings
         self.window = window
@@ -291,13 +289,8 @@ class BulkFetcher:
         try:
             cursor: str | None = None
             while True:
-                page = await self.client.list_memories_page(
-                    self.store_id,
-                    path_prefix=prefix,
-                    depth=1,
-                    limit=PAGE_SIZE,
-                    view="full",
-                    page=cursor,
+                page = await self.store.list_directory_page(
+                    prefix, with_content=True, cursor=cursor, limit=PAGE_SIZE
                 )
                 self.pages += 1
                 for item in page.data:

@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import trio
 
-from memfs.api import StoreClient
 from memfs.errors import ApiConnectionError, ApiError
-from memfs.models import Memory, MemoryVersion
+from memfs.models import MemoryVersion
+from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,13 @@ class StoreUsage:
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        store: StoreAPI,
         feed_is_current: Callable[[], bool],
         *,
         recount_after: float = 60.0,
         wait: float = 0.5,
     ) -> None:
-        self.client = client
-        self.store_id = store_id
+        self.store = store
         self.feed_is_current = feed_is_current
         self.recount_after = recount_after
         self.wait = wait
@@ -97,11 +95,10 @@ class StoreUsage:
         self._seen = self._seen_bytes = 0
         listed: dict[str, int] = {}
         try:
-            async for item in self.client.list_memories(self.store_id, limit=100, view="basic"):
-                if isinstance(item, Memory):
-                    listed[item.id] = item.content_size_bytes
-                    self._seen += 1
-                    self._seen_bytes += item.content_size_bytes
+            async for item in self.store.list_below(None):
+                listed[item.id] = item.content_size_bytes
+                self._seen += 1
+                self._seen_bytes += item.content_size_bytes
         except (ApiError, ApiConnectionError) as exc:
             if self.nursery is None:
                 raise

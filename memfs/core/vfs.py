@@ -32,7 +32,6 @@ from datetime import datetime
 import trio
 
 from memfs import paths
-from memfs.api import StoreClient
 from memfs.api.retry import is_transient
 from memfs.core.cache import (
     DEFAULT_CONTENT_BYTES,
@@ -72,13 +71,14 @@ from memfs.errors import (
     StoreFullError,
 )
 from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion, sha256_hex
+from memfs.store_api import StoreAPI, list_directory
 from memfs.versions.tree import VersionsConfig, VersionsTree
 from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)
 
-MAX_CONTENT_BYTES = 102_400
-MAX_MEMORIES = 2_000
+# a store API without a count limit: statfs shows this many files (statfs needs a number)
+UNLIMITED_MEMORIES = 1_000_000
 RESERVED_ROOT_NAMES = frozenset({".versions"})
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -235,22 +235,23 @@ class Vfs:
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        store: StoreAPI,
         config: VfsConfig | None = None,
         *,
-        upload_client: StoreClient | None = None,
+        upload_store: StoreAPI | None = None,
     ) -> None:
-        self.client = client  # short deadlines: a syscall waits on these calls
-        self.upload_client = upload_client or client  # long deadlines: background uploads
-        self.store_id = store_id
+        self.store = store  # short deadlines: a syscall waits on these calls
+        self.upload_store = upload_store or store  # long deadlines: background uploads
+        self.store_id = store.store_id
+        # the store's limits: a write over them is refused here, with the errno (EFBIG...)
+        self.max_content_bytes = store.capabilities.max_content_bytes
+        self.max_memories = store.capabilities.max_memories or UNLIMITED_MEMORIES
         self.config = config or VfsConfig()
         self.table = InodeTable()
         self.contents = ContentCache(self.config.cache_bytes)
         self.listings = ListingCache(ttl=self.config.listing_ttl)
         self.bulk = BulkFetcher(
-            self.client,
-            store_id,
+            self.store,
             self.contents,
             self.listings,
             lookahead=self.config.walk_lookahead,
@@ -279,23 +280,24 @@ class Vfs:
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
         # file memories shown under a derived name beside a same-named directory (core.clashes)
         self.clashes = Clashes()
-        self.gone = StoreGone(self.client, store_id)  # the store deleted while mounted
+        self.gone = StoreGone(self.store)  # the store deleted while mounted
         self.handles: dict[int, Handle] = {}
         self._next_fh = 1
         self.invalidator: Invalidator | None = None
         self.read_only = self.config.read_only
         self.started = time.time()
         # memories and bytes for statfs: counted once, then kept by the change feed
-        self.usage = StoreUsage(
-            self.client, store_id, lambda: time.monotonic() < self.listings.vouched_until
-        )
+        self.usage = StoreUsage(self.store, lambda: time.monotonic() < self.listings.vouched_until)
         self._invalidations: list[Invalidation] = []
         # set when queued invalidations must not wait for the change feed's next batch (a
         # conflict re-based a file): ``ChangeFeed.run_due_invalidations`` runs them
         self.invalidations_due = trio.Event()
         # the read-only /.versions tree (its own inode range; fuse_ops dispatches to it)
         self.versions = VersionsTree(
-            client, store_id, VersionsConfig(uid=self.config.uid, gid=self.config.gid)
+            store,
+            VersionsConfig(
+                uid=self.config.uid, gid=self.config.gid, enabled=store.capabilities.versions
+            ),
         )
 
     # =========================================================================================
@@ -394,12 +396,7 @@ class Vfs:
         started = self._now()
         prefix = None if directory == "/" else paths.as_prefix(directory)
         try:
-            items = [
-                item
-                async for item in self.client.list_memories(
-                    self.store_id, path_prefix=prefix, depth=1, limit=100, view="basic"
-                )
-            ]
+            items = await list_directory(self.store, prefix)
         except Exception as exc:
             stale = self.listings.stale(directory)
             if await self.gone.confirm(exc):  # what was seen stays readable
@@ -706,8 +703,8 @@ class Vfs:
             self._check_writable()
             if size < 0:
                 raise InvalidArgumentError("negative size")
-            if size > MAX_CONTENT_BYTES:
-                raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+            if size > self.max_content_bytes:
+                raise FileTooLargeError(f"a memory holds at most {self.max_content_bytes} bytes")
             old = b"" if size == 0 and node.data is None else await self._ensure_data(node)
             new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
             if node.open_count == 0 and self._committed(node) and _utf8(new) is None:
@@ -761,7 +758,7 @@ class Vfs:
             if bulk is not None:
                 return bulk
         memory_id = node.memory_id
-        memory = await self.client.get_memory(self.store_id, memory_id, view="full")
+        memory = await self.store.read(memory_id)
         content = (memory.content or "").encode("utf-8")
         self.contents.put(memory.content_sha256, content)
         if (
@@ -907,14 +904,14 @@ class Vfs:
         if handle.flags & os.O_APPEND:
             offset = len(data)
         end = offset + len(buf)
-        if end > MAX_CONTENT_BYTES:
+        if end > self.max_content_bytes:
             if handle.changed and self._committed(node):
                 # what this open left is a part of what the program meant: never uploaded
                 handle.refused = True
                 self._refuse(node, TOO_LARGE)
             else:
                 log.info("a write to %s over the limit was refused; nothing changed", node.path)
-            raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+            raise FileTooLargeError(f"a memory holds at most {self.max_content_bytes} bytes")
         if offset > len(data):
             data.extend(b"\0" * (offset - len(data)))
         data[offset:end] = buf
@@ -937,8 +934,8 @@ class Vfs:
         """The text of a new content being committed; refuse it (EILSEQ) if it is not UTF-8.
         Valid content ends any refusal: it is a new save (memfs.core.refusals)."""
         data = node.data if node.data is not None else bytearray()
-        if len(data) > MAX_CONTENT_BYTES:
-            raise FileTooLargeError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes")
+        if len(data) > self.max_content_bytes:
+            raise FileTooLargeError(f"a memory holds at most {self.max_content_bytes} bytes")
         text = _utf8(data)
         if text is None:
             self._refuse(node, NOT_UTF8)
@@ -968,7 +965,7 @@ class Vfs:
             return None
         if node.refused == TOO_LARGE and _utf8(node.data or b"") is not None:
             return FileTooLargeError(
-                f"a write to {node.path} crossed {MAX_CONTENT_BYTES} bytes: what it left is "
+                f"a write to {node.path} crossed {self.max_content_bytes} bytes: what it left is "
                 "not uploaded"
             )
         return NotUtf8Error(f"{node.path} is not UTF-8 text")
@@ -1436,17 +1433,15 @@ class Vfs:
             return new_path + path[len(old_path) :]
 
         if not self._is_local_path(old_path) and not self._is_local_path(new_path):
-            async for item in self.client.list_memories(
-                self.store_id, path_prefix=paths.as_prefix(old_path), limit=100, view="basic"
-            ):
-                if not isinstance(item, Memory) or item.id in self.tombstones:
+            async for item in self.store.list_below(paths.as_prefix(old_path)):
+                if item.id in self.tombstones:
                     continue
                 target = moved(item.path)
                 try:
                     paths.validate_path(target)
                 except paths.PathError as exc:
                     raise NameTooLongError(f"{target}: {exc}") from None
-                updated = await self.client.update_memory(self.store_id, item.id, path=target)
+                updated = await self.store.update(item.id, path=target)
                 holder = self.table.by_id.get(item.id)
                 if holder is not None:
                     holder.remote_path = updated.path
@@ -1479,7 +1474,7 @@ class Vfs:
 
     async def statfs(self) -> dict[str, int]:
         count, used = await self.usage.figures()
-        blocks = MAX_MEMORIES * MAX_CONTENT_BYTES // BLOCK_SIZE
+        blocks = self.max_memories * self.max_content_bytes // BLOCK_SIZE
         free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
         if self.read_only:
             free = 0
@@ -1489,9 +1484,9 @@ class Vfs:
             "f_blocks": blocks,
             "f_bfree": free,
             "f_bavail": free,
-            "f_files": MAX_MEMORIES,
-            "f_ffree": max(0, MAX_MEMORIES - count),
-            "f_favail": max(0, MAX_MEMORIES - count),
+            "f_files": self.max_memories,
+            "f_ffree": max(0, self.max_memories - count),
+            "f_favail": max(0, self.max_memories - count),
             "f_namemax": paths.MAX_NAME_BYTES,
         }
 
@@ -1604,14 +1599,14 @@ class Vfs:
             raise RemoteConflictError(f"{memory_id}: no base content to check the upload against")
         expected = base_sha if content is not None else None
         try:
-            return await self.upload_client.update_memory(
-                self.store_id, memory_id, content=content, path=new_path, expected_sha256=expected
+            return await self.upload_store.update(
+                memory_id, content=content, path=new_path, expected_sha256=expected
             )
         except PathConflictError:
             if new_path is None or not await self._wait_for_path(new_path):
                 raise
-            return await self.upload_client.update_memory(
-                self.store_id, memory_id, content=content, path=new_path, expected_sha256=expected
+            return await self.upload_store.update(
+                memory_id, content=content, path=new_path, expected_sha256=expected
             )
 
     async def _head(self, memory_id: str | None, path: str) -> Memory | None:
@@ -1619,11 +1614,11 @@ class Vfs:
         None if there is none. Transient errors propagate: the upload is retried."""
         try:
             if memory_id is None:
-                found = await self.upload_client.find_memory(self.store_id, path)
+                found = await self.upload_store.find(path)
                 if found is None:
                     return None
                 memory_id = found.id
-            return await self.upload_client.get_memory(self.store_id, memory_id, view="full")
+            return await self.upload_store.read(memory_id)
         except NotFoundError:
             return None
 
@@ -1689,14 +1684,14 @@ class Vfs:
 
     async def _create(self, path: str, text: str) -> Memory:
         try:
-            return await self.upload_client.create_memory(self.store_id, path, text)
+            return await self.upload_store.create(path, text)
         except PathConflictError as exc:
             earlier = await self.durable.created_earlier(exc, path, text)
             if earlier is not None:  # our own create, answered after we had given up on it
                 return earlier
             if not await self._wait_for_path(path):
                 raise
-            return await self.upload_client.create_memory(self.store_id, path, text)
+            return await self.upload_store.create(path, text)
 
     async def _wait_for_path(self, path: str) -> bool:
         """Run queued work that frees ``path`` on the server; False if there is none."""
@@ -1715,9 +1710,7 @@ class Vfs:
         if pending is None:
             return
         try:
-            await self.upload_client.delete_memory(
-                self.store_id, memory_id, expected_sha256=pending.expected_sha
-            )
+            await self.upload_store.delete(memory_id, expected_sha256=pending.expected_sha)
         except NotFoundError:
             pass
         except PreconditionFailedError:

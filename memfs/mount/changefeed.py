@@ -32,10 +32,10 @@ from typing import Protocol
 
 import trio
 
-from memfs.api import StoreClient
 from memfs.core.vfs import Vfs, run_invalidations
 from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
+from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +64,13 @@ class PollingSource:
 
     name = "poll"
 
-    def __init__(self, client: StoreClient, store_id: str) -> None:
-        self.client = client
-        self.store_id = store_id
+    def __init__(self, store: StoreAPI) -> None:
+        self.store = store
         self.since: datetime | None = None
         self._seen: dict[str, datetime] = {}
 
     async def start(self) -> None:
-        page = await self.client.list_versions_page(self.store_id, limit=1, view="basic")
+        page = await self.store.recent_changes(since=None, limit=1)
         if page.data:
             self.since = page.data[0].created_at
             self._seen = {v.id: v.created_at for v in page.data}
@@ -83,9 +82,7 @@ class PollingSource:
 
     async def poll(self) -> Batch:
         gte = None if self.since is None else self.since - OVERLAP
-        page = await self.client.list_versions_page(
-            self.store_id, created_gte=gte, limit=PAGE, view="basic"
-        )
+        page = await self.store.recent_changes(since=gte, limit=PAGE)
         fresh = [v for v in page.data if v.id not in self._seen]
         for version in fresh:
             self._seen[version.id] = version.created_at
@@ -102,9 +99,8 @@ class StreamSource:
 
     name = "stream"
 
-    def __init__(self, client: StoreClient, store_id: str) -> None:
-        self.client = client
-        self.store_id = store_id
+    def __init__(self, store: StoreAPI) -> None:
+        self.store = store
         self._send, self._receive = trio.open_memory_channel[MemoryVersion | None](10_000)
         self.nursery: trio.Nursery | None = None
         self.broken = False
@@ -118,10 +114,8 @@ class StreamSource:
             await ready.wait()
 
     async def _read(self, ready: trio.Event) -> None:
-        from memfs.api.changes import ChangeStream
-
         try:
-            async with ChangeStream(self.client, self.store_id) as stream:
+            async with self.store.change_stream() as stream:
                 async for event in stream:
                     if event.kind == "ready":
                         ready.set()
@@ -204,7 +198,7 @@ class ChangeFeed:
             self._wake = trio.Event()
             if getattr(self.source, "broken", False):
                 self.vfs.listings.withdraw()
-                self.source = PollingSource(self.vfs.client, self.vfs.store_id)
+                self.source = PollingSource(self.vfs.store)
                 self.stats.source = self.source.name
             try:
                 batch = await self.source.next_batch(interval, self._wake)
@@ -264,14 +258,12 @@ async def choose_source(
 ) -> ChangeSource:
     """The change stream when the server offers it, else polling; started."""
     if use_stream:
-        from memfs.api.changes import server_offers_change_stream
-
         try:
-            offered = await server_offers_change_stream(vfs.client)
+            offered = await vfs.store.offers_change_stream()
         except Exception:  # a probe problem is a "no"
             offered = False
         if offered:
-            stream = StreamSource(vfs.client, vfs.store_id)
+            stream = StreamSource(vfs.store)
             stream.nursery = nursery
             try:
                 await stream.start()
@@ -279,7 +271,7 @@ async def choose_source(
                 return stream
             except (trio.TooSlowError, ApiError, ApiConnectionError) as exc:
                 log.warning("change stream unavailable (%s); polling instead", exc)
-    poller = PollingSource(vfs.client, vfs.store_id)
+    poller = PollingSource(vfs.store)
     try:
         await poller.start()
     except (ApiError, ApiConnectionError) as exc:

@@ -24,6 +24,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.vfs import Invalidation, Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
@@ -184,8 +185,9 @@ class Daemon:
                 store = await quick.resolve_store(opts.store)
                 read_only = opts.read_only or store.archived
                 vfs = Vfs(
-                    client.with_options(timeout=10.0, max_retries=2, deadline=30.0),
-                    store.id,
+                    MemoryStoresAPI(
+                        client.with_options(timeout=10.0, max_retries=2, deadline=30.0), store.id
+                    ),
                     VfsConfig(
                         read_only=read_only,
                         grace=opts.grace,
@@ -197,7 +199,9 @@ class Daemon:
                         gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
                         umask=opts.owner.umask,
                     ),
-                    upload_client=client.with_options(timeout=60.0, max_retries=4),
+                    upload_store=MemoryStoresAPI(
+                        client.with_options(timeout=60.0, max_retries=4), store.id
+                    ),
                 )
             except (ApiError, ApiConnectionError) as exc:
                 raise MountError(

@@ -91,7 +91,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "read_only": vfs.read_only,
         "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
-        "requests": vfs.client.stats.snapshot(),
+        "requests": vfs.store.request_counts(),
         "cache": {
             "content_hits": vfs.contents.hits,
             "content_misses": vfs.contents.misses,

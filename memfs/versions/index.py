@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 import trio
 
 from memfs import paths
-from memfs.api import StoreClient
 from memfs.models import MemoryVersion
+from memfs.store_api import StoreAPI
 from memfs.versions.names import LOG_NAME, history_name
 
 log = logging.getLogger(__name__)
@@ -56,16 +56,14 @@ class VersionIndex:
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        store: StoreAPI,
         *,
         refresh_interval: float = 1.0,
         settled_after: float = 10.0,
         sweep_interval: float = 2.0,
         sweep_per_page: float = 1.0,
     ) -> None:
-        self.client = client
-        self.store_id = store_id
+        self.store = store
         self.refresh_interval = refresh_interval
         self.settled_after = settled_after  # instants older than this (s) get no new versions
         self.sweep_interval = sweep_interval  # full re-listings (redactions): at most this often
@@ -117,12 +115,7 @@ class VersionIndex:
             newest = self.order[-1][0] if self.order else None
             changed: list[MemoryVersion] = []
             count = 0
-            async for version in self.client.list_versions(
-                self.store_id,
-                created_gte=None if full else newest,
-                limit=100,
-                view="basic",
-            ):
+            async for version in self.store.list_versions(since=None if full else newest):
                 count += 1
                 if self.versions.get(version.id) != version:
                     changed.append(version)
@@ -156,12 +149,7 @@ class VersionIndex:
         if time.monotonic() - self._checked.get(memory_id, -1e18) < interval:
             return
         started = time.monotonic()
-        listed = [
-            v
-            async for v in self.client.list_versions(
-                self.store_id, memory_id=memory_id, limit=100, view="basic"
-            )
-        ]
+        listed = [v async for v in self.store.list_versions(memory_id=memory_id)]
         changed = [v for v in listed if self.versions.get(v.id) != v]
         if changed:
             self.merge(reversed(changed))

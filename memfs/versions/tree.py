@@ -47,7 +47,6 @@ from datetime import UTC, datetime
 import cachetools
 
 from memfs import paths
-from memfs.api import StoreClient
 from memfs.errors import (
     AccessDeniedError,
     InvalidArgumentError,
@@ -57,6 +56,7 @@ from memfs.errors import (
     ReadOnlyError,
 )
 from memfs.models import MemoryVersion
+from memfs.store_api import StoreAPI
 from memfs.versions.index import VersionIndex, View
 from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
 
@@ -124,6 +124,8 @@ class VersionsConfig:
     settled_after: float = 10.0  # views of instants older than this get no new versions
     sweep_interval: float = 2.0  # re-list the whole history (redactions) at most this often...
     sweep_per_page: float = 1.0  # ...and at most once per this many seconds per page of 100
+    # False when the store API keeps no history (Capabilities.versions): .versions is ENOENT
+    enabled: bool = True
 
 
 class VersionCache:
@@ -151,18 +153,15 @@ class VersionsTree:
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        store: StoreAPI,
         config: VersionsConfig | None = None,
         *,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.config = config or VersionsConfig()
-        self.client = client
-        self.store_id = store_id
+        self.store = store
         self.index = VersionIndex(
-            client,
-            store_id,
+            store,
             refresh_interval=self.config.refresh_interval,
             settled_after=self.config.settled_after,
             sweep_interval=self.config.sweep_interval,
@@ -314,7 +313,7 @@ class VersionsTree:
 
     async def _child(self, parent: int, name: str) -> VNode:
         if not self.owns(parent):
-            if name != VERSIONS_NAME:
+            if name != VERSIONS_NAME or not self.config.enabled:
                 raise NoEntryError(name)
             return self.root
         node = self._get(parent)
@@ -467,7 +466,7 @@ class VersionsTree:
         cached = self.contents.get(version.content_sha256)
         if cached is not None:
             return cached
-        full = await self.client.get_version(self.store_id, version_id)
+        full = await self.store.get_version(version_id)
         if full.redacted:
             self.index.merge([full])
             self._collect_redactions()

@@ -15,6 +15,7 @@ from typing import Any
 import trio
 
 from memfs.api import StoreClient
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.cache import ContentCache, Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs, VfsConfig
@@ -43,7 +44,7 @@ async def read_all(vfs: Vfs) -> dict[str, bytes]:
 
 async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(client, store_id, VfsConfig())
+    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
     client.stats.reset()
     contents = await read_all(vfs)
     assert contents["f07.md"] == b"file 7\n" * 8
@@ -64,7 +65,7 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
 
 async def test_lone_read_is_one_retrieve(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(client, store_id, VfsConfig())
+    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
     d = (await vfs.lookup(ROOT_INODE, "d")).ino
     node = await vfs.lookup(d, "f01.md")
     client.stats.reset()
@@ -101,7 +102,7 @@ async def test_listing_expires_unless_vouched() -> None:
 
 async def test_polling_source_one_request_per_poll_and_gaps(client: StoreClient) -> None:
     store = await client.create_store(f"feed-{uuid.uuid4().hex[:8]}")
-    source = PollingSource(client, store.id)
+    source = PollingSource(MemoryStoresAPI(client, store.id))
     await source.start()
     memory = await client.create_memory(store.id, "/a.md", "one")
     client.stats.reset()
@@ -117,7 +118,7 @@ async def test_polling_source_one_request_per_poll_and_gaps(client: StoreClient)
 
 async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(client, store_id, VfsConfig())
+    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
     seen: list[Any] = []
     awaited: list[Any] = []  # the invalidation that shows the change was applied (set below)
     invalidated = trio.Event()
@@ -129,7 +130,7 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
 
     vfs.invalidator = invalidator
     contents = await read_all(vfs)
-    source = PollingSource(client, store_id)
+    source = PollingSource(MemoryStoresAPI(client, store_id))
     await source.start()
     feed = ChangeFeed(vfs, source, interval=0.05, idle_interval=0.05)
     node = vfs.table.by_path["/d/f03.md"]
@@ -149,8 +150,8 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
 
 async def test_statfs_counts_once_then_follows_the_feed(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(client, store_id, VfsConfig())
-    source = PollingSource(client, store_id)
+    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    source = PollingSource(MemoryStoresAPI(client, store_id))
     await source.start()
     client.stats.reset()
     assert (await vfs.statfs())["f_ffree"] == 2000 - FILES - 1

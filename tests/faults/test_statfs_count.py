@@ -10,6 +10,7 @@ from support.waiting import wait_until
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.usage import StoreUsage
 
 from .helpers import FaultyServer
@@ -24,7 +25,7 @@ async def test_first_statfs_does_not_wait_for_a_slow_count(faulty_server: Faulty
         for n in range(MEMORIES):
             await client.create_memory(store.id, f"/m{n:03}.md", "x" * 10)
         faulty_server.set_faults("latency=0.4")
-        usage = StoreUsage(client, store.id, lambda: True, wait=0.5)
+        usage = StoreUsage(MemoryStoresAPI(client, store.id), lambda: True, wait=0.5)
         async with trio.open_nursery() as nursery:
             usage.nursery = nursery
             with trio.fail_after(5):

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from memfs.api import StoreClient
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
 from memfs.models import MemoryVersion
@@ -62,7 +63,7 @@ async def story(client: StoreClient) -> Story:
     versions = [v async for v in client.list_versions(sid, limit=100)][::-1]
     await client.redact_version(sid, versions[0].id)
     config = VersionsConfig(settled_after=0.0, refresh_interval=0.0, recheck=60.0)
-    return Story(VersionsTree(client, sid, config), client, sid, versions, before)
+    return Story(VersionsTree(MemoryStoresAPI(client, sid), config), client, sid, versions, before)
 
 
 async def test_point_in_time_views(story):
@@ -243,7 +244,7 @@ async def test_redaction_learnt_by_views_and_the_log(story):
 
 
 def test_sweep_interval_grows_with_the_history():
-    index = VersionsTree(None, "memstore_x").index  # type: ignore[arg-type]  # never asks
+    index = VersionsTree(None).index  # type: ignore[arg-type]  # never asks
     assert index.sweep_due() == 2.0
     index.swept_pages = 30  # 3,000 versions: at most one full listing every 30 s
     assert index.sweep_due() == 30.0

@@ -11,6 +11,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.vfs import Vfs, VfsConfig
 
 from .helpers import Core
@@ -21,7 +22,10 @@ async def core(server: Any) -> AsyncIterator[Core]:
     config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
     async with StoreClient(config) as client:
         store = await client.create_store(f"core-{uuid.uuid4().hex[:8]}")
-        vfs = Vfs(client, store.id, VfsConfig(grace=0.3, update_delay=0.05, new_file_delay=0.1))
+        vfs = Vfs(
+            MemoryStoresAPI(client, store.id),
+            VfsConfig(grace=0.3, update_delay=0.05, new_file_delay=0.1),
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(vfs.writeback.run)
             yield Core(vfs, client)

@@ -11,6 +11,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs, VfsConfig
 from memfs.models import Memory
@@ -23,8 +24,7 @@ async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(se
         memory = await client.create_memory(store.id, "/a.md", "A")
         await client.create_memory(store.id, "/d/b.md", "B")
         vfs = Vfs(
-            client,
-            store.id,
+            MemoryStoresAPI(client, store.id),
             VfsConfig(update_delay=0.05, new_file_delay=0.1, uid=1234, gid=5678, umask=0o027),
         )
         async with trio.open_nursery() as nursery:

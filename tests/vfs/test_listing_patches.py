@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from memfs.api import StoreClient
+from memfs.api.store import MemoryStoresAPI
 from memfs.core.cache import Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import PATCH_LIMIT, Vfs, VfsConfig
@@ -30,7 +31,7 @@ async def names(vfs: Vfs, *where: str) -> list[str]:
 
 async def fresh_names(core: Core, *where: str) -> list[str]:
     """What a mount with nothing cached shows."""
-    return await names(Vfs(core.client, core.vfs.store_id, VfsConfig()), *where)
+    return await names(Vfs(MemoryStoresAPI(core.client, core.vfs.store_id), VfsConfig()), *where)
 
 
 async def seed_big_directory(core: Core) -> None:
