@@ -25,6 +25,7 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.vfs import Invalidation, Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
@@ -184,7 +185,7 @@ class Daemon:
             try:
                 store = await quick.resolve_store(opts.store)
                 read_only = opts.read_only or store.archived
-                vfs = Vfs(
+                vfs = build_core(
                     MemoryStoresAPI(
                         client.with_options(timeout=10.0, max_retries=2, deadline=30.0), store.id
                     ),

@@ -16,6 +16,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.cache import ContentCache, Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs, VfsConfig
@@ -44,7 +45,7 @@ async def read_all(vfs: Vfs) -> dict[str, bytes]:
 
 async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
     client.stats.reset()
     contents = await read_all(vfs)
     assert contents["f07.md"] == b"file 7\n" * 8
@@ -65,7 +66,7 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
 
 async def test_lone_read_is_one_retrieve(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
     d = (await vfs.lookup(ROOT_INODE, "d")).ino
     node = await vfs.lookup(d, "f01.md")
     client.stats.reset()
@@ -118,7 +119,7 @@ async def test_polling_source_one_request_per_poll_and_gaps(client: StoreClient)
 
 async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
     seen: list[Any] = []
     awaited: list[Any] = []  # the invalidation that shows the change was applied (set below)
     invalidated = trio.Event()
@@ -150,7 +151,7 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
 
 async def test_statfs_counts_once_then_follows_the_feed(client: StoreClient) -> None:
     store_id = await make_store(client)
-    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
     source = PollingSource(MemoryStoresAPI(client, store_id))
     await source.start()
     client.stats.reset()

@@ -15,6 +15,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.cache import Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs, VfsConfig
@@ -48,7 +49,7 @@ async def walk(vfs: Vfs, ino: int, path: str, *, read: bool, out: dict[str, byte
 async def walked(
     client: StoreClient, store_id: str, start: str = "/", *, read: bool = True
 ) -> tuple[Vfs, dict[str, bytes]]:
-    vfs = Vfs(MemoryStoresAPI(client, store_id), VfsConfig())
+    vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
     vfs.listings.vouch(math.inf)  # what a healthy change feed does
     ino = ROOT_INODE
     for name in filter(None, start.split("/")):

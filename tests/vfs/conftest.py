@@ -12,7 +12,8 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.build import build_core
+from memfs.core.vfs import VfsConfig
 
 from .helpers import Core
 
@@ -22,7 +23,7 @@ async def core(server: Any) -> AsyncIterator[Core]:
     config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
     async with StoreClient(config) as client:
         store = await client.create_store(f"core-{uuid.uuid4().hex[:8]}")
-        vfs = Vfs(
+        vfs = build_core(
             MemoryStoresAPI(client, store.id),
             VfsConfig(grace=0.3, update_delay=0.05, new_file_delay=0.1),
         )

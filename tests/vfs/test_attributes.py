@@ -12,8 +12,9 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.vfs import VfsConfig
 from memfs.models import Memory
 
 
@@ -23,7 +24,7 @@ async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(se
         store = await client.create_store(f"attrs-{uuid.uuid4().hex[:8]}")
         memory = await client.create_memory(store.id, "/a.md", "A")
         await client.create_memory(store.id, "/d/b.md", "B")
-        vfs = Vfs(
+        vfs = build_core(
             MemoryStoresAPI(client, store.id),
             VfsConfig(update_delay=0.05, new_file_delay=0.1, uid=1234, gid=5678, umask=0o027),
         )

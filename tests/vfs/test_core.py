@@ -11,9 +11,10 @@ from support.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.localfiles import LocalNames
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.vfs import VfsConfig
 from memfs.errors import (
     DirectoryNotEmptyError,
     FileTooLargeError,
@@ -109,7 +110,7 @@ async def test_read_only(server):
     config = ClientConfig(api_key=Secret(server.api_key), base_url=server.base_url)
     async with StoreClient(config) as client:
         store = await client.create_store(f"ro-{uuid.uuid4().hex[:8]}")
-        vfs = Vfs(MemoryStoresAPI(client, store.id), VfsConfig(read_only=True))
+        vfs = build_core(MemoryStoresAPI(client, store.id), VfsConfig(read_only=True))
         with pytest.raises(ReadOnlyError):
             await vfs.create(ROOT_INODE, "a.md", os.O_WRONLY)
         with pytest.raises(ReadOnlyError):

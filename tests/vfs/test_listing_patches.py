@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.build import build_core
 from memfs.core.cache import Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import PATCH_LIMIT, Vfs, VfsConfig
@@ -31,7 +32,9 @@ async def names(vfs: Vfs, *where: str) -> list[str]:
 
 async def fresh_names(core: Core, *where: str) -> list[str]:
     """What a mount with nothing cached shows."""
-    return await names(Vfs(MemoryStoresAPI(core.client, core.vfs.store_id), VfsConfig()), *where)
+    return await names(
+        build_core(MemoryStoresAPI(core.client, core.vfs.store_id), VfsConfig()), *where
+    )
 
 
 async def seed_big_directory(core: Core) -> None:
