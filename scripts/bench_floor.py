@@ -159,7 +159,7 @@ def run(
     with server(key, work) as url:
         config = ClientConfig(api_key=Secret(key), base_url=url)
         store_id = trio.run(seed, config, tree)
-        set_latency(url, key, 0)
+        set_latency(url, 0)
         env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
         env["XDG_RUNTIME_DIR"] = str(work / "runtime")  # the daemon's pid, status and log files
         env.pop("MEMFS_API_KEYS", None)
