@@ -1,7 +1,10 @@
 """The async Memory Stores client: the only package of memfs that imports httpx.
 
-``StoreClient`` speaks the API (retries, error classes, pagination); ``RequestStats`` counts
-what it sent; ``RetryPolicy`` holds the backoff settings. Nothing here caches or knows files.
+``StoreClient`` (``client``) speaks the API: its ``transport`` sends with retries and maps
+error answers to error classes, ``pagination`` follows list pages, and ``memory_stores``,
+``memories`` and ``memory_versions`` hold the endpoints. ``changes`` reads the change stream;
+``RequestStats`` counts what was sent; ``RetryPolicy`` holds the backoff settings. Nothing here
+caches or knows files.
 """
 
 from memfs.api.client import AmbiguousStoreError, StoreClient
