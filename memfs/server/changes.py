@@ -1,7 +1,7 @@
 """Change notification for the change stream: who must look at a store again, and when.
 
 A notification carries no data, only "store S has committed something new": the change stream
-(``app.Handlers.change_stream``) then reads the versions after its cursor *from storage*. So a
+(``event_stream.EventStream``) then reads the versions after its cursor *from storage*. So a
 lost, duplicated or coalesced notification can delay an event but never lose or reorder one, and
 replay after a reconnect and live streaming are the same code path.
 

@@ -22,7 +22,7 @@ latency would hold every request forever); an error names the setting.
 Admin endpoint: ``GET /v1/memfs/faults`` returns the current spec; ``PUT /v1/memfs/faults`` with
 ``{"spec": "..."}`` replaces it. It takes the server's admin key, never an API key, and is off
 (404) on a server without one: ``ApiMiddleware`` checks that before this module sees the
-request (``memfs.server.app.ADMIN_PATHS``). It is answered even during an outage, so a test can
+request (``memfs.server.auth.ADMIN_PATHS``). It is answered even during an outage, so a test can
 end one. ``GET /healthz`` and ``GET /metrics`` are never affected. Errors use the API's envelope.
 
 A lost connection is simulated by starting a response whose promised length is never sent:
@@ -47,14 +47,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.errors import ApiError, BadRequestError
-from memfs.server.app import (
-    FAULTS_PATH,
-    api_error_response,
-    check_fields,
-    error_body,
-    read_json_object,
-    text_field,
-)
+from memfs.server.auth import FAULTS_PATH
+from memfs.server.envelope import api_error_response, error_body, request_id_of
+from memfs.server.validation import check_fields, read_json_object, text_field
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +143,7 @@ def spec_from_env(environ: dict[str, str] | os._Environ[str] | None = None) -> F
 
 
 def _error_body(scope: Scope, kind: str, message: str) -> bytes:
-    request_id = str(scope.get("state", {}).get("request_id", ""))
-    return json.dumps(error_body(kind, message, request_id)).encode()
+    return json.dumps(error_body(kind, message, request_id_of(scope))).encode()
 
 
 class FaultMiddleware:
@@ -233,7 +227,7 @@ class FaultMiddleware:
     async def _admin(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The admin endpoint (the caller has shown the admin key: see the module docstring)."""
         request = Request(scope, receive)
-        request_id = str(scope.get("state", {}).get("request_id", ""))
+        request_id = request_id_of(scope)
         try:
             if scope["method"] == "PUT":
                 body = await read_json_object(request)

@@ -1,0 +1,81 @@
+"""The error envelope of the reference server: how every error answer looks.
+
+``{"type": "error", "error": {"type": T, "message": M, …}, "request_id": R}``. ``error_body``
+builds it, ``api_error_response`` renders a ``memfs.errors.ApiError`` with its status (extra
+fields of ``ApiError.body["error"]``, such as a path conflict's ``conflicting_memory_id``, are
+kept), and ``EXCEPTION_HANDLERS`` are the Starlette handlers that render what a route raises:
+an ``ApiError``, a routing error (404 unknown route, 405 with its ``Allow`` header), or anything
+unexpected (a 500 ``api_error``; ``middleware.ApiMiddleware`` logs its traceback).
+
+This module renders errors; it must not decide which error a request gets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
+
+from memfs.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+
+def error_body(
+    error_type: str, message: str, request_id: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    error.update(extra or {})
+    return {"type": "error", "error": error, "request_id": request_id}
+
+
+def api_error_response(exc: ApiError, request_id: str) -> JSONResponse:
+    extra = {}
+    details = exc.body.get("error") if isinstance(exc.body, dict) else None
+    if isinstance(details, dict):
+        extra = {k: v for k, v in details.items() if k not in ("type", "message")}
+    return JSONResponse(
+        error_body(exc.error_type, exc.message, request_id, extra), status_code=exc.status
+    )
+
+
+def request_id_of(scope: Scope) -> str:
+    """The id ``ApiMiddleware`` gave this request ("" before it did)."""
+    return str(scope.get("state", {}).get("request_id", ""))
+
+
+async def _on_api_error(request: Request, exc: Exception) -> Response:
+    return api_error_response(cast(ApiError, exc), request_id_of(request.scope))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    http = cast(HTTPException, exc)
+    rid = request_id_of(request.scope)
+    where = f"{request.method} {request.url.path}"
+    if http.status_code == 404:
+        body = error_body("not_found_error", f"no such endpoint: {where}", rid)
+    elif http.status_code == 405:
+        body = error_body("invalid_request_error", f"method not allowed: {where}", rid)
+    else:
+        body = error_body("invalid_request_error", str(http.detail), rid)
+    return JSONResponse(body, status_code=http.status_code, headers=http.headers)
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    # ApiMiddleware logs the traceback (Starlette re-raises after this response).
+    return JSONResponse(
+        error_body("api_error", "internal server error", request_id_of(request.scope)),
+        status_code=500,
+    )
+
+
+EXCEPTION_HANDLERS: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+    ApiError: _on_api_error,
+    HTTPException: _on_http_error,
+    Exception: _on_unexpected,
+}

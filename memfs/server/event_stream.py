@@ -1,0 +1,154 @@
+"""The change stream (a memfs extension): Server-Sent Events of a store's new versions.
+
+Offered only when ``create_app`` gets a ``changes.ChangeHub``; ``GET /v1/memfs/capabilities``
+says whether it is (``EventStream.capabilities``). ``GET
+/v1/memory_stores/{store_id}/memfs/changes`` (``EventStream.change_stream``) answers
+``text/event-stream``:
+- ``event: ready`` first, once subscribed: every change committed after it will be sent; its
+  ``id:`` is the position the stream starts after;
+- one ``event: memory_version`` per committed version of the store, oldest first in commit
+  order, ``data:`` the version as ``GET …/memory_versions/{id}`` renders it (``view=basic`` by
+  default), ``id:`` a resume cursor (``changes.encode_cursor``: the version's ``created_at`` in
+  microseconds);
+- ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
+- ``event: error`` with the 404 envelope when the store is deleted, which ends the stream.
+
+Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor, or a ``memver_…`` id: 400
+if that version is gone), else at the newest version (no replay). An unknown store is a 404
+before the stream starts; a closing hub (shutdown) gets 529 so clients reconnect elsewhere.
+
+Replay and live streaming are one code path: the stream subscribes to the hub *before* it reads
+storage, then after each wake-up reads every version after its position from storage, a page
+at a time. A lost or coalesced notification can delay an event, never lose or reorder one (see
+``memfs.server.changes``). This module must not contain SQL or feed the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+
+import trio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from memfs.errors import BadRequestError, NotFoundError, OverloadedError
+from memfs.models import MemoryVersion
+from memfs.server import changes
+from memfs.server.envelope import error_body
+from memfs.server.query import MAX_LIMIT, query_text, query_view
+from memfs.server.storage import Storage, VersionFilter
+
+log = logging.getLogger(__name__)
+
+CHANGE_STREAM_PATH = "/v1/memory_stores/{store_id}/memfs/changes"
+
+
+class EventStream:
+    """The change stream's endpoints, on one ``Storage`` and its hub (None: not offered)."""
+
+    def __init__(self, storage: Storage, hub: changes.ChangeHub | None = None) -> None:
+        self.storage = storage
+        self.hub = hub
+
+    async def capabilities(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "type": "memfs_capabilities",
+                "change_stream": self.hub is not None,
+                "change_stream_path": CHANGE_STREAM_PATH,
+            }
+        )
+
+    async def change_stream(self, request: Request) -> Response:
+        hub = self.hub
+        assert hub is not None  # the route exists only with a hub
+        store_id = request.path_params["store_id"]
+        full = query_view(request, "basic")
+        raw = request.headers.get("last-event-id") or query_text(request, "after")
+        if hub.closed:
+            raise OverloadedError("the server is shutting down; reconnect to another replica")
+        await self.storage.get_store(store_id)  # 404 before the stream starts
+        sub = hub.subscribe(store_id)  # before reading storage: no change slips between
+        try:
+            if raw is None:
+                newest = await self.storage.list_versions(
+                    store_id, VersionFilter(), after=None, limit=1, with_content=False
+                )
+                start = newest.items[0].created_at if newest.items else changes.ORIGIN
+            elif raw.startswith("memver_"):
+                try:
+                    start = (await self.storage.get_version(store_id, raw)).created_at
+                except NotFoundError:
+                    raise BadRequestError(
+                        f"after: memory version {raw!r} is not in this store (pruned?); "
+                        "resynchronise and reconnect without it"
+                    ) from None
+            else:
+                decoded = changes.decode_cursor(raw)
+                if decoded is None:
+                    raise BadRequestError(
+                        "after: expected a change-stream cursor or a memory version id"
+                    )
+                start = decoded
+        except BaseException:
+            sub.__exit__(None, None, None)
+            raise
+        return StreamingResponse(
+            self._change_events(sub, start, full),
+            media_type="text/event-stream",
+            headers={
+                "cache-control": "no-store",
+                "x-accel-buffering": "no",
+                "connection": "close",  # a reconnect opens a fresh connection (another replica)
+            },
+        )
+
+    async def _versions_after(
+        self, store_id: str, after: datetime, full: bool
+    ) -> AsyncIterator[list[MemoryVersion]]:
+        """Every version of the store created after ``after``, oldest first, a page at a time
+        (a long backlog after a reconnect is never held in memory at once)."""
+        flt = VersionFilter(created_gte=after + timedelta(microseconds=1))
+        page: int | None = None
+        while True:
+            result = await self.storage.list_versions(
+                store_id, flt, after=page, limit=MAX_LIMIT, with_content=full, oldest_first=True
+            )
+            yield result.items
+            if result.next is None:
+                return
+            page = result.next
+
+    async def _change_events(
+        self, sub: changes.Subscription, position: datetime, full: bool
+    ) -> AsyncIterator[str]:
+        hub = sub.hub
+        with sub:
+            cursor_text = changes.encode_cursor(position)
+            ready = json.dumps({"type": "ready", "cursor": cursor_text})
+            yield f"event: ready\nid: {cursor_text}\ndata: {ready}\n\n"
+            while True:
+                try:
+                    async for versions in self._versions_after(sub.store_id, position, full):
+                        for version in versions:
+                            position = version.created_at
+                            data = json.dumps(version.to_json(full=full), separators=(",", ":"))
+                            yield (
+                                f"event: memory_version\nid: {changes.encode_cursor(position)}\n"
+                                f"data: {data}\n\n"
+                            )
+                except NotFoundError as exc:  # the store was deleted
+                    body = json.dumps(error_body(exc.error_type, exc.message, ""))
+                    yield f"event: error\ndata: {body}\n\n"
+                    return
+                if hub.closed:
+                    return
+                with trio.move_on_after(hub.heartbeat) as idle:
+                    await sub.wait()
+                if hub.closed:
+                    return
+                if idle.cancelled_caught:
+                    yield ": heartbeat\n\n"

@@ -1,0 +1,137 @@
+"""Query parameters and pages: how the reference server reads a URL's query and shapes a listing.
+
+Each ``query_*`` reads one parameter, treats an absent or empty one as "not given", and refuses
+a bad one with a 400 ``BadRequestError`` that names it: ``limit`` (1 to ``MAX_LIMIT``, default
+``DEFAULT_LIMIT``, and silently at most ``MAX_FULL_VIEW_LIMIT`` with ``view=full``), ``view``
+(``basic`` or ``full``), booleans, RFC 3339 times, a listing's ``path_prefix`` (ends in ``/``)
+and ``depth`` (0 or 1), and a version listing's ``operation``.
+
+Pages: ``page_position`` decodes the ``page`` cursor of a listing (``memfs.server.cursor``: it
+must come from the same listing and filters, else 400) into the position the route gives to
+storage; ``listing`` renders ``{"data": […], "next_page": …}``. This module is pure: it must not
+touch storage.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from memfs import paths
+from memfs.errors import BadRequestError
+from memfs.models import Operation, parse_time
+from memfs.server import cursor
+from memfs.server.validation import text_field
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+MAX_FULL_VIEW_LIMIT = 20
+
+
+def query_limit(request: Request, *, full: bool = False) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None or raw == "":
+        limit = DEFAULT_LIMIT
+    else:
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise BadRequestError(f"limit: expected an integer from 1 to {MAX_LIMIT}") from None
+        if not 1 <= limit <= MAX_LIMIT:
+            raise BadRequestError(f"limit: must be from 1 to {MAX_LIMIT}, got {limit}")
+    return min(limit, MAX_FULL_VIEW_LIMIT) if full else limit
+
+
+def query_view(request: Request, default: str) -> bool:
+    """True for ``view=full``."""
+    view = request.query_params.get("view") or default
+    if view not in ("basic", "full"):
+        raise BadRequestError(f"view: expected 'basic' or 'full', got {view!r}")
+    return view == "full"
+
+
+def query_bool(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return False
+    lowered = raw.lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise BadRequestError(f"{name}: expected true or false, got {raw!r}")
+
+
+def query_time(request: Request, name: str) -> Any:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_time(raw)
+    except (ValueError, OverflowError):
+        raise BadRequestError(f"{name}: expected an RFC 3339 timestamp, got {raw!r}") from None
+
+
+def query_text(request: Request, name: str) -> str | None:
+    raw = request.query_params.get(name)
+    return None if raw is None or raw == "" else raw
+
+
+def query_path_prefix(request: Request) -> str:
+    """A memory listing's ``path_prefix``: ``/`` when not given, else whole segments."""
+    prefix = query_text(request, "path_prefix")
+    if prefix is None:
+        return "/"
+    text_field(prefix, "path_prefix")
+    if not prefix.endswith("/"):
+        raise BadRequestError("path_prefix: must end with '/' (it matches whole segments)")
+    try:
+        paths.validate_prefix(prefix)
+    except paths.PathError as exc:
+        raise BadRequestError(f"path_prefix: {exc}") from None
+    return prefix
+
+
+def query_depth(request: Request) -> int:
+    """A memory listing's ``depth``: 0 (the whole subtree, the default) or 1 (children only)."""
+    raw_depth = query_text(request, "depth")
+    if raw_depth is None or raw_depth == "0":
+        return 0
+    if raw_depth == "1":
+        return 1
+    raise BadRequestError(
+        f"depth: expected 0 (whole subtree) or 1 (children only), got {raw_depth!r}"
+    )
+
+
+def query_operation(request: Request) -> Operation | None:
+    """A version listing's ``operation`` filter."""
+    operation = query_text(request, "operation")
+    if operation is not None and operation not in ("created", "modified", "deleted"):
+        raise BadRequestError(
+            f"operation: expected 'created', 'modified' or 'deleted', got {operation!r}"
+        )
+    return cast("Operation | None", operation)
+
+
+def page_position(request: Request, kind: str, query: str) -> dict[str, Any] | None:
+    raw = request.query_params.get("page")
+    if raw is None or raw == "":
+        return None
+    try:
+        return cursor.decode(raw, kind, query)
+    except cursor.CursorError as exc:
+        raise BadRequestError(str(exc)) from None
+
+
+def bad_cursor() -> BadRequestError:
+    return BadRequestError("page: not a valid page cursor")
+
+
+def listing(data: list[dict[str, Any]], next_page: str | None) -> JSONResponse:
+    return JSONResponse({"data": data, "next_page": next_page})
