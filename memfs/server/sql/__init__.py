@@ -1,0 +1,45 @@
+"""The SQL core of the reference server: every ``Storage`` rule, once, for both SQL backends.
+
+``SqlStorage`` implements each ``Storage`` operation as one function of a transaction (``Tx``):
+the checks (existence, archived store, free path, the memory limit, content preconditions, the
+head of a live memory) and the writes they guard, the no-op rules, version appending, redaction,
+retention, the ``depth=1`` roll-up and the page positions. Its modules, by concern:
+
+- ``base``: ``SqlBase``, what a backend subclass (``memfs.server.sqlite``,
+  ``memfs.server.postgres``) must provide (``_read``/``_write`` transactions, ``dialect``,
+  ``_announce``, ``_claim_pruning``: read its docstring before writing a backend), the checks
+  every operation shares and ``_append_version``, the one writer of versions;
+- ``stores``, ``memories``, ``versions``: the operations on each (``StoreQueries``,
+  ``MemoryQueries``, ``VersionQueries``), which ``SqlStorage`` combines;
+- ``transaction``: ``Tx`` (one transaction, rewriting ``?`` placeholders for the dialect),
+  ``Dialect`` and the driver surface used;
+- ``rows``: the columns read, rows to models, and times as integer microseconds since the
+  epoch (``to_us`` / ``from_us``).
+
+Shared SQL is written with ``?`` placeholders and must hold no literal ``?`` or ``%``: ``Tx``
+rewrites the placeholders for the dialect. It uses only what both SQLite (3.15+: row values) and
+PostgreSQL accept; text compares in byte order on both (``schema`` declares ``COLLATE "C"`` on
+PostgreSQL).
+
+This package must not open connections, start transactions or know a driver: that is the
+backends' job. Nothing above the backends sees a row.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from memfs.server.sql.memories import MemoryQueries
+from memfs.server.sql.rows import from_us, to_us
+from memfs.server.sql.stores import StoreQueries
+from memfs.server.sql.transaction import Dialect, Tx
+from memfs.server.sql.versions import VersionQueries
+
+log = logging.getLogger(__name__)
+
+
+class SqlStorage(StoreQueries, MemoryQueries, VersionQueries):
+    """``Storage`` on a SQL database; a backend subclass runs the transactions (see ``base``)."""
+
+
+__all__ = ["Dialect", "SqlStorage", "Tx", "from_us", "to_us"]
