@@ -10,6 +10,7 @@ update means "leave unchanged"; an update's precondition and a delete's
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -41,11 +42,11 @@ from memfs.server.validation import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class MemoryRoutes:
     """The memory endpoints, bound to one ``Storage``."""
 
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
+    storage: Storage
 
     async def create_memory(self, request: Request) -> Response:
         full = query_view(request, "basic")

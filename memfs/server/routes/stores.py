@@ -9,6 +9,7 @@ state (an archived store refuses updates, the metadata count after a patch) are 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -37,11 +38,11 @@ from memfs.server.validation import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class StoreRoutes:
     """The store endpoints, bound to one ``Storage``."""
 
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
+    storage: Storage
 
     async def create_store(self, request: Request) -> Response:
         body = await read_json_object(request)

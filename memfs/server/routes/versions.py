@@ -10,6 +10,7 @@ storage's rule.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,11 +34,11 @@ from memfs.server.validation import check_fields, read_json_object
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class VersionRoutes:
     """The version endpoints, bound to one ``Storage``."""
 
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
+    storage: Storage
 
     async def list_versions(self, request: Request) -> Response:
         store_id = request.path_params["store_id"]
