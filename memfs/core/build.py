@@ -1,19 +1,160 @@
 """The one place the filesystem core is put together: ``build_core``.
 
 The daemon and the FUSE-free tests build a core the same way, from a ``StoreAPI`` (any store
-API; see ``memfs.store_api``) and a ``VfsConfig``. Every collaborator is made here and handed
-to the objects that use it.
+API; see ``memfs.store_api``) and a ``VfsConfig``. Every object of the core is made here and
+handed the collaborators it uses; none reaches into another after this (hooks are given at
+construction, or through a method meant for it).
 """
 
 from __future__ import annotations
 
-from memfs.core.vfs import Vfs, VfsConfig
+import time
+from pathlib import Path
+
+from memfs.api.retry import is_transient
+from memfs.core.attrs import Attributes
+from memfs.core.cache import ContentCache, ListingCache
+from memfs.core.commit import Commits
+from memfs.core.config import RESERVED_ROOT_NAMES, UNLIMITED_MEMORIES, VfsConfig
+from memfs.core.copies import LocalCopies
+from memfs.core.durable import Durable
+from memfs.core.handles import OpenFiles
+from memfs.core.identity import Identities
+from memfs.core.namespace import Invalidator, Namespace
+from memfs.core.orphans import StoreGone
+from memfs.core.prefetch import BulkFetcher
+from memfs.core.refusals import Refusals
+from memfs.core.remote import RemoteChanges
+from memfs.core.rename import Renames
+from memfs.core.state import CoreState
+from memfs.core.uploader import Uploader
+from memfs.core.usage import StoreUsage
+from memfs.core.vfs import Vfs
 from memfs.store_api import StoreAPI
+from memfs.versions.tree import VersionsConfig, VersionsTree
+from memfs.writeback.journal import Journal
+from memfs.writeback.queue import WriteBack
 
 
 def build_core(
-    store: StoreAPI, config: VfsConfig | None = None, *, upload_store: StoreAPI | None = None
+    store: StoreAPI,
+    config: VfsConfig | None = None,
+    *,
+    upload_store: StoreAPI | None = None,
+    journal: Journal | None = None,
+    kept_dir: Path | None = None,
+    untouched: int = 0,
+    invalidator: Invalidator | None = None,
 ) -> Vfs:
     """A core for one store. ``store`` answers the calls a syscall waits on (short deadlines);
-    ``upload_store`` (default: ``store``) runs background uploads (long deadlines)."""
-    return Vfs(store, config, upload_store=upload_store)
+    ``upload_store`` (default: ``store``) runs background uploads (long deadlines).
+
+    ``journal``: where acknowledged changes are recorded (None: nowhere, tests of the core);
+    ``kept_dir``: where refused content is kept (None: not kept); ``untouched``: journal
+    records a read-only mount leaves for the next one (reported); ``invalidator``: runs the
+    kernel invalidations the core queues (the daemon's, from a worker thread)."""
+    config = config or VfsConfig()
+    uploads = upload_store or store
+    capabilities = store.capabilities
+    state = CoreState(
+        config,
+        max_content_bytes=capabilities.max_content_bytes,
+        max_memories=capabilities.max_memories or UNLIMITED_MEMORIES,
+    )
+    contents = ContentCache(config.cache_bytes)
+    listings = ListingCache(ttl=config.listing_ttl)
+    bulk = BulkFetcher(
+        store,
+        contents,
+        listings,
+        lookahead=config.walk_lookahead,
+        hidden_root_names=RESERVED_ROOT_NAMES,
+    )
+    usage = StoreUsage(store, lambda: time.monotonic() < listings.vouched_until)
+    gone = StoreGone(store)
+    versions = VersionsTree(
+        store, VersionsConfig(uid=config.uid, gid=config.gid, enabled=capabilities.versions)
+    )
+
+    # The queue runs the uploader's work and tells Durable what it holds, and both of them
+    # queue work: the queue is made first, its hooks calling the two made just after it
+    # (the queue calls nothing before it runs).
+    uploader: Uploader
+    durable: Durable
+    writeback = WriteBack(
+        lambda key: uploader.sync(key),
+        is_transient=is_transient,
+        on_failure=lambda key, error: uploader.failed(key, error),
+        on_queued=lambda key: durable.queued(key),
+        on_done=lambda key, error: uploader.done(key, error),
+        on_retry=lambda key, error: durable.retry(key, error),
+    )
+    refusals = Refusals(kept_dir)
+    durable = Durable(
+        state,
+        writeback=writeback,
+        upload_store=uploads,
+        listings=listings,
+        contents=contents,
+        refusals=refusals,
+        journal=journal,
+        untouched=untouched,
+    )
+    files = OpenFiles()
+    copies = LocalCopies(state, store, contents, bulk, writeback)
+    commits = Commits(state, writeback, refusals, files)
+    identities = Identities(state, writeback, copies)
+    namespace = Namespace(state, store, listings, bulk, gone, writeback)
+    uploader = Uploader(
+        state,
+        store=store,
+        upload_store=uploads,
+        writeback=writeback,
+        durable=durable,
+        contents=contents,
+        listings=listings,
+        gone=gone,
+        namespace=namespace,
+        identities=identities,
+        files=files,
+        copies=copies,
+    )
+    remote = RemoteChanges(
+        state,
+        namespace,
+        listings,
+        usage,
+        room_may_have_appeared=uploader.retry_waiting_for_room,
+    )
+    renames = Renames(
+        state,
+        writeback=writeback,
+        listings=listings,
+        namespace=namespace,
+        identities=identities,
+        copies=copies,
+        commits=commits,
+        uploader=uploader,
+    )
+    return Vfs(
+        state,
+        store=store,
+        contents=contents,
+        listings=listings,
+        bulk=bulk,
+        usage=usage,
+        gone=gone,
+        versions=versions,
+        writeback=writeback,
+        durable=durable,
+        namespace=namespace,
+        remote=remote,
+        identities=identities,
+        copies=copies,
+        commits=commits,
+        files=files,
+        attrs=Attributes(config, state.table),
+        uploader=uploader,
+        renames=renames,
+        invalidator=invalidator,
+    )

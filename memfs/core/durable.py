@@ -28,12 +28,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memfs import paths
+from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.inodes import Kind
 from memfs.core.orphans import hand_over
 from memfs.core.refusals import Refusals
+from memfs.core.state import CoreState
 from memfs.errors import (
     NotFoundError,
     PathConflictError,
@@ -41,10 +43,9 @@ from memfs.errors import (
     RemoteConflictError,
 )
 from memfs.models import Memory, sha256_hex
+from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, Record
-
-if TYPE_CHECKING:
-    from memfs.core.vfs import Vfs
+from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,23 @@ class ConflictInfo:
 class Durable:
     """See the module docstring. ``journal`` None: nothing is written (tests of the core)."""
 
-    def __init__(self, vfs: Vfs, journal: Journal | None = None) -> None:
-        self.vfs = vfs
+    def __init__(
+        self,
+        state: CoreState,
+        *,
+        writeback: WriteBack,
+        upload_store: StoreAPI,
+        listings: ListingCache,
+        contents: ContentCache,
+        refusals: Refusals,
+        journal: Journal | None = None,
+        untouched: int = 0,
+    ) -> None:
+        self.state = state  # the inode table and pending deletes the queue's keys stand for
+        self.writeback = writeback
+        self.upload_store = upload_store  # long deadlines: background uploads
+        self.listings = listings
+        self.contents = contents  # hand_over: the server's content of a move, if cached
         self.journal = journal
         self.life = f"{int(time.time() * 1000):x}"
         self.conflicts: list[ConflictInfo] = []
@@ -91,10 +107,10 @@ class Durable:
         # record name -> (path, why): reports name files by path, records by name
         self.failed: dict[str, tuple[str, str]] = {}  # permanent failure: kept in the journal
         self.retrying: dict[str, tuple[str, str]] = {}  # last transient error (retried)
-        vfs.writeback.on_retry = self.retry
         self.replayed = 0
-        self.untouched = 0  # read-only mount: records of an earlier mount left in the journal
-        self.refusals = Refusals()  # files refused (EFBIG, EILSEQ): kept, never uploaded
+        # read-only mount: records of an earlier mount left in the journal
+        self.untouched = untouched
+        self.refusals = refusals  # files refused (EFBIG, EILSEQ): kept, never uploaded
 
     # -- names --------------------------------------------------------------------------------
 
@@ -110,7 +126,7 @@ class Durable:
     def path_of(self, key: Hashable) -> str | None:
         """The path a key of the queue uploads to (for reports), if it has one."""
         if isinstance(key, int):
-            node = self.vfs.table.get(key)
+            node = self.state.table.get(key)
             return node.path if node is not None else None
         assert isinstance(key, tuple)
         if key[0] == "conflict":
@@ -120,7 +136,7 @@ class Durable:
             record = self._replays.get(str(key[1]))
             return record.path if record is not None else None
         if key[0] == "delete":
-            pending = self.vfs.pending_deletes.get(str(key[1]))
+            pending = self.state.pending_deletes.get(str(key[1]))
             return f"delete {pending.remote_path or pending.local_path}" if pending else None
         return None
 
@@ -165,14 +181,13 @@ class Durable:
         (a file's generation, bumped by every change of its data; else the bytes themselves)."""
         header = record.header()
         header.pop("written_at")
-        node = self.vfs.table.get(key) if isinstance(key, int) else None
+        node = self.state.table.get(key) if isinstance(key, int) else None
         return (header, node.gen) if node is not None else (header, record.data)
 
     def _record(self, key: Hashable) -> Record | None:
-        vfs = self.vfs
         name = self.name_of(key)
         if isinstance(key, int):
-            node = vfs.table.get(key)
+            node = self.state.table.get(key)
             if node is None or node.kind is not Kind.FILE or node.local_only or node.path is None:
                 return None
             data = None
@@ -188,7 +203,7 @@ class Durable:
             return Record(
                 name=name,
                 op="put",
-                path=vfs.store_path(node),  # a clash's file: the memory's own path
+                path=self.state.store_path(node),  # a clash's file: the memory's own path
                 memory_id=node.memory_id,
                 remote_path=node.remote_path,
                 base_sha=node.base_sha,
@@ -196,7 +211,7 @@ class Durable:
             )
         assert isinstance(key, tuple)
         if key[0] == "delete":
-            pending = vfs.pending_deletes.get(str(key[1]))
+            pending = self.state.pending_deletes.get(str(key[1]))
             if pending is None:
                 return None
             return Record(
@@ -237,16 +252,15 @@ class Durable:
             memory_id,
             sibling,
         )
-        self.vfs.writeback.schedule(("conflict", number), 0)
+        self.writeback.schedule(("conflict", number), 0)
 
     async def _create_sibling(self, path: str, data: bytes) -> str:
         text = data.decode("utf-8")
-        vfs = self.vfs
         for attempt in range(20):
             target = path if attempt == 0 else _numbered(path, attempt)
             try:
-                await vfs.upload_store.create(target, text)
-                vfs.listings.drop(paths.parent(target))
+                await self.upload_store.create(target, text)
+                self.listings.drop(paths.parent(target))
                 return target
             except PathConflictError as exc:
                 if await self._is_same(exc, target, text):
@@ -260,13 +274,12 @@ class Durable:
     async def created_earlier(self, exc: PathConflictError, path: str, text: str) -> Memory | None:
         """The memory at ``path`` if it holds exactly ``text``: an earlier create of ours whose
         answer was lost (a retry of the queue, or a replay after a crash), not a conflict."""
-        vfs = self.vfs
         memory_id = getattr(exc, "conflicting_memory_id", None)
         try:
             if memory_id:
-                memory = await vfs.upload_store.read(memory_id, with_content=False)
+                memory = await self.upload_store.read(memory_id, with_content=False)
             else:
-                found = await vfs.upload_store.find(path)
+                found = await self.upload_store.find(path)
                 if found is None:
                     return None
                 memory = found
@@ -307,12 +320,11 @@ class Durable:
             log.info(
                 "replaying journal record %s: %s %s", record.name, record.op, record.path or ""
             )
-            self.vfs.writeback.schedule(("replay", record.name), 0)
+            self.writeback.schedule(("replay", record.name), 0)
         return len(records)
 
     async def _replay(self, record: Record) -> None:
-        vfs = self.vfs
-        store = vfs.upload_store
+        store = self.upload_store
         if record.op == "delete":
             assert record.memory_id is not None
             try:
@@ -393,9 +405,7 @@ class Durable:
             elif record.path is not None:
                 # a move without new content: the content is the server's, if still cached
                 data = (
-                    record.data
-                    if record.data is not None
-                    else self.vfs.contents.get(record.base_sha)
+                    record.data if record.data is not None else self.contents.get(record.base_sha)
                 )
                 items.append((record.path, data))
         directory, written = hand_over(self.journal.directory.parent, items)

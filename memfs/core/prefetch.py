@@ -99,6 +99,10 @@ class BulkFetcher:
         self.walk_prefetches = 0
         self.pages = 0
 
+    def run_in(self, nursery: trio.Nursery) -> None:
+        """Run background work in ``nursery`` from now on (the daemon's, once it runs)."""
+        self.nursery = nursery
+
     # -- what the filesystem tells us ---------------------------------------------------------
 
     def listed(self, directory: str) -> None:

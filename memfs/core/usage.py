@@ -55,6 +55,10 @@ class StoreUsage:
         self._seen_bytes = 0
         self.counts = 0
 
+    def run_in(self, nursery: trio.Nursery) -> None:
+        """Run background work in ``nursery`` from now on (the daemon's, once it runs)."""
+        self.nursery = nursery
+
     def apply(self, versions: list[MemoryVersion]) -> None:
         """Versions reported by the change feed, any order within the batch."""
         for version in sorted(versions, key=lambda v: v.created_at):

@@ -32,7 +32,7 @@ from typing import Protocol
 
 import trio
 
-from memfs.core.vfs import Vfs, run_invalidations
+from memfs.core.vfs import Vfs
 from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
 from memfs.store_api import StoreAPI
@@ -171,7 +171,7 @@ class ChangeFeed:
         self.idle_after = idle_after
         self.stats = FeedStats(source=source.name)
         self._wake = trio.Event()
-        vfs.on_activity = self.wake
+        vfs.set_activity_hook(self.wake)
 
     def wake(self) -> None:
         self._wake.set()
@@ -233,7 +233,7 @@ class ChangeFeed:
                 log.exception("change feed failed")
                 await trio.sleep(interval)
             try:
-                await run_invalidations(self.vfs)
+                await self.vfs.run_invalidations()
             except Exception:
                 log.exception("kernel invalidations failed")
 
@@ -245,10 +245,9 @@ class ChangeFeed:
         the FUSE handler that caused them (docs/editors.md §5)."""
         task_status.started()
         while True:
-            await self.vfs.invalidations_due.wait()
-            self.vfs.invalidations_due = trio.Event()
+            await self.vfs.invalidations_due()
             try:
-                await run_invalidations(self.vfs)
+                await self.vfs.run_invalidations()
             except Exception:
                 log.exception("kernel invalidations failed")
 

@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,8 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.vfs import Invalidation, Vfs, VfsConfig
+from memfs.core.namespace import Invalidation
+from memfs.core.vfs import Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -139,7 +140,7 @@ def describe_api_error(exc: BaseException, store: str, base_url: str) -> str:
     return str(exc)
 
 
-def make_invalidator() -> Callable[[list[Invalidation]], object]:
+def make_invalidator() -> Callable[[list[Invalidation]], Awaitable[None]]:
     def work(items: list[Invalidation]) -> None:
         for kind, ino, name in items:
             try:
@@ -185,6 +186,9 @@ class Daemon:
             try:
                 store = await quick.resolve_store(opts.store)
                 read_only = opts.read_only or store.archived
+                # a read-only mount never writes, not even a replay: its journal stays untouched
+                journal, kept = (None, None) if read_only else self._open_journal(store.id)
+                untouched = self._leave_journal(store.id) if read_only else 0
                 vfs = build_core(
                     MemoryStoresAPI(
                         client.with_options(timeout=10.0, max_retries=2, deadline=30.0), store.id
@@ -203,19 +207,18 @@ class Daemon:
                     upload_store=MemoryStoresAPI(
                         client.with_options(timeout=60.0, max_retries=4), store.id
                     ),
+                    journal=journal,
+                    kept_dir=kept,
+                    untouched=untouched,
+                    invalidator=make_invalidator(),
                 )
             except (ApiError, ApiConnectionError) as exc:
                 raise MountError(
                     describe_api_error(exc, opts.store, config.shown_base_url)
                 ) from None
-            journal: Journal | None = None
-            if read_only:
-                self._leave_journal(vfs)  # a read-only mount never writes, not even a replay
-            else:
-                journal = self._open_journal(vfs)
+            if journal is not None:
                 await self._replay(vfs)  # before mounting: nobody waits on a mount not serving
             self.vfs = vfs
-            vfs.invalidator = make_invalidator()  # type: ignore[assignment]
             options = set(pyfuse3.default_options)
             options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
             if read_only:
@@ -259,8 +262,8 @@ class Daemon:
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(vfs.writeback.run)
-                    vfs.bulk.nursery = nursery
-                    vfs.usage.nursery = nursery
+                    vfs.bulk.run_in(nursery)
+                    vfs.usage.run_in(nursery)
                     source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
                     feed = ChangeFeed(
                         vfs,
@@ -290,10 +293,11 @@ class Daemon:
                 log.info("unmounted %s", opts.mountpoint)
         return 0
 
-    def _open_journal(self, vfs: Vfs) -> Journal:
+    def _open_journal(self, store_id: str) -> tuple[Journal, Path]:
+        """The store's journal, and the directory of refused files beside it."""
         cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
         try:
-            journal = Journal.open(cache_dir or default_cache_dir(), vfs.store_id)
+            journal = Journal.open(cache_dir or default_cache_dir(), store_id)
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
         kept = journal.directory.parent / "kept"
@@ -304,16 +308,14 @@ class Daemon:
         except NotPrivateError as exc:
             journal.close()
             raise MountError(f"write-back journal: {exc}") from None
-        vfs.durable.journal = journal
-        vfs.durable.refusals.directory = kept
         log.info("write-back journal in %s", journal.directory)
-        return journal
+        return journal, kept
 
-    def _leave_journal(self, vfs: Vfs) -> None:
-        """Read-only: leave the journal as it is (records for the next read-write mount)."""
+    def _leave_journal(self, store_id: str) -> int:
+        """Read-only: leave the journal as it is (records for the next read-write mount);
+        returns how many records it holds."""
         cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
-        directory, count = Journal.pending(cache_dir or default_cache_dir(), vfs.store_id)
-        vfs.durable.untouched = count
+        directory, count = Journal.pending(cache_dir or default_cache_dir(), store_id)
         if count:
             log.warning(
                 "read-only mount: %d write-back journal record(s) of an earlier mount in %s are "
@@ -324,6 +326,7 @@ class Daemon:
             )
         else:
             log.info("read-only mount: no write-back journal (nothing is ever written)")
+        return count
 
     async def _replay(self, vfs: Vfs) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""

@@ -86,6 +86,7 @@ class WriteBack:
         on_failure: Callable[[Hashable, BaseException], None] = _ignore_failure,
         on_queued: Callable[[Hashable], None] = _ignore_queued,
         on_done: Callable[[Hashable, BaseException | None], None] = _ignore_done,
+        on_retry: Callable[[Hashable, BaseException], None] = _ignore_retry,
         retry: RetryPolicy | None = None,
         concurrency: int = 4,
     ) -> None:
@@ -94,7 +95,7 @@ class WriteBack:
         self._on_failure = on_failure
         self.on_queued = on_queued
         self.on_done = on_done
-        self.on_retry: Callable[[Hashable, BaseException], None] = _ignore_retry
+        self.on_retry = on_retry
         self._retry = retry or RetryPolicy(base_delay=0.5, max_delay=30.0)
         self._limiter = trio.CapacityLimiter(concurrency)
         self._entries: dict[Hashable, _Entry] = {}

@@ -14,7 +14,8 @@ from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
 from memfs.core.cache import Listing, ListingCache
 from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import PATCH_LIMIT, Vfs, VfsConfig
+from memfs.core.remote import PATCH_LIMIT
+from memfs.core.vfs import Vfs, VfsConfig
 from memfs.models import Memory, MemoryPrefix
 
 from .helpers import Core

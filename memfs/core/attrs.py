@@ -1,0 +1,110 @@
+"""File attributes: what ``stat`` shows of a node (``Attr``), and the modes and owners kept
+locally (the store has none: docs/semantics.md).
+
+It must not change a node's content or identity, nor decide errnos.
+"""
+
+from __future__ import annotations
+
+import stat
+import time
+from dataclasses import dataclass
+
+from memfs.core.config import VfsConfig
+from memfs.core.inodes import InodeTable, Kind, Node
+
+
+@dataclass(frozen=True)
+class Attr:
+    ino: int
+    mode: int
+    nlink: int
+    size: int
+    uid: int
+    gid: int
+    atime: float
+    mtime: float
+    ctime: float
+    # client-set times exactly as given (utimens keeps nanoseconds: rsync compares them)
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def nlink_counted(self) -> bool:
+        """False for a directory whose subdirectories are not known yet (nlink 1)."""
+        return not self.is_dir or self.nlink != 1
+
+
+def _exact_ns(seconds: float | None, ns: int | None) -> int | None:
+    """``ns`` if it is still the time ``seconds`` stands for (a later write replaces it)."""
+    if seconds is None or ns is None or seconds != ns / 1e9:
+        return None
+    return ns
+
+
+def set_mode_and_owner(
+    node: Node, mode: int | None, owner: tuple[int, int] | None, parent: Attr | None
+) -> None:
+    """A new node's permission bits and owner, kept locally (None: the mount's defaults).
+
+    In a set-group-ID directory the node takes the directory's group, and a new directory
+    keeps the bit (Linux, as on ext4).
+    """
+    if mode is not None:
+        node.mode = stat.S_IMODE(mode)
+    if owner is not None:
+        node.uid, node.gid = owner
+    if parent is not None and parent.mode & stat.S_ISGID:
+        node.gid = parent.gid
+        if node.is_dir and mode is not None:
+            node.mode = stat.S_IMODE(mode) | stat.S_ISGID
+
+
+class Attributes:
+    """The attributes of the nodes of one mount (``of``)."""
+
+    def __init__(self, config: VfsConfig, table: InodeTable) -> None:
+        self.config = config
+        self.table = table
+        self.started = time.time()  # the mtime of a directory nobody changed
+
+    def of(self, node: Node) -> Attr:
+        # nlink: 0 once unlinked (an open file, a removed directory); a directory has one link
+        # more per subdirectory the mount knows (made here, or listed)
+        linked = node.path is not None
+        if node.is_dir:
+            mode = stat.S_IFDIR | (node.mode if node.mode is not None else self.config.dir_mode)
+            nlink = 2 + self.table.subdirs[node.path] if node.path is not None else 0
+            if node.path is not None and not node.subdirs_known:
+                nlink = 1  # "not counted" (as btrfs says it), never too few: find trusts 2+n
+        elif node.kind is Kind.SYMLINK:
+            mode = stat.S_IFLNK | 0o777
+            nlink = int(linked)
+        else:
+            mode = stat.S_IFREG | (node.mode if node.mode is not None else self.config.file_mode)
+            nlink = int(linked)
+        updated = node.updated_at.timestamp() if node.updated_at else node.ctime
+        mtime = node.mtime if node.mtime is not None else updated
+        if node.is_dir and node.mtime is None:
+            mtime = self.started
+        return Attr(
+            ino=node.ino,
+            mode=mode,
+            nlink=nlink,
+            size=node.size(),
+            uid=node.uid if node.uid is not None else self.config.uid,
+            gid=node.gid if node.gid is not None else self.config.gid,
+            atime=node.atime if node.atime is not None else mtime,
+            mtime=mtime,
+            ctime=max(node.ctime, updated) if node.kind is Kind.FILE else node.ctime,
+            atime_ns=_exact_ns(node.atime, node.atime_ns),
+            mtime_ns=_exact_ns(node.mtime, node.mtime_ns),
+        )
+
+    def of_path(self, path: str) -> Attr | None:
+        node = self.table.by_path.get(path)
+        return self.of(node) if node is not None else None

@@ -1,0 +1,108 @@
+"""Commits: what ``close``, ``fsync``, ``rename`` and a truncate of a closed file do to a file's
+new content: validate it (size, UTF-8), refuse it (``memfs.core.refusals``), or queue its upload.
+
+Owns the rule "a commit of a refused content raises the refusal's error again; a commit of
+other valid content ends the refusal" (never sticky). It must not upload anything (the queue
+runs ``uploader``) nor decide which open hears an error (``vfs`` does).
+"""
+
+from __future__ import annotations
+
+from memfs.core.handles import OpenFiles
+from memfs.core.inodes import Kind, Node
+from memfs.core.refusals import NOT_UTF8, TOO_LARGE, Refusals
+from memfs.core.state import CoreState
+from memfs.errors import FileTooLargeError, NotUtf8Error
+from memfs.writeback.queue import WriteBack
+
+
+def utf8(data: bytes | bytearray) -> str | None:
+    """``data`` as text, None if it is not UTF-8."""
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class Commits:
+    """Validates, refuses and queues the commits of one mount's files."""
+
+    def __init__(
+        self, state: CoreState, writeback: WriteBack, refusals: Refusals, files: OpenFiles
+    ) -> None:
+        self.state = state
+        self.config = state.config
+        self.writeback = writeback
+        self.refusals = refusals
+        self.files = files
+
+    def committed(self, node: Node) -> bool:
+        """Whether ``node``'s content is committed (validated, then uploaded)."""
+        return (
+            node.kind is Kind.FILE
+            and not node.local_only
+            and node.path is not None
+            and not self.state.read_only
+        )
+
+    def too_large(self) -> FileTooLargeError:
+        return FileTooLargeError(f"a memory holds at most {self.state.max_content_bytes} bytes")
+
+    def validate(self, node: Node) -> str:
+        """The text of a new content being committed; refuse it (EILSEQ) if it is not UTF-8.
+        Valid content ends any refusal: it is a new save (memfs.core.refusals)."""
+        data = node.data if node.data is not None else bytearray()
+        if len(data) > self.state.max_content_bytes:
+            raise self.too_large()
+        text = utf8(data)
+        if text is None:
+            self.refuse(node, NOT_UTF8)
+            raise NotUtf8Error(f"{node.path} is not UTF-8 text")
+        self.end_refusal(node)
+        return text
+
+    def refuse(self, node: Node, reason: str) -> None:
+        """The current content of ``node`` is refused: kept, never uploaded nor journaled.
+        Work queued for an earlier commit of the file is superseded by it (a pending move of
+        the memory still goes, without content: ``Uploader.sync``)."""
+        self.refusals.refuse(node, reason)
+        if self.writeback.pending(node.ino):
+            self.writeback.cancel(node.ino)  # drops its journal record
+            if node.memory_id is not None and self.state.store_path(node) != node.remote_path:
+                self.writeback.schedule(node.ino, self.config.grace)
+
+    def end_refusal(self, node: Node) -> None:
+        self.refusals.clear(node)
+        for handle in self.files.of(node):
+            handle.refused = False
+
+    def refusal(self, node: Node) -> FileTooLargeError | NotUtf8Error | None:
+        """The error of a commit of ``node``'s current content if it is the refused one."""
+        if node.refused is None or node.refused_gen != node.gen:
+            return None
+        if node.refused == TOO_LARGE and utf8(node.data or b"") is not None:
+            return FileTooLargeError(
+                f"a write to {node.path} crossed {self.state.max_content_bytes} bytes: what it "
+                "left is not uploaded"
+            )
+        return NotUtf8Error(f"{node.path} is not UTF-8 text")
+
+    def commit(self, node: Node) -> None:
+        """Validate a changed file and queue its upload (rule: close/fsync/rename commit).
+        The commit of a refused content raises the refusal's error (again: never sticky, the
+        next commit of another content decides anew)."""
+        if not self.committed(node):
+            return
+        refusal = self.refusal(node)
+        if refusal is not None:
+            self.refusals.keep(node)
+            raise refusal
+        at_home = self.state.store_path(node) == node.remote_path
+        if not node.dirty and node.memory_id is not None and at_home:
+            return
+        if node.dirty:
+            self.validate(node)
+        if node.memory_id is None:
+            self.writeback.schedule(node.ino, self.config.new_file_delay, debounce=True)
+        else:
+            self.writeback.schedule(node.ino, self.config.update_delay)

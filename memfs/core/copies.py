@@ -1,0 +1,87 @@
+"""The local copy of a file (``Node.data``): loaded from the clean caches or the store, and
+handed back to the clean content cache once nothing depends on it any more.
+
+It must not change what a file's content is (writes are ``vfs``'s), and it never puts dirty
+data in a cache: only a copy equal to the server's content (``base_sha``) goes there.
+"""
+
+from __future__ import annotations
+
+from memfs import paths
+from memfs.core.cache import ContentCache
+from memfs.core.inodes import Node
+from memfs.core.prefetch import BulkFetcher
+from memfs.core.state import CoreState
+from memfs.store_api import StoreAPI
+from memfs.writeback.queue import WriteBack
+
+
+class LocalCopies:
+    """Loads and drops the local copies of the files of one mount."""
+
+    def __init__(
+        self,
+        state: CoreState,
+        store: StoreAPI,
+        contents: ContentCache,
+        bulk: BulkFetcher,
+        writeback: WriteBack,
+    ) -> None:
+        self.state = state
+        self.store = store  # short deadlines: a syscall waits on these calls
+        self.contents = contents
+        self.bulk = bulk
+        self.writeback = writeback
+
+    async def fetch(self, node: Node) -> bytes:
+        """The server's content of a memory node (clean cache first)."""
+        cached = self.contents.get(node.base_sha)
+        if cached is not None:
+            return cached
+        if node.memory_id is None:
+            return b""
+        if node.path is not None and self.state.store_path(node) == node.remote_path:
+            bulk = await self.bulk.get(paths.parent(node.path), node.base_sha)
+            if bulk is not None:
+                return bulk
+        memory_id = node.memory_id
+        memory = await self.store.read(memory_id)
+        content = (memory.content or "").encode("utf-8")
+        self.contents.put(memory.content_sha256, content)
+        if (
+            node.memory_id == memory_id
+            and node.data is None
+            and not node.dirty
+            and node.base_sha != memory.content_sha256
+        ):
+            node.base_sha = memory.content_sha256
+            node.remote_size = memory.content_size_bytes
+            node.updated_at = memory.updated_at
+        return content
+
+    async def ensure_data(self, node: Node) -> bytearray:
+        """The local copy of ``node``, loaded first if it has none."""
+        if node.data is None:
+            content = await self.fetch(node)
+            if node.data is None:
+                node.data = bytearray(content)
+        return node.data
+
+    async def content_for_read(self, node: Node) -> bytes:
+        if node.data is not None:
+            return bytes(node.data)
+        return await self.fetch(node)
+
+    def drop_clean_data(self, node: Node) -> None:
+        """Nobody has ``node`` open and its copy is the server's: it goes to the clean cache."""
+        if (
+            node.open_count == 0
+            and node.data is not None
+            and not node.dirty
+            and not node.local_only
+            and node.memory_id is not None
+            and node.base_sha is not None
+            and not self.writeback.pending(node.ino)
+        ):
+            self.contents.put(node.base_sha, bytes(node.data))
+            node.data = None

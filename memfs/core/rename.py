@@ -1,0 +1,141 @@
+"""Renames: what moving a file or a directory does to its content, its memory and the server.
+
+A file renamed onto a memory path commits its content (validated: EILSEQ at the rename, a file
+over the limit moves still refused); it keeps its memory (moved on the server after the grace
+window, rule 3) unless it takes another: the target's, or one that just left the new path
+(``identity``). A directory rename moves every memory below it on the server at once (one
+request each, not atomic: ``Uploader.move_tree``) and re-binds the nodes below.
+
+It must not check the operation's arguments (``vfs.Vfs.rename`` does) nor upload content.
+"""
+
+from __future__ import annotations
+
+import time
+
+from memfs import paths
+from memfs.core.cache import ListingCache
+from memfs.core.commit import Commits
+from memfs.core.copies import LocalCopies
+from memfs.core.identity import Identities
+from memfs.core.inodes import Kind, Node
+from memfs.core.namespace import Namespace
+from memfs.core.state import CoreState
+from memfs.core.uploader import Uploader
+from memfs.errors import DirectoryNotEmptyError, NotPermittedError, NotUtf8Error
+from memfs.writeback.queue import WriteBack
+
+
+class Renames:
+    """The renames of one mount; see the module docstring."""
+
+    def __init__(
+        self,
+        state: CoreState,
+        *,
+        writeback: WriteBack,
+        listings: ListingCache,
+        namespace: Namespace,
+        identities: Identities,
+        copies: LocalCopies,
+        commits: Commits,
+        uploader: Uploader,
+    ) -> None:
+        self.state = state
+        self.config = state.config
+        self.table = state.table
+        self.writeback = writeback
+        self.listings = listings
+        self.namespace = namespace
+        self.identities = identities
+        self.copies = copies
+        self.commits = commits
+        self.uploader = uploader
+
+    async def file(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
+        """``src`` (a file or symlink) moves to ``new_path``, over ``dst`` if there is one."""
+        new_local = self.state.is_local_path(new_path)
+        if src.kind is Kind.SYMLINK and not new_local:
+            raise NotPermittedError("symbolic links are only allowed for local-only names")
+        if not new_local and src.kind is Kind.FILE and (src.dirty or src.memory_id is None):
+            if src.data is None:
+                await self.copies.ensure_data(src)
+            refusal = self.commits.refusal(src)
+            if isinstance(refusal, NotUtf8Error):
+                raise refusal  # EILSEQ at rename onto a memory path
+            if refusal is None:  # (over the limit: it moves, still refused, not uploaded)
+                self.commits.validate(src)
+        if src.memory_id is not None and (
+            dst is not None or new_local or self.identities.adoptable(new_path) is not None
+        ):
+            await self.copies.ensure_data(src)  # the content must travel without its identity
+        if dst is not None and dst.open_count > 0:
+            await self.copies.ensure_data(dst)
+        identity = await self.identities.for_rename(new_path, dst, new_local)
+        # the source's own memory leaves when it takes another identity or becomes local
+        if (
+            src.memory_id is not None
+            and (identity is not None or new_local)
+            and identity is not src
+        ):
+            await self.copies.ensure_data(src)  # loaded above, unless the identity changed since
+            self.identities.detach_memory(src, old_path)
+        # the target leaves
+        if dst is not None:
+            self.writeback.cancel(dst.ino)
+            if dst.memory_id is not None and identity is not dst:
+                self.identities.detach_memory(dst, new_path)
+            dst.dirty = False
+            self.commits.end_refusal(dst)
+        committed = self.identities.take(src, identity, dst)
+        if dst is not None:
+            self.table.unbind(dst)
+        self.table.bind(src, new_path)
+        src.local_only = new_local or src.kind is Kind.SYMLINK
+        src.ctime = time.time()
+        if new_local:
+            self.writeback.cancel(src.ino)
+            self.commits.end_refusal(src)  # a local-only name is never uploaded anyway
+            return
+        if src.refused is not None:
+            self.commits.refusals.keep(src)  # the copy is named after the new path
+        if committed:
+            src.dirty = True  # compared with the base at upload: unchanged content sends nothing
+            self.writeback.schedule(src.ino, self.config.update_delay)
+        elif src.memory_id is not None:
+            if src.departed_from is None:
+                src.departed_from = old_path
+            src.departed_at = self.state.now()
+            self.writeback.schedule(src.ino, self.config.grace, debounce=True)
+        else:
+            src.dirty = True
+            self.writeback.schedule(src.ino, self.config.new_file_delay, debounce=True)
+
+    async def directory(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
+        """Rename every memory below ``old_path`` (one request each; not atomic)."""
+        if dst is not None:
+            self.listings.drop(new_path)
+            if await self.namespace.children(new_path):
+                raise DirectoryNotEmptyError(f"{new_path} is not empty")
+            self.table.unbind(dst)
+            self.state.local_dirs.discard(new_path)
+        await self.uploader.move_tree(old_path, new_path)
+
+        def moved(path: str) -> str:
+            return new_path + path[len(old_path) :]
+
+        # rebind local state below (deepest last is fine: bind keys are distinct)
+        for node in sorted(self.table.below(old_path), key=lambda n: n.path or ""):
+            assert node.path is not None
+            target = moved(node.path)
+            self.table.bind(node, target)
+            node.local_only = self.state.is_local_path(target) or node.kind is Kind.SYMLINK
+            if node.memory_id is not None and node.remote_path != target and not node.local_only:
+                self.writeback.schedule(node.ino, 0)
+        self.table.bind(src, new_path)
+        for directory in list(self.state.local_dirs):
+            if directory == old_path or paths.is_below(directory, old_path):
+                self.state.local_dirs.discard(directory)
+                self.state.local_dirs.add(moved(directory))
+        self.state.local_dirs.add(new_path)
+        self.listings.clear()

@@ -1,0 +1,447 @@
+"""Uploads: what the write-back queue runs for each key (``sync``), and what its outcome means.
+
+Owns the requests that make the server match a file (create, update with the precondition of
+the content it was based on, move), deferred deletes, and the answers: the inode is bound to
+the memory's new state (``_took``); a failed precondition or a path taken by another writer is a
+conflict (``_lost_race``: the local content saved as a conflict copy, the file re-based on the
+winner); a full store parks a create until room appears (``waiting_for_room``); a failure for
+good reaches the opens that wrote (``OpenFiles.upload_failed``) and a directory fsync. Also the
+fsync side of the queue: ``settle`` (one key, with patience) and the moves of a directory
+rename (``move_tree``).
+
+It must not decide POSIX semantics (``vfs``) nor journal anything itself (the queue's hooks
+call ``durable``). Every ``await`` here may see other operations run meanwhile: state read
+before one is checked again after it (the generation check, ``memfs.core``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Hashable
+
+import trio
+
+from memfs import paths
+from memfs.api.retry import is_transient
+from memfs.core.cache import ContentCache, ListingCache
+from memfs.core.commit import utf8
+from memfs.core.copies import LocalCopies
+from memfs.core.durable import Durable
+from memfs.core.handles import OpenFiles
+from memfs.core.identity import Identities
+from memfs.core.inodes import Kind, Node
+from memfs.core.namespace import Namespace, take_remote_state
+from memfs.core.orphans import StoreGone
+from memfs.core.state import CoreState, delete_key
+from memfs.errors import (
+    NameTooLongError,
+    NoSpaceError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+    RemoteConflictError,
+    RemoteUnavailableError,
+    StoreArchivedError,
+    StoreFullError,
+)
+from memfs.models import Memory, sha256_hex
+from memfs.store_api import StoreAPI
+from memfs.writeback.queue import WriteBack
+
+log = logging.getLogger(__name__)
+
+
+class Uploader:
+    """The upload function of one mount's write-back queue; see the module docstring."""
+
+    def __init__(
+        self,
+        state: CoreState,
+        *,
+        store: StoreAPI,
+        upload_store: StoreAPI,
+        writeback: WriteBack,
+        durable: Durable,
+        contents: ContentCache,
+        listings: ListingCache,
+        gone: StoreGone,
+        namespace: Namespace,
+        identities: Identities,
+        files: OpenFiles,
+        copies: LocalCopies,
+    ) -> None:
+        self.state = state
+        self.config = state.config
+        self.table = state.table
+        self.store = store  # short deadlines: a directory rename waits on its moves
+        self.upload_store = upload_store  # long deadlines: background uploads
+        self.writeback = writeback
+        self.durable = durable
+        self.contents = contents
+        self.listings = listings
+        self.gone = gone
+        self.namespace = namespace
+        self.identities = identities
+        self.files = files
+        self.copies = copies
+
+    async def sync(self, key: Hashable) -> None:
+        """Make the server match one inode (or run one pending delete); once the store is gone
+        (a 404 for the store itself), nothing is tried any more (memfs.core.orphans)."""
+        if self.gone.gone:
+            raise self.gone.error()
+        try:
+            await self._sync(key)
+        except NotFoundError as exc:
+            if await self.gone.confirm(exc):
+                raise self.gone.error() from exc
+            raise
+
+    async def _sync(self, key: Hashable) -> None:
+        if isinstance(key, tuple):
+            if key[0] != "delete":
+                await self.durable.run(key)  # conflict copies, replays
+                return
+            await self._run_delete(str(key[1]))
+            return
+        assert isinstance(key, int)
+        node = self.table.get(key)
+        if node is None or node.kind is not Kind.FILE:
+            return
+        if self.state.read_only:  # archived while mounted: nothing more reaches the store
+            raise StoreArchivedError(f"the store is archived: {node.path} cannot be uploaded")
+        if node.path is None or node.local_only:
+            return
+        refused = node.refused is not None  # the committed content is refused: not uploaded
+        if refused and node.memory_id is None:
+            return  # not created (memfs.core.refusals)
+        path = self.state.store_path(node)
+        assert path is not None
+        gen = node.gen
+        text = None
+        if node.data is not None and not refused:
+            text = utf8(node.data)
+            if text is None:
+                return  # written since its commit, not yet committed: the writer's commit decides
+        if node.memory_id is None:
+            try:
+                memory = await self._create(path, text or "")
+            except PathConflictError as exc:
+                # another writer made this path first: its memory is the winner (if it is one)
+                winner = await self._head(exc.conflicting_memory_id, path)
+                if winner is None or winner.path != path or winner.id in self.table.by_id:
+                    raise
+                self._lost_race(node, winner)
+                return
+            self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
+            self.table.set_memory(node, memory.id)
+            self._took(node, memory, gen)
+            if node.path is None or node.local_only:
+                # unlinked or renamed to a local name while it was being created
+                self.identities.detach_memory(node, path)
+                self.writeback.schedule(delete_key(memory.id), 0)
+            elif self.state.store_path(node) != node.remote_path or node.gen != gen:
+                self.writeback.schedule(node.ino, self.config.update_delay)
+            self.listings.record(memory)
+            return
+        memory_id = node.memory_id
+        content = None
+        if text is not None and sha256_hex(text) != node.base_sha:
+            content = text
+        new_path = path if path != node.remote_path else None
+        old_remote = node.remote_path
+        if content is None and new_path is None:
+            if node.gen == gen and not refused:
+                node.dirty = False
+            node.departed_from = None
+            self.copies.drop_clean_data(node)
+            return
+        try:
+            memory = await self._update(memory_id, content, new_path, node.base_sha)
+        except PreconditionFailedError:
+            # another writer's version is the head: it stays, and this file shows it from now on
+            winner = await self._head(memory_id, path)
+            if winner is None or self.table.by_id.get(memory_id) is not node:
+                raise
+            self._lost_race(node, winner)
+            return
+        if content is not None:
+            self.contents.put(memory.content_sha256, content.encode("utf-8"))
+        holder = self.table.by_id.get(memory_id)
+        if holder is node:
+            self._took(node, memory, gen)
+            if self.state.store_path(node) != node.remote_path or node.gen != gen:
+                self.writeback.schedule(node.ino, self.config.update_delay)
+        elif holder is not None:
+            holder.base_sha, holder.remote_path = memory.content_sha256, memory.path
+        elif memory_id in self.state.pending_deletes:
+            pending = self.state.pending_deletes[memory_id]
+            pending.expected_sha, pending.remote_path = memory.content_sha256, memory.path
+        self.listings.record(memory)  # patched, not dropped: a big directory costs 20 requests
+        if old_remote is not None and paths.parent(old_remote) != paths.parent(memory.path):
+            self.listings.vacated(paths.parent(old_remote))
+
+    async def _update(
+        self, memory_id: str, content: str | None, new_path: str | None, base_sha: str | None
+    ) -> Memory:
+        """Upload new content and/or a new path. New content always carries the precondition
+        of the server content it was made from: no save replaces a version its writer did not
+        see (a failed precondition is a conflict, ``_lost_race``)."""
+        if content is not None and base_sha is None:
+            raise RemoteConflictError(f"{memory_id}: no base content to check the upload against")
+        expected = base_sha if content is not None else None
+        try:
+            return await self.upload_store.update(
+                memory_id, content=content, path=new_path, expected_sha256=expected
+            )
+        except PathConflictError:
+            if new_path is None or not await self._wait_for_path(new_path):
+                raise
+            return await self.upload_store.update(
+                memory_id, content=content, path=new_path, expected_sha256=expected
+            )
+
+    async def _head(self, memory_id: str | None, path: str) -> Memory | None:
+        """The server's memory ``memory_id`` (else the one at ``path``), content included;
+        None if there is none. Transient errors propagate: the upload is retried."""
+        try:
+            if memory_id is None:
+                found = await self.upload_store.find(path)
+                if found is None:
+                    return None
+                memory_id = found.id
+            return await self.upload_store.read(memory_id)
+        except NotFoundError:
+            return None
+
+    def _lost_race(self, node: Node, winner: Memory) -> None:
+        """Another writer's ``winner`` took the memory (or the path) of ``node`` first.
+
+        As Dropbox and Syncthing do: the local content is saved as the conflict copy (queued and
+        journaled before this upload's record is dropped), and the file is re-based on the
+        winner: its local copy is dropped, so it shows the winner's content, and later saves
+        apply to that content with its sha as precondition. The kernel's cached pages and
+        attributes are invalidated at once, so an editor holding the old text sees the file
+        changed on disk. The writer hears ESTALE at its next fsync/close (``OpenFiles.report``).
+        """
+        path = self.state.store_path(node)  # a clash's file: the memory's own path
+        assert path is not None
+        data = bytes(node.data) if node.data is not None else None
+        self.durable.save_conflict(path, node.memory_id, data)
+        content = (winner.content or "").encode("utf-8")
+        self.contents.put(winner.content_sha256, content)
+        moving = node.memory_id is not None and path != node.remote_path
+        self.table.set_memory(node, winner.id)
+        take_remote_state(node, winner)
+        node.synced_at = self.state.now()
+        node.data = None
+        node.dirty = False
+        node.mtime = node.mtime_ns = None  # the winner's updated_at: the file changed on disk
+        node.ctime = time.time()
+        node.last_open_sha = None  # pages cached by earlier opens hold the local content
+        self.state.deferred_versions.pop(node.ino, None)  # older than the winner
+        self.files.upload_failed(
+            node,
+            RemoteConflictError(
+                f"{path} changed on the server; the local content was saved as a conflict copy"
+            ),
+        )
+        self.listings.record(winner)
+        self.namespace.invalidate_now([("inode", node.ino, b"")])
+        if moving:  # a rename made here is still to be uploaded (it carries no content)
+            self.writeback.schedule(node.ino, self.config.update_delay)
+        elif winner.path != path and node.path == path:
+            # renamed elsewhere meanwhile: follow it, as the change feed would
+            if winner.path in self.table.by_path:
+                self.namespace.forget_memory(node)
+            else:
+                parent_ino = self.namespace.parent_ino(path)
+                if parent_ino is not None:
+                    name = paths.basename(path).encode()
+                    self.namespace.queue_invalidations([("entry", parent_ino, name)])
+                self.table.bind(node, winner.path)
+
+    def _took(self, node: Node, memory: Memory, gen: int) -> None:
+        """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
+        take_remote_state(node, memory)
+        node.synced_at = self.state.now()
+        if self.state.store_path(node) == memory.path:
+            node.departed_from = None
+        if node.gen == gen and node.refused is None:  # a refused content stays local
+            node.dirty = False
+            if node.open_count == 0:
+                node.mtime = None if node.mtime is None else node.mtime
+        self.copies.drop_clean_data(node)
+
+    async def _create(self, path: str, text: str) -> Memory:
+        try:
+            return await self.upload_store.create(path, text)
+        except PathConflictError as exc:
+            earlier = await self.durable.created_earlier(exc, path, text)
+            if earlier is not None:  # our own create, answered after we had given up on it
+                return earlier
+            if not await self._wait_for_path(path):
+                raise
+            return await self.upload_store.create(path, text)
+
+    async def _wait_for_path(self, path: str) -> bool:
+        """Run queued work that frees ``path`` on the server; False if there is none."""
+        for memory_id, pending in list(self.state.pending_deletes.items()):
+            if pending.remote_path == path:
+                await self.writeback.flush(delete_key(memory_id))
+                return True
+        for node in list(self.table.by_id.values()):
+            if node.remote_path == path and self.state.store_path(node) != path:
+                await self.writeback.flush(node.ino)
+                return True
+        return False
+
+    async def _run_delete(self, memory_id: str) -> None:
+        pending = self.state.pending_deletes.get(memory_id)
+        if pending is None:
+            return
+        try:
+            await self.upload_store.delete(memory_id, expected_sha256=pending.expected_sha)
+        except NotFoundError:
+            pass
+        except PreconditionFailedError:
+            log.warning(
+                "%s (%s) was changed on the server after it was removed here: not deleted",
+                pending.remote_path,
+                memory_id,
+            )
+            self.state.pending_deletes.pop(memory_id, None)
+            self.namespace.drop_listing(paths.parent(pending.remote_path or "/"))
+            return
+        self.state.pending_deletes.pop(memory_id, None)
+        self.state.tombstones.add(memory_id)
+        self.retry_waiting_for_room()
+        self.listings.remove(memory_id)
+        self.listings.vacated(paths.parent(pending.remote_path or "/"))
+
+    def retry_waiting_for_room(self) -> None:
+        """Room may have appeared (deletes seen, directory fsync, unmount): queue the creates
+        the full store refused again; those still refused come back to the set."""
+        keys, self.state.waiting_for_room = self.state.waiting_for_room, set()
+        for key in keys:
+            self.writeback.schedule(key, 0)
+
+    # -- hooks of the write-back queue --------------------------------------------------------
+
+    def done(self, key: Hashable, error: BaseException | None) -> None:
+        """The queue let go of ``key``: uploaded, superseded, or failed for good."""
+        if error is None:
+            self.state.failed_uploads.pop(key, None)
+        elif not isinstance(
+            error, StoreFullError | PreconditionFailedError | PathConflictError
+        ):  # a full store waits for room, a conflict is in its copy: both reported apart
+            self.state.failed_uploads[key] = error
+        self.durable.done(key, error)
+
+    def failed(self, key: Hashable, exc: BaseException) -> None:
+        """The upload of ``key`` failed for good (the queue's ``on_failure``)."""
+        if isinstance(exc, StoreFullError):
+            self.state.waiting_for_room.add(key)
+            log.warning(
+                "the store is full: %s waits for room (uploaded once memories are deleted)",
+                self.durable.path_of(key) or key,
+            )
+        if isinstance(exc, StoreArchivedError):
+            log.error("the store is archived: the mount is read-only from now on")
+            self.state.read_only = True
+        if isinstance(key, tuple) and key[0] != "delete":
+            log.error("%s failed: %s", key, exc)
+            return
+        if isinstance(key, tuple):
+            pending = self.state.pending_deletes.pop(str(key[1]), None)
+            log.error("delete of %s failed: %s", pending.remote_path if pending else key, exc)
+            return
+        assert isinstance(key, int)
+        node = self.table.get(key)
+        if node is None:
+            return
+        if isinstance(exc, PreconditionFailedError | PathConflictError):
+            if node.path is not None:
+                data = bytes(node.data) if node.data is not None else None
+                self.durable.save_conflict(node.path, node.memory_id, data)
+            conflict = RemoteConflictError(f"{node.path} changed on the server")
+            conflict.__cause__ = exc
+            self.files.upload_failed(node, conflict)
+        else:
+            log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
+            self.files.upload_failed(node, exc)
+
+    # -- what fsync and a directory rename wait for --------------------------------------------
+
+    async def flush_all(self) -> list[BaseException]:
+        """Upload everything pending now (deferred deletes and moves included)."""
+        return await self.writeback.flush_all()
+
+    async def settle(self, key: Hashable) -> None:
+        """fsync: upload ``key`` now, retrying transient failures for ``fsync_timeout``."""
+        try:
+            await self.writeback.flush(key, patience=self.config.fsync_timeout)
+        except Exception as exc:
+            raise self._gave_up(exc) from None
+
+    def _gave_up(self, exc: BaseException) -> BaseException:
+        """The error fsync reports; a transient one (EIO) says the change stays queued."""
+        if isinstance(exc, trio.TooSlowError) or is_transient(exc):
+            error = RemoteUnavailableError(
+                f"not uploaded within {self.config.fsync_timeout:g} s ({exc}); kept in the "
+                "journal and retried in the background"
+            )
+            error.__cause__ = exc
+            return error
+        return exc
+
+    async def settle_all(self) -> None:
+        """fsync of a directory: upload everything pending, creates waiting for room included;
+        ENOSPC while one still waits, ESTALE if an upload lost a race (its content is in a
+        conflict copy), else the first upload that failed for good since the last one."""
+        self.retry_waiting_for_room()
+        conflicts = self.durable.conflict_count
+        errors = await self.writeback.flush_all(patience=self.config.fsync_timeout)
+        if errors:
+            raise self._gave_up(errors[0])
+        if self.state.waiting_for_room:
+            waiting = len(self.state.waiting_for_room)
+            raise NoSpaceError(f"the store is full: {waiting} file(s) wait")
+        if self.durable.conflict_count > conflicts:
+            raise RemoteConflictError(
+                "changed on the server meanwhile; the local content was saved as a conflict copy"
+            )
+        if self.state.failed_uploads:  # failed in the background, before this fsync
+            key, error = next(iter(self.state.failed_uploads.items()))
+            for told in [k for k in self.state.failed_uploads if not isinstance(k, int)]:
+                del self.state.failed_uploads[told]  # nothing will retry it: reported once
+            log.info("directory fsync: %s failed for good: %s", self.durable.describe(key), error)
+            raise error
+
+    async def move_tree(self, old_path: str, new_path: str) -> None:
+        """A directory rename on the server: every memory below ``old_path`` moves (one request
+        each; not atomic), after what is queued below it has run (so the server's paths are the
+        ones the mount knows)."""
+        for node in self.table.below(old_path):
+            if self.writeback.pending(node.ino):
+                await self.writeback.flush(node.ino)
+        for key in list(self.state.pending_deletes):
+            pending = self.state.pending_deletes[key]
+            if pending.remote_path and paths.is_below(pending.remote_path, old_path):
+                await self.writeback.flush(delete_key(key))
+        if self.state.is_local_path(old_path) or self.state.is_local_path(new_path):
+            return
+        async for item in self.store.list_below(paths.as_prefix(old_path)):
+            if item.id in self.state.tombstones:
+                continue
+            target = new_path + item.path[len(old_path) :]
+            try:
+                paths.validate_path(target)
+            except paths.PathError as exc:
+                raise NameTooLongError(f"{target}: {exc}") from None
+            updated = await self.store.update(item.id, path=target)
+            holder = self.table.by_id.get(item.id)
+            if holder is not None:
+                holder.remote_path = updated.path
+                holder.synced_at = self.state.now()
