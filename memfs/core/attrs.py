@@ -46,7 +46,7 @@ def _exact_ns(seconds: float | None, ns: int | None) -> int | None:
     return ns
 
 
-def set_mode_and_owner(
+def set_new_owner(
     node: Node, mode: int | None, owner: tuple[int, int] | None, parent: Attr | None
 ) -> None:
     """A new node's permission bits and owner, kept locally (None: the mount's defaults).
@@ -62,6 +62,34 @@ def set_mode_and_owner(
         node.gid = parent.gid
         if node.is_dir and mode is not None:
             node.mode = stat.S_IMODE(mode) | stat.S_ISGID
+
+
+def set_mode_and_owner(node: Node, mode: int | None, owner: tuple[int | None, int | None]) -> None:
+    """chmod, chown: kept locally like times, never uploaded (a symlink's mode stays 0777)."""
+    uid, gid = owner
+    if mode is None and uid is None and gid is None:
+        return
+    if mode is not None and node.kind is not Kind.SYMLINK:
+        node.mode = stat.S_IMODE(mode)
+    if uid is not None:
+        node.uid = uid
+    if gid is not None:
+        node.gid = gid
+    node.ctime = time.time()
+
+
+def set_times(
+    node: Node,
+    atime: float | None,
+    atime_ns: int | None,
+    mtime: float | None,
+    mtime_ns: int | None,
+) -> None:
+    """utimens: times are kept locally, never uploaded (exactly as given: ``Attr.mtime_ns``)."""
+    if atime is not None:
+        node.atime, node.atime_ns = atime, atime_ns
+    if mtime is not None:
+        node.mtime, node.mtime_ns = mtime, mtime_ns
 
 
 class Attributes:

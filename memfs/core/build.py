@@ -102,9 +102,9 @@ def build_core(
     )
     files = OpenFiles()
     copies = LocalCopies(state, store, contents, bulk, writeback)
-    commits = Commits(state, writeback, refusals, files)
-    identities = Identities(state, writeback, copies)
     namespace = Namespace(state, store, listings, bulk, gone, writeback)
+    commits = Commits(state, writeback, refusals, files, namespace)
+    identities = Identities(state, writeback, copies)
     uploader = Uploader(
         state,
         store=store,

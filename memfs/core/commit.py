@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from memfs.core.handles import OpenFiles
 from memfs.core.inodes import Kind, Node
+from memfs.core.namespace import Namespace
 from memfs.core.refusals import NOT_UTF8, TOO_LARGE, Refusals
 from memfs.core.state import CoreState
 from memfs.errors import FileTooLargeError, NotUtf8Error
@@ -28,13 +29,19 @@ class Commits:
     """Validates, refuses and queues the commits of one mount's files."""
 
     def __init__(
-        self, state: CoreState, writeback: WriteBack, refusals: Refusals, files: OpenFiles
+        self,
+        state: CoreState,
+        writeback: WriteBack,
+        refusals: Refusals,
+        files: OpenFiles,
+        namespace: Namespace,
     ) -> None:
         self.state = state
         self.config = state.config
         self.writeback = writeback
         self.refusals = refusals
         self.files = files
+        self.namespace = namespace  # a file never created leaves the directory
 
     def committed(self, node: Node) -> bool:
         """Whether ``node``'s content is committed (validated, then uploaded)."""
@@ -86,6 +93,19 @@ class Commits:
                 "left is not uploaded"
             )
         return NotUtf8Error(f"{node.path} is not UTF-8 text")
+
+    def closed(self, node: Node) -> None:
+        """The last open of ``node`` was released: a new file whose every write was refused
+        is not created at all."""
+        if (
+            node.refused == TOO_LARGE
+            and node.memory_id is None
+            and not node.data
+            and node.path is not None
+        ):
+            self.refusals.clear(node)
+            self.writeback.cancel(node.ino)
+            self.namespace.forget_memory(node)
 
     def commit(self, node: Node) -> None:
         """Validate a changed file and queue its upload (rule: close/fsync/rename commit).

@@ -29,6 +29,7 @@ from memfs.core.inodes import Kind, Node
 from memfs.core.orphans import StoreGone
 from memfs.core.prefetch import BulkFetcher
 from memfs.core.state import CoreState
+from memfs.errors import InvalidNameError, NameTooLongError
 from memfs.models import ListItem, Memory, MemoryPrefix
 from memfs.store_api import StoreAPI, list_directory
 from memfs.writeback.queue import WriteBack
@@ -37,6 +38,16 @@ log = logging.getLogger(__name__)
 
 Invalidation = tuple[str, int, bytes]  # ("inode", ino, b"") or ("entry", parent_ino, name)
 Invalidator = Callable[[list[Invalidation]], Awaitable[None]]
+
+
+def decode_name(raw: bytes) -> str:
+    """A name from the kernel as text; non-UTF-8 names are invalid."""
+    if len(raw) > paths.MAX_NAME_BYTES:
+        raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidNameError("name is not UTF-8") from None
 
 
 def take_remote_state(node: Node, memory: Memory) -> None:
@@ -292,6 +303,32 @@ class Namespace:
             self.forget_memory(node)
             return False
         return True
+
+    def new_path(self, parent_path: str, name: str) -> str:
+        """The path of a new entry ``name`` in ``parent_path``, validated."""
+        if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:
+            raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
+        if parent_path == "/" and name in RESERVED_ROOT_NAMES:
+            raise InvalidNameError(f"/{name} is reserved")
+        path = paths.join(parent_path, name)
+        if self.state.is_local_path(path):
+            if name in (".", "..") or "/" in name or "\0" in name:
+                raise InvalidNameError(f"invalid name {name!r}")
+            return path
+        try:
+            paths.validate_path(path)
+        except paths.PathTooLongError as exc:
+            raise NameTooLongError(str(exc)) from None
+        except paths.PathError as exc:
+            raise InvalidNameError(str(exc)) from None
+        return path
+
+    def keep_parent(self, path: str) -> None:
+        """Keep the directory of ``path`` after its entry leaves (rm -r then rmdir works)."""
+        directory = paths.parent(path)
+        if directory != "/":
+            self.state.local_dirs.add(directory)
+        self.state.removed_dirs.pop(directory, None)
 
     def forget_memory(self, node: Node) -> None:
         """``node`` no longer stands for a memory nor has a name (deleted, or its name taken)."""

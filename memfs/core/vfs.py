@@ -20,15 +20,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable
 
 from memfs import paths
-from memfs.core.attrs import Attr, Attributes, set_mode_and_owner
+from memfs.core.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
 from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import Commits, utf8
-from memfs.core.config import RESERVED_ROOT_NAMES
 from memfs.core.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.copies import LocalCopies
 from memfs.core.durable import Durable
@@ -49,9 +47,7 @@ from memfs.errors import (
     ExistsError,
     FileTooLargeError,
     InvalidArgumentError,
-    InvalidNameError,
     IsDirectoryError,
-    NameTooLongError,
     NoEntryError,
     NotDirectoryError,
     NotPermittedError,
@@ -68,16 +64,6 @@ log = logging.getLogger(__name__)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 BLOCK_SIZE = 4096
-
-
-def decode_name(raw: bytes) -> str:
-    """A name from the kernel as text; non-UTF-8 names are invalid."""
-    if len(raw) > paths.MAX_NAME_BYTES:
-        raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidNameError("name is not UTF-8") from None
 
 
 class Vfs:
@@ -174,32 +160,6 @@ class Vfs:
             raise NoEntryError(f"{paths.join(directory, name)} does not exist")
         return node
 
-    def _check_new_name(self, parent_path: str, name: str) -> str:
-        """The path of a new entry ``name`` in ``parent_path``, validated."""
-        if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:
-            raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
-        if parent_path == "/" and name in RESERVED_ROOT_NAMES:
-            raise InvalidNameError(f"/{name} is reserved")
-        path = paths.join(parent_path, name)
-        if self.state.is_local_path(path):
-            if name in (".", "..") or "/" in name or "\0" in name:
-                raise InvalidNameError(f"invalid name {name!r}")
-            return path
-        try:
-            paths.validate_path(path)
-        except paths.PathTooLongError as exc:
-            raise NameTooLongError(str(exc)) from None
-        except paths.PathError as exc:
-            raise InvalidNameError(str(exc)) from None
-        return path
-
-    def _mark_parent_kept(self, path: str) -> None:
-        """Keep the directory of ``path`` after its entry leaves (rm -r then rmdir works)."""
-        directory = paths.parent(path)
-        if directory != "/":
-            self.state.local_dirs.add(directory)
-        self.state.removed_dirs.pop(directory, None)
-
     def _touch_dir(self, directory: str) -> None:
         node = self.table.by_path.get(directory)
         if node is not None:
@@ -283,24 +243,13 @@ class Vfs:
             self._changed(node)
             if node.open_count == 0:
                 self.commits.commit(node)
-        if mode is not None or uid is not None or gid is not None:
-            # kept locally like times, never uploaded (after the size: a failing call changes
-            # nothing); the kernel checked who may (default_permissions)
-            if mode is not None and node.kind is not Kind.SYMLINK:
-                node.mode = stat.S_IMODE(mode)
-            if uid is not None:
-                node.uid = uid
-            if gid is not None:
-                node.gid = gid
-            node.ctime = time.time()
+        # kept locally, never uploaded (after the size: a failing call changes nothing); the
+        # kernel checked who may (default_permissions)
+        set_mode_and_owner(node, mode, (uid, gid))
         if atime is not None or mtime is not None:
-            # times are kept locally, never uploaded
             if self.state.read_only:
                 raise ReadOnlyError("read-only mount")
-            if atime is not None:
-                node.atime, node.atime_ns = atime, atime_ns
-            if mtime is not None:
-                node.mtime, node.mtime_ns = mtime, mtime_ns
+            set_times(node, atime, atime_ns, mtime, mtime_ns)
         return self.attr(node)
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
@@ -377,11 +326,11 @@ class Vfs:
     async def _new_file(
         self, directory: str, name: str, mode: int | None, owner: tuple[int, int] | None
     ) -> Node:
-        path = self._check_new_name(directory, name)
+        path = self.namespace.new_path(directory, name)
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
         node.local_only = self.state.is_local_path(path)
-        set_mode_and_owner(node, mode, owner, self.attrs.of_path(directory))
+        set_new_owner(node, mode, owner, self.attrs.of_path(directory))
         self._changed(node)
         self.state.removed_dirs.pop(directory, None)
         if not node.local_only:
@@ -474,17 +423,8 @@ class Vfs:
             # a refusal was reported by flush already; the content stays local
             with contextlib.suppress(NotUtf8Error, FileTooLargeError):
                 self.commits.commit(node)
-        if (
-            node.refused == TOO_LARGE
-            and node.open_count == 0
-            and node.memory_id is None
-            and not node.data
-            and node.path is not None
-        ):
-            # a new file whose every write was refused: it is not created at all
-            self.commits.refusals.clear(node)
-            self.writeback.cancel(node.ino)
-            self.namespace.forget_memory(node)
+        if node.open_count == 0:
+            self.commits.closed(node)
         self.copies.drop_clean_data(node)
         deferred = None
         if node.open_count == 0:
@@ -508,7 +448,7 @@ class Vfs:
         node.dirty = False
         self.commits.end_refusal(node)  # its kept copy goes with it
         self.table.unbind(node)
-        self._mark_parent_kept(path)
+        self.namespace.keep_parent(path)
         # the cached listing stays: its item is skipped while the delete is pending, then
         # removed when the server has deleted it (``Uploader._run_delete``)
         self._touch_dir(directory)
@@ -525,10 +465,10 @@ class Vfs:
         self._check_writable()
         if await self.namespace.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
-        path = self._check_new_name(directory, name)
+        path = self.namespace.new_path(directory, name)
         node = self.table.new(Kind.DIR, path)
         node.subdirs_known = True  # empty
-        set_mode_and_owner(node, mode, owner, self.attrs.of_path(directory))
+        set_new_owner(node, mode, owner, self.attrs.of_path(directory))
         node.mtime = time.time()
         self.state.local_dirs.add(path)
         self.state.removed_dirs.pop(path, None)
@@ -550,14 +490,14 @@ class Vfs:
         self.state.local_dirs.discard(path)
         self.state.removed_dirs[path] = self.state.now()
         self.table.unbind(node)
-        self._mark_parent_kept(path)
+        self.namespace.keep_parent(path)
         self.namespace.drop_listing(directory)
         self._touch_dir(directory)
 
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Attr:
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        path = self._check_new_name(directory, name)
+        path = self.namespace.new_path(directory, name)
         if not self.state.is_local_path(path):
             raise NotPermittedError("symbolic links are only allowed for local-only names")
         if await self.namespace.child(directory, name) is not None:
@@ -593,7 +533,7 @@ class Vfs:
             raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
         self._check_writable()
         old_path = paths.join(old_dir, old_name)
-        new_path = self._check_new_name(new_dir, new_name)
+        new_path = self.namespace.new_path(new_dir, new_name)
         if src is dst:
             return
         if src.is_dir:
@@ -606,7 +546,7 @@ class Vfs:
             if dst is not None and dst.is_dir:
                 raise IsDirectoryError(f"{new_path} is a directory")
             await self.renames.file(src, old_path, new_path, dst)
-        self._mark_parent_kept(old_path)
+        self.namespace.keep_parent(old_path)
         self.state.removed_dirs.pop(new_dir, None)
         # cached listings stay (a directory's rename clears them all): a moved file is
         # unsettled until its upload, whose answer patches them (``Uploader.sync``)

@@ -22,7 +22,8 @@ import pyfuse3
 
 from memfs.core.attrs import Attr
 from memfs.core.inodes import ROOT_INODE, Node
-from memfs.core.vfs import Vfs, decode_name
+from memfs.core.namespace import decode_name
+from memfs.core.vfs import Vfs
 from memfs.errors import MemfsError, NoEntryError, NotSupportedError, errno_for
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
