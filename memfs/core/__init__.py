@@ -1,20 +1,28 @@
 """The filesystem without FUSE: POSIX operations on store paths (``vfs``) and what they need.
 
-``inodes`` (numbers, lookup counts), ``cache`` and ``prefetch`` (clean, re-fetchable data
-only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept local),
-``refusals`` (content the store cannot take), ``clashes`` (a file beside a same-named
+``vfs`` (the file operations, one method each) asks the objects that own the rest:
+``namespace`` (directory views: listings merged with local state; kernel invalidations),
+``remote`` (the change feed's versions applied), ``identity`` (which memory a file is bound
+to: deferred deletes, adoption), ``rename``, ``commit`` (validate, refuse, queue an upload),
+``copies`` (local copies of files), ``handles`` (open files), ``attrs``, ``uploader`` (what the
+write-back queue runs, and what its outcome means); the state they share is ``state``'s, the
+options ``config``'s, and ``build`` (``build_core``) makes them all and hands each its
+collaborators. Besides: ``inodes`` (numbers, lookup counts), ``cache`` and ``prefetch`` (clean,
+re-fetchable data only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept
+local), ``refusals`` (content the store cannot take), ``clashes`` (a file beside a same-named
 directory), ``durable`` (what a journal record means: replay, conflict copies, the unmount
 report), ``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
-``memfs.versions.tree`` and ``memfs.api``; above it: ``memfs.mount``, which adapts it to pyfuse3.
+``memfs.versions.tree`` and ``memfs.store_api``; above it: ``memfs.mount``, which adapts it to
+pyfuse3.
 
 The concurrency rule
 --------------------
 - **The trio thread owns all core state.** FUSE handlers, write-back uploads, the change feed
   and the status writer are trio tasks of the daemon's one event loop; nothing here takes a
-  lock, and no other thread touches a ``Vfs``, its inode table, caches, pending deletes or
-  queue. Code between two ``await`` points runs without interruption, so a change made there
-  (for example a conflict's copy, re-base and journal record in ``Vfs._lost_race``) is seen by
-  other tasks whole or not at all.
+  lock, and no other thread touches a ``Vfs``, its ``CoreState`` (inode table, pending
+  deletes...), caches or queue. Code between two ``await`` points runs without interruption, so
+  a change made there (for example a conflict's copy, re-base and journal record in
+  ``Uploader._lost_race``) is seen by other tasks whole or not at all.
 - **Every ``await`` is a point where other operations may have run** (a write, a rename, an
   unlink, a remote change, another upload). State read before it is checked again after it,
   never assumed: the usual form is the *generation check*, ``gen = node.gen`` before an upload

@@ -8,7 +8,7 @@ everything below it; the file memory ``/x`` is shown in the same directory as ``
 it, ``rename`` moves it (which ends the clash). Each clash is logged once, as a warning naming
 both paths, and listed by ``memfs status``.
 
-This module owns the naming rule and the record of the clashes seen; ``vfs`` decides when a
+This module owns the naming rule and the record of the clashes seen; ``namespace`` decides when a
 listing shows one. It must not talk to the server or know about FUSE.
 """
 

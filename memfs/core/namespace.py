@@ -4,10 +4,11 @@ invalidations that keep the kernel's copies of them true.
 Owns what a directory shows (``children``, ``child``): a memory of a listing appears as a file
 node (a clash's file at a derived name, ``memfs.core.clashes``), a prefix as a directory; local
 nodes (new files, files with changes, directories made here) win over the listing; a settled
-node missing from a newer listing was deleted on the server and is forgotten. It also queues
-the kernel invalidations of the core (``queue_invalidations``); the mount runs them from a
-worker thread (``Vfs.run_invalidations``). Applying the change feed's versions is
-``memfs.core.remote``'s.
+node missing from a newer listing was deleted on the server and is forgotten. Also the names
+an entry may have (``decode_name``, ``new_path``) and the directories kept after their last
+entry left (``keep_parent``: ``rm -r`` then ``rmdir`` works). It queues the kernel
+invalidations of the core (``queue_invalidations``); the mount runs them from a worker thread
+(``Vfs.run_invalidations``). Applying the change feed's versions is ``memfs.core.remote``'s.
 
 It must not change a file's content or memory on its own (a settled node only follows the
 server) nor upload anything.
@@ -304,6 +305,8 @@ class Namespace:
             return False
         return True
 
+    # -- names --------------------------------------------------------------------------------
+
     def new_path(self, parent_path: str, name: str) -> str:
         """The path of a new entry ``name`` in ``parent_path``, validated."""
         if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:
@@ -329,6 +332,8 @@ class Namespace:
         if directory != "/":
             self.state.local_dirs.add(directory)
         self.state.removed_dirs.pop(directory, None)
+
+    # -- nodes leaving ------------------------------------------------------------------------
 
     def forget_memory(self, node: Node) -> None:
         """``node`` no longer stands for a memory nor has a name (deleted, or its name taken)."""

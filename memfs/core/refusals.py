@@ -17,7 +17,8 @@ content of the node at generation ``refused_gen`` (``Node.gen``):
   ends or the file is removed, and every refused file still there at unmount is listed in the
   unmount report with its copy; ``memfs status`` lists the same paths (``files``).
 
-It must not decide when content is refused (``vfs`` does), talk to the server or touch FUSE.
+It must not decide when content is refused (``commit`` and ``vfs`` do), talk to the server or
+touch FUSE.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ with mode 0000, and opening one is EACCES (``AccessDeniedError``); kernel invali
 a learnt redaction changed (the old history name, cached modes) are queued for
 ``take_invalidations``.
 
-It must not import pyfuse3 or the rest of the filesystem core (``vfs`` creates it and
+It must not import pyfuse3 or the rest of the filesystem core (``core.build`` makes it,
 ``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered from
 ``INODE_BASE`` up, far above the core's inodes), must not decide errnos, and must never write
 to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``.
