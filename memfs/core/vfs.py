@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from memfs import paths
 from memfs.core.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
@@ -127,7 +127,7 @@ class Vfs:
         return self.state.read_only
 
     @property
-    def waiting_for_room(self) -> set[object]:
+    def waiting_for_room(self) -> set[Hashable]:
         return self.state.waiting_for_room
 
     # =========================================================================================
