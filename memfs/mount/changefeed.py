@@ -99,15 +99,13 @@ class StreamSource:
 
     name = "stream"
 
-    def __init__(self, store: StoreAPI) -> None:
+    def __init__(self, store: StoreAPI, nursery: trio.Nursery) -> None:
         self.store = store
         self._send, self._receive = trio.open_memory_channel[MemoryVersion | None](10_000)
-        self.nursery: trio.Nursery | None = None
+        self.nursery = nursery  # the stream's reader runs here
         self.broken = False
 
     async def start(self) -> None:
-        if self.nursery is None:
-            raise RuntimeError("StreamSource needs a nursery")
         ready = trio.Event()
         self.nursery.start_soon(self._read, ready)
         with trio.fail_after(10):
@@ -262,8 +260,7 @@ async def choose_source(
         except Exception:  # a probe problem is a "no"
             offered = False
         if offered:
-            stream = StreamSource(vfs.store)
-            stream.nursery = nursery
+            stream = StreamSource(vfs.store, nursery)
             try:
                 await stream.start()
                 log.info("change feed: the server's change stream")
