@@ -2,13 +2,13 @@
 
 Owns the meaning of every file operation (lookup, getattr, setattr, open, create, mknod, read,
 write, flush, fsync, fsync_dir, release, unlink, mkdir, rmdir, symlink, readlink, rename,
-readdir, statfs) in terms of the store, and asks its collaborators for the rest (each made by
-``memfs.core.build``): ``namespace`` (what a directory shows), ``identity`` (which memory a
-file is bound to: deferred deletes and renames, ``docs/editors.md`` §4), ``copies`` (local
-copies of files), ``commit`` (validation, refusals, queueing an upload), ``handles`` (open
-files), ``attrs``, ``uploader`` (what the write-back queue runs) and ``remote`` (the change
-feed's versions). The state they share is ``memfs.core.state``'s. It raises ``memfs.errors``
-exceptions only.
+readdir, statfs) in terms of the store, and asks its collaborators (made by
+``memfs.core.build``) for the rest: ``namespace`` (what a directory shows, names), ``identity``
+(which memory a file is bound to: deferred deletes and adoption, ``docs/editors.md`` §4),
+``rename``, ``copies`` (local copies of files), ``commit`` (validation, refusals, queueing an
+upload), ``handles`` (open files), ``attrs``, ``uploader`` (what the write-back queue runs) and
+``remote`` (the change feed's versions). The state they share is ``memfs.core.state``'s. It
+raises ``memfs.errors`` exceptions only.
 
 It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep
 dirty data anywhere but on the inode (``Node.data``). Kernel cache invalidations are handed to
