@@ -23,7 +23,7 @@ from support.waiting import wait_for
 ORIGINAL = "line one\n"
 SAVED = "line one\nline two\n"
 # the client's DEBUG line for each exchange: "GET /v1/memory_stores/{store}/memories -> 200 ..."
-REQUEST = re.compile(r"memfs\.api\.client: (GET|POST|PATCH|PUT|DELETE) (\S+) -> ")
+REQUEST = re.compile(r"memfs\.api\.transport: (GET|POST|PATCH|PUT|DELETE) (\S+) -> ")
 
 
 def write_requests(m: MountedStore) -> list[str]:
