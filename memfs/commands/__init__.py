@@ -1,12 +1,18 @@
 """Command groups of the ``memfs`` CLI, one module each (see ``memfs.cli``).
 
-Each module exposes ``register(subparsers)``; the order here is the order of ``memfs --help``.
+Each module exposes ``register(subparsers)``; the order here is the order of ``memfs --help``
+(``completion`` comes last: it completes the whole parser). Importing a command module and
+registering its parsers must stay cheap: a module imports only the standard library and
+``memfs.commands`` at its top, and what its commands run on (trio, httpx, ``memfs.api``, the
+daemon, the server) inside the functions that run them.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from memfs.commands import admin, mount, server, session, status
+from memfs.commands import admin, completion, mount, server, session, status
 
 COMMAND_MODULES: list[ModuleType] = [server, admin, mount, status, session]
+
+__all__ = ["COMMAND_MODULES", "completion"]

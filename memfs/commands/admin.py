@@ -27,12 +27,9 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from memfs.api import StoreClient
-from memfs.api.config import ClientConfig, ConfigError
+from memfs.commands.parsing import complete_paths
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -44,6 +41,9 @@ from memfs.errors import (
 )
 from memfs.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
 from memfs.paths import PathError, as_prefix, validate_path, validate_prefix
+
+if TYPE_CHECKING:
+    from memfs.api import StoreClient
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ CLI_MAX_RETRIES = 2
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
-Command = Callable[[StoreClient, argparse.Namespace], Awaitable[int]]
+Command = Callable[["StoreClient", argparse.Namespace], Awaitable[int]]
 
 
 class CommandError(Exception):
@@ -459,6 +459,11 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
     """Wrap an async command: config, client, trio.run, and expected errors as exit codes."""
 
     def run(args: argparse.Namespace) -> int:
+        import trio  # here, not at the top: `memfs --help` needs neither trio nor httpx
+
+        from memfs.api import StoreClient
+        from memfs.api.config import ClientConfig, ConfigError
+
         try:
             config = ClientConfig.from_env(
                 api_key_file=args.api_key_file,
@@ -496,6 +501,7 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument(
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )
+    complete_paths(common, files=("api_key_file",))
     return common
 
 
@@ -559,7 +565,8 @@ def register(subparsers: Any) -> None:
     p = add(actions, "put", _memories_put, "create or update a memory from FILE or stdin")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH")
-    p.add_argument("file", metavar="FILE", nargs="?", default="-", help="a file, or - (stdin)")
+    p.add_argument("file", metavar="FILE", nargs="?", default="-", help="a file, or - for stdin")
+    complete_paths(p, files=("file",))
     p.add_argument("--if-sha", metavar="SHA256", help="update only if the content has this hash")
 
     p = add(actions, "rm", _memories_rm, "delete a memory (its versions are kept)")
@@ -576,7 +583,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH", nargs="?")
     p.add_argument(
-        "-n", "--limit", type=_at_least_one, metavar="N", help="show at most N versions (N >= 1)"
+        "-n",
+        "--limit",
+        type=_at_least_one,
+        metavar="N",
+        help="show at most N versions (N >= 1; default: all)",
     )
 
 

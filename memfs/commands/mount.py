@@ -22,11 +22,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from memfs.api.config import ConfigError
 from memfs.commands.extras import needs_extra
-from memfs.mount.owner import DEFAULT_UMASK, Owner, parse_gid, parse_uid, parse_umask
+from memfs.commands.parsing import complete_paths
 from memfs.private import NotPrivateError, create_private_file
 
 log = logging.getLogger(__name__)
@@ -53,82 +52,100 @@ def register(subparsers: Any) -> None:
     )
     mount.add_argument(
         "--uid",
-        type=_checked(parse_uid),
+        type=_owner_option("uid"),
         metavar="USER",
         help="owner of the files (name or number; default: the mounting user); files created "
         "in the mount belong to their creator",
     )
     mount.add_argument(
         "--gid",
-        type=_checked(parse_gid),
+        type=_owner_option("gid"),
         metavar="GROUP",
         help="group of the files (name or number; default: the mounting user's group)",
     )
     mount.add_argument(
         "--umask",
-        type=_checked(parse_umask),
-        default=DEFAULT_UMASK,
+        type=_owner_option("umask"),
         metavar="MASK",
-        help="octal; default modes are 0666 and 0777 without these bits (default 022: "
-        "files 0644, directories 0755). Modes are kept for the mount's lifetime only",
+        help="octal; default modes are 0666 and 0777 without these bits (default: 022, files "
+        "0644 and directories 0755). Modes are kept for the mount's lifetime only",
     )
     mount.add_argument(
         "--default-permissions",
         action="store_true",
         help="accepted for sshfs/rclone command lines: memfs always lets the kernel check modes",
     )
-    mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    mount.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="read the API key from FILE (default: $ANTHROPIC_API_KEY)",
+    )
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
     mount.add_argument("--log-file", metavar="FILE", help="daemon log (default: runtime dir)")
     mount.add_argument(
-        "--grace", type=float, default=2.0, help="seconds a removed memory may be re-created"
+        "--grace",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds a removed memory may be re-created",
     )
     mount.add_argument(
-        "--update-delay", type=float, default=0.5, help="seconds before a save is uploaded"
+        "--update-delay",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="seconds before a save is uploaded",
     )
     mount.add_argument(
         "--fsync-timeout",
         type=float,
         default=30.0,
         metavar="S",
-        help="fsync retries an upload that fails transiently this long before EIO (default 30)",
+        help="fsync retries an upload that fails transiently this long before EIO",
     )
     mount.add_argument(
         "--cache-dir",
         metavar="DIR",
-        help="write-back journal directory (default $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
+        help="write-back journal directory (default: $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
     )
     mount.add_argument(
-        "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
+        "--cache-size",
+        type=float,
+        default=64.0,
+        metavar="MB",
+        help="size of the clean content cache",
     )
     mount.add_argument(
         "--readahead-dirs",
         type=int,
         default=4,
         metavar="N",
-        help="directories fetched ahead of a reader walking the tree, grep -r (default 4, 0 off)",
+        help="directories fetched ahead of a reader walking the tree, grep -r (0: off)",
     )
     mount.add_argument(
         "--poll-interval",
         type=float,
         default=1.0,
         metavar="S",
-        help="change feed: seconds between polls while the mount is in use (default 1)",
+        help="change feed: seconds between polls while the mount is in use",
     )
     mount.add_argument(
         "--idle-poll-interval",
         type=float,
         default=10.0,
         metavar="S",
-        help="change feed: seconds between polls after 60 s without use (default 10)",
+        help="change feed: seconds between polls after 60 s without use",
     )
     mount.add_argument(
         "--change-feed",
         choices=["auto", "poll"],
         default="auto",
-        help="auto: the server's change stream when offered, else polling (default); poll",
+        help="auto: the server's change stream when offered, else polling; poll: polling only",
     )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    complete_paths(
+        mount, files=("api_key_file", "log_file"), directories=("mountpoint", "cache_dir")
+    )
     mount.set_defaults(func=needs_extra("mount", "memfs mount", run_mount))
 
     umount = subparsers.add_parser(
@@ -143,13 +160,19 @@ def register(subparsers: Any) -> None:
         help="print the daemon's unmount report (what was not uploaded, refused, conflicted) "
         "as JSON",
     )
+    complete_paths(umount, directories=("mountpoint",))
     umount.set_defaults(func=needs_extra("mount", "memfs umount", run_umount))
 
 
-def _checked(parse: Callable[[str], int]) -> Callable[[str], int]:
-    """An argparse ``type`` from a ``memfs.mount.owner`` parser (its message, one line)."""
+def _owner_option(kind: Literal["uid", "gid", "umask"]) -> Callable[[str], int]:
+    """An argparse ``type`` from a ``memfs.mount.owner`` parser (its message, one line),
+    imported when the value is parsed: it needs ``memfs.api``, which ``--help`` does not."""
 
     def convert(text: str) -> int:
+        from memfs.api.config import ConfigError
+        from memfs.mount.owner import parse_gid, parse_uid, parse_umask
+
+        parse = {"uid": parse_uid, "gid": parse_gid, "umask": parse_umask}[kind]
         try:
             return parse(text)
         except ConfigError as exc:
@@ -183,6 +206,7 @@ def run_mount(args: argparse.Namespace) -> int:
         run_foreground,
         state_path,
     )
+    from memfs.mount.owner import DEFAULT_UMASK, Owner
 
     mountpoint = os.path.abspath(args.mountpoint)
     options = MountOptions(
@@ -191,7 +215,11 @@ def run_mount(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         debug=args.debug,
         allow_other=args.allow_other,
-        owner=Owner(uid=args.uid, gid=args.gid, umask=args.umask),
+        owner=Owner(
+            uid=args.uid,
+            gid=args.gid,
+            umask=DEFAULT_UMASK if args.umask is None else args.umask,
+        ),
         api_key_file=args.api_key_file,
         session_id=args.session_id,
         grace=args.grace,

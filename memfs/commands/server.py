@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from memfs.commands.extras import missing_extra, needs_extra
+from memfs.commands.parsing import RawDescriptionDefaultsHelpFormatter, complete_paths
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def register(subparsers: Any) -> None:
             f"from {KEYS_ENV} (comma-separated) and/or --api-key."
         ),
         epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RawDescriptionDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--db",
@@ -60,10 +61,10 @@ def register(subparsers: Any) -> None:
         type=int,
         default=10,
         metavar="N",
-        help="PostgreSQL connections of this replica (default 10)",
+        help="PostgreSQL connections of this replica",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8700, help="port to bind (default 8700)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind")
+    parser.add_argument("--port", type=int, default=8700, help="port to bind")
     parser.add_argument(
         "--api-key",
         action="append",
@@ -76,7 +77,7 @@ def register(subparsers: Any) -> None:
         type=float,
         default=30.0,
         metavar="DAYS",
-        help="prune versions older than this, keeping each memory's newest (default 30)",
+        help="prune versions older than this, keeping each memory's newest",
     )
     parser.add_argument(
         "--faults",
@@ -99,8 +100,9 @@ def register(subparsers: Any) -> None:
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level (default INFO)",
+        help="log level",
     )
+    complete_paths(parser, files=("db", "admin_key_file"))
     parser.set_defaults(func=needs_extra("server", "memfs server", run))
 
 

@@ -36,40 +36,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from memfs.api import StoreClient
-from memfs.api.config import ClientConfig, ConfigError
 from memfs.commands.extras import needs_extra
-from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
+from memfs.commands.parsing import complete_paths
 from memfs.private import NotPrivateError, create_private_file, private_dir
-from memfs.session.plan import (
-    DEFAULT_ROOT,
-    MountPlan,
-    SessionConfig,
-    SessionError,
-    SessionState,
-    check_session_id,
-    fetch_stores,
-    load_config,
-    new_session_id,
-    pid_alive,
-    plan_mounts,
-    render_prompt,
-    state_dir,
-    state_path,
-)
-from memfs.session.supervisor import (
-    FLUSH_TIMEOUT,
-    UNUPLOADED_NOTE,
-    MountCommand,
-    MountError,
-    Supervisor,
-    lazy_unmount,
-    mount_health,
-)
+
+# The session package and the client are imported by the functions that run a session, not
+# here: they bring trio and httpx, which `memfs session --help` does not need.
+if TYPE_CHECKING:
+    from memfs.api.config import ClientConfig
+    from memfs.mount.owner import Owner
+    from memfs.session.plan import MountPlan, SessionConfig, SessionState
+    from memfs.session.supervisor import MountCommand
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +56,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 
-STOP_TIMEOUT = FLUSH_TIMEOUT + 15.0  # the supervisor's flush bound, plus lazy unmounts
+DEFAULT_ROOT = "/mnt/memory"  # where a sandbox session's stores are mounted
+# The supervisor's flush bound (memfs.session.supervisor.FLUSH_TIMEOUT, 30 s) plus lazy
+# unmounts; a number here, not a sum, so that --help need not import the supervisor.
+STOP_TIMEOUT = 45.0
 CHECK_RETRIES = 1  # fail fast while checking a session: a person is waiting
 
 
@@ -110,10 +92,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--session-id", metavar="S", help="attribute writes to this session (default: sesn_…)"
     )
     parser.add_argument(
-        "--api-key-file", metavar="F", help="read the API key from F (else ANTHROPIC_API_KEY)"
+        "--api-key-file",
+        metavar="F",
+        help="read the API key from F (default: $ANTHROPIC_API_KEY)",
     )
     parser.add_argument(
-        "--base-url", metavar="URL", help="the API to use (else ANTHROPIC_BASE_URL, or hosted)"
+        "--base-url",
+        metavar="URL",
+        help="the API to use (default: $ANTHROPIC_BASE_URL, or hosted)",
     )
     parser.add_argument(
         "--log-file",
@@ -129,14 +115,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--uid",
         metavar="USER",
         help="owner of every mount's files, e.g. the user the agent runs as (with "
-        "--allow-other); overrides the config's owner.uid",
+        "--allow-other; default: the config's owner.uid)",
     )
-    parser.add_argument("--gid", metavar="GROUP", help="group of the files (owner.gid)")
     parser.add_argument(
-        "--umask", metavar="MASK", help="octal, for the files' default modes (owner.umask)"
+        "--gid", metavar="GROUP", help="group of the files (default: the config's owner.gid)"
+    )
+    parser.add_argument(
+        "--umask",
+        metavar="MASK",
+        help="octal, for the files' default modes (default: the config's owner.umask)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    complete_paths(parser, files=("config", "prompt_file", "api_key_file", "log_file"))
     parser.set_defaults(func=needs_extra("mount", "memfs session", _start))
 
     commands = parser.add_subparsers(dest="session_command", metavar="COMMAND")
@@ -146,7 +137,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--timeout",
         type=float,
         default=STOP_TIMEOUT,
-        help=f"seconds to wait for the supervisor (default {STOP_TIMEOUT:g})",
+        metavar="S",
+        help="seconds to wait for the supervisor",
     )
     stop.set_defaults(func=needs_extra("mount", "memfs session stop", _stop))
     status = commands.add_parser("status", help="show the session at ROOT and its mounts")
@@ -159,8 +151,9 @@ def _root_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root",
         default=DEFAULT_ROOT,
-        help=f"where the stores are mounted, one directory each (default {DEFAULT_ROOT})",
+        help="where the stores are mounted, one directory each",
     )
+    complete_paths(parser, directories=("root",))
 
 
 def _fail(message: str, code: int) -> int:
@@ -187,6 +180,17 @@ def setup_logging(*, debug: bool) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
+    import trio
+
+    from memfs.api.config import ClientConfig, ConfigError
+    from memfs.session.plan import (
+        SessionError,
+        check_session_id,
+        load_config,
+        new_session_id,
+        state_dir,
+    )
+
     if args.config is None:
         return _fail("give --config FILE (or a command: stop, status)", EXIT_REFUSED)
     setup_logging(debug=args.debug)
@@ -230,6 +234,8 @@ def _start(args: argparse.Namespace) -> int:
 
 def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
     """The config's owner with ``--uid``, ``--gid``, ``--umask`` applied (ConfigError)."""
+    from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
+
     uid = configured.uid if args.uid is None else parse_uid(args.uid)
     gid = configured.gid if args.gid is None else parse_gid(args.gid)
     umask = configured.umask if args.umask is None else parse_umask(args.umask)
@@ -238,6 +244,8 @@ def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
 
 def _running_session(root: Path) -> SessionState | None:
     """The live session at ``root``, if any; a dead one's leftover state file is removed."""
+    from memfs.session.plan import SessionState, state_path
+
     path = state_path(root)
     state = SessionState.read(path)
     if state is None:
@@ -254,6 +262,8 @@ def _running_session(root: Path) -> SessionState | None:
 
 def _is_supervisor(pid: int) -> bool:
     """True if ``pid`` is alive and is a ``memfs session`` process (not a reused pid)."""
+    from memfs.session.plan import pid_alive
+
     if pid == os.getpid() or not pid_alive(pid):
         return False
     try:
@@ -271,6 +281,16 @@ async def _supervise(
     config: SessionConfig,
     client_config: ClientConfig,
 ) -> int:
+    from memfs.api import StoreClient
+    from memfs.session.plan import (
+        SessionError,
+        fetch_stores,
+        plan_mounts,
+        render_prompt,
+        state_path,
+    )
+    from memfs.session.supervisor import MountError, Supervisor
+
     ready_fd: int | None = args.ready_fd
 
     def refuse(problems: list[str], code: int) -> int:
@@ -329,6 +349,8 @@ def _log_plan(plans: list[MountPlan]) -> None:
 
 
 def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
+    from memfs.session.supervisor import MountCommand
+
     options = owner.mount_arguments()
     if args.api_key_file:
         options += ["--api-key-file", os.path.abspath(args.api_key_file)]
@@ -362,6 +384,8 @@ def _send_ready(fd: int, message: dict[str, Any]) -> None:
 
 
 def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
+    from memfs.session.plan import state_path
+
     log_file = Path(os.path.abspath(args.log_file or state_path(root).with_suffix(".log")))
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -435,6 +459,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    from memfs.session.plan import SessionState, pid_alive, state_path
+
     setup_logging(debug=False)
     root = Path(os.path.abspath(args.root))
     path = state_path(root)
@@ -466,6 +492,8 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _clean_up_after(state: SessionState) -> list[str]:
     """A supervisor died without its teardown: detach its mounts, remove empty directories."""
+    from memfs.session.supervisor import UNUPLOADED_NOTE, lazy_unmount, mount_health
+
     problems = [f"the supervisor (pid {state.pid}) died without unmounting; cleaning up"]
     for mount in state.mounts:
         mount_path = Path(str(mount.get("path")))
@@ -482,6 +510,9 @@ def _clean_up_after(state: SessionState) -> list[str]:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from memfs.session.plan import SessionState, state_path
+    from memfs.session.supervisor import mount_health
+
     root = Path(os.path.abspath(args.root))
     state = SessionState.read(state_path(root))
     if state is None:

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from memfs.commands.extras import needs_extra
+from memfs.commands.parsing import complete_paths
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("mountpoint", metavar="MOUNTPOINT")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
+    complete_paths(parser, directories=("mountpoint",))
     parser.set_defaults(func=needs_extra("mount", "memfs status", run))
 
 

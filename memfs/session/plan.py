@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 MAX_STORES = 8
 MAX_INSTRUCTIONS = 4096  # characters, as the platform counts them
-DEFAULT_ROOT = "/mnt/memory"
 STATE_DIR_ENV = "MEMFS_STATE_DIR"
 SESSION_ID_PREFIX = "sesn_"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")

@@ -1,0 +1,71 @@
+"""What every parser of the ``memfs`` command shares: help that shows each default, and the
+shell-completion hints of arguments naming files and directories.
+
+Building the parsers must stay cheap (``memfs --help`` and usage errors answer in well under
+0.15 s), so this module, like every ``register`` of ``memfs.commands``, imports only the standard
+library: no trio, httpx, shtab, nor any memfs layer below the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+# shtab's FILE and DIRECTORY hints for bash and zsh, spelled out: importing shtab to build the
+# parser would cost ~0.1 s (it reads its version from importlib.metadata). tests/cli checks
+# they equal shtab's own.
+FILE: dict[str, str] = {"bash": "_shtab_compgen_files", "zsh": "_files"}
+DIRECTORY: dict[str, str] = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}
+
+
+def complete_paths(
+    parser: argparse.ArgumentParser,
+    *,
+    files: tuple[str, ...] = (),
+    directories: tuple[str, ...] = (),
+) -> None:
+    """Tell the completion script which arguments of ``parser`` (by ``dest``) name a file or a
+    directory; a ``dest`` the parser does not have is a bug (KeyError when the parser is built)."""
+    actions = {action.dest: action for action in parser._actions}
+    for dests, hint in ((files, FILE), (directories, DIRECTORY)):
+        for dest in dests:
+            actions[dest].complete = hint  # type: ignore[attr-defined]  # read by shtab
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that ends every option's line with ``(default: …)`` when it has a default value.
+
+    Unlike ``argparse.ArgumentDefaultsHelpFormatter`` it says nothing for flags (off unless
+    given) and for options without a value (None): those whose default is not a value (the
+    mounting user, an environment variable) say so in their own help, as ``(default: …)``.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "(default" in text or "%(default)" in text or not _has_default(action):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class RawDescriptionDefaultsHelpFormatter(
+    DefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter
+):
+    """``DefaultsHelpFormatter`` keeping the line breaks of the description and epilog."""
+
+
+def _has_default(action: argparse.Action) -> bool:
+    default = action.default
+    if default is None or default is argparse.SUPPRESS or isinstance(default, bool):
+        return False
+    if default == []:
+        return False
+    return bool(action.option_strings) or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``memfs`` and of each of its commands (``add_subparsers`` makes more of
+    this class), showing defaults in ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)

@@ -1,0 +1,92 @@
+"""``memfs --version``, ``--help`` and usage errors load nothing a command runs on.
+
+Not a timing test (``scripts/bench_cli.py`` measures the time): a real ``memfs`` process runs
+``main`` and reports which modules it imported. Whatever answers without talking to a store or
+a mount must not import trio, httpx, FUSE, the server stack, nor memfs below the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "trio",
+    "httpx",
+    "pyfuse3",
+    "cachetools",
+    "starlette",
+    "hypercorn",
+    "psycopg",
+    "shtab",
+    "memfs.api",
+    "memfs.core",
+    "memfs.mount",
+    "memfs.server",
+    "memfs.session",
+    "memfs.versions",
+    "memfs.writeback",
+)
+
+# Runs main(argv), then prints, as the last line of stdout, its exit status and the heavy
+# modules it imported.
+RUN_AND_REPORT = """
+import json, sys
+from memfs.cli import main
+heavy = tuple(sys.argv[1].split(","))
+try:
+    status = main(sys.argv[2:])
+except SystemExit as exc:
+    status = exc.code
+loaded = sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + "." for h in heavy)))
+print("\\n" + json.dumps({"status": status, "loaded": loaded}))
+"""
+
+
+def run_main(*argv: str) -> tuple[int, list[str], str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_AND_REPORT, ",".join(HEAVY), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    return report["status"], report["loaded"], proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [
+        (["--version"], 0),
+        (["--help"], 0),
+        ([], 2),  # no command: the help, as a usage error
+        (["no-such-command"], 2),
+        (["mount"], 2),  # missing STORE MOUNTPOINT
+        (["mount", "store", "/mnt/x", "--grace", "soon"], 2),
+        (["mount", "--help"], 0),
+        (["umount", "--help"], 0),
+        (["status", "--help"], 0),
+        (["server", "--help"], 0),
+        (["session", "--help"], 0),
+        (["session", "stop", "--help"], 0),
+        (["stores", "list", "--help"], 0),
+        (["memories", "log", "store", "-n", "0"], 2),
+        (["completion", "--help"], 0),
+    ],
+)
+def test_answers_without_importing_what_commands_run_on(argv: list[str], status: int) -> None:
+    got_status, loaded, stderr = run_main(*argv)
+    assert got_status == status, stderr
+    assert loaded == []
+
+
+def test_a_command_imports_what_it_needs_when_it_runs() -> None:
+    """The check above sees imports: the completion command does load shtab."""
+    status, loaded, stderr = run_main("completion", "bash")
+    assert status == 0, stderr
+    assert loaded == ["shtab"]
