@@ -19,7 +19,7 @@ INSTALL = """install:
   bash  memfs completion bash > ~/.local/share/bash-completion/completions/memfs
         (or add `eval "$(memfs completion bash)"` to ~/.bashrc)
   zsh   memfs completion zsh > ~/.zfunc/_memfs
-        (with `fpath+=~/.zfunc` before `compinit` in ~/.zshrc)
+        (with `fpath+=(~/.zfunc)` before `compinit` in ~/.zshrc)
 """
 
 
