@@ -1,420 +1,20 @@
 """``memfs stores …`` and ``memfs memories …``: administer stores and memories over the API.
 
-Owns argument parsing, output (aligned tables, or ``--json`` for scripts) and the exit codes of
-these commands. It talks to the API only through ``memfs.api.StoreClient`` and must not import
-httpx or print tracebacks for expected errors: those become one line ``memfs: <message>`` on
-stderr. The API key comes from ``ANTHROPIC_API_KEY`` or ``--api-key-file``, never from argv, and
-is scrubbed from anything printed.
-
-STORE arguments are a store id (``memstore_…``) or an exact store name.
-
-Exit codes:
-  0  success
-  1  any other error (invalid request refused by the server, server error, unreadable input)
-  2  usage: bad arguments, invalid path, no API key, refused to delete without --yes
-  3  not found: no such store, memory or version
-  4  conflict: path already taken, or the content changed (--if-sha precondition failed)
-  5  authentication or permission refused by the server
-  6  server unreachable (connection refused or broken, or timed out)
+Owns the command line of these commands (actions, arguments, help); what each action does, its
+output and its exit codes (0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 auth, 6 server
+unreachable) are ``memfs.commands.admin_actions``', imported only when an action runs: it needs
+trio and httpx, which ``--help`` and usage errors do not.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import re
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memfs.commands.parsing import complete_paths
-from memfs.errors import (
-    ApiConnectionError,
-    ApiError,
-    AuthenticationError,
-    ConflictError,
-    NotFoundError,
-    PathConflictError,
-    PermissionDeniedError,
-)
-from memfs.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
-from memfs.paths import PathError, as_prefix, validate_path, validate_prefix
-
-if TYPE_CHECKING:
-    from memfs.api import StoreClient
 
 log = logging.getLogger(__name__)
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-EXIT_CONFLICT = 4
-EXIT_AUTH = 5
-EXIT_UNREACHABLE = 6
-
-# A command-line tool should fail fast when the server is down: fewer retries than a mount.
-CLI_MAX_RETRIES = 2
-
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-Command = Callable[["StoreClient", argparse.Namespace], Awaitable[int]]
-
-
-class CommandError(Exception):
-    """An expected failure of a command: a message for a person and an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-# ---------------------------------------------------------------------------------------------
-# Output
-
-
-def _time(moment: datetime | None) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if moment else ""
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def _print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> None:
-    """Aligned columns; column indexes in ``right`` are right-aligned (numbers)."""
-    if not rows:
-        return
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    for row in [list(headers), *rows]:
-        cells = [
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-            for i, cell in enumerate(row)
-        ]
-        print("  ".join(cells).rstrip())
-
-
-def _shorten(text: str, width: int = 40) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
-
-
-def _print_store(store: MemoryStore) -> None:
-    rows = [
-        ("id", store.id),
-        ("name", store.name),
-        ("description", store.description),
-        ("created", _time(store.created_at)),
-        ("updated", _time(store.updated_at)),
-        ("archived", _time(store.archived_at) or "no"),
-    ]
-    rows += [("metadata", f"{key}={value}") for key, value in sorted(store.metadata.items())]
-    width = max(len(label) for label, _ in rows)
-    for label, value in rows:
-        print(f"{label.ljust(width)}  {value}".rstrip())
-
-
-# ---------------------------------------------------------------------------------------------
-# Argument helpers
-
-
-def _path(text: str) -> str:
-    try:
-        return validate_path(text)
-    except PathError as exc:
-        raise CommandError(f"invalid path {text!r}: {exc}", EXIT_USAGE) from None
-
-
-def _prefix(text: str | None) -> str | None:
-    if text is None or text == "/":
-        return None
-    try:
-        return validate_prefix(as_prefix(text))
-    except PathError as exc:
-        raise CommandError(f"invalid prefix {text!r}: {exc}", EXIT_USAGE) from None
-
-
-def _sha(text: str | None) -> str | None:
-    if text is not None and not _SHA256.match(text):
-        raise CommandError("--if-sha needs 64 lowercase hexadecimal characters", EXIT_USAGE)
-    return text
-
-
-def _metadata(pairs: Sequence[str] | None, *, allow_delete: bool) -> dict[str, str | None] | None:
-    """``k=v`` pairs; with ``allow_delete``, ``k=`` means delete key ``k`` (None)."""
-    if not pairs:
-        return None
-    out: dict[str, str | None] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CommandError(f"--metadata wants KEY=VALUE, got {pair!r}", EXIT_USAGE)
-        out[key] = None if (allow_delete and value == "") else value
-    return out
-
-
-async def _memory_at(client: StoreClient, store: MemoryStore, path: str) -> Memory:
-    memory = await client.find_memory(store.id, path)
-    if memory is None:
-        raise CommandError(f"no memory at {path} in store {store.name!r}", EXIT_NOT_FOUND)
-    return memory
-
-
-def _read_input(source: str) -> str:
-    """The text of FILE, or of stdin for ``-`` (a blocking read: the CLI has nothing else to do)."""
-    try:
-        if source == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(source, "rb") as handle:
-                data = handle.read()
-    except OSError as exc:
-        raise CommandError(f"cannot read {source}: {exc.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        name = "standard input" if source == "-" else source
-        raise CommandError(f"{name} is not UTF-8 text; memories hold UTF-8 text only") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Stores
-
-
-async def _stores_create(client: StoreClient, args: argparse.Namespace) -> int:
-    metadata = _metadata(args.metadata, allow_delete=False)
-    store = await client.create_store(
-        args.name,
-        description=args.description,
-        metadata={k: v or "" for k, v in metadata.items()} if metadata else None,
-    )
-    if args.json:
-        _print_json(store.to_json())
-    else:
-        print(f"created store {store.name!r} ({store.id})")
-    return EXIT_OK
-
-
-async def _stores_list(client: StoreClient, args: argparse.Namespace) -> int:
-    stores = [s async for s in client.list_stores(include_archived=args.archived, limit=100)]
-    if args.json:
-        _print_json([s.to_json() for s in stores])
-        return EXIT_OK
-    rows = [
-        [s.id, s.name, _time(s.created_at), _time(s.archived_at), _shorten(s.description)]
-        for s in stores
-    ]
-    headers = ["ID", "NAME", "CREATED", "ARCHIVED", "DESCRIPTION"]
-    if not args.archived:
-        headers = headers[:3] + headers[4:]
-        rows = [row[:3] + row[4:] for row in rows]
-    _print_table(headers, rows, right=set())
-    return EXIT_OK
-
-
-async def _stores_show(client: StoreClient, args: argparse.Namespace) -> int:
-    store = await client.resolve_store(args.store)
-    if args.json:
-        _print_json(store.to_json())
-    else:
-        _print_store(store)
-    return EXIT_OK
-
-
-async def _stores_update(client: StoreClient, args: argparse.Namespace) -> int:
-    metadata = _metadata(args.metadata, allow_delete=True)
-    if args.name is None and args.description is None and metadata is None:
-        raise CommandError(
-            "nothing to update: give --name, --description or --metadata", EXIT_USAGE
-        )
-    store = await client.resolve_store(args.store)
-    store = await client.update_store(
-        store.id, name=args.name, description=args.description, metadata=metadata
-    )
-    if args.json:
-        _print_json(store.to_json())
-    else:
-        _print_store(store)
-    return EXIT_OK
-
-
-async def _stores_archive(client: StoreClient, args: argparse.Namespace) -> int:
-    store = await client.resolve_store(args.store)
-    store = await client.archive_store(store.id)
-    if args.json:
-        _print_json(store.to_json())
-    else:
-        print(f"archived store {store.name!r} ({store.id}); it is read-only from now on")
-    return EXIT_OK
-
-
-def _confirm(question: str) -> bool:
-    if not sys.stdin.isatty():
-        return False
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-async def _stores_delete(client: StoreClient, args: argparse.Namespace) -> int:
-    store = await client.resolve_store(args.store)
-    question = f"delete store {store.name!r} ({store.id}) with all its memories and versions?"
-    if not args.yes and not _confirm(question):
-        raise CommandError(
-            f"not deleting store {store.name!r} ({store.id}): confirm with --yes", EXIT_USAGE
-        )
-    await client.delete_store(store.id)
-    if args.json:
-        _print_json({"id": store.id, "type": "memory_store_deleted"})
-    else:
-        print(f"deleted store {store.name!r} ({store.id})")
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------------------------------
-# Memories
-
-
-def _item_json(item: Memory | MemoryPrefix) -> dict[str, Any]:
-    return item.to_json() if isinstance(item, MemoryPrefix) else item.to_json(full=False)
-
-
-async def _memories_ls(client: StoreClient, args: argparse.Namespace) -> int:
-    prefix = _prefix(args.prefix)
-    store = await client.resolve_store(args.store)
-    items = [
-        item
-        async for item in client.list_memories(
-            store.id, path_prefix=prefix, depth=None if args.recursive else 1, limit=100
-        )
-    ]
-    if args.json:
-        _print_json([_item_json(item) for item in items])
-        return EXIT_OK
-    rows = []
-    for item in items:
-        if isinstance(item, MemoryPrefix):
-            rows.append(["-", "", "", item.path])
-        else:
-            rows.append([str(item.content_size_bytes), _time(item.updated_at), item.id, item.path])
-    _print_table(["SIZE", "UPDATED", "ID", "PATH"], rows, right={0})
-    return EXIT_OK
-
-
-async def _memories_cat(client: StoreClient, args: argparse.Namespace) -> int:
-    path = _path(args.path)
-    store = await client.resolve_store(args.store)
-    found = await _memory_at(client, store, path)
-    memory = await client.get_memory(store.id, found.id)
-    if args.json:
-        _print_json(memory.to_json())
-    else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write((memory.content or "").encode("utf-8"))
-        sys.stdout.buffer.flush()
-    return EXIT_OK
-
-
-async def _memories_put(client: StoreClient, args: argparse.Namespace) -> int:
-    path = _path(args.path)
-    expected = _sha(args.if_sha)
-    content = _read_input(args.file)
-    store = await client.resolve_store(args.store)
-    existing = await client.find_memory(store.id, path)
-    memory: Memory | None = None
-    if existing is None:
-        if expected is not None:
-            raise CommandError(
-                f"no memory at {path} (--if-sha expected content {expected[:12]}…)",
-                EXIT_CONFLICT,
-            )
-        try:
-            memory = await client.create_memory(store.id, path, content)
-            action = "created"
-        except PathConflictError:  # created by someone else meanwhile: update it instead
-            existing = await _memory_at(client, store, path)
-    if memory is None:
-        assert existing is not None
-        memory = await client.update_memory(
-            store.id, existing.id, content=content, expected_sha256=expected
-        )
-        changed = memory.memory_version_id != existing.memory_version_id
-        action = "updated" if changed else "unchanged"
-    if args.json:
-        _print_json({"action": action, "memory": memory.to_json(full=False)})
-    else:
-        print(
-            f"{action} {memory.path} ({memory.content_size_bytes} bytes, "
-            f"sha256 {memory.content_sha256[:12]}…, {memory.id})"
-        )
-    return EXIT_OK
-
-
-async def _memories_rm(client: StoreClient, args: argparse.Namespace) -> int:
-    path = _path(args.path)
-    expected = _sha(args.if_sha)
-    store = await client.resolve_store(args.store)
-    memory = await _memory_at(client, store, path)
-    await client.delete_memory(store.id, memory.id, expected_sha256=expected)
-    if args.json:
-        _print_json({"id": memory.id, "type": "memory_deleted", "path": memory.path})
-    else:
-        print(f"deleted {memory.path} ({memory.id})")
-    return EXIT_OK
-
-
-async def _memories_mv(client: StoreClient, args: argparse.Namespace) -> int:
-    source, target = _path(args.source), _path(args.target)
-    store = await client.resolve_store(args.store)
-    memory = await _memory_at(client, store, source)
-    moved = await client.update_memory(store.id, memory.id, path=target)
-    if args.json:
-        _print_json(moved.to_json(full=False))
-    else:
-        print(f"moved {source} -> {moved.path} ({moved.id})")
-    return EXIT_OK
-
-
-async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
-    path = _path(args.path) if args.path else None
-    store = await client.resolve_store(args.store)
-    versions: list[MemoryVersion] = []
-    memory = await client.find_memory(store.id, path) if path else None
-    if memory is not None:
-        source = client.list_versions(store.id, memory_id=memory.id, limit=100)
-    else:
-        source = client.list_versions(store.id, limit=100)
-    async for version in source:
-        # For a path with no live memory, show the versions written at that path.
-        if path is None or memory is not None or version.path == path:
-            versions.append(version)
-            if args.limit is not None and len(versions) >= args.limit:
-                break
-    if path is not None and not versions:
-        raise CommandError(f"no versions at {path} in store {store.name!r}", EXIT_NOT_FOUND)
-    if args.json:
-        _print_json([v.to_json(full=False) for v in versions])
-        return EXIT_OK
-    rows = [
-        [
-            _time(v.created_at),
-            v.operation,
-            v.created_by.describe() if v.created_by else "",
-            "(redacted)" if v.redacted else (v.path or ""),
-            "-" if v.content_size_bytes is None else str(v.content_size_bytes),
-            v.id,
-        ]
-        for v in versions
-    ]
-    _print_table(["TIME", "OPERATION", "ACTOR", "PATH", "SIZE", "ID"], rows, right={4})
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------------------------------
-# Running a command
 
 
 def _at_least_one(text: str) -> int:
@@ -428,66 +28,11 @@ def _at_least_one(text: str) -> int:
     return value
 
 
-def _exit_code(exc: BaseException) -> int:
-    if isinstance(exc, NotFoundError):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, ConflictError):
-        return EXIT_CONFLICT
-    if isinstance(exc, AuthenticationError | PermissionDeniedError):
-        return EXIT_AUTH
-    if isinstance(exc, ApiConnectionError):
-        return EXIT_UNREACHABLE
-    return EXIT_ERROR
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen action (``memfs.commands.admin_actions.ACTIONS``)."""
+    from memfs.commands.admin_actions import run
 
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ApiError):
-        if exc.request_id:
-            return f"{exc.message} ({exc.status} {exc.error_type}, request_id {exc.request_id})"
-        return exc.message
-    return str(exc)
-
-
-def _fail(message: str, code: int, secret: str | None) -> int:
-    if secret:
-        message = message.replace(secret, "********")
-    print(f"memfs: {message}", file=sys.stderr)
-    return code
-
-
-def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
-    """Wrap an async command: config, client, trio.run, and expected errors as exit codes."""
-
-    def run(args: argparse.Namespace) -> int:
-        import trio  # here, not at the top: `memfs --help` needs neither trio nor httpx
-
-        from memfs.api import StoreClient
-        from memfs.api.config import ClientConfig, ConfigError
-
-        try:
-            config = ClientConfig.from_env(
-                api_key_file=args.api_key_file,
-                base_url=args.base_url,
-                max_retries=CLI_MAX_RETRIES,
-            )
-        except ConfigError as exc:
-            return _fail(str(exc), EXIT_USAGE, None)
-        secret = config.api_key.reveal()
-
-        async def main() -> int:
-            async with StoreClient(config) as client:
-                return await command(client, args)
-
-        try:
-            return trio.run(main)
-        except CommandError as exc:
-            return _fail(exc.message, exc.code, secret)
-        except (ApiError, ApiConnectionError) as exc:
-            return _fail(_describe(exc), _exit_code(exc), secret)
-        except BrokenPipeError:
-            return EXIT_ERROR
-
-    return run
+    return run(args)
 
 
 def _common() -> argparse.ArgumentParser:
@@ -516,25 +61,25 @@ def register(subparsers: Any) -> None:
     stores = subparsers.add_parser("stores", help="create, list, change and delete memory stores")
     actions = stores.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    def add(parent: Any, name: str, command: Command, help_text: str) -> argparse.ArgumentParser:
+    def add(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = parent.add_parser(
             name, parents=[common], help=help_text, description=help_text, epilog=epilog
         )
-        parser.set_defaults(func=_runner(command))
+        parser.set_defaults(func=_run)
         return parser
 
-    p = add(actions, "create", _stores_create, "create a memory store")
+    p = add(actions, "create", "create a memory store")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--description", metavar="D")
     p.add_argument("--metadata", metavar="KEY=VALUE", nargs="+", action="extend")
 
-    p = add(actions, "list", _stores_list, "list memory stores")
+    p = add(actions, "list", "list memory stores")
     p.add_argument("--archived", action="store_true", help="include archived stores")
 
-    p = add(actions, "show", _stores_show, "show one memory store")
+    p = add(actions, "show", "show one memory store")
     p.add_argument("store", metavar="STORE")
 
-    p = add(actions, "update", _stores_update, "rename a store or change its description/metadata")
+    p = add(actions, "update", "rename a store or change its description/metadata")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--name", metavar="NAME")
     p.add_argument("--description", metavar="D")
@@ -543,43 +88,43 @@ def register(subparsers: Any) -> None:
         help="set KEY to VALUE; KEY= deletes KEY",
     )  # fmt: skip
 
-    p = add(actions, "archive", _stores_archive, "archive a store (read-only, irreversible)")
+    p = add(actions, "archive", "archive a store (read-only, irreversible)")
     p.add_argument("store", metavar="STORE")
 
-    p = add(actions, "delete", _stores_delete, "delete a store with all memories and versions")
+    p = add(actions, "delete", "delete a store with all memories and versions")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     memories = subparsers.add_parser("memories", help="list, read, write and remove memories")
     actions = memories.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    p = add(actions, "ls", _memories_ls, "list memories and directories")
+    p = add(actions, "ls", "list memories and directories")
     p.add_argument("store", metavar="STORE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?", help="a directory such as /notes/")
     p.add_argument("-r", "--recursive", action="store_true", help="list the whole subtree")
 
-    p = add(actions, "cat", _memories_cat, "print a memory's content")
+    p = add(actions, "cat", "print a memory's content")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH")
 
-    p = add(actions, "put", _memories_put, "create or update a memory from FILE or stdin")
+    p = add(actions, "put", "create or update a memory from FILE or stdin")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH")
     p.add_argument("file", metavar="FILE", nargs="?", default="-", help="a file, or - for stdin")
     complete_paths(p, files=("file",))
     p.add_argument("--if-sha", metavar="SHA256", help="update only if the content has this hash")
 
-    p = add(actions, "rm", _memories_rm, "delete a memory (its versions are kept)")
+    p = add(actions, "rm", "delete a memory (its versions are kept)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--if-sha", metavar="SHA256", help="delete only if the content has this hash")
 
-    p = add(actions, "mv", _memories_mv, "rename a memory (it keeps its id)")
+    p = add(actions, "mv", "rename a memory (it keeps its id)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("source", metavar="SRC")
     p.add_argument("target", metavar="DST")
 
-    p = add(actions, "log", _memories_log, "list versions, newest first")
+    p = add(actions, "log", "list versions, newest first")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH", nargs="?")
     p.add_argument(
@@ -589,6 +134,3 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="show at most N versions (N >= 1; default: all)",
     )
-
-
-__all__ = ["EXIT_AUTH", "EXIT_CONFLICT", "EXIT_NOT_FOUND", "EXIT_UNREACHABLE", "register"]

@@ -27,7 +27,6 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -180,6 +179,8 @@ def setup_logging(*, debug: bool) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
+    import dataclasses  # here with the rest: it imports inspect, which --help does not need
+
     import trio
 
     from memfs.api.config import ClientConfig, ConfigError

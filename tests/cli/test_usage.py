@@ -17,6 +17,7 @@ import pytest
 
 from memfs.cli import build_parser
 from memfs.commands import session as session_command
+from memfs.commands.admin_actions import ACTIONS
 from memfs.mount.owner import DEFAULT_UMASK
 from memfs.session.supervisor import FLUSH_TIMEOUT
 
@@ -137,3 +138,9 @@ def test_session_stop_waits_longer_than_the_supervisor_flushes() -> None:
 def test_a_hidden_option_stays_hidden() -> None:
     assert "ready-fd" not in memfs("mount", "--help").stdout
     assert re.search(r"--ready-fd", memfs("session", "--help").stdout) is None
+
+
+def test_every_admin_action_on_the_command_line_has_its_function() -> None:
+    commands = {sub.prog.removeprefix("memfs "): sub for sub in parsers(build_parser())}
+    admin = {name for name in commands if name.startswith(("stores ", "memories "))}
+    assert admin == set(ACTIONS)
