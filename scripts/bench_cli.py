@@ -3,10 +3,11 @@
 
 Runs each command ``--runs`` times as a user does (the installed ``memfs`` script, a fresh
 process each time) and reports the median wall time and the median CPU time (user + system of
-the process, less sensitive to other work on a shared machine): ``--version``, ``--help``, a
-usage error, ``mount --help``, ``completion bash``, and two admin commands against a local
-``memfs server`` (``stores list``, one request; ``memories ls``, two). Goals (issue 13): 0.15 s
-for help, version and usage errors; 0.3 s plus the requests for an admin command.
+the process: less sensitive to other work on a shared machine): the interpreter alone (the
+floor), ``--version``, ``--help``, a usage error, ``mount --help``, ``completion bash``, and two
+admin commands against a local ``memfs server`` (``stores list``, one request; ``memories ls``,
+two). Goals (issue 13): 0.15 s for help, version and usage errors; 0.3 s plus the requests for
+an admin command.
 
 Prints a markdown table, or JSON with ``--json``. Owns no product code.
 """
@@ -74,7 +75,9 @@ def main() -> int:
         ("`memfs mount --help`", ["mount", "--help"], 0, GOAL_INSTANT),
         ("`memfs completion bash`", ["completion", "bash"], 0, None),
     ]
-    rows = []
+    wall, cpu = measure([sys.executable, "-c", "pass"], env, args.runs, 0)
+    rows = [{"command": "`python -c pass` (the interpreter alone)", "wall_s": wall, "cpu_s": cpu,
+             "goal_s": None}]  # fmt: skip
     for label, argv, expect, goal in local:
         if argv[0] == "completion" and not has_completion(memfs, env):
             continue  # measuring a version of memfs without the command
