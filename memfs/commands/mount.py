@@ -75,26 +75,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="accepted for sshfs/rclone command lines: memfs always lets the kernel check modes",
     )
-    mount.add_argument(
-        "--api-key-file",
-        metavar="FILE",
-        help="read the API key from FILE (default: $ANTHROPIC_API_KEY)",
-    )
+    mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
     mount.add_argument("--log-file", metavar="FILE", help="daemon log (default: runtime dir)")
     mount.add_argument(
-        "--grace",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="seconds a removed memory may be re-created",
+        "--grace", type=float, default=2.0, help="seconds a removed memory may be re-created"
     )
     mount.add_argument(
-        "--update-delay",
-        type=float,
-        default=0.5,
-        metavar="S",
-        help="seconds before a save is uploaded",
+        "--update-delay", type=float, default=0.5, help="seconds before a save is uploaded"
     )
     mount.add_argument(
         "--fsync-timeout",
@@ -109,11 +97,7 @@ def register(subparsers: Any) -> None:
         help="write-back journal directory (default: $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
     )
     mount.add_argument(
-        "--cache-size",
-        type=float,
-        default=64.0,
-        metavar="MB",
-        help="size of the clean content cache",
+        "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
     )
     mount.add_argument(
         "--readahead-dirs",

@@ -117,7 +117,7 @@ def test_mount_help_shows_its_defaults() -> None:
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     for shown in (
-        "--update-delay S seconds before a save is uploaded (default: 0.5)",
+        "--update-delay UPDATE_DELAY seconds before a save is uploaded (default: 0.5)",
         "--change-feed {auto,poll} auto: the server's change stream when offered, else "
         "polling; poll: polling only (default: auto)",
         "--readahead-dirs N directories fetched ahead of a reader walking the tree, grep -r "
