@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages: FUSE (runtime + headers to build pyfuse3), and the editors/tools the mount
 # tests drive for real; postgresql for the throwaway clusters of the PostgreSQL backend tests.
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux rsync git perl attr \
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux zsh rsync git perl attr \
 	libglib2.0-bin postgresql
 
 .PHONY: setup demo test test-fast lint format bench soak mutate clean
