@@ -83,8 +83,9 @@ async def running_core(
 
 async def replay(core: Core) -> int:
     """What a daemon does before mounting: queue the records left in the journal and upload
-    them; returns how many there were. The queue's errors fail the test."""
+    them (transient failures retried as fsync does); returns how many there were. Errors that
+    are left fail the test."""
     count = core.vfs.durable.load()
-    errors = await core.vfs.flush_all()
+    errors = await core.vfs.writeback.flush_all(patience=core.vfs.config.fsync_timeout)
     assert errors == []
     return count

@@ -103,6 +103,10 @@ class FakeStore:
         """The next ``times`` calls of ``op`` are applied, then raise ``error()``."""
         self._faults.setdefault(op, []).extend(_Fault(error, True) for _ in range(times))
 
+    def heal(self) -> None:
+        """Drop the faults not yet met (the server is back)."""
+        self._faults.clear()
+
     def before_next(self, op: str, hook: Hook) -> None:
         """Run ``hook(store)`` once, right before the next call of ``op`` is applied."""
         self._hooks.setdefault(op, []).append(hook)

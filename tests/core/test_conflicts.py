@@ -1,0 +1,185 @@
+"""Conflict copies (docs/writeback.md, "Conflicts"): whoever loses a race keeps the winner as
+the head; the local content is saved as ``<stem>.conflict-<UTC time>[.<ext>]`` beside it, through
+the queue and the journal like any other change, and the writer hears ESTALE once."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from support.fake_store import FakeStore, unavailable
+from trio.testing import MockClock
+
+from memfs.core.durable import MAX_CONFLICTS_KEPT, conflict_path
+from memfs.core.inodes import ROOT_INODE
+from memfs.errors import RemoteConflictError, errno_for
+from memfs.models import sha256_hex
+
+from .helpers import replay, running_core
+
+WHEN = datetime(2026, 11, 30, 9, 15, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("path", "attempt", "copy"),
+    [
+        ("/a/notes.md", 0, "/a/notes.conflict-20261130T091500Z.md"),
+        ("/a/notes.md", 1, "/a/notes.conflict-20261130T091500Z-2.md"),
+        ("/a/notes.md", 4, "/a/notes.conflict-20261130T091500Z-5.md"),
+        ("/Makefile", 0, "/Makefile.conflict-20261130T091500Z"),
+        ("/.bashrc", 0, "/.bashrc.conflict-20261130T091500Z"),
+        ("/x/a.tar.gz", 0, "/x/a.tar.conflict-20261130T091500Z.gz"),
+    ],
+)
+def test_conflict_copy_names(path: str, attempt: int, copy: str) -> None:
+    assert conflict_path(path, WHEN, attempt) == copy
+
+
+def test_a_conflict_copy_is_named_after_the_current_utc_time() -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    name = conflict_path("/n.md")
+    after = datetime.now(UTC)
+    stamp = re.fullmatch(r"/n\.conflict-(\d{8}T\d{6}Z)\.md", name)
+    assert stamp is not None
+    when = datetime.strptime(stamp[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before <= when <= after
+
+
+async def test_a_save_that_lost_the_race_keeps_the_winner_and_copies_ours(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/c.md", "base\n")
+    async with running_core(store, cache_dir) as core:
+        vfs = core.vfs
+        ino = await core.ino("c.md")
+        fh, _ = await vfs.open(ino, os.O_WRONLY | os.O_TRUNC)
+        await vfs.write(fh, 0, b"mine\n")
+        store.edit(memory.id, content="theirs\n")  # another writer got there first
+        with pytest.raises(RemoteConflictError) as raised:
+            await vfs.fsync(fh)
+        assert errno_for(raised.value) == errno.ESTALE
+        await vfs.fsync(fh)  # heard once
+        await vfs.release(fh)
+        assert await vfs.flush_all() == []
+
+        copies = core.conflict_copies("c")
+        assert list(copies.values()) == ["mine\n"]
+        [info] = vfs.durable.conflicts
+        assert (info.path, info.memory_id, info.saved) == ("/c.md", memory.id, True)
+        assert info.saved_as == next(iter(copies))
+        # the file is the winner now: its content, its sha as the base of the next save
+        assert await core.read("c.md") == b"theirs\n"
+        node = vfs.table.get(ino)
+        assert node is not None and node.memory_id == memory.id
+        assert node.base_sha == sha256_hex("theirs\n")
+        await core.save("c.md", b"theirs, and mine\n")
+        await vfs.fsync_dir()
+        assert core.records() == []
+    assert store.at("/c.md").content == "theirs, and mine\n"
+    assert store.writes[-1][1]["expected_sha256"] == sha256_hex("theirs\n")
+
+
+async def test_the_conflict_copy_is_journaled_before_the_upload_record_is_dropped(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/c.md", "base\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        ino = await core.save("c.md", b"mine\n")
+        store.edit(memory.id, content="theirs\n")
+        await core.vfs.writeback.flush(ino)  # the upload runs, loses; the copy waits
+        [record] = core.records()
+        assert (record.op, record.data) == ("conflict", b"mine\n")
+        assert record.path is not None and record.path.startswith("/c.conflict-")
+        assert core.vfs.durable.path_of(("conflict", 1)) == record.path
+    # the daemon died before the copy was made: the next one makes it
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+        assert list(core.conflict_copies("c").values()) == ["mine\n"]
+        assert core.vfs.durable.conflict_count == 0  # this daemon lost no race
+    assert store.at("/c.md").content == "theirs\n"
+
+
+async def test_a_taken_conflict_copy_name_gets_a_number_and_a_copy_made_earlier_is_kept(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/c.md", "base\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        ino = await core.save("c.md", b"mine\n")
+        store.edit(memory.id, content="theirs\n")
+        await core.vfs.writeback.flush(ino)
+        [record] = core.records()
+    assert record.path is not None
+    store.seed(record.path, "another copy\n")  # the name is taken by something else
+    numbered = record.path.replace(".md", "-2.md")
+    store.seed(numbered, "mine\n")  # ... and ours was made, its answer lost
+
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+    assert store.contents()[record.path] == "another copy\n"
+    assert store.contents()[numbered] == "mine\n"
+    assert len(store.contents()) == 3  # no third copy
+
+
+async def test_a_conflict_copy_whose_create_fails_transiently_is_retried(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/c.md", "base\n")
+    async with running_core(store, cache_dir) as core:
+        await core.save("c.md", b"mine\n")
+        store.edit(memory.id, content="theirs\n")
+        store.fail_next("create", times=3, error=unavailable)
+        with pytest.raises(RemoteConflictError):
+            await core.vfs.fsync_dir()
+        assert core.records() == []
+        assert core.vfs.durable.retrying == {}
+    assert store.calls["create"] == 4
+    assert list(core.conflict_copies("c").values()) == ["mine\n"]
+
+
+async def test_a_conflict_without_local_content_saves_no_copy(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    async with running_core(store, cache_dir) as core:
+        durable = core.vfs.durable
+        durable.save_conflict("/gone.md", "mem_x", None)
+        [info] = durable.conflicts
+        assert (info.saved_as, info.saved, durable.conflict_count) == ("", False, 1)
+        assert len(core.vfs.writeback) == 0 and core.records() == []
+
+
+async def test_the_newest_conflicts_are_kept_for_the_status(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    async with running_core(store, cache_dir, queue=False) as core:
+        durable = core.vfs.durable
+        for n in range(MAX_CONFLICTS_KEPT + 2):
+            durable.save_conflict(f"/f{n}.md", None, None)
+        assert durable.conflict_count == MAX_CONFLICTS_KEPT + 2
+        assert len(durable.conflicts) == MAX_CONFLICTS_KEPT
+        assert durable.conflicts[0].path == "/f2.md"
+        assert durable.conflicts[-1].path == f"/f{MAX_CONFLICTS_KEPT + 1}.md"
+
+
+async def test_a_new_file_that_lost_its_path_to_another_writer(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    async with running_core(store, cache_dir) as core:
+        vfs = core.vfs
+        fh, attr = await vfs.create(ROOT_INODE, "race.md", os.O_WRONLY | os.O_CREAT)
+        await vfs.write(fh, 0, b"mine\n")
+        theirs = store.seed("/race.md", "theirs\n")
+        await vfs.flush(fh)
+        with pytest.raises(RemoteConflictError):
+            await vfs.fsync(fh)
+        await vfs.release(fh)
+        await vfs.flush_all()
+        node = vfs.table.get(attr.ino)
+        assert node is not None and node.memory_id == theirs.id
+        assert await core.read("race.md") == b"theirs\n"
+        assert list(core.conflict_copies("race").values()) == ["mine\n"]
+        assert core.records() == []
+    assert store.at("/race.md") == theirs
