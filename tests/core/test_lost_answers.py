@@ -33,6 +33,20 @@ async def test_a_create_whose_answer_was_lost_is_not_made_twice(
     assert store.contents() == {"/new.md": "once\n"}
     assert store.calls["create"] == 2
     assert [type(e) for _, e in store.raised] == [ApiConnectionError, PathConflictError]
+    assert store.calls["find"] == 0  # the conflict names the memory: one read, no listing
+
+
+async def test_a_lost_create_is_recognised_by_its_path_when_the_api_names_no_memory(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    store = FakeStore(names_conflicts=False)
+    store.lose_answer("create")
+    async with running_core(store, cache_dir) as core:
+        await core.save("new.md", b"once\n")
+        await core.vfs.fsync_dir()
+        assert core.vfs.durable.conflict_count == 0 and core.records() == []
+    assert store.contents() == {"/new.md": "once\n"}
+    assert store.calls["find"] == 1
 
 
 async def test_an_update_whose_answer_was_lost_is_not_a_conflict(

@@ -17,6 +17,7 @@ from trio.testing import MockClock
 
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import (
+    ApiConnectionError,
     BadRequestError,
     NoSpaceError,
     RemoteUnavailableError,
@@ -244,3 +245,59 @@ async def test_a_deleted_store_hands_the_pending_changes_over_as_files(
             "delete of /doomed.md: not done",
         ]
     )
+
+
+async def test_handing_over_forgets_every_record_and_its_state(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """Records of an earlier daemon, one retrying, one failed, one never tried: all handed
+    over, none left to replay or to report."""
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.save("old.md", b"from the last daemon\n")
+    store.seed("/m.md", "moving\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs, durable = core.vfs, core.vfs.durable
+        assert durable.load() == 1  # queued, not run yet
+        assert await core.read("m.md") == b"moving\n"
+        await vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        moved = await core.ino("n.md")
+        store.fail_next("update")
+        with pytest.raises(ApiConnectionError):
+            await vfs.writeback.flush(moved)
+        new = await core.save("new.md", b"fresh\n")
+        store.delete_store()
+        with pytest.raises(StoreGoneError):
+            await vfs.writeback.flush(new)
+        assert len(durable.retrying) == len(durable.failed) == 1
+        handed = durable.hand_over()
+        assert handed is not None
+        directory, lines = handed
+        assert durable.retrying == {} and durable.failed == {} and core.records() == []
+        assert durable.not_uploaded() == []
+    assert sorted(p.name for p in directory.iterdir()) == ["n.md", "new.md", "old.md"]
+    assert (directory / "old.md").read_bytes() == b"from the last daemon\n"
+    assert len(lines) == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WriteBack.flush with patience returns None after a permanent failure "
+    "(the entry is gone before the error is looked at)",
+)
+async def test_a_patient_flush_raises_a_permanent_failure(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """``flush(key, patience=...)``: "the last error is raised" (what fsync relies on for keys
+    that have no open file to hear it: a replay refused for good)."""
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.save("n.md", b"x\n")
+        [record] = core.records()
+
+    def refused() -> BaseException:
+        return BadRequestError("path: not allowed here")
+
+    store.fail_next("create", error=refused)
+    async with running_core(store, cache_dir, queue=False) as core:
+        core.vfs.durable.load()
+        with pytest.raises(BadRequestError):
+            await core.vfs.writeback.flush(("replay", record.name), patience=5.0)

@@ -9,13 +9,18 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+import trio
 from support.fake_store import FakeStore
+from support.waiting import wait_until
 from trio.testing import MockClock
 
+from memfs.core.build import build_core
 from memfs.core.inodes import ROOT_INODE
 from memfs.models import sha256_hex
+from memfs.writeback.journal import Journal, Record
 
-from .helpers import replay, running_core
+from .helpers import CONFIG, replay, running_core
 
 CONFLICT_COPY = re.compile(r"^/a\.conflict-\d{8}T\d{6}Z\.md$")
 
@@ -99,6 +104,8 @@ async def test_a_replayed_save_that_meets_a_changed_head_becomes_a_conflict_copy
         assert await replay(core) == 1
         copies = core.conflict_copies("a")
         assert core.vfs.durable.conflict_count == 1
+        [info] = core.vfs.durable.conflicts
+        assert (info.path, info.memory_id, info.saved) == ("/a.md", memory.id, True)
         assert core.records() == []
     # the head is the other writer's, never overwritten; ours is beside it
     assert store.at("/a.md").id == memory.id
@@ -108,19 +115,21 @@ async def test_a_replayed_save_that_meets_a_changed_head_becomes_a_conflict_copy
     assert sum(1 for op, _ in store.writes if op == "update") == 1
 
 
+@pytest.mark.parametrize("content", ["ours\n", ""])
 async def test_a_replayed_create_whose_answer_was_lost_is_not_made_twice(
-    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path, content: str
 ) -> None:
     async with running_core(store, cache_dir, queue=False) as core:
-        await core.save("n.md", b"ours\n")
-    store.seed("/n.md", "ours\n")  # the server applied it; the daemon died before the answer
+        await core.save("n.md", content.encode())
+    store.seed("/n.md", content)  # the server applied it; the daemon died before the answer
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert core.vfs.durable.conflict_count == 0
         assert core.records() == []
-    assert store.contents() == {"/n.md": "ours\n"}
-    assert [op for op, _ in store.writes] == ["create"]
+    assert store.contents() == {"/n.md": content}
+    assert store.writes == [("create", {"path": "/n.md", "content": content})]
+    assert store.calls["find"] == 0  # the conflict names the memory: one read, no listing
 
 
 async def test_a_replayed_create_whose_path_another_writer_took_keeps_both(
@@ -188,6 +197,23 @@ async def test_a_replayed_save_of_a_memory_deleted_elsewhere_creates_it_again(
     assert store.at("/a.md").id != memory.id
 
 
+@pytest.mark.parametrize("content", ["still wanted\n", ""])
+async def test_a_replayed_save_of_a_deleted_memory_is_created_once_despite_a_lost_answer(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path, content: str
+) -> None:
+    memory = store.seed("/a.md", "base\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.save("a.md", content.encode())
+    store.remove(memory.id)
+    store.lose_answer("create")
+
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+        assert core.vfs.durable.conflict_count == 0
+    assert store.contents() == {"/a.md": content}
+    assert store.calls["create"] == 2 and store.calls["find"] == 0
+
+
 async def test_a_replayed_save_of_a_deleted_memory_whose_path_was_taken_keeps_both(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
@@ -234,6 +260,8 @@ async def test_a_replayed_move_with_new_content_onto_a_taken_path_saves_a_copy(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert list(core.conflict_copies("a").values()) == ["edited\n"]
+        [info] = core.vfs.durable.conflicts
+        assert (info.path, info.memory_id) == ("/a.md", store.at("/m.md").id)
     assert store.contents()["/m.md"] == "old\n"
     assert store.contents()["/a.md"] == "theirs\n"
 
@@ -271,3 +299,98 @@ async def test_a_record_without_content_change_sends_nothing(
         assert core.records() == []
     assert store.writes == []
     assert store.at("/a.md") == memory
+
+
+async def test_a_record_without_a_base_never_replaces_the_head(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """A record an older memfs wrote for a save after a conflict (no precondition): its
+    content becomes a conflict copy."""
+    memory = store.seed("/old.md", "the head\n")
+    journal = Journal.open(cache_dir, store.store_id)
+    journal.put(
+        Record(
+            name="older-n5",
+            op="put",
+            path="/old.md",
+            memory_id=memory.id,
+            remote_path="/old.md",
+            data=b"written blind\n",
+        )
+    )
+    journal.close()
+
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+        [info] = core.vfs.durable.conflicts
+        assert (info.path, info.memory_id, info.saved) == ("/old.md", memory.id, True)
+        assert core.records() == []
+    assert store.at("/old.md") == memory
+    assert list(core.conflict_copies("old").values()) == ["written blind\n"]
+    assert [op for op, _ in store.writes] == ["create"]
+
+
+async def test_records_are_replayed_in_the_background_at_once_and_named_while_they_wait(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.save("n.md", b"x\n")
+        [record] = core.records()
+    asked_at: list[float] = []
+    store.before_next("create", lambda _: asked_at.append(trio.current_time()))
+    store.fail_next("create")
+
+    async with running_core(store, cache_dir) as core:
+        durable = core.vfs.durable
+        loaded_at = trio.current_time()
+        assert durable.load() == 1
+        key = ("replay", record.name)
+        assert durable.path_of(key) == "/n.md"
+        assert durable.path_of(("replay", "no-such-record")) is None
+        await wait_until(lambda: durable.retrying)
+        assert asked_at == [loaded_at]  # due at once, not after a delay
+        assert durable.retrying == {
+            record.name: ("/n.md", "ApiConnectionError: " + ("connection refused (fake)"))
+        }
+        [entry] = durable.not_uploaded()
+        assert entry["why"] == durable.retrying[record.name][1]
+        await wait_until(lambda: core.records() == [])
+        assert durable.retrying == {} and durable.replayed == 1
+        assert durable.path_of(key) is None  # done: forgotten
+    assert store.contents() == {"/n.md": "x\n"}
+
+
+async def test_a_core_without_a_journal_replays_and_reports_nothing(
+    autojump_clock: MockClock, store: FakeStore
+) -> None:
+    vfs = build_core(store, CONFIG)
+    fh, _ = await vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
+    await vfs.write(fh, 0, b"x\n")
+    await vfs.flush(fh)
+    assert vfs.writeback.pending((await vfs.lookup(ROOT_INODE, "n.md")).ino)
+    assert vfs.durable.load() == 0
+    assert vfs.durable.not_uploaded() == []
+    assert vfs.durable.hand_over() is None
+
+
+async def test_the_report_names_each_record_left_by_an_earlier_mount(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    journal = Journal.open(cache_dir, store.store_id)
+    for record in [
+        Record(name="a", op="put", path="/p.md", remote_path="/old.md", data=b"x"),
+        Record(name="b", op="delete", memory_id="mem_1", remote_path="/gone.md"),
+        Record(name="c", op="delete", memory_id="mem_2"),
+        Record(name="d", op="delete"),
+    ]:
+        journal.put(record)
+    journal.close()
+    async with running_core(store, cache_dir, queue=False) as core:
+        entries = core.vfs.durable.not_uploaded()
+        kept_in = str(core.journal.directory)
+    assert entries == [
+        {"op": "put", "path": "/p.md", "why": "not uploaded yet", "kept_in": kept_in},
+        {"op": "delete", "path": "/gone.md", "why": "not uploaded yet", "kept_in": kept_in},
+        {"op": "delete", "path": "mem_2", "why": "not uploaded yet", "kept_in": kept_in},
+        {"op": "delete", "path": "?", "why": "not uploaded yet", "kept_in": kept_in},
+    ]

@@ -7,7 +7,8 @@ errors the real client raises:
   created/updated times strictly increasing, one version per change (``recent_changes``,
   ``list_versions``, ``get_version``);
 - ``create`` on a taken path: ``PathConflictError`` naming the memory that holds it (the body
-  the real client parses); a store holding ``max_memories``: ``StoreFullError``;
+  the real client parses; ``names_conflicts=False``: an API that does not say); a store
+  holding ``max_memories``: ``StoreFullError``;
 - ``update``/``delete`` with an ``expected_sha256`` that is not the stored one:
   ``PreconditionFailedError``, unless the memory already is as requested (no new version);
 - a gone store (``delete_store``): every call raises ``NotFoundError``, ``store_exists`` is False.
@@ -74,10 +75,16 @@ class FakeStore:
     """One memory store in memory; see the module docstring."""
 
     def __init__(
-        self, store_id: str = "memstore_fake", capabilities: Capabilities | None = None
+        self,
+        store_id: str = "memstore_fake",
+        capabilities: Capabilities | None = None,
+        *,
+        names_conflicts: bool = True,
     ) -> None:
         self._store_id = store_id
         self._capabilities = capabilities or Capabilities()
+        # a path conflict names the memory holding the path (the Memory Stores API does)
+        self.names_conflicts = names_conflicts
         self.memories: dict[str, Memory] = {}  # id -> head, content included
         self.versions: list[MemoryVersion] = []  # oldest first, content included
         self.gone = False
@@ -327,9 +334,10 @@ class FakeStore:
     def _check_path_free(self, path: str) -> None:
         holder = self.at(path)
         if holder is not None:
+            named = {"conflicting_memory_id": holder.id, "conflicting_path": path}
             raise PathConflictError(
                 f"a memory already exists at path {path!r}",
-                body={"error": {"conflicting_memory_id": holder.id, "conflicting_path": path}},
+                body={"error": named} if self.names_conflicts else {},
             )
 
     def _check_content(self, content: str) -> None:

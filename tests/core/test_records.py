@@ -1,0 +1,150 @@
+"""What the write-back journal records (docs/writeback.md, invariant 1): one record per pending
+change, named after the daemon's life and the change's key, describing exactly the state the
+queue will upload; nothing for what is never uploaded."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from support.fake_store import FakeStore
+from trio.testing import MockClock
+
+from memfs.core.build import build_core
+from memfs.core.durable import Durable
+from memfs.core.inodes import ROOT_INODE
+from memfs.errors import NotUtf8Error
+from memfs.writeback.journal import Journal
+
+from .helpers import CONFIG, running_core
+
+
+async def test_records_are_named_after_the_daemon_life_and_the_key(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/d.md", "x\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        durable = core.vfs.durable
+        # the life: this daemon's start in milliseconds, so two daemons never share a name
+        assert abs(int(durable.life, 16) - time.time() * 1000) < 60_000
+        ino = await core.save("n.md", b"n\n")
+        await core.vfs.unlink(ROOT_INODE, "d.md")
+        names = {r.name for r in core.records()}
+        assert names == {f"{durable.life}-n{ino}", f"{durable.life}-d-{memory.id}"}
+        assert durable.name_of(("replay", "older-n7")) == "older-n7"
+        assert durable.describe(("delete", memory.id)) == "delete /d.md"
+        assert durable.path_of(ino) == "/n.md"
+        assert durable.path_of(10_000) is None
+        assert durable.path_of(("conflict", 1)) is None
+        assert durable.path_of(("delete", "mem_unknown")) is None
+        assert durable.path_of(("other", 1)) is None
+        assert durable.describe(10_000) == f"{durable.life}-n10000"
+        assert durable.untouched == 0 and durable.replayed == 0
+
+
+async def test_a_delete_is_described_by_the_path_the_server_has(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/m.md", "x\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        await core.vfs.unlink(ROOT_INODE, "n.md")  # before the move was uploaded
+        [record] = core.records()
+        assert (record.op, record.memory_id, record.remote_path) == ("delete", memory.id, "/m.md")
+        assert core.vfs.durable.path_of(("delete", memory.id)) == "delete /m.md"
+
+
+async def test_a_durable_given_a_journal_writes_to_it(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    vfs = build_core(store, CONFIG)
+    journal = Journal.open(cache_dir, store.store_id)
+    try:
+        durable = Durable(vfs, journal)
+        vfs.writeback.on_queued = durable.queued
+        fh, attr = await vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
+        await vfs.flush(fh)
+        assert [r.name for r in journal.load()] == [durable.name_of(attr.ino)]
+        assert journal.load()[0].data == b""  # a new empty file is created empty
+    finally:
+        for record in journal.load():
+            journal.drop(record.name)
+        journal.close()
+
+
+async def test_nothing_is_recorded_for_what_is_never_uploaded(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs = core.vfs
+        swap = await core.save(".notes.md.swp", b"editor scratch\n")  # a local-only name
+        directory = (await vfs.mkdir(ROOT_INODE, "dir")).ino
+        gone = await core.save("gone.md", b"x\n")
+        await vfs.unlink(ROOT_INODE, "gone.md")
+        for key in (swap, directory, gone, 10_000):
+            vfs.writeback.schedule(key, 0)  # queued anyway: the queue runs it, and it is a no-op
+        assert core.records() == []
+        assert core.journal.writes == 1  # gone.md's own, dropped at its unlink
+
+
+async def test_a_move_of_a_clean_file_records_no_content(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    store.seed("/m.md", "server content\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs = core.vfs
+        fh, _ = await vfs.open(await core.ino("m.md"), os.O_RDWR)  # loads the content
+        await vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        [record] = core.records()
+        assert (record.path, record.remote_path, record.data) == ("/n.md", "/m.md", None)
+        await vfs.release(fh)
+
+
+async def test_a_refused_content_leaves_the_move_recorded_without_it(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    memory = store.seed("/m.md", "text\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs = core.vfs
+        await vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        fh, _ = await vfs.open(await core.ino("n.md"), os.O_WRONLY | os.O_TRUNC)
+        await vfs.write(fh, 0, b"\xff\xfe not UTF-8")
+        with pytest.raises(NotUtf8Error):
+            await vfs.flush(fh)
+        [record] = core.records()  # the move still goes, the content never does
+        assert (record.op, record.memory_id, record.path, record.data) == (
+            "put",
+            memory.id,
+            "/n.md",
+            None,
+        )
+        # a new file whose content is refused is not recorded at all
+        fh2, _ = await vfs.create(ROOT_INODE, "new.md", os.O_WRONLY | os.O_CREAT)
+        await vfs.write(fh2, 0, b"\xff")
+        with pytest.raises(NotUtf8Error):
+            await vfs.flush(fh2)
+        vfs.writeback.schedule((await core.ino("new.md")), 0)
+        assert [r.path for r in core.records()] == ["/n.md"]
+        await vfs.release(fh)
+        await vfs.release(fh2)
+
+
+async def test_a_delete_undone_and_done_again_is_recorded_again(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """Rule 3: a file re-created in time takes its memory back (the delete is cancelled and
+    its record dropped); unlinked again, the same delete must be on disk again."""
+    memory = store.seed("/d.md", "x\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs = core.vfs
+        await vfs.unlink(ROOT_INODE, "d.md")
+        [first] = core.records()
+        fh, _ = await vfs.create(ROOT_INODE, "d.md", os.O_WRONLY | os.O_CREAT)
+        assert vfs.table.by_id.get(memory.id) is not None  # adopted
+        assert core.records() == []
+        await vfs.release(fh)
+        await vfs.unlink(ROOT_INODE, "d.md")
+        [again] = core.records()
+        assert (again.name, again.op, again.base_sha) == (first.name, "delete", first.base_sha)
