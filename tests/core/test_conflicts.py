@@ -123,7 +123,7 @@ async def test_a_save_that_lost_the_race_keeps_the_winner_and_copies_ours(
         await core.save("c.md", b"theirs, and mine\n")
         await vfs.fsync_dir()
         assert core.records() == []
-    assert store.at("/c.md").content == "theirs, and mine\n"
+    assert store.head("/c.md").content == "theirs, and mine\n"
     assert store.writes[-1][1]["expected_sha256"] == sha256_hex("theirs\n")
 
 
@@ -144,7 +144,7 @@ async def test_the_conflict_copy_is_journaled_before_the_upload_record_is_droppe
         assert await replay(core) == 1
         assert list(core.conflict_copies("c").values()) == ["mine\n"]
         assert core.vfs.durable.conflict_count == 0  # this daemon lost no race
-    assert store.at("/c.md").content == "theirs\n"
+    assert store.head("/c.md").content == "theirs\n"
 
 
 async def crashed_with_a_conflict_copy_to_make(store: FakeStore, cache_dir: Path) -> str:

@@ -99,7 +99,7 @@ async def test_a_move_whose_answer_was_lost_keeps_the_identity(
         assert core.records() == [] and core.vfs.durable.conflict_count == 0
     assert store.calls["update"] == 2
     assert store.contents() == {"/n.md": "x\n"}
-    assert store.at("/n.md").id == memory.id
+    assert store.head("/n.md").id == memory.id
 
 
 async def test_a_conflict_copy_whose_answer_was_lost_is_made_once(

@@ -61,8 +61,8 @@ async def test_create_update_delete_and_move_are_replayed_by_the_next_core(
         "/edited.md": "after\n",
         "/moved.md": "travels\n",
     }
-    assert store.at("/moved.md").id == moving.id  # a move keeps the memory's identity
-    assert store.at("/edited.md").id == edited.id
+    assert store.head("/moved.md").id == moving.id  # a move keeps the memory's identity
+    assert store.head("/edited.md").id == edited.id
     # each with the precondition of what its writer saw; a move replaces no content
     assert (
         "update",
@@ -108,8 +108,8 @@ async def test_a_replayed_save_that_meets_a_changed_head_becomes_a_conflict_copy
         assert (info.path, info.memory_id, info.saved) == ("/a.md", memory.id, True)
         assert core.records() == []
     # the head is the other writer's, never overwritten; ours is beside it
-    assert store.at("/a.md").id == memory.id
-    assert store.at("/a.md").content == "theirs\n"
+    assert store.head("/a.md").id == memory.id
+    assert store.head("/a.md").content == "theirs\n"
     assert [CONFLICT_COPY.match(p) is not None for p in copies] == [True]
     assert list(copies.values()) == ["mine\n"]
     assert sum(1 for op, _ in store.writes if op == "update") == 1
@@ -194,7 +194,7 @@ async def test_a_replayed_save_of_a_memory_deleted_elsewhere_creates_it_again(
         assert core.records() == []
         assert core.vfs.durable.conflict_count == 0
     assert store.contents() == {"/a.md": "still wanted\n"}
-    assert store.at("/a.md").id != memory.id
+    assert store.head("/a.md").id != memory.id
 
 
 @pytest.mark.parametrize("content", ["still wanted\n", ""])
@@ -226,7 +226,7 @@ async def test_a_replayed_save_of_a_deleted_memory_whose_path_was_taken_keeps_bo
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert list(core.conflict_copies("a").values()) == ["mine\n"]
-    assert store.at("/a.md").content == "someone else's\n"
+    assert store.head("/a.md").content == "someone else's\n"
 
 
 async def test_a_replayed_move_onto_a_taken_path_is_dropped_and_loses_nothing(
@@ -243,7 +243,7 @@ async def test_a_replayed_move_onto_a_taken_path_is_dropped_and_loses_nothing(
         assert core.vfs.durable.conflict_count == 0
     # the memory stays where it was, with its content; the other writer's file is untouched
     assert store.contents() == {"/m.md": "mine\n", "/n.md": "theirs\n"}
-    assert store.at("/m.md").id == moving.id
+    assert store.head("/m.md").id == moving.id
 
 
 async def test_a_replayed_move_with_new_content_onto_a_taken_path_saves_a_copy(
@@ -261,7 +261,7 @@ async def test_a_replayed_move_with_new_content_onto_a_taken_path_saves_a_copy(
         assert await replay(core) == 1
         assert list(core.conflict_copies("a").values()) == ["edited\n"]
         [info] = core.vfs.durable.conflicts
-        assert (info.path, info.memory_id) == ("/a.md", store.at("/m.md").id)
+        assert (info.path, info.memory_id) == ("/a.md", store.head("/m.md").id)
     assert store.contents()["/m.md"] == "old\n"
     assert store.contents()["/a.md"] == "theirs\n"
 

@@ -10,7 +10,9 @@ errors the real client raises:
   the real client parses; ``names_conflicts=False``: an API that does not say); a store
   holding ``max_memories``: ``StoreFullError``;
 - ``update``/``delete`` with an ``expected_sha256`` that is not the stored one:
-  ``PreconditionFailedError``, unless the memory already is as requested (no new version);
+  ``PreconditionFailedError``; an update asking for what the memory already is succeeds
+  without a new version (so a retried or replayed update is not a conflict);
+- content over ``max_content_bytes``: ``RequestTooLargeError``;
 - a gone store (``delete_store``): every call raises ``NotFoundError``, ``store_exists`` is False.
 
 Faults, one call of one operation (``"create"``, ``"update"``, ...) at a time, in order:
@@ -144,6 +146,12 @@ class FakeStore:
     def at(self, path: str) -> Memory | None:
         """The memory at ``path`` (content included), or None."""
         return next((m for m in self.memories.values() if m.path == path), None)
+
+    def head(self, path: str) -> Memory:
+        """The memory at ``path`` (content included); there must be one."""
+        memory = self.at(path)
+        assert memory is not None, f"no memory at {path}"
+        return memory
 
     def contents(self) -> dict[str, str]:
         """Every memory's content by path."""
