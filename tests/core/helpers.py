@@ -68,9 +68,8 @@ async def running_core(
 ) -> AsyncIterator[Core]:
     """A core on ``store`` with its journal in ``cache_dir``; ``queue`` False: nothing is
     uploaded in the background (a daemon about to be killed before its uploads ran)."""
-    vfs = build_core(store, config)
     journal = Journal.open(cache_dir, store.store_id)
-    vfs.durable.journal = journal
+    vfs = build_core(store, config, journal=journal)
     try:
         async with trio.open_nursery() as nursery:
             if queue:

@@ -81,8 +81,8 @@ async def test_a_delete_whose_answer_was_lost_is_done(
         vfs = core.vfs
         await vfs.unlink(ROOT_INODE, "d.md")
         await vfs.fsync_dir()  # no error: the retry's 404 means it is done
-        assert memory.id in vfs.tombstones
-        assert vfs.pending_deletes == {} and vfs.failed_uploads == {}
+        assert memory.id in vfs.state.tombstones
+        assert vfs.state.pending_deletes == {} and vfs.state.failed_uploads == {}
         assert core.records() == []
     assert store.calls["delete"] == 2
     assert store.contents() == {}

@@ -13,10 +13,8 @@ from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs.core.build import build_core
-from memfs.core.durable import Durable
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import NotUtf8Error
-from memfs.writeback.journal import Journal
 
 from .helpers import CONFIG, running_core
 
@@ -56,22 +54,24 @@ async def test_a_delete_is_described_by_the_path_the_server_has(
         assert core.vfs.durable.path_of(("delete", memory.id)) == "delete /m.md"
 
 
-async def test_a_durable_given_a_journal_writes_to_it(
+async def test_a_new_empty_file_is_recorded_empty(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
-    vfs = build_core(store, CONFIG)
-    journal = Journal.open(cache_dir, store.store_id)
-    try:
-        durable = Durable(vfs, journal)
-        vfs.writeback.on_queued = durable.queued
-        fh, attr = await vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
-        await vfs.flush(fh)
-        assert [r.name for r in journal.load()] == [durable.name_of(attr.ino)]
-        assert journal.load()[0].data == b""  # a new empty file is created empty
-    finally:
-        for record in journal.load():
-            journal.drop(record.name)
-        journal.close()
+    async with running_core(store, cache_dir, queue=False) as core:
+        fh, attr = await core.vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
+        await core.vfs.flush(fh)
+        [record] = core.records()
+        assert (record.name, record.memory_id, record.data) == (
+            core.vfs.durable.name_of(attr.ino),
+            None,
+            b"",
+        )
+        await core.vfs.release(fh)
+
+
+def test_a_read_only_mount_reports_the_records_it_leaves(store: FakeStore) -> None:
+    vfs = build_core(store, CONFIG, untouched=2)
+    assert vfs.durable.untouched == 2
 
 
 async def test_nothing_is_recorded_for_what_is_never_uploaded(
