@@ -127,6 +127,8 @@ async def test_a_refused_content_leaves_the_move_recorded_without_it(
             await vfs.flush(fh2)
         vfs.writeback.schedule((await core.ino("new.md")), 0)
         assert [r.path for r in core.records()] == ["/n.md"]
+        # reported apart, for the status and the unmount report
+        assert vfs.durable.refusals.status()["files"] == ["/n.md", "/new.md"]
         await vfs.release(fh)
         await vfs.release(fh2)
 
