@@ -37,6 +37,7 @@ from memfs.core.orphans import hand_over
 from memfs.core.refusals import Refusals
 from memfs.core.state import CoreState
 from memfs.errors import (
+    ExistsError,
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
@@ -265,7 +266,9 @@ class Durable:
             except PathConflictError as exc:
                 if await self._is_same(exc, target, text):
                     return target
-        raise PathConflictError(f"no free name for the conflict copy of {path}")
+        # not a PathConflictError: that would count as a conflict already kept (``done`` drops
+        # the record), and this content exists nowhere else. Its record stays and is reported.
+        raise ExistsError(f"no free name for the conflict copy of {path}: kept in the journal")
 
     async def _is_same(self, exc: PathConflictError, path: str, text: str) -> bool:
         """True if the memory at ``path`` already holds ``text`` (an earlier attempt made it)."""

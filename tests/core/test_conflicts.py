@@ -204,10 +204,6 @@ async def test_a_conflict_copy_gives_up_after_twenty_taken_names(
     assert store.contents()[f"{stem}-21.md"] == "another copy\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a conflict copy that finds no free name is dropped from the journal, only logged",
-)
 async def test_a_conflict_copy_that_finds_no_free_name_keeps_its_content(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
@@ -221,6 +217,8 @@ async def test_a_conflict_copy_that_finds_no_free_name_keeps_its_content(
         await core.vfs.flush_all()
         # the local side of the conflict exists nowhere else: it must stay, and be reported
         assert [r.data for r in core.records()] == [b"mine\n"]
+        [(_, why)] = core.vfs.durable.failed.values()  # in memfs status and umount's report
+        assert "no free name for the conflict copy" in why
 
 
 async def test_the_conflict_copy_is_made_at_once(
