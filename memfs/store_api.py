@@ -56,11 +56,14 @@ class ChangeEvent:
 
     ``ready`` once per (re)connection, when every change committed from then on will arrive;
     ``memory_version`` for each committed change, oldest first. ``cursor`` is its position.
+    ``interrupted`` when the connection is lost and a reconnect is on its way (``detail``: why,
+    one line without URLs): until the next ``ready``, changes may arrive late, not be lost.
     """
 
-    kind: Literal["ready", "memory_version"]
+    kind: Literal["ready", "memory_version", "interrupted"]
     cursor: str
     version: MemoryVersion | None = None
+    detail: str = ""
 
 
 class StoreAPI(Protocol):

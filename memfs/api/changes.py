@@ -8,7 +8,9 @@ from ``GET /v1/memory_stores/{store}/memfs/changes`` (Server-Sent Events):
 - ``kind="ready"`` once per (re)connection, when the server has subscribed: every change
   committed from then on will arrive. ``cursor`` is the position the stream starts after;
 - ``kind="memory_version"`` for each committed version, oldest first, with ``version``
-  (``view=basic``: no content) and ``cursor`` (its resume position).
+  (``view=basic``: no content) and ``cursor`` (its resume position);
+- ``kind="interrupted"`` when a connection is lost (``detail``: the error's type, or that the
+  server closed it), before waiting to reconnect: ``memfs status`` says "reconnecting since".
 When the connection drops, or the server closes the stream (shutdown, load balancer timeout), it
 reconnects with ``Last-Event-ID: <last cursor>``; the server replays what came after it, so no
 change is missed or repeated. ``stream.cursor`` is the last position seen: persist it to resume
@@ -116,6 +118,7 @@ class ChangeStream:
                 error = exc
             failures += 1
             delay = self._retry.delay_after(failures, error)
+            yield ChangeEvent("interrupted", self.cursor or "", detail=_why(error))
             if error is not None:
                 self._client.stats.record_retry()
                 log.info(
@@ -169,3 +172,14 @@ class ChangeStream:
                 body=body if isinstance(body, dict) else None,
             )
         return None  # an event type from a newer server: ignore
+
+
+def _why(error: BaseException | None) -> str:
+    """Why a connection was lost, in a few words without URLs."""
+    if error is None:
+        return "the server closed the stream"
+    if isinstance(error, ApiConnectionError):
+        return "the server is unreachable"
+    if isinstance(error, ApiError):
+        return f"{error.status} {error.error_type}"
+    return f"a malformed event ({type(error).__name__})"

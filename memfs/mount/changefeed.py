@@ -104,6 +104,9 @@ class StreamSource:
         self._send, self._receive = trio.open_memory_channel[MemoryVersion | None](10_000)
         self.nursery = nursery  # the stream's reader runs here
         self.broken = False
+        # wall time the connection was lost and why (None: connected; a "ready" clears it)
+        self.down_since: float | None = None
+        self.down_why = ""
 
     async def start(self) -> None:
         ready = trio.Event()
@@ -116,7 +119,12 @@ class StreamSource:
             async with self.store.change_stream() as stream:
                 async for event in stream:
                     if event.kind == "ready":
+                        self.down_since = None
                         ready.set()
+                    elif event.kind == "interrupted":
+                        if self.down_since is None:
+                            self.down_since = time.time()
+                        self.down_why = event.detail
                     elif event.version is not None:
                         await self._send.send(event.version)
         except (ApiError, ApiConnectionError) as exc:
@@ -147,7 +155,20 @@ class FeedStats:
     last_ok: float = 0.0  # monotonic
     last_ok_wall: float = 0.0
     last_error: str = ""
+    failing_since: float = 0.0  # wall time of the first failed poll since the last good one
     lag_samples: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FeedHealth:
+    """How the feed is doing: ``connected`` (a change stream, subscribed), ``reconnecting``
+    (since ``since``, wall time, because ``why``), ``polling`` (every ``interval`` s) or
+    ``stopped`` (the store was deleted)."""
+
+    state: str
+    since: float | None = None
+    why: str = ""
+    interval: float = 0.0
 
 
 class ChangeFeed:
@@ -180,8 +201,27 @@ class ChangeFeed:
     def current_interval(self) -> float:
         return self.interval if self.in_use() else self.idle_interval
 
+    def health(self) -> FeedHealth:
+        """The feed's state in a word (``FeedHealth``); it never changes anything."""
+        if self.vfs.gone.since is not None:
+            return FeedHealth("stopped")
+        source = self.source
+        if isinstance(source, StreamSource) and not source.broken:
+            if source.down_since is None:
+                return FeedHealth("connected")
+            return FeedHealth("reconnecting", source.down_since, source.down_why)
+        if self.stats.failing_since:
+            return FeedHealth("reconnecting", self.stats.failing_since, self.stats.last_error)
+        return FeedHealth("polling", interval=self.current_interval())
+
     def lag(self) -> float | None:
-        """Seconds since the feed last knew the store's state (None: never)."""
+        """Seconds the feed may be behind the store (None: it never knew it). A connected stream
+        is not behind, however long nothing changes; a poller is behind since its last poll."""
+        health = self.health()
+        if health.state == "connected":
+            return 0.0
+        if health.state == "reconnecting" and isinstance(self.source, StreamSource):
+            return time.time() - (health.since or time.time())
         if not self.stats.last_ok:
             return None
         return time.monotonic() - self.stats.last_ok
@@ -210,6 +250,7 @@ class ChangeFeed:
                     self.stats.resyncs += 1
                 now = time.monotonic()
                 self.stats.last_ok = now
+                self.stats.failing_since = 0.0
                 self.stats.last_ok_wall = time.time()
                 # listings stay valid until the next poll is due (plus its round trip)
                 horizon = math.inf if self.source.name == "stream" else 2 * interval + 2.0
@@ -217,6 +258,7 @@ class ChangeFeed:
             except (ApiError, ApiConnectionError, StoreGoneError) as exc:
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
+                self.stats.failing_since = self.stats.failing_since or time.time()
                 self.vfs.listings.withdraw()
                 if await self.vfs.gone.confirm(exc):
                     log.info("change feed stopped: the store no longer exists")

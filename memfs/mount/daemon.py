@@ -275,7 +275,14 @@ class Daemon:
                     await nursery.start(feed.run_due_invalidations)
                     errors = RecentErrors()
                     logging.getLogger("memfs").addHandler(errors)
-                    writer = StatusWriter(status_file, vfs, feed, errors)
+                    writer = StatusWriter(
+                        status_file,
+                        vfs,
+                        feed,
+                        errors,
+                        mountpoint=opts.mountpoint,
+                        store_name=store.name,
+                    )
                     await nursery.start(writer.run)
                     # started (handlers installed) before "ok": a SIGTERM right after a mount
                     # reports ready must flush and unmount, not kill the process

@@ -65,7 +65,41 @@ class RecentErrors(logging.Handler):
         )
 
 
-def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> dict[str, Any]:
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def feed_health(feed: ChangeFeed) -> dict[str, Any]:
+    """The change feed's state, and the same in words (``health``) for ``memfs status``."""
+    health = feed.health()
+    since = None if health.since is None else _utc(health.since)
+    words = {
+        "connected": "connected (the server's change stream)",
+        "reconnecting": f"reconnecting since {since} ({health.why or 'no answer'})",
+        "polling": f"polling every {health.interval:g} s ({'in use' if feed.in_use() else 'idle'})",
+        "stopped": "stopped: the store no longer exists",
+    }[health.state]
+    return {"state": health.state, "since": since, "health": words}
+
+
+def log_file() -> str | None:
+    """The file this process logs to (None: a terminal or nowhere): ``memfs mount`` sets up one
+    file handler on the root logger."""
+    for handler in logging.getLogger().handlers:
+        name = getattr(handler, "baseFilename", None)
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def collect(
+    vfs: Vfs,
+    feed: ChangeFeed | None,
+    errors: RecentErrors | None,
+    *,
+    mountpoint: str | None = None,
+    store_name: str | None = None,
+) -> dict[str, Any]:
     """The status document of one mount (JSON-ready)."""
     durable = vfs.durable
     journal = durable.journal
@@ -73,7 +107,7 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
     if feed is not None:
         stats = feed.stats
         lag = feed.lag()
-        feed_doc = {
+        feed_doc = feed_health(feed) | {
             "source": stats.source,
             "polls": stats.polls,
             "changes_applied": stats.changes,
@@ -86,7 +120,10 @@ def collect(vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None) -> d
         }
     return {
         "type": "memfs_status",
+        "mountpoint": mountpoint,
         "store_id": vfs.store_id,
+        "store_name": store_name,
+        "log_file": log_file(),
         "pid": os.getpid(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "read_only": vfs.read_only,
@@ -241,15 +278,23 @@ class StatusWriter:
     """Publishes ``collect(...)`` to ``path`` every second until cancelled."""
 
     def __init__(
-        self, path: Path, vfs: Vfs, feed: ChangeFeed | None, errors: RecentErrors | None
+        self,
+        path: Path,
+        vfs: Vfs,
+        feed: ChangeFeed | None,
+        errors: RecentErrors | None,
+        *,
+        mountpoint: str | None = None,
+        store_name: str | None = None,
     ) -> None:
         self.path = path
         self.vfs = vfs
         self.feed = feed
         self.errors = errors
+        self.about = {"mountpoint": mountpoint, "store_name": store_name}
 
     def write(self) -> None:
-        document = collect(self.vfs, self.feed, self.errors)
+        document = collect(self.vfs, self.feed, self.errors, **self.about)
         temp = self.path.with_suffix(".tmp")
         temp.write_text(json.dumps(document, indent=1))
         os.replace(temp, self.path)
@@ -273,9 +318,12 @@ def render(doc: dict[str, Any]) -> str:
     cache = doc["cache"]
     uploads = doc["uploads"]
     feed = doc["change_feed"]
+    name = f"{doc['store_name']} ({doc['store_id']})" if doc.get("store_name") else doc["store_id"]
     lines = [
-        f"store            {doc['store_id']}{'  (read-only)' if doc['read_only'] else ''}",
+        f"mountpoint       {doc.get('mountpoint') or '?'}",
+        f"store            {name}{'  (read-only)' if doc['read_only'] else ''}",
         f"daemon           pid {doc['pid']}, status of {doc['time']}",
+        f"log file         {doc.get('log_file') or '(none: the daemon logs to its terminal)'}",
     ]
     if doc.get("store_gone"):
         lines.append(
@@ -331,10 +379,9 @@ def render(doc: dict[str, Any]) -> str:
     if feed.get("source"):
         lag = feed["lag_seconds"]
         lines.append(
-            f"change feed      {feed['source']}, lag {'?' if lag is None else f'{lag:.1f} s'}, "
-            f"every {feed['interval_seconds']:g} s ({'in use' if feed['in_use'] else 'idle'}), "
-            f"{feed['polls']} polls, {feed['changes_applied']} changes, "
-            f"{feed['resyncs']} resyncs, {feed['errors']} errors"
+            f"change feed      {feed['health']}; lag {'?' if lag is None else f'{lag:.1f} s'}, "
+            f"{feed['changes_applied']} changes, {feed['resyncs']} resyncs, "
+            f"{feed['errors']} errors"
         )
     errors = doc["recent_errors"]
     lines.append(f"recent errors    {len(errors)}")

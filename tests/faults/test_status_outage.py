@@ -54,3 +54,42 @@ def test_reads_from_cache_during_outage_and_eio_only_for_uncached(
     mounted.settle()
     assert mounted.content("/new.md") == "written during the outage\n"
     assert (mounted.path / "cold.md").read_text() == "cold\n"
+
+
+def test_status_names_the_mount_and_the_feed_health_in_words(
+    faulty_server: Any, faulty_mount: Callable[..., MountedStore]
+) -> None:
+    mounted = faulty_mount(memories={"/a.md": "alpha\n"})
+    doc = wait_for(lambda: (d := mounted.status())["change_feed"]["state"] == "connected" and d)
+    assert doc["mountpoint"] == str(mounted.path)
+    assert (doc["store_id"], doc["store_name"]) == (mounted.store_id, mounted.store_name)
+    assert doc["log_file"] == str(mounted.log_file)
+    assert doc["change_feed"]["health"] == "connected (the server's change stream)"
+    # idle and healthy: the feed is not behind, however long nothing changes
+    first = doc["time"]
+    later = wait_for(lambda: (d := mounted.status())["time"] > first and d, timeout=5)
+    later = wait_for(lambda: (d := mounted.status())["time"] > later["time"] and d, timeout=5)
+    assert later["change_feed"]["lag_seconds"] == 0
+    text = memfs("status", str(mounted.path), env=mounted.env).stdout
+    assert f"mountpoint       {mounted.path}\n" in text
+    assert f"store            {mounted.store_name} ({mounted.store_id})" in text
+    assert f"log file         {mounted.log_file}\n" in text
+    assert "change feed      connected (the server's change stream); lag 0.0 s" in text
+
+    faulty_server.stop()
+    down = wait_for(
+        lambda: (d := mounted.status())["change_feed"]["state"] == "reconnecting" and d
+    )
+    assert down["change_feed"]["health"].startswith("reconnecting since 20")
+    assert "the server is unreachable" in down["change_feed"]["health"]
+    text = memfs("status", str(mounted.path), env=mounted.env).stdout
+    assert "change feed      reconnecting since " in text and "stream, lag" not in text
+    faulty_server.start()
+    wait_for(lambda: mounted.status()["change_feed"]["state"] == "connected", timeout=30)
+
+
+def test_status_of_a_polling_mount_says_how_often(faulty_mount: Callable[..., MountedStore]) -> None:
+    mounted = faulty_mount("--change-feed", "poll")
+    doc = wait_for(lambda: (d := mounted.status())["change_feed"]["polls"] > 0 and d)
+    assert doc["change_feed"]["state"] == "polling"
+    assert doc["change_feed"]["health"] in ("polling every 1 s (in use)", "polling every 10 s (idle)")
