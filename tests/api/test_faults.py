@@ -381,7 +381,14 @@ async def test_change_stream_reconnects_with_the_clients_policy(
             with pytest.raises(AuthenticationError):
                 async for event in stream:
                     events.append(event)
-        assert [e.kind for e in events] == ["ready"]
+        # each lost connection is announced before the wait (``memfs status``: reconnecting)
+        assert [(e.kind, e.detail) for e in events] == [
+            ("interrupted", "503 api_error"),
+            ("interrupted", "the server is unreachable"),
+            ("interrupted", "500 api_error"),
+            ("ready", ""),
+            ("interrupted", "the server closed the stream"),
+        ]
         assert client.stats.retries == 3
         assert client.stats.count("GET", "/v1/memory_stores/{store}/memfs/changes") == 5
     gaps = [b - a for a, b in zip(script.times, script.times[1:], strict=False)]

@@ -82,7 +82,7 @@ class Collector:
             async for event in self.stream:
                 if event.kind == "ready":
                     self.ready.set()
-                else:
+                elif event.kind == "memory_version":
                     self.events.append(event)
                     self.changed.set()
                     self.changed = trio.Event()
