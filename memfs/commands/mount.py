@@ -76,8 +76,15 @@ def register(subparsers: Any) -> None:
         help="accepted for sshfs/rclone command lines: memfs always lets the kernel check modes",
     )
     mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    mount.add_argument(
+        "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
+    )
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
-    mount.add_argument("--log-file", metavar="FILE", help="daemon log (default: runtime dir)")
+    mount.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="daemon log (default: the per-user state directory; removed by a clean umount)",
+    )
     mount.add_argument(
         "--grace", type=float, default=2.0, help="seconds a removed memory may be re-created"
     )
@@ -167,10 +174,14 @@ def _owner_option(kind: Literal["uid", "gid", "umask"]) -> Callable[[str], int]:
 
 def _setup_logging(debug: bool, log_file: str | None) -> None:
     """Log to ``log_file`` (made 0600: logs name files and stores) or stderr."""
+    from memfs.mount.logfile import PrivateRotatingFileHandler
+    from memfs.mount.statedir import LOG_BACKUPS, LOG_MAX_BYTES
+
     handler: logging.Handler
-    if log_file:
-        create_private_file(Path(log_file), "log file")
-        handler = logging.FileHandler(log_file)
+    if log_file:  # size-bounded: a mount may run for months
+        handler = PrivateRotatingFileHandler(
+            Path(log_file), "log file", max_bytes=LOG_MAX_BYTES, backups=LOG_BACKUPS
+        )
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -183,16 +194,18 @@ def _setup_logging(debug: bool, log_file: str | None) -> None:
 
 
 def run_mount(args: argparse.Namespace) -> int:
-    from memfs.mount.daemon import (
-        MountError,
-        MountOptions,
-        check_mountpoint,
-        run_foreground,
-        state_path,
-    )
+    from memfs.api.config import ConfigError, check_base_url
+    from memfs.mount.daemon import MountOptions, run_foreground
     from memfs.mount.owner import DEFAULT_UMASK, Owner
+    from memfs.mount.statedir import MountError, check_mountpoint, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
+    if args.base_url:
+        try:
+            check_base_url(args.base_url, "--base-url")
+        except ConfigError as exc:
+            print(f"memfs mount: {exc}", file=sys.stderr)
+            return 1
     options = MountOptions(
         store=args.store,
         mountpoint=mountpoint,
@@ -205,6 +218,7 @@ def run_mount(args: argparse.Namespace) -> int:
             umask=DEFAULT_UMASK if args.umask is None else args.umask,
         ),
         api_key_file=args.api_key_file,
+        base_url=args.base_url,
         session_id=args.session_id,
         grace=args.grace,
         update_delay=args.update_delay,
@@ -274,6 +288,9 @@ def run_mount(args: argparse.Namespace) -> int:
         argv.append("--debug")
     if args.allow_other:
         argv.append("--allow-other")
+    env = None
+    if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
+        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
     with open(os.devnull, "rb") as devnull:
         child = subprocess.Popen(
             argv,
@@ -282,6 +299,7 @@ def run_mount(args: argparse.Namespace) -> int:
             stderr=subprocess.DEVNULL,
             pass_fds=(write_end,),
             start_new_session=True,
+            env=env,
         )
     os.close(write_end)
     answer = _read_ready(read_end, child)
@@ -313,7 +331,7 @@ def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:
 
 def _daemon_pid(mountpoint: str) -> int | None:
     """The pid of the memfs daemon serving ``mountpoint`` (None: none runs; MountError)."""
-    from memfs.mount.daemon import state_path
+    from memfs.mount.statedir import state_path
 
     try:
         text = state_path(mountpoint, "pid").read_text()
@@ -364,7 +382,8 @@ def _alive(pid: int) -> bool:
 
 
 def run_umount(args: argparse.Namespace) -> int:
-    from memfs.mount.daemon import MountError, state_path
+    from memfs.commands.progress import FlushProgress
+    from memfs.mount.statedir import MountError, is_dead_mount, remove_state, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:
@@ -373,6 +392,8 @@ def run_umount(args: argparse.Namespace) -> int:
         print(f"memfs umount: {exc}", file=sys.stderr)
         return 1
     report = state_path(mountpoint, "report.json")
+    if pid is None and is_dead_mount(mountpoint):
+        return _detach_dead(mountpoint)
     if pid is None:
         if not os.path.ismount(mountpoint):
             print(f"memfs umount: {mountpoint} is not mounted", file=sys.stderr)
@@ -389,11 +410,39 @@ def run_umount(args: argparse.Namespace) -> int:
     report.unlink(missing_ok=True)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + UMOUNT_TIMEOUT
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return _print_report(report, args.json)
-        time.sleep(0.02)
-    print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
+    with FlushProgress("memfs umount", [mountpoint]) as progress:
+        while time.monotonic() < deadline and _alive(pid):
+            progress.update()
+            time.sleep(0.02)
+    if _alive(pid):
+        print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
+        return 1
+    code = _print_report(report, args.json)
+    if code == 0:  # all uploaded: nothing of this mount is worth keeping, not even its log
+        remove_state(mountpoint, logs=True)
+    return code
+
+
+def _detach_dead(mountpoint: str) -> int:
+    """Unmount a mount point whose daemon died (ENOTCONN); its log stays, for the post-mortem."""
+    from memfs.mount.statedir import remove_state, state_path
+
+    fusermount = shutil.which("fusermount3") or "fusermount3"
+    result = subprocess.run([fusermount, "-u", mountpoint], capture_output=True, text=True)
+    if result.returncode != 0:
+        result = subprocess.run([fusermount, "-uz", mountpoint], capture_output=True, text=True)
+    if result.returncode != 0:
+        reason = result.stderr.strip().splitlines()[-1:] or ["fusermount3 failed"]
+        print(f"memfs umount: {reason[0]}", file=sys.stderr)
+        return 1
+    remove_state(mountpoint, logs=False)
+    log_file = state_path(mountpoint, "log")
+    print(
+        f"memfs umount: unmounted {mountpoint}, whose daemon had died; what it had not uploaded "
+        "stays in its journal for the next mount of the store"
+        + (f" (its log: {log_file})" if log_file.exists() else ""),
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memfs.mount.daemon import MountError, state_path
+    from memfs.mount.statedir import MountError, state_path
     from memfs.mount.status import render
 
     mountpoint = os.path.abspath(args.mountpoint)
@@ -47,8 +47,26 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         print(f"memfs status: no memfs mount daemon reports on {mountpoint}", file=sys.stderr)
         return 1
+    if not _running(doc.get("pid")):  # killed: its last status is stale
+        print(
+            f"memfs status: the daemon of {mountpoint} (pid {doc.get('pid')}) is gone; "
+            f"run: memfs umount {mountpoint}",
+            file=sys.stderr,
+        )
+        return 1
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
         print(render(doc))
     return 0
+
+
+def _running(pid: object) -> bool:
+    """True while process ``pid`` runs (a zombie counts as gone)."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -10,7 +10,6 @@ It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from memfs.api import StoreClient
+from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
@@ -38,6 +37,7 @@ from memfs.errors import (
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.owner import Owner
+from memfs.mount.statedir import MountError, check_mountpoint, state_path
 from memfs.mount.status import (
     RecentErrors,
     StatusWriter,
@@ -53,10 +53,6 @@ log = logging.getLogger(__name__)
 FINAL_FLUSH_SECONDS = 30.0
 
 
-class MountError(Exception):
-    """A mount cannot start; the message is one line for a person."""
-
-
 @dataclass(frozen=True)
 class MountOptions:
     store: str
@@ -66,6 +62,7 @@ class MountOptions:
     allow_other: bool = False
     owner: Owner = field(default_factory=Owner)  # of the files (--uid, --gid, --umask)
     api_key_file: str | None = None
+    base_url: str | None = None  # else ANTHROPIC_BASE_URL, else the hosted API
     session_id: str | None = None
     grace: float = 2.0
     update_delay: float = 0.5
@@ -78,57 +75,11 @@ class MountOptions:
     change_stream: bool = True  # use the server's change stream when it offers one
 
 
-def _private_dir(path: Path) -> None:
-    """Create ``path`` 0700, or refuse it unless it is ours and not group/world writable.
-
-    ``/tmp/memfs-<uid>`` can be made by anyone: one planted by another user would let them read
-    our logs and plant a pid file that ``memfs umount`` signals.
-    """
-    try:
-        private_dir(path, "state directory")
-    except NotPrivateError as exc:
-        raise MountError(str(exc)) from None
-
-
-def runtime_dir() -> Path:
-    """``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``: private to this user."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        path = Path(xdg) / "memfs"
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    else:
-        base = Path(f"/tmp/memfs-{os.getuid()}")
-        _private_dir(base)
-        path = base / "memfs"
-    _private_dir(path)
-    return path
-
-
-def state_path(mountpoint: str, suffix: str) -> Path:
-    """``<runtime>/memfs/<hash of the mount point>.<suffix>`` (pid file, log)."""
-    real = os.path.realpath(mountpoint)
-    digest = hashlib.sha1(real.encode()).hexdigest()[:16]
-    return runtime_dir() / f"{digest}.{suffix}"
-
-
-def check_mountpoint(mountpoint: str) -> None:
-    """Refuse a missing, non-directory, mounted or non-empty mount point (left untouched)."""
-    if not os.path.exists(mountpoint):
-        raise MountError(f"mount point {mountpoint} does not exist")
-    if not os.path.isdir(mountpoint):
-        raise MountError(f"mount point {mountpoint} is not a directory")
-    if os.path.ismount(mountpoint):
-        raise MountError(f"{mountpoint} is already a mount point")
-    try:
-        if os.listdir(mountpoint):
-            raise MountError(f"mount point {mountpoint} is not empty")
-    except PermissionError:
-        raise MountError(f"mount point {mountpoint} is not readable") from None
-
-
 def describe_api_error(exc: BaseException, store: str, base_url: str) -> str:
     if isinstance(exc, NotFoundError):
         return f"memory store {store!r} not found"
+    if isinstance(exc, AmbiguousStoreError):
+        return exc.message  # it names the matches
     if isinstance(exc, AuthenticationError):
         return "the API key was refused (401 authentication_error)"
     if isinstance(exc, PermissionDeniedError):
@@ -175,7 +126,7 @@ class Daemon:
         opts = self.options
         try:
             config = ClientConfig.from_env(
-                api_key_file=opts.api_key_file, session_id=opts.session_id
+                api_key_file=opts.api_key_file, base_url=opts.base_url, session_id=opts.session_id
             )
         except ConfigError as exc:
             raise MountError(str(exc)) from None

@@ -153,7 +153,7 @@ def daemon_gone(path: Path) -> bool:
     the (dead) daemon, until they time out. False when there is no pid file to go by.
     """
     # Imported here: the daemon imports pyfuse3, and this module must import without it.
-    from memfs.mount.daemon import state_path as daemon_state_path
+    from memfs.mount.statedir import state_path as daemon_state_path
 
     try:
         pid = int(daemon_state_path(str(path), "pid").read_text().split()[0])

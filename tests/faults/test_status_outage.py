@@ -77,9 +77,7 @@ def test_status_names_the_mount_and_the_feed_health_in_words(
     assert "change feed      connected (the server's change stream); lag 0.0 s" in text
 
     faulty_server.stop()
-    down = wait_for(
-        lambda: (d := mounted.status())["change_feed"]["state"] == "reconnecting" and d
-    )
+    down = wait_for(lambda: (d := mounted.status())["change_feed"]["state"] == "reconnecting" and d)
     assert down["change_feed"]["health"].startswith("reconnecting since 20")
     assert "the server is unreachable" in down["change_feed"]["health"]
     text = memfs("status", str(mounted.path), env=mounted.env).stdout
@@ -88,8 +86,13 @@ def test_status_names_the_mount_and_the_feed_health_in_words(
     wait_for(lambda: mounted.status()["change_feed"]["state"] == "connected", timeout=30)
 
 
-def test_status_of_a_polling_mount_says_how_often(faulty_mount: Callable[..., MountedStore]) -> None:
+def test_status_of_a_polling_mount_says_how_often(
+    faulty_mount: Callable[..., MountedStore],
+) -> None:
     mounted = faulty_mount("--change-feed", "poll")
     doc = wait_for(lambda: (d := mounted.status())["change_feed"]["polls"] > 0 and d)
     assert doc["change_feed"]["state"] == "polling"
-    assert doc["change_feed"]["health"] in ("polling every 1 s (in use)", "polling every 10 s (idle)")
+    assert doc["change_feed"]["health"] in (
+        "polling every 1 s (in use)",
+        "polling every 10 s (idle)",
+    )

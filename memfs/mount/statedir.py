@@ -1,0 +1,109 @@
+"""The per-user state directory of mounts, and the mount point checks made before mounting.
+
+One directory per user holds what a running mount leaves for the commands that ask about it:
+``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``, made 0700 and refused if another
+user could have planted it (``memfs.private``). Each mount's files are named by a hash of its
+mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status`` reads it),
+``.report.json`` (the unmount report) and ``.log`` (the daemon's log, unless ``--log-file``
+names another; it rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean
+``memfs umount`` removes them all (``remove_state``); after a problem the log stays, for the
+person who reads the report.
+
+This module must not start or stop daemons (``memfs.mount.daemon``, ``memfs.commands.mount``).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+from memfs.private import NotPrivateError, private_dir
+
+log = logging.getLogger(__name__)
+
+LOG_MAX_BYTES = 2 * 1024 * 1024  # a daemon's log rotates at this size...
+LOG_BACKUPS = 2  # ...keeping this many older parts (.log.1, .log.2): at most 6 MiB a mount
+STATE_SUFFIXES = ("pid", "status", "status.tmp", "report.json", "report.json.tmp")
+
+
+class MountError(Exception):
+    """A mount cannot start; the message is one line for a person."""
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` 0700, or refuse it unless it is ours and not group/world writable.
+
+    ``/tmp/memfs-<uid>`` can be made by anyone: one planted by another user would let them read
+    our logs and plant a pid file that ``memfs umount`` signals.
+    """
+    try:
+        private_dir(path, "state directory")
+    except NotPrivateError as exc:
+        raise MountError(str(exc)) from None
+
+
+def runtime_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``: private to this user."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        path = Path(xdg) / "memfs"
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    else:
+        base = Path(f"/tmp/memfs-{os.getuid()}")
+        _private_dir(base)
+        path = base / "memfs"
+    _private_dir(path)
+    return path
+
+
+def state_path(mountpoint: str, suffix: str) -> Path:
+    """``<runtime>/memfs/<hash of the mount point>.<suffix>`` (pid file, log)."""
+    real = os.path.realpath(mountpoint)
+    digest = hashlib.sha1(real.encode()).hexdigest()[:16]
+    return runtime_dir() / f"{digest}.{suffix}"
+
+
+def remove_state(mountpoint: str, *, logs: bool) -> None:
+    """Remove the state files of the mount on ``mountpoint`` (its daemon is gone), and with
+    ``logs`` its default log and the log's rotated parts."""
+    names = [state_path(mountpoint, suffix) for suffix in STATE_SUFFIXES]
+    if logs:
+        main = state_path(mountpoint, "log")
+        names += [main] + [main.with_name(f"{main.name}.{n}") for n in range(1, LOG_BACKUPS + 1)]
+    for path in names:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.debug("state file %s not removed: %s", path, exc)
+
+
+def is_dead_mount(path: str) -> bool:
+    """True if ``path`` is a FUSE mount whose daemon is gone (ENOTCONN: killed, crashed)."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
+
+
+def check_mountpoint(mountpoint: str) -> None:
+    """Refuse a missing, non-directory, mounted or non-empty mount point (left untouched)."""
+    if is_dead_mount(mountpoint):
+        raise MountError(
+            f"{mountpoint} is still mounted by a memfs daemon that is gone (transport endpoint "
+            f"is not connected); run: memfs umount {mountpoint}"
+        )
+    if not os.path.exists(mountpoint):
+        raise MountError(f"mount point {mountpoint} does not exist")
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"mount point {mountpoint} is not a directory")
+    if os.path.ismount(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point")
+    try:
+        if os.listdir(mountpoint):
+            raise MountError(f"mount point {mountpoint} is not empty")
+    except PermissionError:
+        raise MountError(f"mount point {mountpoint} is not readable") from None
