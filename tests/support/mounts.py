@@ -6,6 +6,7 @@ them; ``close()`` unmounts them all). The fixtures are in ``tests/conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -40,6 +41,15 @@ def daemon_alive(pid: int) -> bool:
             return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def _dead_mount(path: Path) -> bool:
+    """A mount whose daemon died (ENOTCONN): ``os.path.ismount`` says False for it."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
 
 
 @dataclass
@@ -91,7 +101,7 @@ class MountedStore:
         if os.path.ismount(self.path):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 memfs("umount", str(self.path), env=self.env, timeout=40)
-        if os.path.ismount(self.path):
+        if os.path.ismount(self.path) or _dead_mount(self.path):
             subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True)
         if self.pid is not None and daemon_alive(self.pid):
             with contextlib.suppress(ProcessLookupError):
