@@ -469,10 +469,15 @@ def _stop(args: argparse.Namespace) -> int:
     if state is None:
         return _fail(f"no session is running at {root}", EXIT_FAILED)
     if _is_supervisor(state.pid):
+        from memfs.commands.progress import FlushProgress
+
         os.kill(state.pid, signal.SIGTERM)
         deadline = time.monotonic() + args.timeout
-        while pid_alive(state.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        mounts = [str(mount.get("path")) for mount in state.mounts]
+        with FlushProgress("memfs session", mounts) as progress:
+            while pid_alive(state.pid) and time.monotonic() < deadline:
+                progress.update()
+                time.sleep(0.1)
         if pid_alive(state.pid):
             return _fail(
                 f"the supervisor (pid {state.pid}) did not stop within {args.timeout:g} s",
