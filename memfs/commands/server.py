@@ -97,6 +97,12 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--access-log",
+        metavar="FILE",
+        help="log one line per request (time, method, route template, status, duration, request "
+        "id; never keys, ids or paths) to FILE, or - for standard output (default: none)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -198,6 +204,15 @@ def run(args: argparse.Namespace) -> int:
             FaultSpec.parse(faults)
         except FaultSpecError as exc:
             print(f"memfs server: --faults: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.access_log is not None:
+        from memfs.private import NotPrivateError
+        from memfs.server.access_log import open_access_log
+
+        try:
+            open_access_log(args.access_log)
+        except (NotPrivateError, OSError) as exc:
+            print(f"memfs server: --access-log: {exc}", file=sys.stderr)
             return EXIT_USAGE
     settings = ServerSettings(
         db=args.db,

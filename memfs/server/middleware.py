@@ -6,7 +6,8 @@
 2. admits it or refuses it (``auth.Gatekeeper``: keys, admin key, beta and session headers,
    actors); a refusal is answered here with the envelope and never reaches the routes;
 3. records it in ``metrics.Metrics`` under its route template (``route_of``: ``unmatched``
-   when no route matched), whatever the outcome;
+   when no route matched), whatever the outcome, and in the access log when there is one
+   (``access_log``);
 4. turns any exception that escapes into a logged 500 ``api_error`` envelope (when the answer
    has not started yet), so one bad request never takes the server down.
 
@@ -25,6 +26,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.server import ids
+from memfs.server.access_log import log_request
 from memfs.server.auth import Gatekeeper
 from memfs.server.envelope import api_error_response, error_body
 from memfs.server.metrics import Metrics
@@ -95,9 +97,9 @@ class ApiMiddleware:
                 )
                 await response(scope, receive, send_wrapper)
         finally:
-            self.metrics.observe(
-                scope["method"], route_of(scope), status, time.perf_counter() - started
-            )
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(scope["method"], route_of(scope), status, elapsed)
+            log_request(scope["method"], route_of(scope), status, elapsed, request_id)
 
 
 def route_of(scope: Scope) -> str:

@@ -1,0 +1,50 @@
+"""The optional access log of the reference server (``memfs server --access-log FILE|-``).
+
+One line per request, written when its answer ends: UTC time, method, route template, status,
+duration and request id, e.g. ``2026-12-01T17:40:00.123Z GET /v1/memory_stores/{store}/memories
+200 3.2ms req_…``. The route is the template that matched (``unmatched`` when none did), never
+the raw path or query: those carry store and memory ids, paths of memories, and a mistyped key
+would land there too. Headers are never logged, so neither are keys.
+
+``ACCESS`` is the logger; ``middleware.ApiMiddleware`` writes to it only when ``open_access_log``
+gave it a handler. It does not propagate: the server's own log stays as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+import time
+from pathlib import Path
+
+from memfs.private import create_private_file
+
+ACCESS = logging.getLogger("memfs.server.access")
+ACCESS.propagate = False
+
+
+def _utc(seconds: float | None) -> time.struct_time:
+    return time.gmtime(seconds)
+
+
+def open_access_log(target: str) -> None:
+    """Send ``ACCESS`` to ``target``: a file (appended to, made 0600; reopened when moved by
+    logrotate) or ``-`` (standard output). ``NotPrivateError``/``OSError`` if it cannot."""
+    handler: logging.Handler
+    if target == "-":
+        handler = logging.StreamHandler(sys.stdout)
+    else:
+        create_private_file(Path(target), "access log")
+        handler = logging.handlers.WatchedFileHandler(target, encoding="utf-8")
+    formatter = logging.Formatter("%(asctime)s.%(msecs)03dZ %(message)s", "%Y-%m-%dT%H:%M:%S")
+    formatter.converter = _utc
+    handler.setFormatter(formatter)
+    ACCESS.handlers[:] = [handler]
+    ACCESS.setLevel(logging.INFO)
+
+
+def log_request(method: str, route: str, status: int, seconds: float, request_id: str) -> None:
+    """One access log line (nothing without ``open_access_log``)."""
+    if ACCESS.handlers:
+        ACCESS.info("%s %s %d %.1fms %s", method, route, status, seconds * 1000, request_id)
