@@ -16,6 +16,7 @@ import logging
 import os
 import stat
 import sys
+from pathlib import Path
 from typing import Any
 
 from memfs.commands.extras import missing_extra, needs_extra
@@ -206,10 +207,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"memfs server: --faults: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.access_log is not None:
-        from memfs.private import NotPrivateError
+        from memfs.private import NotPrivateError, create_private_file
         from memfs.server.access_log import open_access_log
 
         try:
+            if args.access_log != "-":
+                create_private_file(Path(args.access_log), "access log")
             open_access_log(args.access_log)
         except (NotPrivateError, OSError) as exc:
             print(f"memfs server: --access-log: {exc}", file=sys.stderr)

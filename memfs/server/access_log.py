@@ -16,9 +16,6 @@ import logging
 import logging.handlers
 import sys
 import time
-from pathlib import Path
-
-from memfs.private import create_private_file
 
 ACCESS = logging.getLogger("memfs.server.access")
 ACCESS.propagate = False
@@ -29,13 +26,12 @@ def _utc(seconds: float | None) -> time.struct_time:
 
 
 def open_access_log(target: str) -> None:
-    """Send ``ACCESS`` to ``target``: a file (appended to, made 0600; reopened when moved by
-    logrotate) or ``-`` (standard output). ``NotPrivateError``/``OSError`` if it cannot."""
+    """Send ``ACCESS`` to ``target``: a file (appended to; reopened when logrotate moves it; the
+    command makes it 0600 first) or ``-`` (standard output). ``OSError`` if it cannot."""
     handler: logging.Handler
     if target == "-":
         handler = logging.StreamHandler(sys.stdout)
     else:
-        create_private_file(Path(target), "access log")
         handler = logging.handlers.WatchedFileHandler(target, encoding="utf-8")
     formatter = logging.Formatter("%(asctime)s.%(msecs)03dZ %(message)s", "%Y-%m-%dT%H:%M:%S")
     formatter.converter = _utc
