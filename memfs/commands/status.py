@@ -23,8 +23,12 @@ log = logging.getLogger(__name__)
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="show requests, caches, pending uploads, conflicts and the change feed of a mount",
-        description="Show what the mount daemon of MOUNTPOINT reports about itself.",
+        help="show a mount's store, log, change-feed health, and what waits, was refused or "
+        "conflicted",
+        description="Show what the mount daemon of MOUNTPOINT reports about itself: mount point, "
+        "store (name and id), log file, change-feed health, files waiting to be uploaded, "
+        "refused or in conflict (by path), requests and caches. Exit 1 if no daemon serves "
+        "MOUNTPOINT (or it died: run memfs umount MOUNTPOINT).",
     )
     parser.add_argument("mountpoint", metavar="MOUNTPOINT")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
