@@ -18,6 +18,9 @@ Sources, behind one interface (``next_batch``):
 - ``StreamSource``: the server-pushed change stream (``memfs.api.changes``) when the server
   offers it: no polling; a reconnect resumes from the last cursor, so batches stay trusted.
 
+``ChangeFeed.health`` says how the feed is doing (connected, reconnecting since when and why,
+polling, stopped) and ``lag`` how far behind it may be, for ``memfs status``.
+
 This module must not decide file semantics (``vfs`` does) nor call pyfuse3 itself.
 """
 
@@ -107,6 +110,7 @@ class StreamSource:
         # wall time the connection was lost and why (None: connected; a "ready" clears it)
         self.down_since: float | None = None
         self.down_why = ""
+        self.interruptions = 0  # connections lost (each one followed by a reconnect)
 
     async def start(self) -> None:
         ready = trio.Event()
@@ -125,6 +129,7 @@ class StreamSource:
                         if self.down_since is None:
                             self.down_since = time.time()
                         self.down_why = event.detail
+                        self.interruptions += 1
                     elif event.version is not None:
                         await self._send.send(event.version)
         except (ApiError, ApiConnectionError) as exc:
@@ -213,6 +218,11 @@ class ChangeFeed:
         if self.stats.failing_since:
             return FeedHealth("reconnecting", self.stats.failing_since, self.stats.last_error)
         return FeedHealth("polling", interval=self.current_interval())
+
+    def error_count(self) -> int:
+        """Failed polls and batches, and connections the change stream lost."""
+        lost = self.source.interruptions if isinstance(self.source, StreamSource) else 0
+        return self.stats.errors + lost
 
     def lag(self) -> float | None:
         """Seconds the feed may be behind the store (None: it never knew it). A connected stream

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 2 * 1024 * 1024  # a daemon's log rotates at this size...
 LOG_BACKUPS = 2  # ...keeping this many older parts (.log.1, .log.2): at most 6 MiB a mount
-STATE_SUFFIXES = ("pid", "status", "status.tmp", "report.json", "report.json.tmp")
+STATE_SUFFIXES = ("pid", "status", "tmp", "report.json", "report.json.tmp")  # tmp: the status's
 
 
 class MountError(Exception):

@@ -1,8 +1,10 @@
 """What a mount reports about itself: ``memfs status MOUNTPOINT [--json]`` while it runs, and
 the unmount report that ``memfs umount [--json]`` and the session supervisor read when it ends.
 
-Owns the status document (requests by endpoint, cache hits and misses, bytes cached, pending
-uploads and journal records, conflicts, the change feed's source and lag, recent errors), the
+Owns the status document (the mount point, the store's name and id, the daemon's log file,
+requests by endpoint, cache hits and misses, bytes cached, pending uploads and journal records,
+the paths waiting, refused or in conflict, the change feed's health in words and its lag,
+recent errors), the
 ``RecentErrors`` log handler that remembers the last warnings and errors, the ``StatusWriter``
 task that the daemon runs to publish the document every second as
 ``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading it costs
@@ -112,7 +114,7 @@ def collect(
             "polls": stats.polls,
             "changes_applied": stats.changes,
             "resyncs": stats.resyncs,
-            "errors": stats.errors,
+            "errors": feed.error_count(),
             "lag_seconds": None if lag is None else round(lag, 3),
             "interval_seconds": feed.current_interval(),
             "in_use": feed.in_use(),

@@ -82,6 +82,7 @@ def test_status_names_the_mount_and_the_feed_health_in_words(
     assert "the server is unreachable" in down["change_feed"]["health"]
     text = memfs("status", str(mounted.path), env=mounted.env).stdout
     assert "change feed      reconnecting since " in text and "stream, lag" not in text
+    assert " 0 errors" not in text and down["change_feed"]["errors"] >= 1
     faulty_server.start()
     wait_for(lambda: mounted.status()["change_feed"]["state"] == "connected", timeout=30)
 
