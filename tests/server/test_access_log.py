@@ -49,3 +49,20 @@ def test_access_log_has_one_line_per_request_and_no_secret(tmp_path: Path) -> No
     ]
     assert [p["request_id"] for p in mine] == [a.headers["request-id"] for a in answers]
     assert stat.S_IMODE(access.stat().st_mode) == 0o600
+
+
+def test_access_log_to_standard_output(tmp_path: Path) -> None:
+    server = ServerProcess(db=tmp_path / "b.db", port=free_port(), extra_args=["--access-log", "-"])
+    server.start()
+    try:
+        answer = httpx.get(server.base_url + "/v1/memory_stores", headers={"x-api-key": "wrong"})
+        request_id = answer.headers["request-id"]
+        assert server.log_path is not None  # the server's stdout and stderr
+        log_path = server.log_path
+        line = wait_for(
+            lambda: next((t for t in log_path.read_text().splitlines() if request_id in t), None)
+        )
+    finally:
+        server.stop()
+    match = LINE.match(line)
+    assert match and match["route"] == "/v1/memory_stores" and match["status"] == "401"
