@@ -7,7 +7,9 @@ mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status
 ``.report.json`` (the unmount report) and ``.log`` (the daemon's log, unless ``--log-file``
 names another; it rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean
 ``memfs umount`` removes them all (``remove_state``); after a problem the log stays, for the
-person who reads the report.
+person who reads the report. What mounts left behind without a clean ``memfs umount`` (a killed
+daemon, ``fusermount3 -u``) is removed by the next ``memfs mount`` once it is a week old and no
+daemon of that mount point runs (``prune_stale``).
 
 This module must not start or stop daemons (``memfs.mount.daemon``, ``memfs.commands.mount``).
 """
@@ -18,6 +20,8 @@ import errno
 import hashlib
 import logging
 import os
+import re
+import time
 from pathlib import Path
 
 from memfs.private import NotPrivateError, private_dir
@@ -26,6 +30,11 @@ log = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 2 * 1024 * 1024  # a daemon's log rotates at this size...
 LOG_BACKUPS = 2  # ...keeping this many older parts (.log.1, .log.2): at most 6 MiB a mount
+STALE_AFTER = 7 * 24 * 3600.0  # seconds untouched before a gone mount's files are pruned
+# the files of one mount (``state_path``), never a session's (``session-…``)
+MOUNT_FILE = re.compile(
+    r"^(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status|tmp|report\.json(\.tmp)?)$"
+)
 STATE_SUFFIXES = ("pid", "status", "tmp", "report.json", "report.json.tmp")  # tmp: the status's
 
 
@@ -78,6 +87,39 @@ def remove_state(mountpoint: str, *, logs: bool) -> None:
             path.unlink(missing_ok=True)
         except OSError as exc:
             log.debug("state file %s not removed: %s", path, exc)
+
+
+def prune_stale() -> int:
+    """Remove the files of mounts whose daemon is gone (its pid runs no more) and that nobody
+    touched for ``STALE_AFTER``; how many. Problems are logged, never raised (housekeeping)."""
+    removed = 0
+    try:
+        directory = runtime_dir()
+        entries = list(os.scandir(directory))
+    except (MountError, OSError) as exc:
+        log.debug("state directory not pruned: %s", exc)
+        return 0
+    horizon = time.time() - STALE_AFTER
+    for entry in entries:
+        match = MOUNT_FILE.match(entry.name)
+        if match is None or _daemon_runs(directory / f"{match['digest']}.pid"):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_mtime < horizon:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError as exc:
+            log.debug("stale state file %s not removed: %s", entry.path, exc)
+    return removed
+
+
+def _daemon_runs(pid_file: Path) -> bool:
+    """True if the process a pid file names exists (a reused pid errs on the side of keeping)."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return os.path.exists(f"/proc/{pid}")
 
 
 def is_dead_mount(path: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -99,3 +100,27 @@ def test_a_clean_umount_removes_the_mounts_state_and_log(
     leftovers = [p.name for p in state_path(point, "x").parent.glob(log_file.stem + ".*")]
     assert leftovers == []
     assert mounted.content("/a.md") == "a\n"
+
+
+def test_mount_prunes_what_mounts_gone_a_week_ago_left(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    directory = state_path("/", "log").parent
+    digest = uuid.uuid4().hex[:16]
+    old = [directory / f"{digest}.{suffix}" for suffix in ("log", "log.1", "status", "pid")]
+    fresh = directory / f"{uuid.uuid4().hex[:16]}.log"
+    session_log = directory / f"session-x-{digest}.log"  # a session's: never ours to prune
+    week_ago = time.time() - 8 * 24 * 3600
+    for path in [*old, session_log]:
+        path.write_text("999999999\n")  # as a pid file: a process that does not exist
+        os.utime(path, (week_ago, week_ago))
+    fresh.write_text("")
+    try:
+        mounted = mount_factory(mount=False)
+        result = memfs("mount", mounted.store_id, str(mounted.path), env=mounted.env)
+        assert result.returncode == 0, result.stderr
+        assert [p for p in old if p.exists()] == []
+        assert fresh.exists() and session_log.exists()
+    finally:
+        for path in (fresh, session_log):
+            path.unlink(missing_ok=True)
