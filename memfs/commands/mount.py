@@ -197,7 +197,7 @@ def run_mount(args: argparse.Namespace) -> int:
     from memfs.api.config import ConfigError, check_base_url
     from memfs.mount.daemon import MountOptions, run_foreground
     from memfs.mount.owner import DEFAULT_UMASK, Owner
-    from memfs.mount.statedir import MountError, check_mountpoint, state_path
+    from memfs.mount.statedir import MountError, check_mountpoint, prune_stale, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
     if args.base_url:
@@ -259,6 +259,7 @@ def run_mount(args: argparse.Namespace) -> int:
     except MountError as exc:
         print(f"memfs mount: {exc}", file=sys.stderr)
         return 1
+    prune_stale()  # what mounts gone without a clean umount left a week ago
     try:
         log_file = args.log_file or str(state_path(mountpoint, "log"))
         create_private_file(Path(log_file), "log file")
