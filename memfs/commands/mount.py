@@ -348,6 +348,8 @@ def _daemon_pid(mountpoint: str) -> int | None:
         return None
     except PermissionError:
         pass
+    if not _alive(pid):  # killed, not yet reaped: a zombie has no command line to check
+        return None
     if not _is_daemon_of(pid, mountpoint):
         print(
             f"memfs umount: the pid file names process {pid}, which is not the memfs daemon of "
