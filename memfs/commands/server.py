@@ -109,7 +109,7 @@ def register(subparsers: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level",
     )
-    complete_paths(parser, files=("db", "admin_key_file"))
+    complete_paths(parser, files=("db", "admin_key_file", "access_log"))
     parser.set_defaults(func=needs_extra("server", "memfs server", run))
 
 
