@@ -88,3 +88,55 @@ def test_join_split_and_ancestors() -> None:
 )
 def test_slug(name: str, expected: str) -> None:
     assert paths.slug(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("a", "path must start with '/'"),
+        ("/a//b", "a path segment cannot be empty"),
+        ("/a/../b", "a path segment cannot be '..'"),
+        ("/a\u200bb", "path contains a control or format character U+200B"),
+        ("/e\u0301", "path is not in Unicode Normalization Form C"),
+        ("/" + "x" * 1024, "path is longer than 1024 bytes"),
+        ("/" + "/".join("s" * 21), "path has more than 20 segments"),
+        ("/a", None),
+    ],
+)
+def test_each_refusal_says_which_rule_in_one_line(path: str, message: str | None) -> None:
+    """The message is the body of the server's 400 and of the mount's log line: it names the
+    rule broken, whole."""
+    assert paths.is_valid_path(path) is (message is None)
+    if message is not None:
+        with pytest.raises(paths.PathError) as refused:
+            paths.validate_path(path)
+        assert str(refused.value) == message
+
+
+def test_segment_and_prefix_refusals_say_which_rule() -> None:
+    with pytest.raises(paths.PathError) as refused:
+        paths.check_segment("a/b")
+    assert str(refused.value) == "a path segment cannot contain '/'"
+    with pytest.raises(paths.PathError) as refused:
+        paths.validate_prefix("/a")
+    assert str(refused.value) == "path_prefix must start and end with '/'"
+
+
+@pytest.mark.parametrize("value", [None, 42, b"/a"])
+def test_a_path_that_is_not_a_string_is_refused(value: object) -> None:
+    """JSON can carry anything where a path belongs: it is a PathError (a 400), not a crash."""
+    with pytest.raises(paths.PathError, match="start with '/'"):
+        paths.validate_path(value)  # type: ignore[arg-type]
+    assert not paths.is_valid_path(value)  # type: ignore[arg-type]
+
+
+def test_parent_and_basename() -> None:
+    assert (paths.parent("/a/b/c"), paths.basename("/a/b/c")) == ("/a/b", "c")
+    assert (paths.parent("/c"), paths.basename("/c")) == ("/", "c")
+
+
+def test_prefix_of_a_nested_directory_is_validated_whole() -> None:
+    assert paths.validate_prefix("/a/b/") == "/a/b/"
+    for bad in ("/a/./", "/a/\x00/", "/" + "/".join("s" * 21) + "/"):
+        with pytest.raises(paths.PathError):
+            paths.validate_prefix(bad)

@@ -74,7 +74,7 @@ def test_a_changed_position_with_valid_json_is_refused_by_the_check() -> None:
     changed = payload.replace(b"/a/1", b"/a/2")
     assert json.loads(changed)["p"] == {"path": "/a/2"}
     tampered = "page_" + base64.urlsafe_b64encode(check + changed).rstrip(b"=").decode()
-    with pytest.raises(cursor.CursorError):
+    with pytest.raises(cursor.CursorError, match=r"^page: not a valid page cursor$"):
         cursor.decode(tampered, "memories", "q1")
 
 
@@ -84,3 +84,44 @@ def test_filters_that_differ_give_different_digests() -> None:
     cases = [(None,), ("None",), ("",), ("/a/",), ("/a/", None), ("/a/", "1"), (None, "1")]
     digests = {cursor.query_digest(*parts) for parts in cases}
     assert len(digests) == len(cases)
+
+
+def test_the_cursor_format_is_stable() -> None:
+    """A cursor is a wire format: one a client holds across a server restart or upgrade must
+    still decode, so its bytes (separators, check, digest length) are pinned here."""
+    position = {"path": "/é", "n": 1}
+    issued = "page_aUBQKf8Yrud7ImsiOiJtZW1vcmllcyIsInEiOiJxMSIsInAiOnsicGF0aCI6Ii_DqSIsIm4iOjF9fQ"
+    assert cursor.encode("memories", "q1", position) == issued
+    assert cursor.decode(issued, "memories", "q1") == position
+    assert cursor.query_digest("/a/", None, "é") == "9d3199d48758a8ae"
+
+
+def test_a_cursor_of_another_listing_or_filters_is_refused_with_that_reason() -> None:
+    issued = cursor.encode("memories", cursor.query_digest("/a/"), {"path": "/a/x"})
+    assert cursor.decode(issued, "memories", cursor.query_digest("/a/")) == {"path": "/a/x"}
+    for kind, query in (("versions", cursor.query_digest("/a/")), ("memories", "other")):
+        with pytest.raises(
+            cursor.CursorError,
+            match=r"^page: this cursor belongs to a different listing or filters$",
+        ):
+            cursor.decode(issued, kind, query)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "page_",  # nothing after the prefix
+        "page_A",  # a base64 length no encoder produces (binascii.Error)
+        "page_AAAA",  # decodes to 3 bytes: shorter than the check
+        "x" * 5000,  # too long, and no prefix
+    ],
+)
+def test_malformed_cursors_are_refused_in_one_line(bad: str) -> None:
+    with pytest.raises(cursor.CursorError, match=r"^page: not a valid page cursor$"):
+        cursor.decode(bad, "memories", "q1")
+
+
+def test_checked_but_malformed_payloads_say_so() -> None:
+    for payload in (b"[1, 2]", b'{"k": "memories", "q": "q1", "p": [1]}', b"\xff", b"nul"):
+        with pytest.raises(cursor.CursorError, match=r"^page: not a valid page cursor$"):
+            cursor.decode(forge(payload), "memories", "q1")
