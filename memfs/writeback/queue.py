@@ -166,11 +166,13 @@ class WriteBack:
         with trio.move_on_after(patience):
             while True:
                 error = await self._flush_once(key)
-                entry = self._entries.get(key)
-                if error is None or entry is None:
+                if error is None:
                     return
                 if not self._is_transient(error):
-                    raise error
+                    raise error  # its entry is gone: the failure is this flush's to report
+                entry = self._entries.get(key)
+                if entry is None:
+                    return  # cancelled during the run: nothing left to upload
                 await trio.sleep_until(entry.due)
         entry = self._entries.get(key)
         if entry is None:
@@ -256,11 +258,15 @@ class WriteBack:
             error = exc
         except BaseException:
             # cancelled mid-run (a flush's deadline, shutdown): whether the server applied it
-            # is unknown, as after a lost answer; the work stays queued and is retried
+            # is unknown, as after a lost answer; the work stays queued and is retried, unless
+            # ``cancel`` forgot it meanwhile (a retry would resurrect a deleted file)
             entry.running = False
-            if self._entries.get(key) is entry and not entry.cancelled:
-                entry.attempts += 1
-                entry.due = trio.current_time() + self._backoff(entry)
+            if self._entries.get(key) is entry:
+                if entry.cancelled:
+                    del self._entries[key]
+                else:
+                    entry.attempts += 1
+                    entry.due = trio.current_time() + self._backoff(entry)
             self._finished(entry)
             raise
         finally:
