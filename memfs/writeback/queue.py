@@ -23,7 +23,8 @@ Invariants:
   failure has been handed to ``on_failure``;
 - a key never runs twice at the same time; ``schedule`` while running sets ``rerun``;
 - a run cancelled in the middle (a ``flush`` deadline) counts as a transient failure: the
-  entry stays, due again after a backoff, and its waiters are woken.
+  entry stays (unless ``cancel`` forgot it meanwhile), due again after a backoff, and its
+  waiters are woken.
 
 This module must not import the client, pyfuse3 or the filesystem core (only the retry policy).
 """
@@ -155,7 +156,8 @@ class WriteBack:
         but is raised here all the same (the caller is waiting for the server to have it).
         With ``patience`` (seconds) a transient failure is retried, after the queue's backoff,
         until the work is done or that time is up (a run in progress then is cancelled: it
-        stays queued); the last error is raised, ``trio.TooSlowError`` if no run ended.
+        stays queued); the last error is raised, ``trio.TooSlowError`` if no run ended. Work
+        cancelled meanwhile (``cancel``) ends the wait without an error: nothing is left to do.
         """
         if patience <= 0:
             exc = await self._flush_once(key)

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -141,7 +142,8 @@ def test_open_refuses_a_directory_another_user_could_fill(
     with pytest.raises(JournalError) as refused:
         Journal.open(cache, STORE)
     message = str(refused.value)
-    assert "\n" not in message and str(target) in message
+    what = "cache directory" if which == "cache" else "journal directory"
+    assert "\n" not in message and message.startswith(f"the {what} {target} ")
     assert message.endswith(": a change planted there would be uploaded with your key")
     # Nothing was taken: once fixed, the store opens (and the slot's lock was not left held).
     if how == "symlink":
@@ -168,7 +170,8 @@ def test_put_writes_one_private_file_atomically(journal: Journal) -> None:
     assert mode(target) == 0o600
     head, _, rest = target.read_bytes().partition(b"\n")
     assert json.loads(head) == record.header() and rest == b"hi"
-    assert record.written_at  # stamped when written
+    # Stamped when written, in UTC: the order of records survives a change of time zone.
+    assert datetime.fromisoformat(record.written_at).utcoffset() == timedelta(0)
     assert journal.has("ino/7") and not journal.has("ino/8")
     assert len(journal) == 1 and journal.writes == 1
 
@@ -181,6 +184,15 @@ def test_put_keeps_a_given_timestamp_and_replaces_a_record_of_the_same_name(
     (loaded,) = journal.load()
     assert (loaded.path, loaded.data, loaded.written_at) == ("/b", b"second", "2")
     assert len(journal) == 1 and journal.writes == 2
+
+
+def test_a_put_over_a_longer_temp_file_left_by_a_crash_writes_only_itself(
+    journal: Journal,
+) -> None:
+    (journal.directory / "k.tmp").write_bytes(b"x" * 100)  # a put cut before its rename
+    journal.put(Record(name="k", op="put", data=b"new"))
+    assert os.listdir(journal.directory) == ["k.rec"]  # the same temp file, renamed
+    assert [r.data for r in journal.load()] == [b"new"]
 
 
 def test_records_round_trip_and_load_oldest_first(journal: Journal) -> None:
@@ -234,7 +246,9 @@ def test_an_unreadable_record_is_logged_and_kept(
         assert [r.name for r in journal.load()] == ["good"]
     assert bad.read_bytes() == content  # kept for the user to look at
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
-    assert str(bad) in caplog.text and "unreadable (kept)" in caplog.text
+    (logged,) = caplog.records
+    assert logged.getMessage().startswith(f"journal record {bad} is unreadable (kept): ")
+    assert isinstance(logged.args, tuple) and isinstance(logged.args[1], Exception)  # why
     assert len(journal) == 2
 
 
@@ -270,7 +284,10 @@ def test_a_planted_record_makes_open_refuse_and_keeps_everything(tmp_path: Path)
     planted = first.directory / "planted.rec"
     planted.write_bytes(b"{}\n")
     os.chown(planted, OTHER_UID, -1)
-    with pytest.raises(JournalError, match="owned by uid 54321"):
+    with pytest.raises(
+        JournalError,
+        match=rf"^the journal record {planted} is owned by uid 54321, not us: a change planted",
+    ):
         Journal.open(tmp_path, STORE)
     assert sorted(os.listdir(first.directory)) == ["mine.rec", "planted.rec"]
     planted.unlink()
@@ -306,18 +323,26 @@ def test_a_second_mount_takes_the_next_slot(tmp_path: Path) -> None:
         first.close()
 
 
-def test_open_adopts_records_of_dead_slots_and_removes_them(tmp_path: Path) -> None:
+def test_open_adopts_records_of_dead_slots_and_removes_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     base = tmp_path / STORE
     base.mkdir(mode=0o700)
     dead_slot(base, 1, "b", "a")
     (base / "journal-1" / "cut.tmp").write_bytes(b"x")
     dead_slot(base, 4, "c")  # after never-used slots 2 and 3
     live = dead_slot(base, 5, "d")
-    with held(base / "journal-5.lock"):
+    dead_slot(base, 6, "e")
+    (base / "journal-6.lock").unlink()  # its lock file lost (a cache cleaner): still adopted
+    with held(base / "journal-5.lock"), caplog.at_level(logging.INFO, journal_module.__name__):
         opened = Journal.open(tmp_path, STORE)
         try:
             assert opened.directory.name == "journal-0"
-            assert [r.name for r in opened.load()] == ["a", "b", "c"]
+            assert [r.name for r in opened.load()] == ["a", "b", "c", "e"]
+            assert [r.getMessage() for r in caplog.records] == [
+                f"adopted journal record {name}.rec from {base / f'journal-{slot}'}"
+                for name, slot in (("a", 1), ("b", 1), ("c", 4), ("e", 6))
+            ]  # the user can tell where a replayed change came from
             assert sorted(os.listdir(base)) == [
                 "journal-0",
                 "journal-0.lock",
@@ -327,7 +352,7 @@ def test_open_adopts_records_of_dead_slots_and_removes_them(tmp_path: Path) -> N
             assert os.listdir(live) == ["d.rec"]
         finally:
             opened.close()
-    assert Journal.pending(tmp_path, STORE) == (base, 4)
+    assert Journal.pending(tmp_path, STORE) == (base, 5)
 
 
 def test_open_takes_a_dead_slot_with_its_records_first(tmp_path: Path) -> None:
@@ -358,7 +383,7 @@ def test_adoption_refuses_a_planted_record(tmp_path: Path) -> None:
     base.mkdir(mode=0o700)
     dead = dead_slot(base, 1, "a")
     os.chown(dead / "a.rec", OTHER_UID, -1)
-    with pytest.raises(JournalError, match="journal record"):
+    with pytest.raises(JournalError, match=r"^the journal record .*uploaded with your key$"):
         Journal.open(tmp_path, STORE)
     assert os.listdir(dead) == ["a.rec"]
     assert not (base / "journal-0").exists()  # the slot taken was released (and was empty)
