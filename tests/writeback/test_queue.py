@@ -346,3 +346,59 @@ async def test_flush_all_runs_keys_queued_during_the_pass(clock):
         assert await wb.flush_all() == []
         assert script.keys() == ["a", "copy"] and len(wb) == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_deadline_with_no_run_ended_raises_the_last_error_of_the_key(clock):
+    """fsync meeting a key that already failed in the background, whose own run then hangs:
+    the error it reports is that last failure (it says why), not just "too slow"."""
+    script = Script()
+    wb = script.queue(is_transient=is_transient, retry=policy())
+    script.fail["a"] = [DOWN]
+    wb.schedule("a", 60)
+    with pytest.raises(ApiConnectionError):
+        await wb.flush("a")
+    script.hold["a"] = trio.Event()  # the next answer never comes
+    with pytest.raises(ApiConnectionError):
+        await wb.flush("a", patience=5)
+    script.hold["b"] = trio.Event()
+    wb.schedule("b", 60)
+    with pytest.raises(trio.TooSlowError, match=r"^b not done within 5 s$"):
+        await wb.flush("b", patience=5)
+
+
+async def test_a_run_cut_by_a_deadline_counts_as_one_more_failure(clock):
+    """Two failures, then a run cut by fsync's deadline: the next retry waits the third
+    backoff (2 s), as after any third failure in a row."""
+    script = Script()
+    async with trio.open_nursery() as nursery:
+        wb = script.queue(is_transient=is_transient, retry=policy())
+        await nursery.start(wb.run)
+        script.fail["a"] = [DOWN, DOWN]
+        wb.schedule("a", 0)
+        await script.running("a")
+        await script.running("a")  # the first retry, 0.5 s later: fails too (1 s backoff)
+        script.hold["a"] = trio.Event()  # the next run hangs
+        with pytest.raises(ApiConnectionError):  # the last error: no run ended in time
+            await wb.flush("a", patience=0.2)
+        cut = trio.current_time()
+        script.started.pop("a")  # that (cut) run started; wait for the next
+        with trio.fail_after(10):
+            await script.running("a")
+        assert trio.current_time() == cut + 2.0
+        nursery.cancel_scope.cancel()
+
+
+async def test_failures_are_logged_with_key_attempt_and_error(
+    clock, caplog: pytest.LogCaptureFixture
+):
+    """The mount's log is where a user learns why a file is not on the server yet."""
+    script = Script()
+    wb = script.queue(is_transient=lambda exc: exc is DOWN, retry=policy())
+    script.fail["a"] = [DOWN, PreconditionFailedError("changed")]
+    wb.schedule("a", 60)
+    with pytest.raises(PreconditionFailedError):
+        await wb.flush("a", patience=30)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "upload of a failed (attempt 1), retrying in 0.5 s: down"),
+        ("ERROR", f"upload of a failed for good: {PreconditionFailedError('changed')}"),
+    ]
