@@ -4,6 +4,13 @@ are torn or planted, slots of dead daemons, and locks held by live ones.
 No mount and no server: the journal is files in a directory. A lock "held by another process"
 is a ``flock`` on a separate open file description, which is what ``flock`` tells apart (two
 processes, or two ``open``s in one, conflict alike).
+
+Mutants left alive on purpose (``make mutate``): ``missing_ok``, ``same = False`` and the
+``OSError`` close in ``_try_lock`` only matter in a race with another process between two system
+calls; ``O_RDONLY & O_DIRECTORY`` opens the directory all the same; ``create``/``parents``/
+``tighten`` flags where the path always exists or ``False``/``None`` mean the same; the compact
+JSON separators and ``"UTF-8"`` are spellings; ``pending``'s ``OSError`` fallback is not reached
+by ``glob``.
 """
 
 from __future__ import annotations
