@@ -1,6 +1,11 @@
 """Page cursors on their own: every cursor the server issues comes back intact, and nothing else
 is accepted — a refused cursor is always ``CursorError`` (HTTP 400), never a crash or a page of
-another listing."""
+another listing.
+
+Mutants left alive (``make mutate``): ``"UTF-8"``/``"ASCII"`` spellings, ``ensure_ascii`` set to
+its default or to ``None`` (false as ``False``), ``+len(token) % 4`` padding (the decoder takes
+the extra ``=``), and ``rstrip(b"XX=XX")`` (a token never ends in ``X``: the payload ends in
+``}``)."""
 
 from __future__ import annotations
 
