@@ -157,7 +157,8 @@ class WriteBack:
         With ``patience`` (seconds) a transient failure is retried, after the queue's backoff,
         until the work is done or that time is up (a run in progress then is cancelled: it
         stays queued); the last error is raised, ``trio.TooSlowError`` if no run ended. Work
-        cancelled meanwhile (``cancel``) ends the wait without an error: nothing is left to do.
+        that leaves the queue meanwhile ends the wait without an error: cancelled (nothing is
+        left to do), or failed for good (handed to ``on_failure``, which reports it).
         """
         if patience <= 0:
             exc = await self._flush_once(key)
@@ -168,13 +169,11 @@ class WriteBack:
         with trio.move_on_after(patience):
             while True:
                 error = await self._flush_once(key)
-                if error is None:
+                entry = self._entries.get(key)
+                if error is None or entry is None:
                     return
                 if not self._is_transient(error):
-                    raise error  # its entry is gone: the failure is this flush's to report
-                entry = self._entries.get(key)
-                if entry is None:
-                    return  # cancelled during the run: nothing left to upload
+                    raise error
                 await trio.sleep_until(entry.due)
         entry = self._entries.get(key)
         if entry is None:
