@@ -4,6 +4,12 @@ due times of several keys, the default policy, and the concurrency limit.
 The upload is a function the test controls and the clock trio's autojump clock (virtual time),
 as in ``tests/vfs/test_writeback.py``. A check that something did *not* happen waits for a
 probe key due after the moment it would have happened: the probe's upload is the event.
+
+Mutants left alive (``make mutate``): ``False`` flags set to ``None`` (as false), ``<=`` for
+``<`` between due times (equal due times keep the same one), ``running = False`` of the cut run
+(the ``finally`` sets it again), ``patience >= 0`` in ``flush_all`` (a patience of 0 is no
+patience either way), the unreachable ``RuntimeError`` guard of ``_run_one`` and its default,
+and the default policy's ``base_delay``/``max_delay`` (only visible through its random jitter).
 """
 
 from __future__ import annotations
