@@ -14,6 +14,7 @@ and the default policy's ``base_delay``/``max_delay`` (only visible through its 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable
 
 import pytest
@@ -308,16 +309,18 @@ async def test_a_save_during_a_failing_run_is_due_when_it_asked(clock):
 
 
 async def test_flush_with_patience_ends_at_a_permanent_failure(clock):
-    """A refusal ends fsync's retrying at once; it is reported through ``on_failure`` (the
-    filesystem tells the writer from there), not raised. (No background loop here: the retry
-    is the flush's own, not a race with ``run``.)"""
+    """A refusal ends fsync's retrying at once, handed to ``on_failure``. (Whether ``flush``
+    raises it too is left open here: today it does not, see the strict xfail
+    ``test_a_patient_flush_raises_a_permanent_failure`` in tests/core/test_queue.py. No
+    background loop here: the retry is the flush's own, not a race with ``run``.)"""
     script = Script()
     refused = PreconditionFailedError("changed")
     wb = script.queue(is_transient=is_transient, retry=policy())
     script.fail["a"] = [DOWN, refused]
     wb.schedule("a", 60)
     t0 = trio.current_time()
-    await wb.flush("a", patience=30)
+    with contextlib.suppress(PreconditionFailedError):
+        await wb.flush("a", patience=30)
     assert trio.current_time() == t0 + 0.5  # one backoff, then the refusal
     assert script.failures == [("a", refused)] and not wb.pending("a")
 
@@ -403,7 +406,8 @@ async def test_failures_are_logged_with_key_attempt_and_error(
     wb = script.queue(is_transient=lambda exc: exc is DOWN, retry=policy())
     script.fail["a"] = [DOWN, PreconditionFailedError("changed")]
     wb.schedule("a", 60)
-    await wb.flush("a", patience=30)
+    with contextlib.suppress(PreconditionFailedError):  # see the test above
+        await wb.flush("a", patience=30)
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", "upload of a failed (attempt 1), retrying in 0.5 s: down"),
         ("ERROR", f"upload of a failed for good: {PreconditionFailedError('changed')}"),
