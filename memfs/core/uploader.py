@@ -403,8 +403,11 @@ class Uploader:
         self.retry_waiting_for_room()
         conflicts = self.durable.conflict_count
         errors = await self.writeback.flush_all(patience=self.config.fsync_timeout)
-        if errors:
-            raise self._gave_up(errors[0])
+        # permanent failures of this pass are reported below in their own words (waiting for
+        # room, a conflict copy, failed_uploads); what is still retried comes first
+        unavailable = [e for e in errors if isinstance(e, trio.TooSlowError) or is_transient(e)]
+        if unavailable:
+            raise self._gave_up(unavailable[0])
         if self.state.waiting_for_room:
             waiting = len(self.state.waiting_for_room)
             raise NoSpaceError(f"the store is full: {waiting} file(s) wait")
@@ -418,6 +421,8 @@ class Uploader:
                 del self.state.failed_uploads[told]  # nothing will retry it: reported once
             log.info("directory fsync: %s failed for good: %s", self.durable.describe(key), error)
             raise error
+        if errors:
+            raise errors[0]  # failed for good, and none of the above says how
 
     async def move_tree(self, old_path: str, new_path: str) -> None:
         """A directory rename on the server: every memory below ``old_path`` moves (one request

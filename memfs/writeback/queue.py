@@ -157,9 +157,8 @@ class WriteBack:
         With ``patience`` (seconds) a transient failure is retried, after the queue's backoff,
         until the work is done or that time is up (a run in progress then is cancelled: it
         stays queued); the last error is raised, ``trio.TooSlowError`` if no run ended. Work
-        cancelled meanwhile ends the wait without an error (nothing is left to do). Known bug:
-        a permanent failure of a patient flush's run goes to ``on_failure`` but is not raised
-        (strict xfail in tests/core/test_queue.py).
+        cancelled meanwhile ends the wait without an error (nothing is left to do). A permanent
+        failure is raised at once (after ``on_failure`` has heard it).
         """
         if patience <= 0:
             exc = await self._flush_once(key)
@@ -170,11 +169,11 @@ class WriteBack:
         with trio.move_on_after(patience):
             while True:
                 error = await self._flush_once(key)
+                if error is not None and not self._is_transient(error):
+                    raise error  # a permanent failure has no entry left: look before that
                 entry = self._entries.get(key)
                 if error is None or entry is None:
                     return
-                if not self._is_transient(error):
-                    raise error
                 await trio.sleep_until(entry.due)
         entry = self._entries.get(key)
         if entry is None:

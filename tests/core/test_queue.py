@@ -279,11 +279,6 @@ async def test_handing_over_forgets_every_record_and_its_state(
     assert len(lines) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WriteBack.flush with patience returns None after a permanent failure "
-    "(the entry is gone before the error is looked at)",
-)
 async def test_a_patient_flush_raises_a_permanent_failure(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
