@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 # shtab's FILE and DIRECTORY hints for bash and zsh, spelled out: importing shtab to build the
-# parser would cost ~0.1 s (it reads its version from importlib.metadata). tests/cli checks
+# parser would cost ~0.1 s (it reads its version from importlib.metadata). tests/commands checks
 # they equal shtab's own.
 FILE: dict[str, str] = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 DIRECTORY: dict[str, str] = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}

@@ -2,7 +2,7 @@
 due times of several keys, the default policy, and the concurrency limit.
 
 The upload is a function the test controls and the clock trio's autojump clock (virtual time),
-as in ``tests/vfs/test_writeback.py``. A check that something did *not* happen waits for a
+as in ``tests/writeback/test_retry.py``. A check that something did *not* happen waits for a
 probe key due after the moment it would have happened: the probe's upload is the event.
 
 Mutants left alive (``make mutate``): ``False`` flags set to ``None`` (as false), ``<=`` for
