@@ -170,6 +170,8 @@ class Uploader:
             self.contents.put(memory.content_sha256, content.encode("utf-8"))
         holder = self.table.by_id.get(memory_id)
         if holder is node:
+            if memory.id != memory_id:  # a move the API made as create + delete: a new memory
+                self.table.set_memory(node, memory.id)
             self._took(node, memory, gen)
             if self.state.store_path(node) != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
