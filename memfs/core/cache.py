@@ -84,7 +84,13 @@ class ContentCache:
 
 @dataclass(frozen=True)
 class Listing:
-    """A ``depth=1`` listing of one directory; ``started`` is when the request began."""
+    """A ``depth=1`` listing of one directory; ``started`` is when the request began.
+
+    Immutable (a syscall may hold it while a patch replaces it in the cache). Lookups by name
+    and by memory id use an index built once per fetched listing; a patch (``with_item``,
+    ``without``) hands the new listing its predecessor's index, corrected for the one item
+    it changes, so a directory of 2,000 memories is never scanned again to look up one name.
+    """
 
     started: float
     items: tuple[ListItem, ...]
@@ -98,23 +104,106 @@ class Listing:
             return self.started
         return self.patched.get(memory_id, self.started)
 
-    def named(self, name: str) -> list[ListItem]:
-        """The items called ``name`` (a memory and a prefix may share one), in listing order."""
-        return self._by_name.get(name, [])
+    def named(self, name: str) -> tuple[ListItem, ...]:
+        """The items called ``name`` (a memory and a prefix may share one), in path order."""
+        return self._index.by_name.get(name, ())
 
     def name_of(self, memory_id: str) -> str | None:
-        return self._names_of_ids.get(memory_id)
+        return self._index.names_of_ids.get(memory_id)
+
+    def memory(self, memory_id: str) -> Memory | None:
+        """The item of ``memory_id``, if the listing shows it."""
+        name = self.name_of(memory_id)
+        for item in self.named(name) if name is not None else ():
+            if _is_memory(item, memory_id):
+                return item
+        return None
+
+    def shows_directory(self, directory: str) -> bool:
+        """Whether the listing has the prefix of ``directory`` (a child of its own)."""
+        prefix = paths.as_prefix(directory)
+        return any(_is_prefix(i, prefix) for i in self.named(paths.basename(directory)))
+
+    def with_item(self, item: ListItem, *, now: float) -> Listing:
+        """This listing with ``item`` in path order, as the server sorts (``started`` kept);
+        a memory's entry is as new as ``now``."""
+        items = list(self.items)
+        bisect.insort(items, item, key=_path_of)
+        patched = self.patched
+        if isinstance(item, Memory):
+            patched = {**patched, item.id: now}
+        return self._patched(replace(self, items=tuple(items), patched=patched), added=item)
+
+    def without(self, item: ListItem, *, now: float) -> Listing:
+        """This listing without ``item`` (one of its items); a memory's absence is as new as
+        ``now``."""
+        items = self.items
+        at = bisect.bisect_left(items, item.path, key=_path_of)
+        while at < len(items) and items[at] is not item and items[at].path == item.path:
+            at += 1
+        if at >= len(items) or items[at] is not item:  # not in path order: look everywhere
+            at = next(n for n, i in enumerate(items) if i is item)
+        patched = self.patched
+        if isinstance(item, Memory):
+            patched = {**patched, item.id: now}
+        remaining = items[:at] + items[at + 1 :]
+        return self._patched(replace(self, items=remaining, patched=patched), removed=item)
+
+    def _patched(
+        self, listing: Listing, *, added: ListItem | None = None, removed: ListItem | None = None
+    ) -> Listing:
+        """Seed ``listing`` (this one patched) with this one's index, corrected."""
+        if "_index" in self.__dict__:  # not built yet: the new listing builds its own if asked
+            listing.__dict__["_index"] = self._index.changed(added=added, removed=removed)
+        return listing
 
     @cached_property
-    def _by_name(self) -> dict[str, list[ListItem]]:
-        index: dict[str, list[ListItem]] = {}
-        for item in self.items:
-            index.setdefault(listing_name(item), []).append(item)
-        return index
+    def _index(self) -> _Index:
+        return _Index.of(self.items)
 
-    @cached_property
-    def _names_of_ids(self) -> dict[str, str]:
-        return {i.id: listing_name(i) for i in self.items if isinstance(i, Memory)}
+
+@dataclass(frozen=True)
+class _Index:
+    """A listing's items by entry name, and the entry names of its memories by id."""
+
+    by_name: dict[str, tuple[ListItem, ...]]
+    names_of_ids: dict[str, str]
+
+    @classmethod
+    def of(cls, items: tuple[ListItem, ...]) -> _Index:
+        by_name: dict[str, tuple[ListItem, ...]] = {}
+        names_of_ids: dict[str, str] = {}
+        for item in items:
+            name = listing_name(item)
+            by_name[name] = (*by_name.get(name, ()), item)
+            if isinstance(item, Memory):
+                names_of_ids[item.id] = name
+        return cls(by_name, names_of_ids)
+
+    def changed(self, *, added: ListItem | None, removed: ListItem | None) -> _Index:
+        """A copy with one item added or removed (dict copies: no Python work per entry)."""
+        by_name = dict(self.by_name)
+        names_of_ids = self.names_of_ids
+        if added is not None:
+            name = listing_name(added)
+            by_name[name] = tuple(sorted((*by_name.get(name, ()), added), key=_path_of))
+            if isinstance(added, Memory):
+                names_of_ids = {**names_of_ids, added.id: name}
+        if removed is not None:
+            name = listing_name(removed)
+            left = tuple(i for i in by_name.get(name, ()) if i is not removed)
+            if left:
+                by_name[name] = left
+            else:
+                by_name.pop(name, None)
+            if isinstance(removed, Memory):
+                names_of_ids = dict(names_of_ids)
+                names_of_ids.pop(removed.id, None)
+        return _Index(by_name, names_of_ids)
+
+
+def _path_of(item: ListItem) -> str:
+    return item.path
 
 
 def listing_name(item: ListItem) -> str:
@@ -271,7 +360,7 @@ class ListingCache:
             return
         parent = paths.parent(directory)
         above = self._cache.get(parent)
-        if above is not None and _shows_directory(above, directory):
+        if above is not None and above.shows_directory(directory):
             self.drop(parent)
             self._gone.append(directory)  # perhaps: the kernel must ask again
 
@@ -284,12 +373,7 @@ class ListingCache:
     def _item(self, memory_id: str) -> Memory | None:
         directory = self._where.get(memory_id)
         listing = self._cache.get(directory) if directory is not None else None
-        if listing is None:
-            return None
-        for item in listing.items:
-            if _is_memory(item, memory_id):
-                return item
-        return None
+        return listing.memory(memory_id) if listing is not None else None
 
     def _move(self, memory: Memory, current: Memory | None) -> None:
         directory = paths.parent(memory.path)
@@ -298,7 +382,8 @@ class ListingCache:
         self._mark_changed(directory)
         listing = self._cache.get(directory)
         if listing is not None:
-            self._cache[directory] = _inserted(listing, replace(memory, content=None))
+            item = replace(memory, content=None)
+            self._cache[directory] = listing.with_item(item, now=time.monotonic())
             self._where[memory.id] = directory
         self._add_prefixes(memory.path)
 
@@ -309,13 +394,15 @@ class ListingCache:
         listing = self._cache.get(directory)
         if listing is None:
             return
-        items = tuple(i for i in listing.items if not _is_memory(i, memory_id))
-        self._cache[directory] = replace(
-            listing, items=items, patched={**listing.patched, memory_id: time.monotonic()}
-        )
+        item = listing.memory(memory_id)
+        if item is not None:
+            listing = listing.without(item, now=time.monotonic())
+        else:  # not shown: its absence is as new as now all the same
+            listing = replace(listing, patched={**listing.patched, memory_id: time.monotonic()})
+        self._cache[directory] = listing
         if self._where.get(memory_id) == directory:
             del self._where[memory_id]
-        if not items and directory != keep:
+        if not listing.items and directory != keep:
             self._prune_empty(directory)
 
     def _prune_empty(self, directory: str) -> None:
@@ -325,14 +412,17 @@ class ListingCache:
             above = self._cache.get(parent)
             if above is None:
                 return
-            if not _shows_directory(above, directory):
+            prefix = paths.as_prefix(directory)
+            shown = next(
+                (i for i in above.named(paths.basename(directory)) if _is_prefix(i, prefix)), None
+            )
+            if shown is None:
                 return
             self._mark_changed(parent)
-            prefix = paths.as_prefix(directory)
-            items = tuple(i for i in above.items if not _is_prefix(i, prefix))
-            self._cache[parent] = replace(above, items=items)
+            above = above.without(shown, now=time.monotonic())
+            self._cache[parent] = above
             self._gone.append(directory)
-            if items:
+            if above.items:
                 return
             directory = parent
 
@@ -341,9 +431,10 @@ class ListingCache:
         for directory in reversed(paths.ancestors(path)):
             parent = paths.parent(directory)
             listing = self._cache.get(parent)
-            if listing is not None and not _shows_directory(listing, directory):
+            if listing is not None and not listing.shows_directory(directory):
                 self._mark_changed(parent)
-                self._cache[parent] = _inserted(listing, MemoryPrefix(paths.as_prefix(directory)))
+                prefix = MemoryPrefix(paths.as_prefix(directory))
+                self._cache[parent] = listing.with_item(prefix, now=time.monotonic())
 
     def _remove(self, directory: str) -> None:
         listing = self._cache.pop(directory, None)
@@ -363,24 +454,9 @@ class ListingCache:
         return len(self._cache)
 
 
-def _inserted(listing: Listing, item: ListItem) -> Listing:
-    """``listing`` with ``item`` in path order, as the server sorts (``started`` unchanged)."""
-    items = list(listing.items)
-    bisect.insort(items, item, key=lambda i: i.path)
-    patched = listing.patched
-    if isinstance(item, Memory):
-        patched = {**patched, item.id: time.monotonic()}
-    return replace(listing, items=tuple(items), patched=patched)
-
-
 def _is_memory(item: ListItem, memory_id: str) -> TypeGuard[Memory]:
     return isinstance(item, Memory) and item.id == memory_id
 
 
 def _is_prefix(item: ListItem, prefix: str) -> bool:
     return isinstance(item, MemoryPrefix) and item.path == prefix
-
-
-def _shows_directory(listing: Listing, directory: str) -> bool:
-    prefix = paths.as_prefix(directory)
-    return any(_is_prefix(i, prefix) for i in listing.items)

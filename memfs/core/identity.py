@@ -44,11 +44,18 @@ class Identities:
                 and not self.writeback.running(key)
             ):
                 return pending
-        for node in self.table.by_id.values():
+        for node in list(self.state.departed.values()):
+            if (
+                node.departed_from is None
+                or node.memory_id is None
+                or self.table.by_id.get(node.memory_id) is not node
+                or now - node.departed_at > self.config.grace
+            ):
+                del self.state.departed[node.ino]  # adopted, settled or too late: for good
+                continue
             if (
                 node.departed_from == path
                 and node.path != path
-                and now - node.departed_at <= self.config.grace
                 and not self.writeback.running(node.ino)
             ):
                 return node

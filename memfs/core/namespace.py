@@ -194,7 +194,7 @@ class Namespace:
         found = None
         path = paths.join(directory, name)
         clashing = base_name(name)  # ``x.file-clash`` is the memory ``x`` when x clashes
-        items = listing.named(name) + (listing.named(clashing) if clashing is not None else [])
+        items = listing.named(name) + (listing.named(clashing) if clashing is not None else ())
         for item in items:
             node = self._listed_entry(directory, item, listing, now)
             if node is not None and node.path == path:

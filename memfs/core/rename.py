@@ -106,6 +106,7 @@ class Renames:
             if src.departed_from is None:
                 src.departed_from = old_path
             src.departed_at = self.state.now()
+            self.state.departed[src.ino] = src
             self.writeback.schedule(src.ino, self.config.grace, debounce=True)
         else:
             src.dirty = True

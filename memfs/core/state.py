@@ -59,6 +59,10 @@ class CoreState:
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
         self.local_dirs: set[str] = set()  # directories kept until rmdir (mkdir, emptied here)
         self.removed_dirs: dict[str, float] = {}  # rmdir'ed; remote prefixes hidden a while
+        # memory nodes renamed away (``Node.departed_from``), by inode: a create at a path
+        # they left asks only them (``Identities.adoptable``), not every memory of the store.
+        # A superset: entries whose window ended or that were adopted are pruned when asked
+        self.departed: dict[int, Node] = {}
         # file memories shown under a derived name beside a same-named directory (core.clashes)
         self.clashes = Clashes()
         # changes of the change feed to nodes open with data, applied at their last release
