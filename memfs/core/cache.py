@@ -119,10 +119,13 @@ class Listing:
                 return item
         return None
 
-    def shows_directory(self, directory: str) -> bool:
-        """Whether the listing has the prefix of ``directory`` (a child of its own)."""
+    def directory_item(self, directory: str) -> MemoryPrefix | None:
+        """The prefix item of ``directory`` (a child of the listed one), if listed."""
         prefix = paths.as_prefix(directory)
-        return any(_is_prefix(i, prefix) for i in self.named(paths.basename(directory)))
+        for item in self.named(paths.basename(directory)):
+            if isinstance(item, MemoryPrefix) and item.path == prefix:
+                return item
+        return None
 
     def with_item(self, item: ListItem, *, now: float) -> Listing:
         """This listing with ``item`` in path order, as the server sorts (``started`` kept);
@@ -360,7 +363,7 @@ class ListingCache:
             return
         parent = paths.parent(directory)
         above = self._cache.get(parent)
-        if above is not None and above.shows_directory(directory):
+        if above is not None and above.directory_item(directory) is not None:
             self.drop(parent)
             self._gone.append(directory)  # perhaps: the kernel must ask again
 
@@ -412,10 +415,7 @@ class ListingCache:
             above = self._cache.get(parent)
             if above is None:
                 return
-            prefix = paths.as_prefix(directory)
-            shown = next(
-                (i for i in above.named(paths.basename(directory)) if _is_prefix(i, prefix)), None
-            )
+            shown = above.directory_item(directory)
             if shown is None:
                 return
             self._mark_changed(parent)
@@ -431,7 +431,7 @@ class ListingCache:
         for directory in reversed(paths.ancestors(path)):
             parent = paths.parent(directory)
             listing = self._cache.get(parent)
-            if listing is not None and not listing.shows_directory(directory):
+            if listing is not None and listing.directory_item(directory) is None:
                 self._mark_changed(parent)
                 prefix = MemoryPrefix(paths.as_prefix(directory))
                 self._cache[parent] = listing.with_item(prefix, now=time.monotonic())
@@ -456,7 +456,3 @@ class ListingCache:
 
 def _is_memory(item: ListItem, memory_id: str) -> TypeGuard[Memory]:
     return isinstance(item, Memory) and item.id == memory_id
-
-
-def _is_prefix(item: ListItem, prefix: str) -> bool:
-    return isinstance(item, MemoryPrefix) and item.path == prefix
