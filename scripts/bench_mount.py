@@ -10,7 +10,8 @@ directory. Then, for each server latency (plain, and 50 ms injected per request)
   download (``view=full`` pages of 20, then every file written locally);
 - cold ``grep -r`` of the whole tree;
 - warm read of every file, warm ``stat`` of every file;
-- writing 200 small files (until every ``close`` returned, then until the store has them);
+- writing 200 small files (until every ``close`` returned, then until the store has them),
+  against a local loop without and with ``fdatasync`` per file (a memfs close is durable);
 - a change in one mount until it is visible in another (p50, p99; 20 samples);
 - the daemon's resident memory with the store cached.
 
@@ -244,11 +245,17 @@ def grep(root: Path) -> None:
     subprocess.run(["grep", "-r", "-l", "NEEDLE", str(root)], capture_output=True, check=True)
 
 
-def write_many(root: Path, label: str, count: int = 200) -> None:
+def write_many(root: Path, label: str, count: int = 200, *, sync: bool = False) -> None:
+    """``count`` new small files, each written and closed (``sync``: ``fdatasync`` before the
+    close, the fair local comparison for memfs, whose close is durable)."""
     target = root / f"written-{label.replace(' ', '')}"
     target.mkdir(exist_ok=True)
     for n in range(count):
-        (target / f"w{n:03}.md").write_text(f"small file {n}\n")
+        with open(target / f"w{n:03}.md", "w") as handle:
+            handle.write(f"small file {n}\n")
+            if sync:
+                handle.flush()
+                os.fdatasync(handle.fileno())
 
 
 def run_setting(
@@ -298,12 +305,15 @@ def run_setting(
         w.mount()
         before = w.requests()
         local_write = timed(lambda: write_many(local, label))
-        row("write 200 small files (closes)", timed(lambda: write_many(w.point, label)),
-            local_write, None)  # fmt: skip
+        local_synced = timed(lambda: write_many(local, label + "-sync", sync=True))
+        closes = timed(lambda: write_many(w.point, label))
+        row("write 200 small files (closes)", closes, local_write, None)
+        row("  ... vs local with fdatasync per file", closes, local_synced, None)
         row("  ... until the store has them", timed(w.settle), None,
             w.requests() - before)  # fmt: skip
         w.umount()
-        shutil.rmtree(local / f"written-{label.replace(' ', '')}")
+        for suffix in ("", "-sync"):
+            shutil.rmtree(local / f"written-{(label + suffix).replace(' ', '')}")
         for mount, mode in ((b, "auto"), (c, "poll")):
             mount.mount("--change-feed", mode)
             target = "topic-00/note-0000.md"
