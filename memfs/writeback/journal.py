@@ -4,19 +4,29 @@ Owns one directory per running mount, ``<cache dir>/<store id>/journal-<slot>/``
 exclusive ``flock`` on ``journal-<slot>.lock`` for the daemon's life (two mounts of one store
 take two slots; a slot whose daemon died is free again and its records are replayed by the
 next mount of the store). A slot left empty (clean unmount, records adopted) is removed with
-its lock file, so the cache directory does not fill up with them. Each pending change is one
-file ``<name>.rec``: a one-line JSON header (``Record`` without its data), a newline, then the
-raw content bytes, if any.
+its lock file, so the cache directory does not fill up with them.
+
+The slot holds one append-only file, ``log``: a sequence of entries, each a 12-byte frame
+header (magic ``mjl1``, payload length and CRC-32, big-endian) then the payload. A record's
+payload is a one-line JSON header (``Record`` without its data), a newline, then the raw
+content bytes, if any; a drop's is ``{"drop": <name>}``. The live records are the last record
+of each name not dropped since. Format of earlier versions, still read: one file
+``<name>.rec`` per record, holding a record's payload; ``open`` moves them into the log.
 
 Trust: a record is uploaded with the user's key, so a record another local user could have
 planted is never read. ``open`` refuses (``JournalError``, one line) a cache directory, store
 directory or slot that is not the user's own or that others can write to, and any record file
 that is not a regular file of the user's; the directories it creates are 0700, records 0600.
 
-Durability: a record is written to a temporary file, fsynced, renamed into place and the
-directory fsynced before ``put`` returns; ``drop`` unlinks and fsyncs the directory. So after
-``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record, and a record is never
-seen half-written.
+Durability: ``put`` and ``drop`` append one entry and ``fdatasync`` the log before they return
+(one flush per commit: the log's directory entry was made durable when the log was created).
+So after ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. Only the entry
+being appended when the machine stopped can be torn: its length or checksum does not match, and
+``open`` cuts the log there (entries are appended in order and each was flushed before the
+next began, so nothing written before it is lost). A failed append is cut off the same way.
+When no record is live the log is truncated to nothing; when dead entries make up more than
+half of a log over ``COMPACT_BYTES``, the live ones are copied to ``log.new``, flushed, and
+renamed over the log (a crash before the rename leaves the old log, which ``open`` uses).
 
 This module stores and loads records; it must not decide what they mean (``vfs`` does), talk to
 the server, or hold clean cache data. See docs/writeback.md for the states and the replay.
@@ -30,6 +40,8 @@ import json
 import logging
 import os
 import re
+import struct
+import zlib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +52,10 @@ from memfs.private import NotPrivateError, check_private_file, private_dir
 log = logging.getLogger(__name__)
 
 MAX_SLOTS = 64
+LOG = "log"
+COMPACT_BYTES = 1 << 20  # a log this large is rewritten when most of it is dead entries
+_FRAME = struct.Struct(">4sII")  # magic, payload length, CRC-32 of the payload
+_MAGIC = b"mjl1"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 Op = Literal["put", "delete", "conflict"]
@@ -99,11 +115,60 @@ def _private_dir(path: Path, what: str, *, create: bool = True, tighten: bool = 
         raise JournalError(str(exc)) from None
 
 
-def _check_record(path: Path) -> None:
+def _check_record(path: Path, what: str = "journal record") -> None:
     try:
-        check_private_file(path, "journal record", why=_WHY)
+        check_private_file(path, what, why=_WHY)
     except NotPrivateError as exc:
         raise JournalError(str(exc)) from None
+
+
+def _payload(record: Record) -> bytes:
+    header = json.dumps(record.header(), separators=(",", ":")).encode("utf-8")
+    return header + b"\n" + (record.data or b"")
+
+
+def _frame(payload: bytes) -> bytes:
+    return _FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
+
+
+def _decode(payload: bytes) -> Record | str:
+    """The record a payload holds, or the name a drop entry forgets."""
+    head, _, rest = payload.partition(b"\n")
+    header = json.loads(head)
+    if isinstance(header, dict) and set(header) == {"drop"}:
+        return str(header["drop"])
+    data = rest if header.pop("has_data") else None
+    return Record(data=data, **header)
+
+
+def _scan(raw: bytes) -> tuple[dict[str, tuple[Record, int, int]], int]:
+    """The live records of a log's bytes, each with where its entry starts and ends, in the
+    order written; and where the whole entries end (what follows is a torn last entry)."""
+    live: dict[str, tuple[Record, int, int]] = {}
+    offset = 0
+    while offset + _FRAME.size <= len(raw):
+        magic, length, crc = _FRAME.unpack_from(raw, offset)
+        start = offset + _FRAME.size
+        payload = raw[start : start + length]
+        if magic != _MAGIC or len(payload) != length or zlib.crc32(payload) != crc:
+            break
+        try:
+            entry = _decode(payload)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            log.error("journal entry at byte %d is unreadable (skipped): %s", offset, exc)
+        else:
+            name = entry if isinstance(entry, str) else entry.name
+            live.pop(name, None)
+            if not isinstance(entry, str):
+                live[name] = (entry, offset, start + length)
+        offset = start + length
+    return live, offset
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class Journal:
@@ -114,6 +179,36 @@ class Journal:
         self._lock_fd = lock_fd
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.writes = 0
+        self._log = directory / LOG
+        (directory / (LOG + ".new")).unlink(missing_ok=True)  # a compaction cut before its rename
+        created = not os.path.lexists(self._log)
+        if not created:
+            _check_record(self._log, "journal log")  # before it is opened, let alone read
+        try:
+            self._fd = os.open(
+                self._log, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
+            )
+        except OSError as exc:
+            raise JournalError(f"cannot use the journal log {self._log}: {exc.strerror}") from None
+        try:
+            if created:
+                _fsync_dir(directory)  # the log's name is durable before any record is in it
+            raw = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+            live, self._size = _scan(raw)
+            if self._size < len(raw):
+                log.warning(
+                    "journal log %s: its last %d byte(s) are a torn entry (a write cut short "
+                    "by a crash): ignored",
+                    self._log,
+                    len(raw) - self._size,
+                )
+                os.ftruncate(self._fd, self._size)
+                os.fdatasync(self._fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        # record name -> where its entry is in the log (the content stays on disk)
+        self._live = {name: (start, end) for name, (_, start, end) in live.items()}
 
     @classmethod
     def open(cls, cache_dir: Path, store_id: str) -> Journal:
@@ -134,37 +229,79 @@ class Journal:
                 if fd is None:
                     continue
                 if mine is None:
-                    mine = cls(directory, fd)
+                    try:
+                        mine = cls(directory, fd)
+                    except BaseException:
+                        os.close(fd)
+                        raise
                     continue
                 try:  # a free slot of a daemon that died: adopt its records
                     if directory.is_dir():
-                        for entry in sorted(directory.glob("*.rec")):
-                            _check_record(entry)
-                            os.replace(entry, mine.directory / entry.name)
-                            log.info("adopted journal record %s from %s", entry.name, directory)
-                        _fsync_dir(mine.directory)
+                        mine._adopt(directory)
                     _remove_slot(directory, lock)
                 finally:
                     os.close(fd)
             if mine is None:
                 raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
-            for entry in mine.directory.glob("*.rec"):
-                _check_record(entry)  # before anything is loaded, let alone uploaded
+            mine._migrate()  # before anything is loaded, let alone uploaded
         except JournalError:
             if mine is not None:
                 mine.close()  # records stay where they are, for the user to look at
             raise
         return mine
 
+    def _adopt(self, directory: Path) -> None:
+        """Take over the records of the dead slot ``directory`` (its log is removed once they
+        are in ours: a crash in between adopts them again, which changes nothing)."""
+        for entry in sorted(directory.glob("*.rec")):  # the earlier format: moved as they are
+            _check_record(entry)
+            os.replace(entry, self.directory / entry.name)
+            log.info("adopted journal record %s from %s", entry.name, directory)
+        _fsync_dir(self.directory)
+        dead = directory / LOG
+        if not os.path.lexists(dead):
+            return
+        _check_record(dead, "journal log")
+        records = [record for record, _, _ in _scan(dead.read_bytes())[0].values()]
+        self._append([(record.name, _frame(_payload(record))) for record in records])
+        for record in records:
+            log.info("adopted journal record %s from %s", record.name, directory)
+        dead.unlink()
+
+    def _migrate(self) -> None:
+        """Move the records of the earlier format (one ``.rec`` file each) into the log;
+        an unreadable one is logged and kept."""
+        for entry in self.directory.glob("*.tmp"):
+            entry.unlink(missing_ok=True)  # a put of the earlier format cut before its rename
+        moved: list[Path] = []
+        entries: list[tuple[str | None, bytes]] = []
+        for entry in sorted(self.directory.glob("*.rec")):
+            _check_record(entry)
+            try:
+                record = _decode(entry.read_bytes())
+                if isinstance(record, str):
+                    raise ValueError("a drop entry is not a record")
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.error("journal record %s is unreadable (kept): %s", entry, exc)
+                continue
+            entries.append((record.name, _frame(_payload(record))))
+            moved.append(entry)
+        if not moved:
+            return
+        self._append(entries)
+        for entry in moved:
+            entry.unlink()
+        _fsync_dir(self.directory)
+
     @staticmethod
     def pending(cache_dir: Path, store_id: str) -> tuple[Path, int]:
         """The store's journal directory and how many records its slots hold (changes
         nothing: for a read-only mount, which leaves them to the next read-write mount)."""
         base = cache_dir / _SAFE.sub("_", store_id)
-        try:
-            count = sum(1 for _ in base.glob("journal-*/*.rec"))
-        except OSError:
-            count = 0
+        count = sum(1 for _ in base.glob("journal-*/*.rec"))
+        for path in base.glob(f"journal-*/{LOG}"):
+            with contextlib.suppress(OSError):
+                count += len(_scan(path.read_bytes())[0])
         return base, count
 
     def close(self) -> None:
@@ -172,64 +309,91 @@ class Journal:
         for the next mount."""
         if self._lock_fd is None:
             return
+        os.close(self._fd)
         lock = self.directory.with_name(self.directory.name + ".lock")
         _remove_slot(self.directory, lock)  # still locked: nobody else is using it
         os.close(self._lock_fd)
         self._lock_fd = None
 
-    @staticmethod
-    def file_name(name: str) -> str:
-        return _SAFE.sub("_", name) + ".rec"
-
     def put(self, record: Record) -> None:
         """Write ``record`` durably (replacing one of the same name)."""
         if not record.written_at:
             record.written_at = datetime.now(UTC).isoformat()
-        target = self.directory / self.file_name(record.name)
-        temp = target.with_suffix(".tmp")
-        header = json.dumps(record.header(), separators=(",", ":")).encode("utf-8")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, header + b"\n" + (record.data or b""))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-        _fsync_dir(self.directory)
+        self._append([(record.name, _frame(_payload(record)))])
         self.writes += 1
+        self._compact()
 
     def drop(self, name: str) -> None:
         """Forget the record ``name`` (nothing happens if there is none)."""
-        target = self.directory / self.file_name(name)
-        try:
-            target.unlink()
-        except FileNotFoundError:
+        if name not in self._live:
             return
+        if len(self._live) == 1:  # the last one: nothing in the log is live any more
+            os.ftruncate(self._fd, 0)
+            os.fdatasync(self._fd)
+            self._size = 0
+            self._live.clear()
+            return
+        drop = json.dumps({"drop": name}, separators=(",", ":")).encode("utf-8")
+        self._append([(None, _frame(drop))])
+        del self._live[name]
+        self._compact()
+
+    def _append(self, entries: list[tuple[str | None, bytes]]) -> None:
+        """Append ``entries`` (record name or None, frame) with one flush; on failure the log
+        is cut back to where it was, so no torn entry hides the ones appended later."""
+        start = self._size
+        data = b"".join(frame for _, frame in entries)
+        try:
+            _write_all(self._fd, data)
+            os.fdatasync(self._fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
+        for name, frame in entries:
+            if name is not None:
+                self._live[name] = (start, start + len(frame))
+            start += len(frame)
+        self._size = start
+
+    def _compact(self) -> None:
+        """Rewrite a large log that is mostly dead entries (module docstring)."""
+        live_bytes = sum(end - start for start, end in self._live.values())
+        if self._size < COMPACT_BYTES or live_bytes * 2 > self._size:
+            return
+        raw = os.pread(self._fd, self._size, 0)
+        spans: dict[str, tuple[int, int]] = {}
+        chunks: list[bytes] = []
+        size = 0
+        for name, (start, end) in sorted(self._live.items(), key=lambda item: item[1]):
+            chunks.append(raw[start:end])
+            spans[name] = (size, size + end - start)
+            size += end - start
+        temp = self.directory / (LOG + ".new")
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            _write_all(fd, b"".join(chunks))
+            os.fdatasync(fd)
+            os.replace(temp, self._log)
+        except BaseException:
+            os.close(fd)
+            raise
         _fsync_dir(self.directory)
+        os.close(self._fd)
+        self._fd, self._size, self._live = fd, size, spans
 
     def has(self, name: str) -> bool:
-        return (self.directory / self.file_name(name)).exists()
+        return name in self._live
 
     def load(self) -> list[Record]:
-        """Every record in the directory, oldest first (unreadable ones are logged and kept)."""
-        records = []
-        for entry in self.directory.glob("*.tmp"):
-            entry.unlink(missing_ok=True)  # a put interrupted before its rename
-        for entry in self.directory.glob("*.rec"):
-            try:
-                _check_record(entry)  # checked by ``open`` too: this is for one planted since
-                raw = entry.read_bytes()
-                head, _, rest = raw.partition(b"\n")
-                header = json.loads(head)
-                data = rest if header.pop("has_data") else None
-                records.append(Record(data=data, **header))
-            except (OSError, ValueError, TypeError, KeyError, JournalError) as exc:
-                log.error("journal record %s is unreadable (kept): %s", entry, exc)
+        """Every live record, oldest first."""
+        records = [record for record, _, _ in _scan(os.pread(self._fd, self._size, 0))[0].values()]
         records.sort(key=lambda r: r.written_at)
         return records
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.directory.glob("*.rec"))
+        """The live records, and records of the earlier format kept because unreadable."""
+        return len(self._live) + sum(1 for _ in self.directory.glob("*.rec"))
 
 
 def _try_lock(path: Path) -> int | None:
@@ -264,6 +428,10 @@ def _remove_slot(directory: Path, lock: Path) -> None:
         if directory.is_dir():
             for entry in directory.glob("*.tmp"):
                 entry.unlink(missing_ok=True)
+            (directory / (LOG + ".new")).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if (directory / LOG).stat().st_size == 0:
+                    (directory / LOG).unlink()  # no record in it
             directory.rmdir()  # fails if records are left: they stay for the next mount
         lock.unlink(missing_ok=True)
     except OSError:

@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import stat
+import struct
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -168,14 +170,25 @@ def test_open_refuses_a_slot_that_is_a_file(tmp_path: Path) -> None:
         Journal.open(tmp_path, STORE)
 
 
-def test_put_writes_one_private_file_atomically(journal: Journal) -> None:
+def entries(log: Path) -> list[bytes]:
+    """The payloads of a log's entries, each checked against its frame."""
+    raw, payloads = log.read_bytes(), []
+    while raw:
+        magic, length, crc = struct.unpack(">4sII", raw[:12])
+        payload, raw = raw[12 : 12 + length], raw[12 + length :]
+        assert (magic, len(payload), zlib.crc32(payload)) == (b"mjl1", length, crc)
+        payloads.append(payload)
+    return payloads
+
+
+def test_put_appends_one_entry_to_a_private_log(journal: Journal) -> None:
     record = Record(name="ino/7", op="put", path="/a.md", memory_id="m1", base_sha="s1", data=b"hi")
     journal.put(record)
-    target = journal.directory / "ino_7.rec"
-    assert Journal.file_name("ino/7") == "ino_7.rec"
-    assert os.listdir(journal.directory) == ["ino_7.rec"]  # no temp file left behind
+    target = journal.directory / "log"
+    assert os.listdir(journal.directory) == ["log"]  # one file, whatever the record's name
     assert mode(target) == 0o600
-    head, _, rest = target.read_bytes().partition(b"\n")
+    (payload,) = entries(target)
+    head, _, rest = payload.partition(b"\n")
     assert json.loads(head) == record.header() and rest == b"hi"
     # Stamped when written, in UTC: the order of records survives a change of time zone.
     assert datetime.fromisoformat(record.written_at).utcoffset() == timedelta(0)
@@ -193,13 +206,17 @@ def test_put_keeps_a_given_timestamp_and_replaces_a_record_of_the_same_name(
     assert len(journal) == 1 and journal.writes == 2
 
 
-def test_a_put_over_a_longer_temp_file_left_by_a_crash_writes_only_itself(
-    journal: Journal,
-) -> None:
-    (journal.directory / "k.tmp").write_bytes(b"x" * 100)  # a put cut before its rename
-    journal.put(Record(name="k", op="put", data=b"new"))
-    assert os.listdir(journal.directory) == ["k.rec"]  # the same temp file, renamed
-    assert [r.data for r in journal.load()] == [b"new"]
+def test_a_compaction_cut_before_its_rename_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+    first = Journal.open(tmp_path, STORE)
+    first.put(Record(name="k", op="put", data=b"kept"))
+    first.close()
+    (first.directory / "log.new").write_bytes(b"x" * 100)  # cut before its rename
+    again = Journal.open(tmp_path, STORE)
+    try:
+        assert os.listdir(again.directory) == ["log"]
+        assert [r.data for r in again.load()] == [b"kept"]
+    finally:
+        again.close()
 
 
 def test_records_round_trip_and_load_oldest_first(journal: Journal) -> None:
@@ -224,11 +241,15 @@ def test_drop_forgets_and_a_missing_record_is_no_error(journal: Journal) -> None
     assert [r.name for r in journal.load()] == ["b"] and not journal.has("a")
 
 
-def test_load_removes_a_put_cut_before_its_rename(journal: Journal) -> None:
-    journal.put(Record(name="a", op="delete"))
-    (journal.directory / "b.tmp").write_bytes(b'{"name": "b", "op"')  # torn, never renamed
-    assert [r.name for r in journal.load()] == ["a"]
-    assert sorted(os.listdir(journal.directory)) == ["a.rec"]
+def test_open_removes_a_put_of_the_earlier_format_cut_before_its_rename(tmp_path: Path) -> None:
+    slot = dead_slot(tmp_path / STORE, 0, "a")
+    (slot / "b.tmp").write_bytes(b'{"name": "b", "op"')  # torn, never renamed
+    opened = Journal.open(tmp_path, STORE)
+    try:
+        assert [r.name for r in opened.load()] == ["a"]
+        assert os.listdir(opened.directory) == ["log"]  # "a.rec" moved into the log
+    finally:
+        opened.close()
 
 
 @pytest.mark.parametrize(
@@ -244,25 +265,30 @@ def test_load_removes_a_put_cut_before_its_rename(journal: Journal) -> None:
     ],
 )
 def test_an_unreadable_record_is_logged_and_kept(
-    journal: Journal, caplog: pytest.LogCaptureFixture, content: bytes
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes
 ) -> None:
-    journal.put(Record(name="good", op="delete"))
-    bad = journal.directory / "torn.rec"
+    slot = dead_slot(tmp_path / STORE, 0, "good")  # the earlier format: one file per record
+    bad = slot / "torn.rec"
     bad.write_bytes(content)
     with caplog.at_level(logging.ERROR, logger=journal_module.__name__):
+        journal = Journal.open(tmp_path, STORE)
+    try:
         assert [r.name for r in journal.load()] == ["good"]
+        assert len(journal) == 2
+    finally:
+        journal.close()
     assert bad.read_bytes() == content  # kept for the user to look at
+    assert sorted(os.listdir(slot)) == ["log", "torn.rec"]  # the slot stays, with both
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
     (logged,) = caplog.records
     assert logged.getMessage().startswith(f"journal record {bad} is unreadable (kept): ")
     assert isinstance(logged.args, tuple) and isinstance(logged.args[1], Exception)  # why
-    assert len(journal) == 2
 
 
 @pytest.mark.parametrize("how", ["other owner", "group-writable", "symlink", "directory"])
-def test_a_record_planted_after_open_is_never_loaded(
-    journal: Journal, caplog: pytest.LogCaptureFixture, tmp_path: Path, how: str
-) -> None:
+def test_a_record_planted_after_open_is_never_loaded(tmp_path: Path, how: str) -> None:
+    journal = Journal.open(tmp_path, STORE)
+    journal.put(Record(name="mine", op="delete"))
     planted = journal.directory / "planted.rec"
     if how == "symlink":
         real = tmp_path / "real.rec"
@@ -276,12 +302,11 @@ def test_a_record_planted_after_open_is_never_loaded(
             os.chown(planted, OTHER_UID, -1)
         else:
             os.chmod(planted, 0o620)
-    with caplog.at_level(logging.ERROR, logger=journal_module.__name__):
-        assert journal.load() == []
-    assert "planted.rec" in caplog.text
+    assert [r.name for r in journal.load()] == ["mine"]  # only the log is read
+    journal.close()
+    with pytest.raises(JournalError, match=r"^the journal record .*planted\.rec "):
+        Journal.open(tmp_path, STORE)  # nor is it taken in by the next mount
     assert os.path.lexists(planted)
-    if how == "directory":
-        planted.rmdir()  # lets the fixture's close remove the slot
 
 
 def test_a_planted_record_makes_open_refuse_and_keeps_everything(tmp_path: Path) -> None:
@@ -296,7 +321,7 @@ def test_a_planted_record_makes_open_refuse_and_keeps_everything(tmp_path: Path)
         match=rf"^the journal record {planted} is owned by uid 54321, not us: a change planted",
     ):
         Journal.open(tmp_path, STORE)
-    assert sorted(os.listdir(first.directory)) == ["mine.rec", "planted.rec"]
+    assert sorted(os.listdir(first.directory)) == ["log", "planted.rec"]
     planted.unlink()
     again = Journal.open(tmp_path, STORE)  # the refused open let go of the slot
     assert again.directory == first.directory and [r.name for r in again.load()] == ["mine"]
@@ -423,3 +448,223 @@ def test_pending_counts_every_slot_and_changes_nothing(tmp_path: Path) -> None:
     (base / "journal-3" / "t.tmp").write_bytes(b"")
     assert Journal.pending(tmp_path, "a/b") == (base, 3)
     assert sorted(os.listdir(base / "journal-3")) == ["t.tmp", "z.rec"]
+
+
+# -- the log: torn tails, drops, compaction, the earlier format ------------------------------
+
+
+def closed_with(tmp_path: Path, *records: Record) -> Path:
+    """The log of a slot whose daemon wrote ``records`` and stopped."""
+    journal = Journal.open(tmp_path, STORE)
+    for record in records:
+        journal.put(record)
+    journal.close()
+    return journal.directory / "log"
+
+
+def names(tmp_path: Path) -> list[str]:
+    journal = Journal.open(tmp_path, STORE)
+    try:
+        return [r.name for r in journal.load()]
+    finally:
+        journal.close()
+
+
+def test_every_cut_of_the_last_entry_loses_only_that_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = closed_with(tmp_path, Record(name="a", op="delete"), Record(name="b", op="delete"))
+    whole = log.read_bytes()
+    closed_with(tmp_path, Record(name="c", op="put", path="/c", data=b"content of c"))
+    full = log.read_bytes()
+    for cut in range(len(whole) + 1, len(full)):  # a crash in the middle of appending "c"
+        log.write_bytes(full[:cut])
+        with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
+            caplog.clear()
+            assert names(tmp_path) == ["a", "b"]
+        assert f"its last {cut - len(whole)} byte(s) are a torn entry" in caplog.text
+        assert log.read_bytes() == whole  # cut off: what is appended next is found
+    assert names(tmp_path) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\0" * 40,  # the size grew before the data reached the disk
+        b"mjl2" + struct.pack(">II", 1, zlib.crc32(b"x")) + b"x",  # not our magic
+        b"mjl1" + struct.pack(">II", 1, zlib.crc32(b"y")) + b"x",  # checksum of other bytes
+        b"mjl1" + struct.pack(">II", 99, 0) + b"short",  # shorter than its length says
+    ],
+)
+def test_a_torn_tail_is_ignored_and_appends_after_it_are_found(tmp_path: Path, tail: bytes) -> None:
+    log = closed_with(tmp_path, Record(name="a", op="put", path="/a", data=b"1", written_at="1"))
+    with log.open("ab") as handle:
+        handle.write(tail)
+    journal = Journal.open(tmp_path, STORE)
+    journal.put(Record(name="b", op="put", path="/b", data=b"2", written_at="2"))
+    journal.close()
+    assert names(tmp_path) == ["a", "b"]
+
+
+def test_an_entry_that_passes_its_checksum_but_is_no_record_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = closed_with(tmp_path, Record(name="a", op="delete"))
+    size = log.stat().st_size
+    with log.open("ab") as handle:
+        handle.write(b"mjl1" + struct.pack(">II", 8, zlib.crc32(b"not json")) + b"not json")
+    closed_with(tmp_path, Record(name="b", op="delete"))
+    with caplog.at_level(logging.ERROR, logger=journal_module.__name__):
+        assert names(tmp_path) == ["a", "b"]
+    assert f"journal entry at byte {size} is unreadable (skipped): " in caplog.text
+
+
+def test_drops_are_durable_and_the_last_one_empties_the_log(tmp_path: Path) -> None:
+    journal = Journal.open(tmp_path, STORE)
+    for name in "abc":
+        journal.put(Record(name=name, op="delete", written_at=name))
+    journal.drop("b")
+    assert [json.loads(p) for p in entries(journal.directory / "log")][-1] == {"drop": "b"}
+    journal.close()
+    journal = Journal.open(tmp_path, STORE)  # the drop survived; its spans are known again
+    assert [r.name for r in journal.load()] == ["a", "c"] and len(journal) == 2
+    journal.drop("c")
+    journal.drop("a")
+    assert (journal.directory / "log").stat().st_size == 0 and len(journal) == 0
+    journal.put(Record(name="d", op="delete"))  # a fresh start
+    assert [r.name for r in journal.load()] == ["d"]
+    journal.drop("d")
+    journal.close()
+    assert os.listdir(tmp_path / STORE) == []  # an empty log does not keep the slot
+
+
+def test_compaction_keeps_every_live_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "COMPACT_BYTES", 1000)
+    journal = Journal.open(tmp_path, STORE)
+    journal.put(Record(name="keep", op="put", path="/k", data=b"k" * 100, written_at="0"))
+    for n in range(60):  # a file saved over and over while the server is away
+        journal.put(Record(name="busy", op="put", path="/b", data=b"%d" % n, written_at=str(n)))
+        journal.put(Record(name=f"gone{n}", op="delete"))
+        journal.drop(f"gone{n}")
+        assert journal.directory.joinpath("log").stat().st_size < 2000
+    assert [(r.name, r.data) for r in journal.load()] == [("keep", b"k" * 100), ("busy", b"59")]
+    journal.drop("keep")
+    assert [r.name for r in journal.load()] == ["busy"]
+    journal.close()
+    assert os.listdir(tmp_path / STORE / "journal-0") == ["log"]
+    assert names(tmp_path) == ["busy"]
+
+
+def test_compaction_waits_until_most_of_the_log_is_dead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "COMPACT_BYTES", 300)
+    journal = Journal.open(tmp_path, STORE)
+    try:
+        for name in "abcdef":
+            journal.put(Record(name=name, op="put", path="/x", data=b"x" * 40))
+        before = journal.directory.joinpath("log").stat().st_size
+        assert before > 300
+        journal.drop("a")  # most of the log is still live: appended, not rewritten
+        journal.drop("b")
+        assert journal.directory.joinpath("log").stat().st_size > before
+        assert len(entries(journal.directory / "log")) == 8
+        journal.drop("c")  # now half of it is dead: the live entries are copied, in order
+        live = [
+            json.loads(p.partition(b"\n")[0])["name"] for p in entries(journal.directory / "log")
+        ]
+        assert live == ["d", "e", "f"]
+        assert [r.name for r in journal.load()] == ["d", "e", "f"]
+        journal.put(Record(name="g", op="delete"))  # appended to the new log
+        journal.drop("e")
+        assert [r.name for r in journal.load()] == ["d", "f", "g"]
+    finally:
+        journal.close()
+
+
+@pytest.mark.parametrize("step", ["write", "fdatasync"])
+def test_a_failed_append_leaves_no_torn_entry(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    journal.put(Record(name="a", op="delete"))
+    size = journal.directory.joinpath("log").stat().st_size
+    real = getattr(os, step)
+
+    def full(*args: object) -> object:
+        if step == "write":
+            real(*args[:1], b"torn")  # the start of the entry reaches the file
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, step, full)
+    with pytest.raises(OSError, match="No space"):
+        journal.put(Record(name="b", op="delete"))
+    monkeypatch.undo()
+    assert journal.directory.joinpath("log").stat().st_size == size
+    assert not journal.has("b") and journal.writes == 1
+    journal.put(Record(name="c", op="delete"))
+    assert [r.name for r in journal.load()] == ["a", "c"]
+
+
+def test_records_of_the_earlier_format_move_into_the_log(tmp_path: Path) -> None:
+    slot = dead_slot(tmp_path / STORE, 0, "b", "a")  # written by an earlier memfs
+    data = Record(name="c", op="put", path="/c.md", data=b"\x00content\n", written_at="c")
+    (slot / "c.rec").write_bytes(json.dumps(data.header()).encode() + b"\n" + data.data)
+    opened = Journal.open(tmp_path, STORE)
+    try:
+        assert opened.directory == slot and os.listdir(slot) == ["log"]
+        assert opened.load() == [Record(name=n, op="delete", written_at=n) for n in "ab"] + [data]
+        assert opened.has("a") and len(opened) == 3 and opened.writes == 0
+        opened.drop("a")
+    finally:
+        opened.close()
+    assert names(tmp_path) == ["b", "c"]
+
+
+def test_open_adopts_the_log_of_a_dead_slot(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = tmp_path / STORE
+    first = Journal.open(tmp_path, STORE)
+    second = Journal.open(tmp_path, STORE)
+    second.put(Record(name="x", op="put", path="/x", data=b"x", written_at="2"))
+    second.put(Record(name="y", op="delete", written_at="1"))
+    second.put(Record(name="z", op="delete"))
+    second.drop("z")
+    second.close()  # as a killed daemon leaves it: records in journal-1/log
+    first.close()
+    assert Journal.pending(tmp_path, STORE) == (base, 2)
+    with caplog.at_level(logging.INFO, logger=journal_module.__name__):
+        opened = Journal.open(tmp_path, STORE)
+    try:
+        assert opened.directory.name == "journal-0"
+        assert [(r.name, r.data) for r in opened.load()] == [("y", None), ("x", b"x")]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"adopted journal record {name} from {base / 'journal-1'}" for name in "xy"
+        ]
+        assert sorted(os.listdir(base)) == ["journal-0", "journal-0.lock"]
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("slot", [0, 1])  # the slot taken, or a dead one to adopt
+@pytest.mark.parametrize("how", ["other owner", "group-writable", "symlink"])
+def test_a_planted_log_is_refused(tmp_path: Path, how: str, slot: int) -> None:
+    first = Journal.open(tmp_path, STORE)
+    second = Journal.open(tmp_path, STORE)
+    (first if slot == 0 else second).put(Record(name="a", op="delete"))
+    second.close()
+    first.close()
+    log = tmp_path / STORE / f"journal-{slot}" / "log"
+    if how == "symlink":
+        real = tmp_path / "real-log"
+        log.rename(real)
+        log.symlink_to(real)
+    elif how == "other owner":
+        os.chown(log, OTHER_UID, -1)
+    else:
+        os.chmod(log, 0o620)
+    with pytest.raises(JournalError, match=rf"^the journal log {log} .*uploaded with your key$"):
+        Journal.open(tmp_path, STORE)
+    assert os.path.lexists(log)  # kept for the user to look at
