@@ -33,8 +33,8 @@ The concurrency rule
   fetching", "renamed elsewhere meanwhile").
 - **Disk I/O on the event loop, on purpose**: it is small, and the operation that asked must not
   return before it is done.
-  - Journal records (``memfs.writeback.journal.Journal.put``: write, fsync, rename, fsync of the
-    directory), written synchronously by ``durable.Durable.queued`` from the queue's
+  - Journal records (``memfs.writeback.journal.Journal.put``: one entry appended to the slot's
+    log, ``fdatasync``ed), written synchronously by ``durable.Durable.queued`` from the queue's
     ``schedule`` hook, so ``close``/``fsync``/``rename``/``unlink`` return only once the change
     is durable, and no other task runs between the state being decided and being recorded.
   - Kept copies of refused files (``refusals.Refusals.keep``: written and fsynced before the
