@@ -333,8 +333,7 @@ class Journal:
             self._size = 0
             self._live.clear()
             return
-        drop = json.dumps({"drop": name}, separators=(",", ":")).encode("utf-8")
-        self._append([(None, _frame(drop))])
+        self._append([(None, _frame(json.dumps({"drop": name}).encode()))])
         del self._live[name]
         self._compact()
 
@@ -357,7 +356,8 @@ class Journal:
         self._size = start
 
     def _compact(self) -> None:
-        """Rewrite a large log that is mostly dead entries (module docstring)."""
+        """Rewrite a large log that is mostly dead entries (module docstring). A failure before
+        the rename is logged, not raised: the entry that asked is durable in the old log."""
         live_bytes = sum(end - start for start, end in self._live.values())
         if self._size < COMPACT_BYTES or live_bytes * 2 > self._size:
             return
@@ -369,18 +369,14 @@ class Journal:
             chunks.append(raw[start:end])
             spans[name] = (size, size + end - start)
             size += end - start
-        temp = self.directory / (LOG + ".new")
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
-            _write_all(fd, b"".join(chunks))
-            os.fdatasync(fd)
-            os.replace(temp, self._log)
-        except BaseException:
-            os.close(fd)
-            raise
-        _fsync_dir(self.directory)
+            fd = _replace_log(self._log, b"".join(chunks))
+        except OSError as exc:
+            log.warning("journal log %s not compacted: %s", self._log, exc)
+            return
         os.close(self._fd)
         self._fd, self._size, self._live = fd, size, spans
+        _fsync_dir(self.directory)  # raised if it fails: the new log's name may not survive
 
     def has(self, name: str) -> bool:
         return name in self._live
@@ -394,6 +390,21 @@ class Journal:
     def __len__(self) -> int:
         """The live records, and records of the earlier format kept because unreadable."""
         return len(self._live) + sum(1 for _ in self.directory.glob("*.rec"))
+
+
+def _replace_log(path: Path, data: bytes) -> int:
+    """Put a log holding ``data`` in place of ``path`` (written and flushed first, then
+    renamed over it); return its descriptor, open for appending."""
+    temp = path.with_name(LOG + ".new")
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fdatasync(fd)
+        os.replace(temp, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _try_lock(path: Path) -> int | None:

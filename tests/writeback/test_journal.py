@@ -206,19 +206,6 @@ def test_put_keeps_a_given_timestamp_and_replaces_a_record_of_the_same_name(
     assert len(journal) == 1 and journal.writes == 2
 
 
-def test_a_compaction_cut_before_its_rename_leaves_the_log_as_it_was(tmp_path: Path) -> None:
-    first = Journal.open(tmp_path, STORE)
-    first.put(Record(name="k", op="put", data=b"kept"))
-    first.close()
-    (first.directory / "log.new").write_bytes(b"x" * 100)  # cut before its rename
-    again = Journal.open(tmp_path, STORE)
-    try:
-        assert os.listdir(again.directory) == ["log"]
-        assert [r.data for r in again.load()] == [b"kept"]
-    finally:
-        again.close()
-
-
 def test_records_round_trip_and_load_oldest_first(journal: Journal) -> None:
     # Names sort the other way round: the order is the order of writing.
     records = [
@@ -446,8 +433,9 @@ def test_pending_counts_every_slot_and_changes_nothing(tmp_path: Path) -> None:
     dead_slot(base, 0, "x", "y")
     dead_slot(base, 3, "z")
     (base / "journal-3" / "t.tmp").write_bytes(b"")
+    (base / "journal-3" / "log").mkdir()  # not a log it can read: counts nothing
     assert Journal.pending(tmp_path, "a/b") == (base, 3)
-    assert sorted(os.listdir(base / "journal-3")) == ["t.tmp", "z.rec"]
+    assert sorted(os.listdir(base / "journal-3")) == ["log", "t.tmp", "z.rec"]
 
 
 # -- the log: torn tails, drops, compaction, the earlier format ------------------------------
@@ -557,37 +545,83 @@ def test_compaction_keeps_every_live_record(
     assert names(tmp_path) == ["busy"]
 
 
+def log_names(journal: Journal) -> list[str]:
+    return [
+        json.loads(p.partition(b"\n")[0]).get("name", "drop")
+        for p in entries(journal.directory / "log")
+    ]
+
+
 def test_compaction_waits_until_most_of_the_log_is_dead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(journal_module, "COMPACT_BYTES", 300)
     journal = Journal.open(tmp_path, STORE)
     try:
-        for name in "abcdef":
+        for name in "fedcba":  # names the other way round from the order of writing
             journal.put(Record(name=name, op="put", path="/x", data=b"x" * 40))
-        before = journal.directory.joinpath("log").stat().st_size
-        assert before > 300
-        journal.drop("a")  # most of the log is still live: appended, not rewritten
-        journal.drop("b")
-        assert journal.directory.joinpath("log").stat().st_size > before
-        assert len(entries(journal.directory / "log")) == 8
-        journal.drop("c")  # now half of it is dead: the live entries are copied, in order
-        live = [
-            json.loads(p.partition(b"\n")[0])["name"] for p in entries(journal.directory / "log")
-        ]
-        assert live == ["d", "e", "f"]
-        assert [r.name for r in journal.load()] == ["d", "e", "f"]
-        journal.put(Record(name="g", op="delete"))  # appended to the new log
+        journal.drop("f")  # most of the log is still live: appended, not rewritten
         journal.drop("e")
-        assert [r.name for r in journal.load()] == ["d", "f", "g"]
+        assert log_names(journal) == ["f", "e", "d", "c", "b", "a", "drop", "drop"]
+        journal.drop("d")  # now half of it is dead: the live entries are copied, in order
+        assert log_names(journal) == ["c", "b", "a"]
+        journal.put(Record(name="g", op="put", path="/x", data=b"x" * 40))
+        journal.drop("c")
+        journal.drop("b")  # and again, from the spans of the compacted log
+        assert log_names(journal) == ["a", "g"]
+        assert [r.name for r in journal.load()] == ["a", "g"]
     finally:
         journal.close()
+
+
+def test_compaction_starts_at_compact_bytes_and_half_dead(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = Record(name="a", op="put", path="/a", data=b"1", written_at="t")
+    journal.put(record)
+    size = journal.directory.joinpath("log").stat().st_size
+    monkeypatch.setattr(journal_module, "COMPACT_BYTES", 2 * size)
+    journal.put(Record(name="a", op="put", path="/a", data=b"2", written_at="t"))
+    assert log_names(journal) == ["a"]  # 2 entries, 1 live: exactly half dead, at the limit
+    assert [r.data for r in journal.load()] == [b"2"]
+
+
+def test_a_compaction_that_fails_before_its_rename_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(journal_module, "COMPACT_BYTES", 1)
+    journal = Journal.open(tmp_path, STORE)
+    journal.put(Record(name="a", op="delete", written_at="1"))
+    journal.put(Record(name="b", op="delete", written_at="2"))
+
+    def fail(*args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "replace", fail)
+    journal.put(Record(name="a", op="delete", written_at="3"))  # a third dead: not yet
+    with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
+        journal.put(Record(name="a", op="delete", written_at="4"))  # durable all the same
+    monkeypatch.undo()
+    assert f"journal log {journal.directory / 'log'} not compacted: " in caplog.text
+    assert log_names(journal) == ["a", "b", "a", "a"]
+    assert sorted(os.listdir(journal.directory)) == ["log", "log.new"]
+    journal.close()
+    assert os.listdir(journal.directory) == ["log"]
+    (journal.directory / "log.new").write_bytes(b"x" * 100)  # as a crash leaves it
+    again = Journal.open(tmp_path, STORE)
+    try:
+        assert os.listdir(again.directory) == ["log"]
+        assert [r.name for r in again.load()] == ["b", "a"]
+    finally:
+        again.close()
 
 
 @pytest.mark.parametrize("step", ["write", "fdatasync"])
 def test_a_failed_append_leaves_no_torn_entry(
     journal: Journal, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
+    journal.put(Record(name="x", op="delete"))
+    journal.drop("x")  # the log emptied: appends start again at its beginning
     journal.put(Record(name="a", op="delete"))
     size = journal.directory.joinpath("log").stat().st_size
     real = getattr(os, step)
@@ -602,7 +636,7 @@ def test_a_failed_append_leaves_no_torn_entry(
         journal.put(Record(name="b", op="delete"))
     monkeypatch.undo()
     assert journal.directory.joinpath("log").stat().st_size == size
-    assert not journal.has("b") and journal.writes == 1
+    assert not journal.has("b") and journal.writes == 2  # x and a
     journal.put(Record(name="c", op="delete"))
     assert [r.name for r in journal.load()] == ["a", "c"]
 
