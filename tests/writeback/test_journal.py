@@ -591,27 +591,29 @@ def test_a_compaction_that_fails_before_its_rename_changes_nothing(
 ) -> None:
     monkeypatch.setattr(journal_module, "COMPACT_BYTES", 1)
     journal = Journal.open(tmp_path, STORE)
-    journal.put(Record(name="a", op="delete", written_at="1"))
+    journal.put(Record(name="a", op="put", data=b"1" * 100, written_at="1"))
     journal.put(Record(name="b", op="delete", written_at="2"))
 
     def fail(*args: object) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(os, "replace", fail)
-    journal.put(Record(name="a", op="delete", written_at="3"))  # a third dead: not yet
-    with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
-        journal.put(Record(name="a", op="delete", written_at="4"))  # durable all the same
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "replace", fail)
+        journal.put(Record(name="a", op="put", data=b"3" * 100, written_at="3"))  # not half dead
+        with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
+            journal.put(Record(name="a", op="put", data=b"4" * 100, written_at="4"))  # durable
     assert f"journal log {journal.directory / 'log'} not compacted: " in caplog.text
     assert log_names(journal) == ["a", "b", "a", "a"]
     assert sorted(os.listdir(journal.directory)) == ["log", "log.new"]
+    journal.put(Record(name="a", op="put", data=b"5", written_at="5"))  # over the longer one
+    assert log_names(journal) == ["b", "a"] and mode(journal.directory / "log") == 0o600
     journal.close()
     assert os.listdir(journal.directory) == ["log"]
     (journal.directory / "log.new").write_bytes(b"x" * 100)  # as a crash leaves it
     again = Journal.open(tmp_path, STORE)
     try:
         assert os.listdir(again.directory) == ["log"]
-        assert [r.name for r in again.load()] == ["b", "a"]
+        assert [(r.name, r.data) for r in again.load()] == [("b", None), ("a", b"5")]
     finally:
         again.close()
 
