@@ -249,13 +249,14 @@ def test_open_removes_a_put_of_the_earlier_format_cut_before_its_rename(tmp_path
         b'["a list"]\n',
         b'{"name": "torn", "op": "put"}\n',  # no has_data
         b'{"name": "torn", "op": "put", "has_data": false, "colour": "red"}\n',
+        b'{"drop": "good"}',  # a log entry, not a record
     ],
 )
 def test_an_unreadable_record_is_logged_and_kept(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes
 ) -> None:
     slot = dead_slot(tmp_path / STORE, 0, "good")  # the earlier format: one file per record
-    bad = slot / "torn.rec"
+    bad = slot / "0-torn.rec"  # before "good.rec": the records after it are moved too
     bad.write_bytes(content)
     with caplog.at_level(logging.ERROR, logger=journal_module.__name__):
         journal = Journal.open(tmp_path, STORE)
@@ -265,11 +266,13 @@ def test_an_unreadable_record_is_logged_and_kept(
     finally:
         journal.close()
     assert bad.read_bytes() == content  # kept for the user to look at
-    assert sorted(os.listdir(slot)) == ["log", "torn.rec"]  # the slot stays, with both
+    assert sorted(os.listdir(slot)) == ["0-torn.rec", "log"]  # the slot stays, with both
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
     (logged,) = caplog.records
     assert logged.getMessage().startswith(f"journal record {bad} is unreadable (kept): ")
     assert isinstance(logged.args, tuple) and isinstance(logged.args[1], Exception)  # why
+    if content.startswith(b'{"drop"'):
+        assert logged.getMessage().endswith(": a drop entry is not a record")
 
 
 @pytest.mark.parametrize("how", ["other owner", "group-writable", "symlink", "directory"])
@@ -319,6 +322,7 @@ def test_close_removes_an_empty_slot_and_keeps_one_with_records(tmp_path: Path) 
     base = tmp_path / STORE
     empty = Journal.open(tmp_path, STORE)
     (empty.directory / "x.tmp").write_bytes(b"torn")  # a temp file does not keep a slot
+    (empty.directory / "log.new").write_bytes(b"torn")  # nor does a compaction cut short
     empty.close()
     empty.close()  # twice is harmless
     assert os.listdir(base) == []
@@ -470,7 +474,10 @@ def test_every_cut_of_the_last_entry_loses_only_that_entry(
         with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
             caplog.clear()
             assert names(tmp_path) == ["a", "b"]
-        assert f"its last {cut - len(whole)} byte(s) are a torn entry" in caplog.text
+        assert [r.getMessage() for r in caplog.records] == [
+            f"journal log {log}: its last {cut - len(whole)} byte(s) are a torn entry (a write "
+            "cut short by a crash): ignored"
+        ]
         assert log.read_bytes() == whole  # cut off: what is appended next is found
     assert names(tmp_path) == ["a", "b"]
 
@@ -484,11 +491,15 @@ def test_every_cut_of_the_last_entry_loses_only_that_entry(
         b"mjl1" + struct.pack(">II", 99, 0) + b"short",  # shorter than its length says
     ],
 )
-def test_a_torn_tail_is_ignored_and_appends_after_it_are_found(tmp_path: Path, tail: bytes) -> None:
+def test_a_torn_tail_is_ignored_and_appends_after_it_are_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, tail: bytes
+) -> None:
     log = closed_with(tmp_path, Record(name="a", op="put", path="/a", data=b"1", written_at="1"))
     with log.open("ab") as handle:
         handle.write(tail)
-    journal = Journal.open(tmp_path, STORE)
+    with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
+        journal = Journal.open(tmp_path, STORE)
+    assert f"its last {len(tail)} byte(s) are a torn entry" in caplog.text
     journal.put(Record(name="b", op="put", path="/b", data=b"2", written_at="2"))
     journal.close()
     assert names(tmp_path) == ["a", "b"]
@@ -504,7 +515,9 @@ def test_an_entry_that_passes_its_checksum_but_is_no_record_is_skipped(
     closed_with(tmp_path, Record(name="b", op="delete"))
     with caplog.at_level(logging.ERROR, logger=journal_module.__name__):
         assert names(tmp_path) == ["a", "b"]
-    assert f"journal entry at byte {size} is unreadable (skipped): " in caplog.text
+    logged = caplog.records[0]  # each time the log is read
+    assert logged.getMessage().startswith(f"journal entry at byte {size} is unreadable (skipped): ")
+    assert isinstance(logged.args, tuple) and isinstance(logged.args[1], Exception)  # why
 
 
 def test_drops_are_durable_and_the_last_one_empties_the_log(tmp_path: Path) -> None:
@@ -537,6 +550,9 @@ def test_compaction_keeps_every_live_record(
         journal.put(Record(name=f"gone{n}", op="delete"))
         journal.drop(f"gone{n}")
         assert journal.directory.joinpath("log").stat().st_size < 2000
+        if n == 30:  # the spans of the entries found by open are right too
+            journal.close()
+            journal = Journal.open(tmp_path, STORE)
     assert [(r.name, r.data) for r in journal.load()] == [("keep", b"k" * 100), ("busy", b"59")]
     journal.drop("keep")
     assert [r.name for r in journal.load()] == ["busy"]
@@ -602,7 +618,10 @@ def test_a_compaction_that_fails_before_its_rename_changes_nothing(
         journal.put(Record(name="a", op="put", data=b"3" * 100, written_at="3"))  # not half dead
         with caplog.at_level(logging.WARNING, logger=journal_module.__name__):
             journal.put(Record(name="a", op="put", data=b"4" * 100, written_at="4"))  # durable
-    assert f"journal log {journal.directory / 'log'} not compacted: " in caplog.text
+    (logged,) = caplog.records
+    assert logged.getMessage() == (
+        f"journal log {journal.directory / 'log'} not compacted: [Errno 5] Input/output error"
+    )
     assert log_names(journal) == ["a", "b", "a", "a"]
     assert sorted(os.listdir(journal.directory)) == ["log", "log.new"]
     journal.put(Record(name="a", op="put", data=b"5", written_at="5"))  # over the longer one
