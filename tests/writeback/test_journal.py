@@ -9,8 +9,11 @@ Mutants left alive on purpose (``make mutate``): ``missing_ok``, ``same = False`
 ``OSError`` close in ``_try_lock`` only matter in a race with another process between two system
 calls; ``O_RDONLY & O_DIRECTORY`` opens the directory all the same; ``create``/``parents``/
 ``tighten`` flags where the path always exists or ``False``/``None`` mean the same; the compact
-JSON separators and ``"UTF-8"`` are spellings; ``pending``'s ``OSError`` fallback is not reached
-by ``glob``.
+JSON separators and ``"UTF-8"`` are spellings. In the log: the flags of the compacted log's
+``open`` (it is written from its start either way), the cleanup when a failed append's
+``ftruncate`` or a failed open's ``close`` fails as well, the message of an ``open`` of the log
+that fails after its checks passed (a race), and ``<=`` against ``<`` at the end of the log (an
+entry with an empty payload, which is never written, is unreadable either way).
 """
 
 from __future__ import annotations
