@@ -23,7 +23,9 @@ Durability: ``put`` and ``drop`` append one entry and ``fdatasync`` the log befo
 So after ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. Only the entry
 being appended when the machine stopped can be torn: its length or checksum does not match, and
 ``open`` cuts the log there (entries are appended in order and each was flushed before the
-next began, so nothing written before it is lost). A failed append is cut off the same way.
+next began, so nothing written before it is lost). A failed append is cut off the same way;
+if even that fails, the next append is written over it (entries are written at the end of the
+last whole one, not appended), so torn bytes are only ever at the end.
 When no record is live the log is truncated to nothing; when dead entries make up more than
 half of a log over ``COMPACT_BYTES``, the live ones are copied to ``log.new``, flushed, and
 renamed over the log (a crash before the rename leaves the old log, which ``open`` uses).
@@ -165,10 +167,13 @@ def _scan(raw: bytes) -> tuple[dict[str, tuple[Record, int, int]], int]:
     return live, offset
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    """Write ``data`` at ``offset`` (not appended: after a failed append that could not be cut
+    off, the next one overwrites the torn bytes, so they are only ever at the end)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 class Journal:
@@ -185,9 +190,7 @@ class Journal:
         if not created:
             _check_record(self._log, "journal log")  # before it is opened, let alone read
         try:
-            self._fd = os.open(
-                self._log, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
-            )
+            self._fd = os.open(self._log, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise JournalError(f"cannot use the journal log {self._log}: {exc.strerror}") from None
         try:
@@ -329,9 +332,9 @@ class Journal:
             return
         if len(self._live) == 1:  # the last one: nothing in the log is live any more
             os.ftruncate(self._fd, 0)
-            os.fdatasync(self._fd)
-            self._size = 0
+            self._size = 0  # what the file holds now, whether or not the flush succeeds
             self._live.clear()
+            os.fdatasync(self._fd)
             return
         self._append([(None, _frame(json.dumps({"drop": name}).encode()))])
         del self._live[name]
@@ -343,7 +346,7 @@ class Journal:
         start = self._size
         data = b"".join(frame for _, frame in entries)
         try:
-            _write_all(self._fd, data)
+            _write_at(self._fd, data, start)
             os.fdatasync(self._fd)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -394,11 +397,11 @@ class Journal:
 
 def _replace_log(path: Path, data: bytes) -> int:
     """Put a log holding ``data`` in place of ``path`` (written and flushed first, then
-    renamed over it); return its descriptor, open for appending."""
+    renamed over it); return its descriptor."""
     temp = path.with_name(LOG + ".new")
-    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
-        _write_all(fd, data)
+        _write_at(fd, data, 0)
         os.fdatasync(fd)
         os.replace(temp, path)
     except BaseException:

@@ -640,29 +640,39 @@ def test_a_compaction_that_fails_before_its_rename_changes_nothing(
         again.close()
 
 
-@pytest.mark.parametrize("step", ["write", "fdatasync"])
+@pytest.mark.parametrize("cut", [True, False])  # the torn bytes cut off again, or not
+@pytest.mark.parametrize("step", ["pwrite", "fdatasync"])
 def test_a_failed_append_leaves_no_torn_entry(
-    journal: Journal, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, cut: bool
 ) -> None:
+    journal = Journal.open(tmp_path, STORE)
     journal.put(Record(name="x", op="delete"))
     journal.drop("x")  # the log emptied: appends start again at its beginning
-    journal.put(Record(name="a", op="delete"))
+    journal.put(Record(name="a", op="delete", written_at="1"))
     size = journal.directory.joinpath("log").stat().st_size
-    real = getattr(os, step)
+    real = os.pwrite
 
     def full(*args: object) -> object:
-        if step == "write":
-            real(*args[:1], b"torn")  # the start of the entry reaches the file
+        if step == "pwrite":
+            real(args[0], b"torn" * 100, args[2])  # type: ignore[arg-type]  # part of it lands
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, step, full)
-    with pytest.raises(OSError, match="No space"):
-        journal.put(Record(name="b", op="delete"))
-    monkeypatch.undo()
-    assert journal.directory.joinpath("log").stat().st_size == size
+    def broken(*args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, step, full)
+        if not cut:
+            patched.setattr(os, "ftruncate", broken)
+        with pytest.raises(OSError, match="No space"):  # the error of the append itself
+            journal.put(Record(name="b", op="delete"))
+    after = journal.directory.joinpath("log").stat().st_size
+    assert after == size if cut else after > size
     assert not journal.has("b") and journal.writes == 2  # x and a
-    journal.put(Record(name="c", op="delete"))
+    journal.put(Record(name="c", op="delete", written_at="2"))  # over the torn bytes, if any
     assert [r.name for r in journal.load()] == ["a", "c"]
+    journal.close()
+    assert names(tmp_path) == ["a", "c"]  # what is left of them is a torn tail, cut at open
 
 
 def test_records_of_the_earlier_format_move_into_the_log(tmp_path: Path) -> None:
