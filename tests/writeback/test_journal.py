@@ -736,3 +736,13 @@ def test_a_planted_log_is_refused(tmp_path: Path, how: str, slot: int) -> None:
     with pytest.raises(JournalError, match=rf"^the journal log {log} .*uploaded with your key$"):
         Journal.open(tmp_path, STORE)
     assert os.path.lexists(log)  # kept for the user to look at
+
+
+def test_a_short_write_is_continued(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: real(fd, data[:7], offset))
+    record = Record(name="a", op="put", path="/a", data=b"a longer content", written_at="1")
+    journal.put(record)
+    monkeypatch.undo()
+    assert journal.load() == [record]
+    assert len(entries(journal.directory / "log")) == 1
