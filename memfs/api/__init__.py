@@ -5,10 +5,33 @@ error answers to error classes, ``pagination`` follows list pages, and ``memory_
 ``memories`` and ``memory_versions`` hold the endpoints. ``changes`` reads the change stream;
 ``RequestStats`` counts what was sent; ``RetryPolicy`` holds the backoff settings. Nothing here
 caches or knows files.
+
+The names below are imported when first used (PEP 562): ``memfs.api.config``, which the CLI
+reads before it spawns a mount daemon, must not cost httpx's import.
 """
 
-from memfs.api.client import AmbiguousStoreError, StoreClient
-from memfs.api.retry import RetryPolicy
-from memfs.api.stats import RequestStats
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memfs.api.client import AmbiguousStoreError, StoreClient
+    from memfs.api.retry import RetryPolicy
+    from memfs.api.stats import RequestStats
 
 __all__ = ["AmbiguousStoreError", "RequestStats", "RetryPolicy", "StoreClient"]
+
+_HOMES = {
+    "AmbiguousStoreError": "memfs.api.client",
+    "StoreClient": "memfs.api.client",
+    "RetryPolicy": "memfs.api.retry",
+    "RequestStats": "memfs.api.stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

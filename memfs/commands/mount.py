@@ -25,11 +25,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import complete_paths
 from memfs.private import NotPrivateError, create_private_file
+
+if TYPE_CHECKING:
+    from memfs.mount.owner import Owner
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +201,6 @@ def _setup_logging(debug: bool, log_file: str | None) -> None:
 
 def run_mount(args: argparse.Namespace) -> int:
     from memfs.api.config import ConfigError, check_base_url
-    from memfs.mount.daemon import MountOptions, run_foreground
     from memfs.mount.owner import DEFAULT_UMASK, Owner
     from memfs.mount.statedir import MountError, check_mountpoint, prune_stale, state_path
 
@@ -209,53 +211,12 @@ def run_mount(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"memfs mount: {exc}", file=sys.stderr)
             return 1
-    options = MountOptions(
-        store=args.store,
-        mountpoint=mountpoint,
-        read_only=args.read_only,
-        debug=args.debug,
-        allow_other=args.allow_other,
-        owner=Owner(
-            uid=args.uid,
-            gid=args.gid,
-            umask=DEFAULT_UMASK if args.umask is None else args.umask,
-        ),
-        api_key_file=args.api_key_file,
-        base_url=args.base_url,
-        session_id=args.session_id,
-        grace=args.grace,
-        update_delay=args.update_delay,
-        fsync_timeout=args.fsync_timeout,
-        cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
-        cache_mb=args.cache_size,
-        readahead_dirs=max(0, args.readahead_dirs),
-        poll_interval=args.poll_interval,
-        idle_poll_interval=args.idle_poll_interval,
-        change_stream=args.change_feed == "auto",
+    owner = Owner(
+        uid=args.uid, gid=args.gid, umask=DEFAULT_UMASK if args.umask is None else args.umask
     )
+    cache_dir = os.path.abspath(args.cache_dir) if args.cache_dir else None
     if args.foreground:
-        ready_fd = args.ready_fd
-        try:
-            _setup_logging(args.debug, args.log_file)
-        except NotPrivateError as exc:
-            print(f"memfs mount: {exc}", file=sys.stderr)
-            if ready_fd is not None:
-                with contextlib.suppress(OSError):
-                    os.write(ready_fd, f"error: {exc}\n".encode())
-            return 1
-
-        def ready(message: str) -> None:
-            nonlocal ready_fd
-            if ready_fd is None:
-                if message.startswith("error: "):
-                    print(f"memfs mount: {message[7:]}", file=sys.stderr)
-                return
-            with contextlib.suppress(OSError):
-                os.write(ready_fd, (message + "\n").encode())
-                os.close(ready_fd)
-            ready_fd = None
-
-        return run_foreground(options, ready)
+        return _run_daemon(args, mountpoint, owner, cache_dir)
 
     try:
         check_mountpoint(mountpoint)
@@ -278,11 +239,11 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--readahead-dirs", str(args.readahead_dirs)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed]
-    argv += options.owner.mount_arguments()
+    argv += owner.mount_arguments()
     for flag, value in (
         ("--api-key-file", args.api_key_file),
         ("--session-id", args.session_id),
-        ("--cache-dir", options.cache_dir),
+        ("--cache-dir", cache_dir),
     ):
         if value:
             argv += [flag, value]
@@ -318,6 +279,58 @@ def run_mount(args: argparse.Namespace) -> int:
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(10)
     return 1
+
+
+def _run_daemon(
+    args: argparse.Namespace, mountpoint: str, owner: Owner, cache_dir: str | None
+) -> int:
+    """The daemon itself (``--foreground``): the only process that imports the filesystem
+    (pyfuse3, trio, the core); the parent that spawns it stays light, so a mount pays for
+    those imports once."""
+    from memfs.mount.daemon import MountOptions, run_foreground
+
+    options = MountOptions(
+        store=args.store,
+        mountpoint=mountpoint,
+        read_only=args.read_only,
+        debug=args.debug,
+        allow_other=args.allow_other,
+        owner=owner,
+        api_key_file=args.api_key_file,
+        base_url=args.base_url,
+        session_id=args.session_id,
+        grace=args.grace,
+        update_delay=args.update_delay,
+        fsync_timeout=args.fsync_timeout,
+        cache_dir=cache_dir,
+        cache_mb=args.cache_size,
+        readahead_dirs=max(0, args.readahead_dirs),
+        poll_interval=args.poll_interval,
+        idle_poll_interval=args.idle_poll_interval,
+        change_stream=args.change_feed == "auto",
+    )
+    ready_fd = args.ready_fd
+    try:
+        _setup_logging(args.debug, args.log_file)
+    except NotPrivateError as exc:
+        print(f"memfs mount: {exc}", file=sys.stderr)
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(ready_fd, f"error: {exc}\n".encode())
+        return 1
+
+    def ready(message: str) -> None:
+        nonlocal ready_fd
+        if ready_fd is None:
+            if message.startswith("error: "):
+                print(f"memfs mount: {message[7:]}", file=sys.stderr)
+            return
+        with contextlib.suppress(OSError):
+            os.write(ready_fd, (message + "\n").encode())
+            os.close(ready_fd)
+        ready_fd = None
+
+    return run_foreground(options, ready)
 
 
 def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:

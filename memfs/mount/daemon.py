@@ -10,6 +10,7 @@ It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -215,21 +216,12 @@ class Daemon:
                     await nursery.start(vfs.writeback.run)
                     vfs.bulk.run_in(nursery)
                     vfs.usage.run_in(nursery)
-                    source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
-                    feed = ChangeFeed(
-                        vfs,
-                        source,
-                        interval=opts.poll_interval,
-                        idle_interval=opts.idle_poll_interval,
-                    )
-                    await nursery.start(feed.run)
-                    await nursery.start(feed.run_due_invalidations)
                     errors = RecentErrors()
                     logging.getLogger("memfs").addHandler(errors)
                     writer = StatusWriter(
                         status_file,
                         vfs,
-                        feed,
+                        None,  # the change feed's, once it has started
                         errors,
                         mountpoint=opts.mountpoint,
                         store_name=store.name,
@@ -238,6 +230,9 @@ class Daemon:
                     # started (handlers installed) before "ok": a SIGTERM right after a mount
                     # reports ready must flush and unmount, not kill the process
                     await nursery.start(self._signals)
+                    # the feed starts while the mount serves: its probe and the stream's
+                    # "ready" (up to 10 s) never delay the mount
+                    nursery.start_soon(self._start_change_feed, vfs, writer, nursery)
                     self._ready("ok")
                     await pyfuse3.main()
                     unmounted = not self._stopping
@@ -250,6 +245,26 @@ class Daemon:
                     journal.close()
                 log.info("unmounted %s", opts.mountpoint)
         return 0
+
+    async def _start_change_feed(
+        self, vfs: Vfs, writer: StatusWriter, nursery: trio.Nursery
+    ) -> None:
+        """Choose and start the change feed, then run it in ``nursery``."""
+        opts = self.options
+        source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
+        # The feed reports changes from its starting point (now) on: a listing fetched before
+        # it, or a count of the store, may miss a change it will never report, so they go
+        # before the feed vouches for what is cached (they are fetched again when asked).
+        vfs.listings.clear()
+        vfs.usage.forget()
+        feed = ChangeFeed(
+            vfs, source, interval=opts.poll_interval, idle_interval=opts.idle_poll_interval
+        )
+        await nursery.start(feed.run)
+        await nursery.start(feed.run_due_invalidations)
+        writer.feed = feed
+        with contextlib.suppress(OSError):  # else at the next second
+            writer.write()  # `memfs status` names the feed at once
 
     def _open_journal(self, store_id: str) -> tuple[Journal, Path]:
         """The store's journal, and the directory of refused files beside it."""

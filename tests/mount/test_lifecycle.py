@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -247,3 +249,33 @@ def test_by_name_and_session_attribution(mount_factory, sdk):
     versions = m.versions()
     assert versions[0].created_by.type == "session_actor"
     assert versions[0].created_by.session_id == "sesn_test123"
+
+
+# Runs `memfs mount` in this process, lists the mount at once, and prints (last line) its exit
+# status, the listing, and the heavy modules this parent process imported.
+MOUNT_AND_REPORT = """
+import json, os, sys
+from memfs.cli import main
+status = main(sys.argv[1:])
+heavy = ("pyfuse3", "trio", "httpx", "memfs.core", "memfs.mount.daemon")
+loaded = sorted(m for m in heavy if m in sys.modules)
+print(json.dumps({"status": status, "ls": sorted(os.listdir(sys.argv[3])), "loaded": loaded}))
+"""
+
+
+def test_mount_returns_usable_and_its_parent_leaves_the_filesystem_to_the_daemon(mount_factory):
+    # Only the daemon imports pyfuse3, trio and the core: a mount pays for them once. When
+    # `memfs mount` returns, the mount answers at once.
+    m = mount_factory(mount=False, memories={"/a.md": "a", "/d/b.md": "b"})
+    argv = ["mount", m.store_id, str(m.path), "--log-file", str(m.log_file)]
+    proc = subprocess.run(
+        [sys.executable, "-c", MOUNT_AND_REPORT, *argv],
+        env=m.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report == {"status": 0, "ls": ["a.md", "d"], "loaded": []}, proc.stderr
+    assert m.umount().returncode == 0
