@@ -6,14 +6,18 @@ through the fault admin endpoint), seeds one store with ``--memories`` memories 
 sizes (0.2-20 kB, log-uniform, in ``--dirs`` directories) and writes the same tree to a local
 directory. Then, for each server latency (plain, and 50 ms injected per request):
 
-- mount to first ``ls`` (``memfs mount`` + ``os.listdir``), against a sync-worker-style full
-  download (``view=full`` pages of 20, then every file written locally);
+- mount to first ``ls`` (``memfs mount`` + ``os.listdir``), against the SDK's sync worker
+  starting (``SessionMemoryStores.download`` from PyPI ``anthropic``, what its environments worker
+  runs: every memory fetched with ``view=full`` and written locally, then ``os.listdir``);
 - cold ``grep -r`` of the whole tree;
 - warm read of every file, warm ``stat`` of every file;
 - writing 200 small files (until every ``close`` returned, then until the store has them),
   against a local loop without and with ``fdatasync`` per file (a memfs close is durable);
 - a change in one mount until it is visible in another (p50, p99; 20 samples);
 - the daemon's resident memory with the store cached.
+
+Before those, at the plain server, mount start-up alone at 200 and ``--memories`` memories: the
+median of 3 ``memfs mount`` + first ``ls`` against the median of 3 SDK worker starts.
 
 Requests are the daemon's own count (``memfs status --json``), change-feed traffic excluded.
 Prints a markdown table (or JSON with ``--json``). Owns no product code.
@@ -45,7 +49,6 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
-from memfs.models import Memory
 
 FEED_ROUTES = ("memory_versions", "/memfs/changes")
 
@@ -151,16 +154,39 @@ async def seed(config: ClientConfig, tree: dict[str, str]) -> str:
         return store.id
 
 
-async def full_download(config: ClientConfig, store_id: str, target: Path) -> tuple[float, int]:
-    """The sync worker's start: every memory with view=full, 20 a page, written locally."""
-    async with StoreClient(config) as client:
+def sdk_worker_start(url: str, key: str, store_id: str, target: Path) -> tuple[float, int]:
+    """The SDK's sync worker starting on ``store_id``: ``SessionMemoryStores.download`` (the
+    ``anthropic`` package's environments worker runs it before a session) into ``target``, then
+    the first ``ls``. Returns (seconds, requests)."""
+    from types import SimpleNamespace
+
+    import anyio
+    import httpx2
+    from anthropic import AsyncAnthropic
+    from anthropic.lib.tools._memories import SessionMemoryStores
+
+    requests = 0
+
+    async def count(request: httpx2.Request) -> None:
+        nonlocal requests
+        requests += 1
+
+    async def start() -> float:
+        http = httpx2.AsyncClient(event_hooks={"request": [count]})
+        client = AsyncAnthropic(api_key=key, base_url=url, max_retries=0, http_client=http)
+        resource = SimpleNamespace(
+            type="memory_store", memory_store_id=store_id, mount_path=str(target), name=None,
+            access="read_write",
+        )  # fmt: skip
+        stores = SessionMemoryStores(client, workdir=target.parent)
         started = time.perf_counter()
-        async for item in client.list_memories(store_id, limit=20, view="full"):
-            if isinstance(item, Memory):
-                path = target / item.path.lstrip("/")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(item.content or "")
-        return time.perf_counter() - started, client.stats.total
+        await stores.download(SimpleNamespace(resources=[resource]))  # type: ignore[arg-type]
+        os.listdir(target)
+        seconds = time.perf_counter() - started
+        await client.close()
+        return seconds
+
+    return anyio.run(start), requests
 
 
 class Mount:
@@ -277,12 +303,11 @@ def run_setting(
     a = Mount(store_id, work / f"a-{label}", env, cache)
     b = Mount(store_id, work / f"b-{label}", env, cache)
     c = Mount(store_id, work / f"c-{label}", env, cache)
-    download = work / f"download-{label}"
-    dl_seconds, dl_requests = trio.run(full_download, config, store_id, download)
+    dl_seconds, dl_requests = sdk_worker_start(url, key, store_id, work / f"download-{label}")
     try:
         seconds = timed(lambda: (a.mount(), os.listdir(a.point)))
         row("mount to first ls", seconds, None, a.requests())
-        row("  sync-worker full download", dl_seconds, None, dl_requests)
+        row("  SDK sync worker: download + first ls", dl_seconds, None, dl_requests)
         before = a.requests()
         row("cold grep -r", timed(lambda: grep(a.point)), timed(lambda: grep(local)),
             a.requests() - before)  # fmt: skip
@@ -345,6 +370,35 @@ def run_setting(
     return rows
 
 
+def startup_rows(
+    url: str, key: str, config: ClientConfig, tree: dict[str, str], store_id: str, work: Path,
+    env: dict[str, str],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Mount to first ``ls`` against the SDK worker's start, at 200 memories and the whole tree:
+    medians of 3 (a mount each time, unmounted after)."""
+    small = dict(list(tree.items())[:200])
+    rows: list[dict[str, Any]] = []
+    for size, store in ((len(small), trio.run(seed, config, small)), (len(tree), store_id)):
+        mounts, sdk, requests = [], [], 0
+        for n in range(3):
+            m = Mount(store, work / f"start-{size}-{n}", env, work / "cache-start")
+            started = time.perf_counter()
+            m.mount()
+            os.listdir(m.point)
+            mounts.append(time.perf_counter() - started)
+            requests = m.requests()
+            m.umount()
+            seconds, sdk_requests = sdk_worker_start(url, key, store, work / f"sdk-{size}-{n}")
+            sdk.append(seconds)
+        for name, samples, count in (
+            (f"mount to first ls, {size} memories (median of 3)", mounts, requests),
+            (f"  SDK sync worker: download + first ls, {size} memories", sdk, sdk_requests),
+        ):
+            rows.append({"server": "plain", "benchmark": name, "seconds": percentile(samples, 50),
+                         "local_seconds": None, "ratio": None, "requests": count})  # fmt: skip
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=2000)
@@ -362,7 +416,7 @@ def main() -> int:
             store_id = trio.run(seed, config, tree)
             env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
             env.pop("MEMFS_API_KEYS", None)
-            rows = []
+            rows = startup_rows(url, key, config, tree, store_id, work, env)
             for latency in (float(x) for x in args.latencies.split(",")):
                 rows += run_setting(latency, url, key, store_id, config, local, work, env, tree)
     if args.json:
