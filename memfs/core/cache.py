@@ -227,6 +227,9 @@ class ListingCache:
         self._gone: list[str] = []  # directories that left their parent's listing (take_gone)
         self._cleared = -math.inf
         self.vouched_until = 0.0  # monotonic
+        # listings begun before this (monotonic) are not covered by the feed's vouch: the feed
+        # reports changes from its start on, so they may miss one (``distrust_older``)
+        self._trusted_from = -math.inf
         self.hits = 0
         self.misses = 0
         self.patches = 0  # changes applied to cached listings instead of fetching them again
@@ -234,6 +237,12 @@ class ListingCache:
     def vouch(self, until: float) -> None:
         """The change feed keeps cached listings current until ``until`` (monotonic)."""
         self.vouched_until = until
+
+    def distrust_older(self) -> None:
+        """A change feed starts now: listings fetched before may miss a change it will never
+        report, so its vouch does not cover them (they expire after ``ttl``); they stay as the
+        last listings ``stale`` serves while the server cannot be reached."""
+        self._trusted_from = time.monotonic()
 
     def withdraw(self) -> None:
         """The feed cannot vouch any more: listings expire after ``ttl`` again."""
@@ -245,7 +254,8 @@ class ListingCache:
             self.misses += 1
             return None
         now = time.monotonic()
-        if now - listing.started < self.ttl or now < self.vouched_until:
+        vouched = now < self.vouched_until and listing.started >= self._trusted_from
+        if now - listing.started < self.ttl or vouched:
             self.hits += 1
             return listing
         self.misses += 1  # kept: ``stale`` serves it while the server cannot be reached

@@ -253,9 +253,10 @@ class Daemon:
         opts = self.options
         source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
         # The feed reports changes from its starting point (now) on: a listing fetched before
-        # it, or a count of the store, may miss a change it will never report, so they go
-        # before the feed vouches for what is cached (they are fetched again when asked).
-        vfs.listings.clear()
+        # it, or a count of the store, may miss a change it will never report, so the feed
+        # does not vouch for them (fetched again when asked; the listings stay as the stale
+        # fallback of an outage)
+        vfs.listings.distrust_older()
         vfs.usage.forget()
         feed = ChangeFeed(
             vfs, source, interval=opts.poll_interval, idle_interval=opts.idle_poll_interval

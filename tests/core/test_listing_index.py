@@ -4,6 +4,8 @@ memory id up in the patched listing answers what a listing built from the same i
 
 from __future__ import annotations
 
+import math
+import time
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -72,3 +74,16 @@ def test_the_cache_patches_keep_the_index_of_a_cached_listing() -> None:
     assert after.named("a") == () and after.memory("mem_0") is None
     assert [i.path for i in after.named("sub")] == ["/d/sub/"]
     same_answers(after)
+
+
+def test_a_feed_does_not_vouch_for_listings_fetched_before_it_started() -> None:
+    listings = ListingCache(ttl=0.0)  # only the feed's vouch keeps a listing fresh
+    before = Listing(started=time.monotonic(), items=())
+    assert listings.put("/", before)
+    listings.distrust_older()  # the feed starts: it reports changes from now on
+    listings.vouch(math.inf)
+    assert listings.get("/") is None  # it may miss a change the feed will never report
+    assert listings.stale("/") is before  # yet it is what an outage shows
+    after = Listing(started=time.monotonic(), items=())
+    assert listings.put("/", after)
+    assert listings.get("/") is after
