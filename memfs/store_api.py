@@ -43,8 +43,6 @@ class Capabilities:
     versions: bool = True
     # ``update(path=...)`` moves a memory and keeps its id; else a rename is create + delete
     rename_keeps_identity: bool = True
-    # ``recent_changes`` lists changes since a time (the change feed polls it)
-    change_listing: bool = True
     # the limits the store enforces, so the mount refuses early with the right errno
     max_content_bytes: int = 102_400
     max_memories: int | None = 2_000

@@ -23,7 +23,6 @@ MEMORY_STORES = Capabilities(
     preconditions=True,
     versions=True,
     rename_keeps_identity=True,
-    change_listing=True,
     max_content_bytes=102_400,
     max_memories=2_000,
 )
