@@ -389,7 +389,7 @@ class Uploader:
 
     def _gave_up(self, exc: BaseException) -> BaseException:
         """The error fsync reports; a transient one (EIO) says the change stays queued."""
-        if isinstance(exc, trio.TooSlowError) or is_transient(exc):
+        if _still_retried(exc):
             error = RemoteUnavailableError(
                 f"not uploaded within {self.config.fsync_timeout:g} s ({exc}); kept in the "
                 "journal and retried in the background"
@@ -407,7 +407,7 @@ class Uploader:
         errors = await self.writeback.flush_all(patience=self.config.fsync_timeout)
         # permanent failures of this pass are reported below in their own words (waiting for
         # room, a conflict copy, failed_uploads); what is still retried comes first
-        unavailable = [e for e in errors if isinstance(e, trio.TooSlowError) or is_transient(e)]
+        unavailable = [e for e in errors if _still_retried(e)]
         if unavailable:
             raise self._gave_up(unavailable[0])
         if self.state.waiting_for_room:
@@ -452,3 +452,8 @@ class Uploader:
             if holder is not None:
                 holder.remote_path = updated.path
                 holder.synced_at = self.state.now()
+
+
+def _still_retried(exc: BaseException) -> bool:
+    """A failure the queue keeps retrying: the server was away, or the wait ran out."""
+    return isinstance(exc, trio.TooSlowError) or is_transient(exc)
