@@ -120,6 +120,7 @@ class Daemon:
         self.vfs: Vfs | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
+        self._about: dict[str, str] = {}  # the report's mountpoint and store name, once known
         self._flush_started = False  # the final flush runs once (signal or unmount)
         self._flush_done = trio.Event()
 
@@ -218,6 +219,7 @@ class Daemon:
                     vfs.usage.run_in(nursery)
                     errors = RecentErrors()
                     logging.getLogger("memfs").addHandler(errors)
+                    self._about = {"mountpoint": opts.mountpoint, "store_name": store.name}
                     writer = StatusWriter(
                         status_file,
                         vfs,
@@ -353,7 +355,7 @@ class Daemon:
                     f"pending changes not handed over as files (kept in the journal): {exc}"
                 )
                 log.error("%s", errors[-1])
-        report = unmount_report(vfs, orphaned=orphaned, errors=errors)
+        report = unmount_report(vfs, orphaned=orphaned, errors=errors, **self._about)
         if report_problems(report):
             log.error("%s", render_report(report).rstrip())
         try:

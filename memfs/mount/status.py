@@ -173,7 +173,12 @@ def _conflict(conflict: ConflictInfo) -> dict[str, Any]:
 
 
 def unmount_report(
-    vfs: Vfs, *, orphaned: tuple[Path, list[str]] | None, errors: list[str]
+    vfs: Vfs,
+    *,
+    orphaned: tuple[Path, list[str]] | None,
+    errors: list[str],
+    mountpoint: str | None = None,
+    store_name: str | None = None,
 ) -> dict[str, Any]:
     """The unmount report of a mount whose final flush is over (JSON-ready; module docstring).
     ``orphaned``: where the changes of a deleted store were handed over, one line per change;
@@ -181,7 +186,9 @@ def unmount_report(
     durable = vfs.durable
     return {
         "type": REPORT_TYPE,
+        "mountpoint": mountpoint,
         "store_id": vfs.store_id,
+        "store_name": store_name,
         "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
         "orphaned": None
         if orphaned is None

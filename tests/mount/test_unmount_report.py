@@ -36,7 +36,8 @@ def test_umount_json_lists_what_status_listed_and_exits_1(mount: MountedStore) -
     result = memfs("umount", "--json", str(mount.path), env=mount.env)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    assert report["store_id"] == mount.store_id
+    assert report["store_id"] == mount.store_id and report["store_name"] == mount.store_name
+    assert report["mountpoint"] == str(mount.path)
     assert report["pending"] == [] and report["conflicts"] == [] and report["errors"] == []
     assert report["store_gone"] is None and report["orphaned"] is None
     [refused] = report["refused"]
