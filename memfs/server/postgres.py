@@ -60,7 +60,7 @@ _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 
 # psycopg reads a whole result at once: a ``depth=1`` seek fetches a few rows at a time, since a
 # subdirectory ends the batch.
-POSTGRES = Dialect(placeholder="%s", lock_clause=" FOR UPDATE", rollup_batch=16)
+POSTGRES = Dialect(name="postgresql", placeholder="%s", lock_clause=" FOR UPDATE", rollup_batch=16)
 
 
 def is_postgres_url(db: str) -> bool:

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 # sqlite3 steps a result lazily, so a ``depth=1`` seek may ask for the whole page.
-SQLITE = Dialect(placeholder="?", lock_clause="", rollup_batch=None)
+SQLITE = Dialect(name="sqlite", placeholder="?", lock_clause="", rollup_batch=None)
 
 
 class SqliteStorage(SqlStorage):

@@ -35,6 +35,7 @@ from memfs.errors import (
 )
 from memfs.models import Actor, MemoryStore
 from memfs.server import ids
+from memfs.server.search import SearchIndex
 from memfs.server.sql.rows import (
     MEMORY_FULL,
     STORE_COLUMNS,
@@ -69,9 +70,12 @@ class SqlBase(Storage):
         *,
         clock: Callable[[], datetime] = utc_now,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        search: SearchIndex | None = None,
     ) -> None:
         self.clock = clock
         self.max_memories = max_memories
+        # The search index, written in the same transactions as the documents it indexes.
+        self.search = search if search is not None else SearchIndex()
 
     # -- what a backend provides ------------------------------------------------------------------
 

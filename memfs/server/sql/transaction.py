@@ -44,6 +44,7 @@ class Connection(Protocol):
 class Dialect:
     """What the shared SQL needs to know about a database."""
 
+    name: str  # "sqlite" or "postgresql": picks the dialect's own SQL where it must differ (search)
     placeholder: str  # "?" (sqlite3) or "%s" (psycopg)
     lock_clause: str  # appended to the SELECT of a store row that a mutation is about to guard
     # Rows one ``depth=1`` seek fetches at most (None: as many as the page wants). A driver that

@@ -1,0 +1,58 @@
+"""Full-text (and optionally semantic) search over the reference server's documents.
+
+One engine for both store APIs: Memory Stores memories (``kind="memory_stores"``) and Databricks
+Agent Memory entries (``kind="databricks"``). The index lives in the same database as the
+documents (migration step 3 of ``memfs.server.schema``) and is written *inside the caller's
+write transaction* (a ``memfs.server.sql.Tx``), so a search that starts after a write commits
+finds it, and a rolled-back write leaves no trace in the index.
+
+How to use it (everything a caller needs):
+
+- the storage holds one ``SearchIndex`` as ``self.search`` (``SqlBase``); call it from inside
+  ``_write``/``_read`` transactions with the ``Tx`` you were given;
+- after creating or changing a document: ``search.index(tx, SearchDocument(...))`` (replaces
+  any previous text of the same ``(kind, store_id, doc_id)``: path, content, description,
+  actor and session all come from the new document);
+- after deleting one: ``search.remove(tx, kind, store_id, doc_id)`` (no error if absent);
+- after deleting a whole store: ``search.remove_store(tx, kind, store_id)``;
+- to search: ``search.search(tx, SearchScope(...), query, limit)`` returns ``SearchHit``
+  ``(doc_id, score)`` best first, higher score = more relevant, at most ``limit``. ``query`` is
+  free text from the user: it can never cause an SQL or FTS syntax error (each word is quoted
+  and the words are OR-ed); a query with no word in it (blank, only punctuation) finds nothing.
+  Rejecting a blank query with 400 is the route's job (``validate_query``).
+
+Scope rule (the Databricks contract's, used for both kinds): ``actor_id`` None = every actor
+(Memory Stores documents have ``actor_id=""``); ``session_id`` given = that session's documents
+only, session-less ones excluded; ``session_id`` None = the whole actor (with or without a
+session). ``path_prefix`` None = every path; else a raw string prefix of ``path`` (callers that
+want whole segments pass a prefix ending in ``/``).
+
+Modules: ``index`` (the types and ``SearchIndex``, which dispatches on the dialect), ``terms``
+(free text to safe terms), ``fts_sqlite`` / ``fts_postgres`` (the BM25 of each database),
+``semantic`` (optional embeddings fused by reciprocal rank). This package must not open
+connections or start transactions (the backends do) and must not know HTTP (the routes do).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from memfs.server.search.index import (
+    DocumentKind,
+    SearchDocument,
+    SearchHit,
+    SearchIndex,
+    SearchScope,
+    validate_query,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DocumentKind",
+    "SearchDocument",
+    "SearchHit",
+    "SearchIndex",
+    "SearchScope",
+    "validate_query",
+]
