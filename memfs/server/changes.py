@@ -237,6 +237,13 @@ class NotifyingStorage(Storage):
         )
         self.hub.publish(store_id)
 
+    async def search_memories(
+        self, store_id: str, query: str, *, limit: int, path_prefix: str | None
+    ) -> list[tuple[Memory, float]]:
+        return await self.inner.search_memories(
+            store_id, query, limit=limit, path_prefix=path_prefix
+        )
+
     async def list_versions(
         self,
         store_id: str,

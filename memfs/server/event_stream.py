@@ -44,6 +44,7 @@ from memfs.server.storage import Storage, VersionFilter
 log = logging.getLogger(__name__)
 
 CHANGE_STREAM_PATH = "/v1/memory_stores/{store_id}/memfs/changes"
+SEARCH_PATH = "/v1/memory_stores/{store_id}/memfs/search"  # the search extension (routes.search)
 
 
 class EventStream:
@@ -59,6 +60,8 @@ class EventStream:
                 "type": "memfs_capabilities",
                 "change_stream": self.hub is not None,
                 "change_stream_path": CHANGE_STREAM_PATH,
+                "search": True,  # the reference server always indexes (memfs.server.search)
+                "search_path": SEARCH_PATH,
             }
         )
 

@@ -45,6 +45,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from memfs.server import schema
+from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
 from memfs.server.storage import MAX_MEMORIES_PER_STORE, utc_now
 
@@ -79,8 +80,9 @@ class PostgresStorage(SqlStorage):
         clock: Callable[[], datetime] = utc_now,
         pool_size: int = 10,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        search: SearchIndex | None = None,
     ) -> None:
-        super().__init__(clock=clock, max_memories=max_memories)
+        super().__init__(clock=clock, max_memories=max_memories, search=search)
         self.url = url
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,

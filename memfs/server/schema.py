@@ -19,9 +19,33 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import unicodedata
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+# Search (step 3): SQLite's FTS5 tokenizer: Porter stemming over Unicode words, diacritics
+# removed. PostgreSQL's nearest: the ``english`` configuration (Snowball stemmer; it also drops
+# English stop words) over text whose Latin diacritics ``search_fold`` removes (no ``unaccent``
+# extension needed). docs/server.md lists the differences.
+SQLITE_TOKENIZER = "porter unicode61 remove_diacritics 2"
+PG_TS_CONFIG = "english"
+
+
+def _fold_table() -> tuple[str, str]:
+    """The letters of U+00C0..U+024F that are an ASCII letter plus combining marks (canonical
+    decomposition), and those ASCII letters: ``translate``'s arguments for ``search_fold``."""
+    source, target = [], []
+    for code in range(0xC0, 0x250):
+        decomposed = unicodedata.normalize("NFD", chr(code))
+        base, marks = decomposed[0], decomposed[1:]
+        if marks and base.isascii() and base.isalpha() and all(map(unicodedata.combining, marks)):
+            source.append(chr(code))
+            target.append(base)
+    return "".join(source), "".join(target)
+
+
+_FOLD_FROM, _FOLD_TO = _fold_table()
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -76,6 +100,37 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX versions_by_memory ON versions (store_id, memory_id, seq);
         CREATE INDEX versions_by_created ON versions (created_us);
+        """,
+    ),
+    # Step 2 is the Databricks tables (helper dbx-server): an empty placeholder on this branch,
+    # replaced by theirs when both are merged.
+    (2, ""),
+    (
+        3,
+        # The search index (memfs.server.search): one row per document of either API, its text
+        # in an FTS5 table sharing its rowid. Existing memories are indexed here (backfill).
+        f"""
+        CREATE TABLE search_docs (
+            id INTEGER PRIMARY KEY,              -- the rowid of its text in search_text
+            kind TEXT NOT NULL,                  -- 'memory_stores' or 'databricks'
+            store_id TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            actor_id TEXT NOT NULL,              -- '' for Memory Stores memories
+            session_id TEXT,
+            embedding BLOB,                      -- float32 vector (semantic search), or NULL
+            embedding_model TEXT,                -- the model that computed it
+            UNIQUE (kind, store_id, doc_id)
+        );
+        CREATE INDEX search_docs_scope ON search_docs (kind, store_id, actor_id, session_id, path);
+        CREATE VIRTUAL TABLE search_text USING fts5 (
+            description, path, content, tokenize = '{SQLITE_TOKENIZER}'
+        );
+        INSERT INTO search_docs (kind, store_id, doc_id, path, actor_id)
+            SELECT 'memory_stores', store_id, id, path, '' FROM memories;
+        INSERT INTO search_text (rowid, description, path, content)
+            SELECT d.id, '', d.path, m.content FROM search_docs d
+            JOIN memories m ON m.id = d.doc_id AND m.store_id = d.store_id;
         """,
     ),
 ]
@@ -135,6 +190,47 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX versions_by_memory ON versions (store_id, memory_id, seq);
         CREATE INDEX versions_by_created ON versions (created_us);
         CREATE INDEX versions_by_store_created ON versions (store_id, created_us);
+        """,
+    ),
+    (2, ""),  # the Databricks tables (helper dbx-server): see MIGRATIONS
+    (
+        3,
+        # The search index: ``search_tsvector`` is the one definition of a document's indexed
+        # text (description A, path words B, content C; diacritics folded by ``search_fold``),
+        # used by every write and by the backfill of existing memories here. ``doc_len``
+        # is the document's token count (BM25's |D|).
+        f"""
+        CREATE FUNCTION search_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE
+            AS $$ SELECT translate(t, '{_FOLD_FROM}', '{_FOLD_TO}') $$;
+        CREATE FUNCTION search_tsvector(description text, path text, content text)
+            RETURNS tsvector LANGUAGE sql IMMUTABLE AS $$
+            SELECT setweight(to_tsvector('{PG_TS_CONFIG}', search_fold(description)), 'A')
+                || setweight(to_tsvector('{PG_TS_CONFIG}',
+                             search_fold(translate(path, '/._', '   '))), 'B')
+                || setweight(to_tsvector('{PG_TS_CONFIG}', search_fold(content)), 'C') $$;
+        CREATE TABLE search_docs (
+            kind TEXT COLLATE "C" NOT NULL,
+            store_id TEXT COLLATE "C" NOT NULL,
+            doc_id TEXT COLLATE "C" NOT NULL,
+            path TEXT COLLATE "C" NOT NULL,
+            actor_id TEXT COLLATE "C" NOT NULL,
+            session_id TEXT COLLATE "C",
+            description TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tsv TSVECTOR NOT NULL,
+            doc_len INTEGER NOT NULL,
+            embedding BYTEA,
+            embedding_model TEXT,
+            PRIMARY KEY (kind, store_id, doc_id)
+        );
+        CREATE INDEX search_docs_scope ON search_docs (kind, store_id, actor_id, session_id, path);
+        CREATE INDEX search_docs_tsv ON search_docs USING GIN (tsv);
+        INSERT INTO search_docs (kind, store_id, doc_id, path, actor_id, description, content,
+                                 tsv, doc_len)
+            SELECT 'memory_stores', m.store_id, m.id, m.path, '', '', m.content, v.tsv,
+                   (SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(v.tsv) u)
+            FROM memories m
+            CROSS JOIN LATERAL (SELECT search_tsvector('', m.path, m.content) AS tsv) v;
         """,
     ),
 ]

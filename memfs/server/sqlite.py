@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import trio
 
 from memfs.server import schema
+from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
 from memfs.server.storage import MAX_MEMORIES_PER_STORE, utc_now
 
@@ -57,8 +58,9 @@ class SqliteStorage(SqlStorage):
         readers: int = 4,
         busy_timeout_ms: int = 10_000,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        search: SearchIndex | None = None,
     ) -> None:
-        super().__init__(clock=clock, max_memories=max_memories)
+        super().__init__(clock=clock, max_memories=max_memories, search=search)
         self.path = str(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._reader_count = readers

@@ -187,6 +187,14 @@ class Storage(abc.ABC):
     ) -> None:
         """Delete, appending a ``deleted`` version (works when the store is archived)."""
 
+    @abc.abstractmethod
+    async def search_memories(
+        self, store_id: str, query: str, *, limit: int, path_prefix: str | None
+    ) -> list[tuple[Memory, float]]:
+        """The at most ``limit`` memories (with content) best matching ``query``, best first,
+        with their scores (higher = better); ``path_prefix``: only paths starting with it.
+        NotFoundError for an unknown store (memfs.server.search has the ranking rules)."""
+
     # -- versions -------------------------------------------------------------------------------
 
     @abc.abstractmethod

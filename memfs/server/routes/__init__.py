@@ -2,8 +2,9 @@
 
 ``build_routes`` is the one table (URL template → endpoint); the endpoints live by resource:
 ``stores`` (``StoreRoutes``), ``memories`` (``MemoryRoutes``), ``versions``
-(``VersionRoutes``), and ``memfs.server.event_stream`` (the change stream and the capabilities
-it announces). ``/healthz`` and ``/metrics`` are answered here. An endpoint reads its request
+(``VersionRoutes``), ``search`` (``SearchRoutes``, the search extension), and
+``memfs.server.event_stream`` (the change stream and the capabilities it announces).
+``/healthz`` and ``/metrics`` are answered here. An endpoint reads its request
 with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters, pages), calls
 ``Storage`` and renders the answer; whatever it raises becomes the error envelope
 (``memfs.server.envelope``). Routes must not contain SQL or know which backend they run on.
@@ -18,9 +19,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memfs.server import changes
-from memfs.server.event_stream import CHANGE_STREAM_PATH, EventStream
+from memfs.server.event_stream import CHANGE_STREAM_PATH, SEARCH_PATH, EventStream
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.routes.memories import MemoryRoutes
+from memfs.server.routes.search import SearchRoutes
 from memfs.server.routes.stores import StoreRoutes
 from memfs.server.routes.versions import VersionRoutes
 from memfs.server.storage import Storage
@@ -62,6 +64,7 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
         Route(store + "/memory_versions", v.list_versions, methods=["GET"]),
         Route(version, v.get_version, methods=["GET"]),
         Route(version + "/redact", v.redact_version, methods=["POST"]),
+        Route(SEARCH_PATH, SearchRoutes(storage).search, methods=["POST"]),
         Route("/v1/memfs/capabilities", events.capabilities, methods=["GET"]),
         *(
             [Route(CHANGE_STREAM_PATH, events.change_stream, methods=["GET"])]

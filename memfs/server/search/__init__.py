@@ -27,9 +27,10 @@ only, session-less ones excluded; ``session_id`` None = the whole actor (with or
 session). ``path_prefix`` None = every path; else a raw string prefix of ``path`` (callers that
 want whole segments pass a prefix ending in ``/``).
 
-Modules: ``index`` (the types and ``SearchIndex``, which dispatches on the dialect), ``terms``
-(free text to safe terms), ``fts_sqlite`` / ``fts_postgres`` (the BM25 of each database),
-``semantic`` (optional embeddings fused by reciprocal rank). This package must not open
+Modules: ``document`` (the types), ``index`` (``SearchIndex``, which dispatches on the
+dialect), ``terms`` (free text to safe terms, the scope as SQL), ``fts_sqlite`` /
+``fts_postgres`` (the BM25 of each database), ``semantic`` (optional embeddings fused by
+reciprocal rank). This package must not open
 connections or start transactions (the backends do) and must not know HTTP (the routes do).
 """
 
@@ -37,14 +38,14 @@ from __future__ import annotations
 
 import logging
 
-from memfs.server.search.index import (
+from memfs.server.search.document import (
     DocumentKind,
     SearchDocument,
     SearchHit,
-    SearchIndex,
     SearchScope,
     validate_query,
 )
+from memfs.server.search.index import SearchIndex
 
 log = logging.getLogger(__name__)
 

@@ -1,97 +1,85 @@
-"""The search engine's interface: documents, scopes, hits and ``SearchIndex`` (see the package
-docstring for how callers use it). Dialect-specific SQL lives in ``fts_sqlite``/``fts_postgres``.
+"""``SearchIndex``: the one search engine of the reference server (see the package docstring).
+
+It turns a search into the dialect's BM25 query (``fts_sqlite`` / ``fts_postgres``, picked by
+``tx.dialect.name``) and, when built with an ``Embedder``, fuses that ranking with the cosine
+ranking of the stored embeddings (``semantic``). Writes store an embedding only when an
+embedder is present; otherwise they clear it, so a stale vector never outlives its text.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
 
-from memfs.errors import BadRequestError
+from memfs.server.search import semantic
+from memfs.server.search.document import DocumentKind, SearchDocument, SearchHit, SearchScope, Tx
+from memfs.server.search.fts_postgres import PostgresFts
+from memfs.server.search.fts_sqlite import SqliteFts
+from memfs.server.search.terms import query_terms
 
 log = logging.getLogger(__name__)
 
-DocumentKind = Literal["memory_stores", "databricks"]
+# How many candidates each ranking contributes to the fusion (at least the answer's limit).
+FUSION_DEPTH = 50
 
-MAX_QUERY_CHARS = 4096  # longer queries are refused: a query is a few words, not a document
-
-
-class _Dialect(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-class Tx(Protocol):
-    """What the index uses of ``memfs.server.sql.Tx`` (one transaction, ``?`` placeholders).
-
-    Structural, so this package need not import ``sql``, which imports it (``SqlBase.search``).
-    """
-
-    @property
-    def dialect(self) -> _Dialect: ...
-
-    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
-
-
-@dataclass(frozen=True)
-class SearchDocument:
-    """One searchable document; ``(kind, store_id, doc_id)`` identifies it in the index."""
-
-    kind: DocumentKind
-    store_id: str
-    doc_id: str  # memory id / entry id: what a hit returns
-    path: str
-    content: str
-    description: str = ""
-    actor_id: str = ""  # Memory Stores memories have no actor: ""
-    session_id: str | None = None
-
-
-@dataclass(frozen=True)
-class SearchScope:
-    """Which documents a search considers (the rule is in the package docstring)."""
-
-    kind: DocumentKind
-    store_id: str
-    actor_id: str | None = None
-    session_id: str | None = None
-    path_prefix: str | None = None
-
-
-class SearchHit(NamedTuple):
-    doc_id: str
-    score: float  # higher = more relevant; comparable only within one answer
-
-
-def validate_query(query: object) -> str:
-    """A search query from a request body, or ``BadRequestError`` (blank, not text, too long)."""
-    if not isinstance(query, str):
-        raise BadRequestError("query: must be a string")
-    if not query.strip():
-        raise BadRequestError("query: must not be empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise BadRequestError(f"query: at most {MAX_QUERY_CHARS} characters")
-    return query
+_BACKENDS: dict[str, SqliteFts | PostgresFts] = {
+    "sqlite": SqliteFts(),
+    "postgresql": PostgresFts(),
+}
 
 
 class SearchIndex:
-    """BM25 full-text search (plus semantic ranking when built with an embedder), kept in the
-    database beside the documents and written in the caller's transactions."""
+    """BM25 full-text search (fused with semantic ranking when built with an ``embedder``),
+    kept in the database beside the documents and written in the caller's transactions."""
+
+    def __init__(self, embedder: semantic.Embedder | None = None) -> None:
+        self.embedder = embedder
+
+    @property
+    def semantic(self) -> bool:
+        return self.embedder is not None
 
     def index(self, tx: Tx, doc: SearchDocument) -> None:
         """Add ``doc`` or replace the indexed text of the same ``(kind, store_id, doc_id)``."""
-        raise NotImplementedError
+        embedding = model = None
+        if self.embedder is not None:
+            text = semantic.document_text(doc.description, doc.path, doc.content)
+            embedding = semantic.to_bytes(self.embedder.passages([text])[0])
+            model = self.embedder.name
+        _BACKENDS[tx.dialect.name].index(tx, doc, embedding, model)
 
     def remove(self, tx: Tx, kind: DocumentKind, store_id: str, doc_id: str) -> None:
         """Forget one document (nothing happens if it is not indexed)."""
-        raise NotImplementedError
+        _BACKENDS[tx.dialect.name].remove(tx, kind, store_id, doc_id)
 
     def remove_store(self, tx: Tx, kind: DocumentKind, store_id: str) -> None:
         """Forget every document of a store."""
-        raise NotImplementedError
+        _BACKENDS[tx.dialect.name].remove(tx, kind, store_id, None)
 
     def search(self, tx: Tx, scope: SearchScope, query: str, limit: int) -> list[SearchHit]:
         """The at most ``limit`` documents in ``scope`` best matching ``query``, best first."""
-        raise NotImplementedError
+        backend = _BACKENDS[tx.dialect.name]
+        terms = query_terms(query)
+        depth = limit if self.embedder is None else max(limit, FUSION_DEPTH)
+        lexical = backend.bm25(tx, scope, terms, depth) if terms else []
+        if self.embedder is None:
+            return [SearchHit(doc_id, score) for doc_id, score in lexical]
+        if not query.strip():
+            return []
+        vectors = backend.vectors(tx, scope, self.embedder.name)
+        meaning = semantic.cosine_ranking(self.embedder.query(query), vectors, depth)
+        return [SearchHit(*hit) for hit in semantic.fuse([lexical, meaning], limit)]
+
+    def backfill(self, tx: Tx, batch: int = 32) -> int:
+        """Embed up to ``batch`` documents that lack this embedder's vector; how many were.
+        Run in write transactions until it returns 0 (the server does at start-up)."""
+        if self.embedder is None:
+            return 0
+        backend = _BACKENDS[tx.dialect.name]
+        rows = backend.unembedded(tx, self.embedder.name, batch)
+        if rows:
+            texts = [semantic.document_text(*text) for _, _, _, text in rows]
+            vectors = self.embedder.passages(texts)
+            for (kind, store_id, doc_id, _), vector in zip(rows, vectors, strict=True):
+                blob = semantic.to_bytes(vector)
+                backend.set_embedding(tx, kind, store_id, doc_id, blob, self.embedder.name)
+        return len(rows)

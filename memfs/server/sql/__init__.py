@@ -9,8 +9,9 @@ retention, the ``depth=1`` roll-up and the page positions. Its modules, by conce
   ``memfs.server.postgres``) must provide (``_read``/``_write`` transactions, ``dialect``,
   ``_announce``, ``_claim_pruning``: read its docstring before writing a backend), the checks
   every operation shares and ``_append_version``, the one writer of versions;
-- ``stores``, ``memories``, ``versions``: the operations on each (``StoreQueries``,
-  ``MemoryQueries``, ``VersionQueries``), which ``SqlStorage`` combines;
+- ``stores``, ``memories``, ``versions``, ``search``: the operations on each
+  (``StoreQueries``, ``MemoryQueries``, ``VersionQueries``, ``SearchQueries``), which
+  ``SqlStorage`` combines (the search index itself is ``memfs.server.search``);
 - ``transaction``: ``Tx`` (one transaction, rewriting ``?`` placeholders for the dialect),
   ``Dialect`` and the driver surface used;
 - ``rows``: the columns read, rows to models, and times as integer microseconds since the
@@ -31,6 +32,7 @@ import logging
 
 from memfs.server.sql.memories import MemoryQueries
 from memfs.server.sql.rows import from_us, to_us
+from memfs.server.sql.search import SearchQueries
 from memfs.server.sql.stores import StoreQueries
 from memfs.server.sql.transaction import Dialect, Tx
 from memfs.server.sql.versions import VersionQueries
@@ -38,7 +40,7 @@ from memfs.server.sql.versions import VersionQueries
 log = logging.getLogger(__name__)
 
 
-class SqlStorage(StoreQueries, MemoryQueries, VersionQueries):
+class SqlStorage(StoreQueries, MemoryQueries, VersionQueries, SearchQueries):
     """``Storage`` on a SQL database; a backend subclass runs the transactions (see ``base``)."""
 
 

@@ -5,7 +5,8 @@ depends on stored state: the store is not archived (create, update), the path is
 store holds fewer than ``max_memories`` (create), the content precondition (update, delete).
 An update that changes nothing, or whose failed precondition asks for the state already
 stored, succeeds and writes no version. Every write appends its version with
-``SqlBase._append_version`` and moves the memory's head to it.
+``SqlBase._append_version``, moves the memory's head to it and updates the search index
+(``SqlBase.search``) in the same transaction.
 
 Listings walk the ``(store_id, path)`` index in byte order. ``depth=1`` rolls a subdirectory up
 into one ``memory_prefix`` item and seeks straight past its range (``prefix/`` to ``prefix0``)
@@ -19,12 +20,15 @@ import logging
 from memfs.errors import STORE_FULL_MESSAGE, PreconditionFailedError, StoreFullError
 from memfs.models import Actor, Memory, MemoryPrefix
 from memfs.server import ids
+from memfs.server.search import DocumentKind, SearchDocument
 from memfs.server.sql.base import SqlBase
 from memfs.server.sql.rows import MEMORY_BASIC, MEMORY_FULL, content_columns, memory_from_row
 from memfs.server.sql.transaction import Cursor, Row, Tx
 from memfs.server.storage import ListItem, MemoryPosition, Slice
 
 log = logging.getLogger(__name__)
+
+MEMORY_STORES: DocumentKind = "memory_stores"  # the search index's kind for memories
 
 
 def _upper_bound(prefix: str) -> str:
@@ -73,9 +77,14 @@ class MemoryQueries(SqlBase):
             tx.execute(
                 "UPDATE stores SET memory_count = memory_count + 1 WHERE id = ?", (store_id,)
             )
+            self._index_memory(tx, store_id, memory_id, path, content)
             return memory_from_row(self._load_memory(tx, store_id, memory_id))
 
         return await self._write(run)
+
+    def _index_memory(self, tx: Tx, store_id: str, memory_id: str, path: str, content: str) -> None:
+        """Index a memory's current path and content (in the transaction that wrote them)."""
+        self.search.index(tx, SearchDocument(MEMORY_STORES, store_id, memory_id, path, content))
 
     async def get_memory(self, store_id: str, memory_id: str) -> Memory:
         def run(tx: Tx) -> Memory:
@@ -178,6 +187,7 @@ class MemoryQueries(SqlBase):
                 "content_size = ?, head_version_id = ?, updated_us = ? WHERE id = ?",
                 (new_path, *content_columns(new_content), version_id, now, memory_id),
             )
+            self._index_memory(tx, store_id, memory_id, new_path, new_content)
             return memory_from_row(self._load_memory(tx, store_id, memory_id))
 
         return await self._write(run)
@@ -202,6 +212,7 @@ class MemoryQueries(SqlBase):
                 actor=actor,
             )
             tx.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            self.search.remove(tx, MEMORY_STORES, store_id, memory_id)
             tx.execute(
                 "UPDATE stores SET memory_count = memory_count - 1 WHERE id = ?", (store_id,)
             )

@@ -148,6 +148,7 @@ class StoreQueries(SqlBase):
             tx.execute("DELETE FROM versions WHERE store_id = ?", (store_id,))
             tx.execute("DELETE FROM memories WHERE store_id = ?", (store_id,))
             tx.execute("DELETE FROM stores WHERE id = ?", (store_id,))
+            self.search.remove_store(tx, "memory_stores", store_id)
             self._announce(tx, store_id)
 
         await self._write(run)

@@ -1,0 +1,55 @@
+"""Free text from a user to the words a search looks for, and the scope as SQL.
+
+A query is never parsed as a query language: it is split into Unicode words (``\\w+`` after NFC
+normalisation), and each dialect turns those words into its own query where every word is a
+literal (FTS5: each one double-quoted, OR-ed; PostgreSQL: lexemes of ``to_tsvector``). Quotes,
+``*``, ``-``, ``NEAR(``, ``AND``/``OR``/``NOT`` and parentheses are therefore plain text, and no
+input can cause a syntax error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from typing import Any
+
+from memfs.server.search.document import SearchScope
+
+log = logging.getLogger(__name__)
+
+MAX_TERMS = 32  # words beyond these are ignored: a query is a few words
+_WORD = re.compile(r"\w+")
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct words of ``query`` (case-insensitive), in order, at most ``MAX_TERMS``."""
+    seen: dict[str, str] = {}
+    for word in _WORD.findall(unicodedata.normalize("NFC", query)):
+        seen.setdefault(word.casefold(), word)
+        if len(seen) == MAX_TERMS:
+            break
+    return list(seen.values())
+
+
+def fts5_match(terms: list[str]) -> str:
+    """An FTS5 MATCH expression finding any of ``terms``: each a quoted string (a ``\\w+`` word
+    holds no ``"``, the one character FTS5 strings must escape)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def scope_sql(scope: SearchScope, alias: str) -> tuple[str, list[Any]]:
+    """The WHERE condition (and its parameters) selecting ``scope``'s rows of ``search_docs``
+    (as ``alias``); the rule is in the package docstring."""
+    clauses = [f"{alias}.kind = ?", f"{alias}.store_id = ?"]
+    params: list[Any] = [scope.kind, scope.store_id]
+    if scope.actor_id is not None:
+        clauses.append(f"{alias}.actor_id = ?")
+        params.append(scope.actor_id)
+    if scope.session_id is not None:
+        clauses.append(f"{alias}.session_id = ?")
+        params.append(scope.session_id)
+    if scope.path_prefix:
+        clauses.append(f"substr({alias}.path, 1, ?) = ?")
+        params += [len(scope.path_prefix), scope.path_prefix]
+    return " AND ".join(clauses), params

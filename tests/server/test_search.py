@@ -1,0 +1,245 @@
+"""Search: the Memory Stores extension endpoint and the engine (``memfs.server.search``) on
+SQLite and PostgreSQL: found right after a write, updates/deletes keep the index right, scopes,
+hostile queries, validation, the capability, and the migration's backfill."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from memfs.server.search import SearchDocument, SearchScope
+from memfs.server.search.semantic import fuse
+from memfs.server.sql import SqlStorage
+from memfs.server.storage import Storage
+
+from .helpers import MakeMemory, assert_error
+
+
+def search_url(store_id: str) -> str:
+    return f"/v1/memory_stores/{store_id}/memfs/search"
+
+
+async def search(client: httpx.AsyncClient, store_id: str, query: str, **body: Any) -> list[Any]:
+    r = await client.post(search_url(store_id), json={"query": query, **body})
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    assert answer["type"] == "memfs_search_results"
+    scores = [hit["score"] for hit in answer["data"]]
+    assert scores == sorted(scores, reverse=True)
+    return [hit["memory"]["path"] for hit in answer["data"]]
+
+
+async def test_a_memory_is_found_right_after_it_is_written(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    await mem("/notes/coffee.md", "I drink espresso every morning, never decaf.")
+    await mem("/notes/tea.md", "Green tea in the afternoon.")
+    await mem("/notes/both.md", "espresso espresso espresso, and tea")
+    r = await client.post(search_url(store_id), json={"query": "espresso"})
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert [hit["memory"]["path"] for hit in data] == ["/notes/both.md", "/notes/coffee.md"]
+    memory = data[1]["memory"]
+    assert memory["content"] == "I drink espresso every morning, never decaf."
+    assert memory["type"] == "memory" and memory["memory_store_id"] == store_id
+    assert all(isinstance(hit["score"], float) and hit["score"] > 0 for hit in data)
+
+
+async def test_words_match_any_of_several_and_by_stem_and_path(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    await mem("/people/alice.md", "She runs marathons.")
+    await mem("/projects/gardening.md", "Tomatoes need sun.")
+    assert await search(client, store_id, "running") == ["/people/alice.md"]
+    assert await search(client, store_id, "alice") == ["/people/alice.md"]
+    assert set(await search(client, store_id, "tomatoes alice")) == {
+        "/people/alice.md",
+        "/projects/gardening.md",
+    }
+
+
+async def test_updates_deletes_and_store_deletion_keep_the_index_right(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    memory = await mem("/a.md", "the first draft mentions zebras")
+    url = f"/v1/memory_stores/{store_id}/memories/{memory['id']}"
+    r = await client.patch(url, json={"content": "now about giraffes", "path": "/renamed.md"})
+    assert r.status_code == 200, r.text
+    assert await search(client, store_id, "zebras") == []
+    assert await search(client, store_id, "giraffes") == ["/renamed.md"]
+    assert await search(client, store_id, "renamed") == ["/renamed.md"]
+    r = await client.delete(url)
+    assert r.status_code == 204 or r.status_code == 200, r.text
+    assert await search(client, store_id, "giraffes") == []
+    await mem("/b.md", "giraffes again")
+    r = await client.delete(f"/v1/memory_stores/{store_id}")
+    assert r.status_code in (200, 204), r.text
+    r = await client.post(search_url(store_id), json={"query": "giraffes"})
+    assert_error(r, 404, "not_found_error")
+
+
+async def test_a_search_sees_only_its_store_and_path_prefix(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    r = await client.post("/v1/memory_stores", json={"name": "Other"})
+    other = r.json()["id"]
+    r = await client.post(
+        f"/v1/memory_stores/{other}/memories", json={"path": "/x.md", "content": "walrus"}
+    )
+    assert r.status_code == 200, r.text
+    await mem("/zoo/walrus.md", "a walrus")
+    await mem("/sea/walrus.md", "another walrus")
+    assert sorted(await search(client, store_id, "walrus")) == ["/sea/walrus.md", "/zoo/walrus.md"]
+    assert await search(client, store_id, "walrus", path_prefix="/zoo/") == ["/zoo/walrus.md"]
+    assert await search(client, store_id, "walrus", path_prefix="/zo") == ["/zoo/walrus.md"]
+    assert await search(client, other, "walrus") == ["/x.md"]
+    assert len(await search(client, store_id, "walrus", limit=1)) == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '"unbalanced quote',
+        "*",
+        "wal*",
+        "NEAR(walrus",
+        "NEAR(a b, 2)",
+        "-walrus",
+        "walrus -seal",
+        "walrus AND",
+        "OR OR",
+        "NOT",
+        "(",
+        "content:walrus",
+        "^walrus",
+        "'; DROP TABLE memories; --",
+        "100%",
+        "?",
+        "\\",
+        "🦭 walrus",
+        "the",
+    ],
+)
+async def test_hostile_queries_are_plain_words(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory, query: str
+) -> None:
+    await mem("/walrus.md", "a walrus on the ice")
+    found = await search(client, store_id, query)
+    assert found in ([], ["/walrus.md"])
+    if "walrus" in query:
+        assert found == ["/walrus.md"]
+    assert await search(client, store_id, "walrus") == ["/walrus.md"]  # nothing was dropped
+
+
+async def test_diacritics_and_case_do_not_matter(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    await mem("/cafe.md", "Rendez-vous au Café de Flore")
+    await mem("/naive.md", "a naive plan")
+    assert await search(client, store_id, "cafe") == ["/cafe.md"]
+    assert await search(client, store_id, "CAFÉ") == ["/cafe.md"]
+    assert await search(client, store_id, "naïve") == ["/naive.md"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"query": ""}, "query: must not be empty"),
+        ({"query": "   \n"}, "query: must not be empty"),
+        ({}, "query: required"),
+        ({"query": 3}, "query: expected a string"),
+        ({"query": "x" * 5000}, "query: at most"),
+        ({"query": "x", "limit": 0}, "limit: must be between 1 and 100"),
+        ({"query": "x", "limit": 101}, "limit: must be between 1 and 100"),
+        ({"query": "x", "limit": True}, "limit: expected an integer"),
+        ({"query": "x", "path_prefix": "notes/"}, "path_prefix: must start with '/'"),
+        ({"query": "x", "path_prefix": 7}, "path_prefix: expected a string"),
+        ({"query": "x", "page": 2}, "page"),
+    ],
+)
+async def test_bad_requests_are_400(
+    client: httpx.AsyncClient, store_id: str, body: dict[str, Any], message: str
+) -> None:
+    r = await client.post(search_url(store_id), json=body)
+    assert_error(r, 400, "invalid_request_error", message)
+
+
+async def test_a_lone_surrogate_is_400(client: httpx.AsyncClient, store_id: str) -> None:
+    r = await client.post(
+        search_url(store_id),
+        content=b'{"query": "\\ud800"}',
+        headers={"content-type": "application/json"},
+    )
+    assert_error(r, 400, "invalid_request_error", "query: not valid unicode")
+
+
+async def test_unknown_store_is_404(client: httpx.AsyncClient) -> None:
+    r = await client.post(search_url("memstore_nope"), json={"query": "x"})
+    assert_error(r, 404, "not_found_error")
+
+
+async def test_capabilities_announce_search(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/memfs/capabilities")
+    assert r.status_code == 200, r.text
+    assert r.json()["search"] is True
+    assert r.json()["search_path"] == "/v1/memory_stores/{store_id}/memfs/search"
+
+
+def _doc(doc_id: str, content: str, actor: str, session: str | None) -> SearchDocument:
+    return SearchDocument(
+        "databricks", "store1", doc_id, f"/{doc_id}.md", content, "", actor, session
+    )
+
+
+async def test_the_interface_scopes_by_kind_actor_and_session(storage: Storage) -> None:
+    """What helper dbx-server relies on: the contract's session rule, documents of the other
+    kind never seen, description words found, remove and remove_store."""
+    assert isinstance(storage, SqlStorage)
+    index = storage.search
+    docs = [
+        _doc("a-none", "otter", "alice", None),
+        _doc("a-s1", "otter", "alice", "s1"),
+        _doc("a-s2", "otter", "alice", "s2"),
+        _doc("b-none", "otter", "bob", None),
+    ]
+
+    def write(tx: Any) -> None:
+        for doc in docs:
+            index.index(tx, doc)
+        index.index(tx, SearchDocument("memory_stores", "store1", "m1", "/m.md", "otter"))
+        index.index(
+            tx, SearchDocument("databricks", "store1", "d", "/d.md", "", "river otter", "carol")
+        )
+
+    await storage._write(write)
+
+    def found(**scope: Any) -> Any:
+        async def run() -> set[str]:
+            s = SearchScope("databricks", "store1", **scope)
+            hits = await storage._read(lambda tx: index.search(tx, s, "otter", 10))
+            return {hit.doc_id for hit in hits}
+
+        return run()
+
+    assert await found(actor_id="alice") == {"a-none", "a-s1", "a-s2"}
+    assert await found(actor_id="alice", session_id="s1") == {"a-s1"}
+    assert await found(actor_id="bob", session_id="s1") == set()
+    assert await found(actor_id="carol") == {"d"}
+    assert await found() == {"a-none", "a-s1", "a-s2", "b-none", "d"}
+    await storage._write(lambda tx: index.remove(tx, "databricks", "store1", "a-s1"))
+    assert await found(actor_id="alice") == {"a-none", "a-s2"}
+    await storage._write(lambda tx: index.remove_store(tx, "databricks", "store1"))
+    assert await found() == set()
+    hits = await storage._read(
+        lambda tx: index.search(tx, SearchScope("memory_stores", "store1"), "otter", 10)
+    )
+    assert [hit.doc_id for hit in hits] == ["m1"]
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    fused = fuse([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.8)]], 3)
+    assert [doc_id for doc_id, _ in fused] == ["b", "a", "c"]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
