@@ -4,17 +4,23 @@ hostile queries, validation, the capability, and the migration's backfill."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from memfs.models import Actor
+from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchDocument, SearchScope
 from memfs.server.search.semantic import fuse
 from memfs.server.sql import SqlStorage
+from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
 from .helpers import MakeMemory, assert_error
+
+ACTOR = Actor("api_actor", "apikey_test")
 
 
 def search_url(store_id: str) -> str:
@@ -237,6 +243,48 @@ async def test_the_interface_scopes_by_kind_actor_and_session(storage: Storage) 
         lambda tx: index.search(tx, SearchScope("memory_stores", "store1"), "otter", 10)
     )
     assert [hit.doc_id for hit in hits] == ["m1"]
+
+
+# What step 3 added, to be dropped so a database looks as before it (step 1 only).
+_UNDO_STEP_3 = {
+    "sqlite": ["DROP TABLE search_text", "DROP TABLE search_docs"],
+    "postgres": [
+        "DROP TABLE search_docs",
+        "DROP FUNCTION search_tsvector(text, text, text)",
+        "DROP FUNCTION search_fold(text)",
+    ],
+}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_the_migration_indexes_existing_memories(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+
+    async def open_storage() -> SqlStorage:
+        if url is not None:
+            return await PostgresStorage.open(url, pool_size=2)
+        return await SqliteStorage.open(tmp_path / "old.db")
+
+    storage = await open_storage()
+    store = await storage.create_store(name="old", description="", metadata={})
+    await storage.create_memory(store.id, path="/old/notes.md", content="an okapi", actor=ACTOR)
+
+    def back_to_step_1(tx: Any) -> None:
+        for statement in _UNDO_STEP_3[backend]:
+            tx.execute(statement)
+        tx.execute("DELETE FROM schema_version WHERE version > 1")
+
+    await storage._write(back_to_step_1)
+    await storage.aclose()
+    storage = await open_storage()
+    try:
+        for query in ("okapi", "notes"):
+            hits = await storage.search_memories(store.id, query, limit=5, path_prefix=None)
+            assert [memory.path for memory, _ in hits] == ["/old/notes.md"]
+    finally:
+        await storage.aclose()
 
 
 def test_reciprocal_rank_fusion_rewards_agreement() -> None:
