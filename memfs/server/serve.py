@@ -12,6 +12,9 @@ before Hypercorn runs, and handed to it as ``fd://N``, so a bind error is a plai
 here rather than one buried in Hypercorn's exception groups. "memfs server listening on …" is
 logged only once Hypercorn is accepting connections.
 
+Search: with ``semantic`` the storage's ``SearchIndex`` gets the bundled embedding model, and
+documents indexed without it are embedded before the server listens (``backfill_search``).
+
 Change feed: on SQLite the storage is wrapped in ``NotifyingStorage`` (every write passes
 through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every replica.
 
@@ -40,6 +43,7 @@ from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub, NotifyingStorage, PgListener
 from memfs.server.faults import FaultMiddleware, FaultSpec
 from memfs.server.metrics import Metrics
+from memfs.server.search import SearchIndex
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage, utc_now
 
@@ -86,10 +90,24 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def open_search(settings: ServerSettings) -> SearchIndex:
+    """The search engine: BM25, fused with the bundled embedding model with ``--semantic``
+    (``StartupError`` naming the extra when it is not installed)."""
+    if not settings.semantic:
+        return SearchIndex()
+    from memfs.server.search.semantic import SemanticUnavailableError, load_embedder
+
+    try:
+        return SearchIndex(load_embedder())
+    except SemanticUnavailableError as exc:
+        raise StartupError(str(exc)) from None
+
+
 async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
     """The storage of ``settings.db``; ``StartupError`` if it cannot be opened."""
     backend = "PostgreSQL" if settings.is_postgres else "SQLite"
     where = f"cannot open {backend} database {settings.db_label}"
+    search = open_search(settings)
     if settings.is_postgres:
         import psycopg
         import psycopg_pool
@@ -97,7 +115,11 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
         from memfs.server.postgres import PostgresStorage
 
         try:
-            return await PostgresStorage.open(settings.db, pool_size=settings.pool_size)
+            pg = await PostgresStorage.open(
+                settings.db, pool_size=settings.pool_size, search=search
+            )
+            await pg.backfill_search()
+            return pg
         except (psycopg.Error, psycopg_pool.PoolTimeout, RuntimeError) as exc:
             message = _one_line(str(exc)) or type(exc).__name__
             password = settings.db_password
@@ -105,7 +127,9 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
                 message = message.replace(password, "***")
             raise StartupError(f"{where}: {message}") from None
     try:
-        return NotifyingStorage(await SqliteStorage.open(settings.db), hub)
+        lite = await SqliteStorage.open(settings.db, search=search)
+        await lite.backfill_search()
+        return NotifyingStorage(lite, hub)
     except (sqlite3.Error, RuntimeError, OSError) as exc:
         message = _one_line(str(exc)) or type(exc).__name__
         parent = os.path.dirname(os.path.abspath(settings.db))
@@ -128,6 +152,7 @@ class ServerSettings:
     heartbeat: float = 15.0  # seconds between change-stream heartbeats
     faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
     admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
+    semantic: bool = False  # fuse BM25 with the embedding model (the semantic extra)
 
     @property
     def is_postgres(self) -> bool:

