@@ -9,6 +9,8 @@ embedder is present; otherwise they clear it, so a stale vector never outlives i
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 
 from memfs.server.search import semantic
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchHit, SearchScope, Tx
@@ -18,6 +20,7 @@ from memfs.server.search.terms import query_terms
 
 log = logging.getLogger(__name__)
 
+VECTOR_CACHE = 256  # recently embedded texts kept (a rename re-indexes the same text)
 # How many candidates each ranking contributes to the fusion (at least the answer's limit).
 FUSION_DEPTH = 50
 
@@ -33,6 +36,9 @@ class SearchIndex:
 
     def __init__(self, embedder: semantic.Embedder | None = None) -> None:
         self.embedder = embedder
+        # Recently embedded texts (see ``warm``); guarded by its lock (worker threads).
+        self._vectors: OrderedDict[str, bytes] = OrderedDict()
+        self._vectors_lock = threading.Lock()
 
     @property
     def semantic(self) -> bool:
@@ -42,10 +48,29 @@ class SearchIndex:
         """Add ``doc`` or replace the indexed text of the same ``(kind, store_id, doc_id)``."""
         embedding = model = None
         if self.embedder is not None:
-            text = semantic.document_text(doc.description, doc.path, doc.content)
-            embedding = semantic.to_bytes(self.embedder.passages([text])[0])
+            embedding = self._embedding(semantic.document_text(doc.description, doc.content))
             model = self.embedder.name
         _BACKENDS[tx.dialect.name].index(tx, doc, embedding, model)
+
+    def warm(self, description: str, content: str) -> None:
+        """Optional, before a write transaction, in a worker thread: embed the text a document
+        is about to get, so ``index`` inside the transaction finds its vector ready instead of
+        holding the write lock while the model runs (~25-250 ms). No-op without a model."""
+        if self.embedder is not None:
+            self._embedding(semantic.document_text(description, content))
+
+    def _embedding(self, text: str) -> bytes:
+        assert self.embedder is not None
+        with self._vectors_lock:
+            if text in self._vectors:
+                self._vectors.move_to_end(text)
+                return self._vectors[text]
+        blob = semantic.to_bytes(self.embedder.passages([text])[0])
+        with self._vectors_lock:
+            self._vectors[text] = blob
+            while len(self._vectors) > VECTOR_CACHE:
+                self._vectors.popitem(last=False)
+        return blob
 
     def remove(self, tx: Tx, kind: DocumentKind, store_id: str, doc_id: str) -> None:
         """Forget one document (nothing happens if it is not indexed)."""
@@ -77,7 +102,10 @@ class SearchIndex:
         backend = _BACKENDS[tx.dialect.name]
         rows = backend.unembedded(tx, self.embedder.name, batch)
         if rows:
-            texts = [semantic.document_text(*text) for _, _, _, text in rows]
+            texts = [
+                semantic.document_text(description, content)
+                for *_, (description, _, content) in rows
+            ]
             vectors = self.embedder.passages(texts)
             for (kind, store_id, doc_id, _), vector in zip(rows, vectors, strict=True):
                 blob = semantic.to_bytes(vector)

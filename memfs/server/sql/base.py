@@ -27,6 +27,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
+import trio
+
 from memfs.errors import (
     STORE_ARCHIVED_MESSAGE,
     NotFoundError,
@@ -184,6 +186,11 @@ class SqlBase(Storage):
         )
         self._announce(tx, store["id"])
         return version_id, created_us
+
+    async def _warm_search(self, description: str, content: str | None) -> None:
+        """Embed a document's new text before the write transaction (``SearchIndex.warm``)."""
+        if content is not None and self.search.semantic:
+            await trio.to_thread.run_sync(self.search.warm, description, content)
 
     async def ping(self) -> None:
         await self._read(lambda tx: tx.execute("SELECT 1").fetchone())

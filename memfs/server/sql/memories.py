@@ -80,6 +80,7 @@ class MemoryQueries(SqlBase):
             self._index_memory(tx, store_id, memory_id, path, content)
             return memory_from_row(self._load_memory(tx, store_id, memory_id))
 
+        await self._warm_search("", content)
         return await self._write(run)
 
     def _index_memory(self, tx: Tx, store_id: str, memory_id: str, path: str, content: str) -> None:
@@ -190,6 +191,7 @@ class MemoryQueries(SqlBase):
             self._index_memory(tx, store_id, memory_id, new_path, new_content)
             return memory_from_row(self._load_memory(tx, store_id, memory_id))
 
+        await self._warm_search("", content)
         return await self._write(run)
 
     async def delete_memory(

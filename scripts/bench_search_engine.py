@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Benchmark the server's search engine in-process on SQLite: BM25 and the semantic scan.
+
+Indexes ``--docs`` Databricks-style documents of one actor (20,000 by default, the size up to
+which the semantic ranking's brute-force cosine is meant to be fine) through
+``memfs.server.search.SearchIndex`` in a throwaway SQLite database, then times ``--queries``
+searches of the scope (best of ``--rounds``) in three modes:
+
+- ``bm25``: full text only (FTS5);
+- ``scan``: the semantic ranking's own cost: reading the scope's stored vectors and the numpy
+  cosine, with random unit vectors standing in for embeddings (embedding 20,000 documents with
+  the real model takes minutes), query embedding excluded;
+- ``embed``: the bundled model's time to embed one query and one 500-character document.
+
+Needs the semantic extra for ``scan``/``embed`` (skipped without it). Prints a markdown table
+(or JSON with ``--json``). Owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.server.search import SearchDocument, SearchIndex, SearchScope
+from memfs.server.sqlite import SqliteStorage
+
+WORDS = (
+    "coffee tea project deadline meeting alice bob garden tomato river mountain budget "
+    "invoice travel flight hotel recipe pasta sauce running marathon doctor appointment "
+    "birthday gift music piano guitar lesson school homework kitchen paint window"
+).split()
+
+
+class RandomEmbedder:
+    """Random unit vectors of the real model's size: the scan's cost without the model's."""
+
+    name = "random-384"
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._rng = np.random.default_rng(0)
+
+    def passages(self, texts: Sequence[str]) -> Any:
+        vectors = self._rng.standard_normal((len(texts), 384)).astype("float32")
+        return vectors / ((vectors**2).sum(axis=1, keepdims=True) ** 0.5)
+
+    def query(self, text: str) -> Any:
+        return self.passages([text])[0]
+
+
+def text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def best_ms(fn: Callable[[], object], queries: int, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(queries):
+            fn()
+        best = min(best, (time.perf_counter() - start) / queries)
+    return best * 1000
+
+
+async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    try:
+        embedder: Any = RandomEmbedder()
+    except ImportError:
+        embedder = None
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = await SqliteStorage.open(Path(tmp) / "bench.db", search=SearchIndex(embedder))
+        index = storage.search
+
+        def seed(tx: Any) -> None:
+            for i in range(args.docs):
+                doc = SearchDocument(
+                    "databricks", "bench", f"e{i}", f"/notes/{i}.md", text(rng, 80), "", "alice"
+                )
+                index.index(tx, doc)
+
+        await storage._write(seed)
+        scope = SearchScope("databricks", "bench", actor_id="alice")
+        conn = storage._writer
+        assert conn is not None
+        from memfs.server.sql import Tx
+        from memfs.server.sqlite import SQLITE
+
+        tx = Tx(conn, SQLITE)
+        lexical = SearchIndex()
+        rows.append(
+            {
+                "mode": "bm25",
+                "docs": args.docs,
+                "ms": best_ms(
+                    lambda: lexical.search(tx, scope, "coffee meeting", 10),
+                    args.queries,
+                    args.rounds,
+                ),
+            }
+        )
+        if embedder is not None:
+            rows.append(
+                {
+                    "mode": "scan",
+                    "docs": args.docs,
+                    "ms": best_ms(
+                        lambda: index.search(tx, scope, "coffee meeting", 10),
+                        args.queries,
+                        args.rounds,
+                    )
+                    - rows[0]["ms"],
+                }
+            )
+        await storage.aclose()
+    try:
+        from memfs.server.search.semantic import load_embedder
+
+        model = load_embedder()
+    except Exception:
+        return rows
+    doc = text(rng, 80)[:500]
+    rows.append(
+        {
+            "mode": "embed query",
+            "docs": 1,
+            "ms": best_ms(lambda: model.query("coffee with alice"), args.queries, args.rounds),
+        }
+    )
+    rows.append(
+        {
+            "mode": "embed document",
+            "docs": 1,
+            "ms": best_ms(lambda: model.passages([doc]), args.queries, args.rounds),
+        }
+    )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=20_000)
+    parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = trio.run(run, args)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+        return 0
+    print("| mode | documents | ms per search |")
+    print("|---|---:|---:|")
+    for row in rows:
+        print(f"| {row['mode']} | {row['docs']} | {row['ms']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
