@@ -33,7 +33,7 @@ import trio
 from memfs.server.search import SearchDocument, SearchIndex, SearchScope
 from memfs.server.sqlite import SqliteStorage
 
-WORDS = (
+WORDS = (  # noqa: SIM905 - a vocabulary reads better as one string
     "coffee tea project deadline meeting alice bob garden tomato river mountain budget "
     "invoice travel flight hotel recipe pasta sauce running marathon doctor appointment "
     "birthday gift music piano guitar lesson school homework kitchen paint window"
