@@ -12,7 +12,8 @@ migrates and the others wait, then find nothing left to do.
 Times are integer microseconds since the Unix epoch (UTC). Paths compare in byte order of UTF-8:
 SQLite's default BINARY collation does that; on PostgreSQL every text column that is sorted or
 compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
-DDL and the bookkeeping of ``schema_version``.
+DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
+the memories that existed before the search index).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import httpx
 import pytest
+from support.servers import ServerProcess, free_port
 
 from memfs.models import Actor
 from memfs.server.postgres import PostgresStorage
@@ -103,3 +105,30 @@ def test_the_server_builds_its_engine_from_the_flag(embedder: Embedder) -> None:
     settings = ServerSettings(db="x.db", api_keys=["k"], semantic=True)
     assert open_search(settings).semantic
     assert not open_search(ServerSettings(db="x.db", api_keys=["k"])).semantic
+
+
+def test_memfs_server_semantic_over_a_socket(tmp_path: Path) -> None:
+    """The flag end to end: a real ``memfs server --semantic`` finds a paraphrase."""
+    server = ServerProcess(db=tmp_path / "sem.db", port=free_port(), extra_args=["--semantic"])
+    server.start()
+    try:
+        with httpx.Client(
+            base_url=server.base_url,
+            headers={"x-api-key": server.api_key, "anthropic-version": "2023-06-01"},
+            timeout=30,
+        ) as c:
+            store_id = c.post("/v1/memory_stores", json={"name": "sem"}).json()["id"]
+            for path, content in MEMORIES.items():
+                r = c.post(
+                    f"/v1/memory_stores/{store_id}/memories",
+                    json={"path": path, "content": content},
+                )
+                assert r.status_code == 200, r.text
+            r = c.post(
+                f"/v1/memory_stores/{store_id}/memfs/search",
+                json={"query": "where does my kitty nap", "limit": 2},
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["data"][0]["memory"]["path"] == "/pets/cat.md"
+    finally:
+        server.stop()
