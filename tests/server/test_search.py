@@ -100,6 +100,8 @@ async def test_a_search_sees_only_its_store_and_path_prefix(
     assert sorted(await search(client, store_id, "walrus")) == ["/sea/walrus.md", "/zoo/walrus.md"]
     assert await search(client, store_id, "walrus", path_prefix="/zoo/") == ["/zoo/walrus.md"]
     assert await search(client, store_id, "walrus", path_prefix="/zo") == ["/zoo/walrus.md"]
+    assert await search(client, store_id, "walrus", path_prefix="/z%") == []  # not a pattern
+    assert await search(client, store_id, "walrus", path_prefix="/_oo/") == []
     assert await search(client, other, "walrus") == ["/x.md"]
     assert len(await search(client, store_id, "walrus", limit=1)) == 1
 
