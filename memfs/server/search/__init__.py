@@ -13,6 +13,9 @@ How to use it (everything a caller needs):
 - after creating or changing a document: ``search.index(tx, SearchDocument(...))`` (replaces
   any previous text of the same ``(kind, store_id, doc_id)``: path, content, description,
   actor and session all come from the new document);
+- optional, with ``memfs server --semantic``: before the write transaction, in a worker thread,
+  ``search.warm(description, content)`` (``SqlBase._warm_search`` does it) so ``index`` finds
+  the document's vector ready instead of running the model under the write lock;
 - after deleting one: ``search.remove(tx, kind, store_id, doc_id)`` (no error if absent);
 - after deleting a whole store: ``search.remove_store(tx, kind, store_id)``;
 - to search: ``search.search(tx, SearchScope(...), query, limit)`` returns ``SearchHit``
