@@ -1,7 +1,8 @@
 """Who may call the reference server, and as whom: keys, the admin key, headers, actors.
 
 ``Gatekeeper.admit(scope)`` decides, before any route runs, whether a request gets in:
-- ``GET``/``HEAD`` of ``OPEN_PATHS`` (``/healthz``, ``/metrics``) need no key;
+- ``GET``/``HEAD`` of ``OPEN_PATHS`` (``/healthz``, ``/metrics``, databricks-sdk's start-up
+  probe) need no key;
 - ``ADMIN_PATHS`` (fault control) take the admin key only: an API key gets 403, a missing or
   wrong key 401, and without an admin key configured they are off (404);
 - every other request needs an API key, sent as ``x-api-key`` or ``Authorization: Bearer``.
@@ -44,7 +45,8 @@ log = logging.getLogger(__name__)
 
 MEMORY_BETA = "agent-memory-2026-07-22"
 OLD_BETA = "managed-agents-2026-04-01"
-OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+# /.well-known/databricks-config: databricks-sdk probes it at start-up (answered 404, keyless).
+OPEN_PATHS = frozenset({"/healthz", "/metrics", "/.well-known/databricks-config"})
 FAULTS_PATH = "/v1/memfs/faults"  # answered by memfs.server.faults when it is installed
 # The operator's endpoints: they take the admin key (``create_app(admin_key=…)``), never an API
 # key, and are off (404) when the server has none.

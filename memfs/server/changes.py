@@ -37,6 +37,7 @@ from typing import Any
 import trio
 
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
+from memfs.server.databricks_storage import DatabricksStorage
 from memfs.server.sql import from_us, to_us
 from memfs.server.storage import (
     ListItem,
@@ -178,6 +179,11 @@ class NotifyingStorage(Storage):
     async def delete_store(self, store_id: str) -> None:
         await self.inner.delete_store(store_id)
         self.hub.publish(store_id)
+
+    @property
+    def databricks(self) -> DatabricksStorage:
+        # Databricks stores have no change stream (the mount compares listings instead).
+        return self.inner.databricks
 
     async def create_memory(
         self, store_id: str, *, path: str, content: str, actor: Actor

@@ -5,7 +5,9 @@ builds it, ``api_error_response`` renders a ``memfs.errors.ApiError`` with its s
 fields of ``ApiError.body["error"]``, such as a path conflict's ``conflicting_memory_id``, are
 kept), and ``EXCEPTION_HANDLERS`` are the Starlette handlers that render what a route raises:
 an ``ApiError``, a routing error (404 unknown route, 405 with its ``Allow`` header), or anything
-unexpected (a 500 ``api_error``; ``middleware.ApiMiddleware`` logs its traceback).
+unexpected (a 500 ``api_error``; ``middleware.ApiMiddleware`` logs its traceback). Under the
+Databricks paths every one of them is rendered as Databricks does (``databricks_envelope``):
+``error_response_for`` picks the envelope by the request's path.
 
 This module renders errors; it must not decide which error a request gets.
 """
@@ -22,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from memfs.errors import ApiError
+from memfs.server import databricks_envelope
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +47,36 @@ def api_error_response(exc: ApiError, request_id: str) -> JSONResponse:
     )
 
 
+def error_response_for(scope: Scope, exc: ApiError, request_id: str) -> JSONResponse:
+    """``exc`` in the envelope of the API the request's path belongs to."""
+    if databricks_envelope.is_databricks_path(scope["path"]):
+        return databricks_envelope.api_error_response(exc)
+    return api_error_response(exc, request_id)
+
+
 def request_id_of(scope: Scope) -> str:
     """The id ``ApiMiddleware`` gave this request ("" before it did)."""
     return str(scope.get("state", {}).get("request_id", ""))
 
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:
-    return api_error_response(cast(ApiError, exc), request_id_of(request.scope))
+    return error_response_for(request.scope, cast(ApiError, exc), request_id_of(request.scope))
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     http = cast(HTTPException, exc)
     rid = request_id_of(request.scope)
     where = f"{request.method} {request.url.path}"
+    if databricks_envelope.is_databricks_path(request.url.path):
+        status, code = http.status_code, "INVALID_PARAMETER_VALUE"
+        message = str(http.detail)
+        if status == 404:
+            code, message = "NOT_FOUND", f"no such endpoint: {where}"
+        elif status == 405:
+            code, message = "METHOD_NOT_ALLOWED", f"method not allowed: {where}"
+        response = databricks_envelope.error_response(status, code, message)
+        response.headers.update(http.headers or {})
+        return response
     if http.status_code == 404:
         body = error_body("not_found_error", f"no such endpoint: {where}", rid)
     elif http.status_code == 405:
@@ -68,6 +88,8 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
     # ApiMiddleware logs the traceback (Starlette re-raises after this response).
+    if databricks_envelope.is_databricks_path(request.url.path):
+        return databricks_envelope.error_response(500, "INTERNAL_ERROR", "internal server error")
     return JSONResponse(
         error_body("api_error", "internal server error", request_id_of(request.scope)),
         status_code=500,

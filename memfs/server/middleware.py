@@ -28,7 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memfs.server import ids
 from memfs.server.access_log import log_request
 from memfs.server.auth import Gatekeeper
-from memfs.server.envelope import api_error_response, error_body
+from memfs.server.databricks_envelope import is_databricks_path
+from memfs.server.envelope import error_body, error_response_for
 from memfs.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class ApiMiddleware:
             refusal = self._gate.admit(scope)
             if refusal is not None:
                 scope.setdefault("route", self._match(scope))
-                response = api_error_response(refusal, request_id)
+                response = error_response_for(scope, refusal, request_id)
                 await response(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
@@ -92,9 +93,10 @@ class ApiMiddleware:
                 request_id,
             )
             if not response_started:
-                response = JSONResponse(
-                    error_body("api_error", "internal server error", request_id), status_code=500
-                )
+                body = error_body("api_error", "internal server error", request_id)
+                if is_databricks_path(scope["path"]):
+                    body = {"error_code": "INTERNAL_ERROR", "message": "internal server error"}
+                response = JSONResponse(body, status_code=500)
                 await response(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started

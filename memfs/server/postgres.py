@@ -44,6 +44,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
@@ -80,9 +81,12 @@ class PostgresStorage(SqlStorage):
         clock: Callable[[], datetime] = utc_now,
         pool_size: int = 10,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        max_dbx_entries: int = MAX_ENTRIES_PER_STORE,
         search: SearchIndex | None = None,
     ) -> None:
-        super().__init__(clock=clock, max_memories=max_memories, search=search)
+        super().__init__(
+            clock=clock, max_memories=max_memories, max_dbx_entries=max_dbx_entries, search=search
+        )
         self.url = url
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,

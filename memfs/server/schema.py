@@ -103,9 +103,37 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX versions_by_created ON versions (created_us);
         """,
     ),
-    # Step 2 is the Databricks tables (helper dbx-server): an empty placeholder on this branch,
-    # replaced by theirs when both are merged.
-    (2, ""),
+    (
+        2,
+        """
+        -- Databricks Agent Memory (``memfs.server.sql.databricks``): its own stores and entries.
+        CREATE TABLE dbx_stores (
+            id TEXT PRIMARY KEY,                 -- managed_memory_store_id
+            description TEXT,                    -- NULL: unset
+            creator TEXT NOT NULL,               -- id of the API key that created it
+            created_us INTEGER NOT NULL,
+            updated_us INTEGER NOT NULL,
+            entry_count INTEGER NOT NULL DEFAULT 0
+        );
+
+        -- session_id '' is "no session" (its own value in the unique key, as the contract says).
+        CREATE TABLE dbx_entries (
+            store_id TEXT NOT NULL REFERENCES dbx_stores (id) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            actor_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            content TEXT,
+            description TEXT,
+            source_type TEXT NOT NULL,
+            created_us INTEGER NOT NULL,
+            updated_us INTEGER NOT NULL,
+            PRIMARY KEY (store_id, id),
+            UNIQUE (store_id, actor_id, session_id, path)
+        );
+        CREATE INDEX dbx_entries_by_path ON dbx_entries (store_id, actor_id, path, session_id, id);
+        """,
+    ),
     (
         3,
         # The search index (memfs.server.search): one row per document of either API, its text
@@ -193,7 +221,35 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX versions_by_store_created ON versions (store_id, created_us);
         """,
     ),
-    (2, ""),  # the Databricks tables (helper dbx-server): see MIGRATIONS
+    (
+        2,
+        """
+        CREATE TABLE dbx_stores (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            description TEXT,
+            creator TEXT NOT NULL,
+            created_us BIGINT NOT NULL,
+            updated_us BIGINT NOT NULL,
+            entry_count INTEGER NOT NULL DEFAULT 0
+        );
+
+        CREATE TABLE dbx_entries (
+            store_id TEXT COLLATE "C" NOT NULL REFERENCES dbx_stores (id) ON DELETE CASCADE,
+            id TEXT COLLATE "C" NOT NULL,
+            actor_id TEXT COLLATE "C" NOT NULL,
+            session_id TEXT COLLATE "C" NOT NULL,
+            path TEXT COLLATE "C" NOT NULL,
+            content TEXT,
+            description TEXT,
+            source_type TEXT NOT NULL,
+            created_us BIGINT NOT NULL,
+            updated_us BIGINT NOT NULL,
+            PRIMARY KEY (store_id, id),
+            UNIQUE (store_id, actor_id, session_id, path)
+        );
+        CREATE INDEX dbx_entries_by_path ON dbx_entries (store_id, actor_id, path, session_id, id);
+        """,
+    ),
     (
         3,
         # The search index: ``search_tsvector`` is the one definition of a document's indexed

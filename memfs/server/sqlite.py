@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
@@ -58,9 +59,12 @@ class SqliteStorage(SqlStorage):
         readers: int = 4,
         busy_timeout_ms: int = 10_000,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        max_dbx_entries: int = MAX_ENTRIES_PER_STORE,
         search: SearchIndex | None = None,
     ) -> None:
-        super().__init__(clock=clock, max_memories=max_memories, search=search)
+        super().__init__(
+            clock=clock, max_memories=max_memories, max_dbx_entries=max_dbx_entries, search=search
+        )
         self.path = str(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._reader_count = readers

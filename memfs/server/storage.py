@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Operation
+from memfs.server.databricks_storage import DatabricksStorage
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,13 @@ class Storage(abc.ABC):
     async def prune_versions(self, older_than: datetime) -> int:
         """Delete versions created before ``older_than``, except each memory's newest version.
         Returns how many were deleted."""
+
+    # -- the other API ---------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def databricks(self) -> DatabricksStorage:
+        """The Databricks Agent Memory stores and entries, kept in the same database."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 

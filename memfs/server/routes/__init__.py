@@ -2,10 +2,12 @@
 
 ``build_routes`` is the one table (URL template → endpoint); the endpoints live by resource:
 ``stores`` (``StoreRoutes``), ``memories`` (``MemoryRoutes``), ``versions``
-(``VersionRoutes``), ``search`` (``SearchRoutes``, the search extension), and
-``memfs.server.event_stream`` (the change stream and the capabilities it announces).
-``/healthz`` and ``/metrics`` are answered here. An endpoint reads its request
-with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters, pages), calls
+(``VersionRoutes``), ``search`` (``SearchRoutes``, the search extension), ``databricks``
+(``DatabricksRoutes``: the Databricks Agent Memory API on ``Storage.databricks``, listed by
+``databricks_route_table``), and ``memfs.server.event_stream`` (the change stream and the
+capabilities it announces). ``/healthz`` and ``/metrics`` are answered here. An endpoint reads
+its request with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters,
+pages), calls
 ``Storage`` and renders the answer; whatever it raises becomes the error envelope
 (``memfs.server.envelope``). Routes must not contain SQL or know which backend they run on.
 """
@@ -21,6 +23,7 @@ from starlette.routing import Route
 from memfs.server import changes
 from memfs.server.event_stream import CHANGE_STREAM_PATH, SEARCH_PATH, EventStream
 from memfs.server.metrics import CONTENT_TYPE, Metrics
+from memfs.server.routes.databricks import DatabricksRoutes, databricks_route_table
 from memfs.server.routes.memories import MemoryRoutes
 from memfs.server.routes.search import SearchRoutes
 from memfs.server.routes.stores import StoreRoutes
@@ -66,6 +69,12 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
         Route(version + "/redact", v.redact_version, methods=["POST"]),
         Route(SEARCH_PATH, SearchRoutes(storage).search, methods=["POST"]),
         Route("/v1/memfs/capabilities", events.capabilities, methods=["GET"]),
+        *(
+            Route(path, endpoint, methods=methods)
+            for path, endpoint, methods in databricks_route_table(
+                DatabricksRoutes(storage.databricks)
+            )
+        ),
         *(
             [Route(CHANGE_STREAM_PATH, events.change_stream, methods=["GET"])]
             if hub is not None

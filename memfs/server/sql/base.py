@@ -29,6 +29,7 @@ from typing import TypeVar
 
 import trio
 
+from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.errors import (
     STORE_ARCHIVED_MESSAGE,
     NotFoundError,
@@ -37,7 +38,9 @@ from memfs.errors import (
 )
 from memfs.models import Actor, MemoryStore
 from memfs.server import ids
+from memfs.server.databricks_storage import DatabricksStorage
 from memfs.server.search import SearchIndex
+from memfs.server.sql.databricks import SqlDatabricks
 from memfs.server.sql.rows import (
     MEMORY_FULL,
     STORE_COLUMNS,
@@ -72,12 +75,18 @@ class SqlBase(Storage):
         *,
         clock: Callable[[], datetime] = utc_now,
         max_memories: int = MAX_MEMORIES_PER_STORE,
+        max_dbx_entries: int = MAX_ENTRIES_PER_STORE,
         search: SearchIndex | None = None,
     ) -> None:
         self.clock = clock
         self.max_memories = max_memories
         # The search index, written in the same transactions as the documents it indexes.
         self.search = search if search is not None else SearchIndex()
+        self._databricks = SqlDatabricks(self, max_entries=max_dbx_entries)
+
+    @property
+    def databricks(self) -> DatabricksStorage:
+        return self._databricks
 
     # -- what a backend provides ------------------------------------------------------------------
 

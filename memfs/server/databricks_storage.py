@@ -1,0 +1,233 @@
+"""The storage interface of Databricks Agent Memory on the reference server, and its models.
+
+``DatabricksStorage`` is what the Databricks routes (``memfs.server.routes.databricks``) need:
+stores (created under a caller-chosen id), entries (keyed by actor, session and path), listings
+and search. ``sql.databricks.SqlDatabricks`` implements it once for SQLite and PostgreSQL, in
+the same database as the Memory Stores tables; ``Storage.databricks`` hands it out. The two APIs
+share nothing but the database and the API keys.
+
+A backend owns every rule that depends on stored state: a free store id, a free entry id, a
+free ``(actor_id, session_id, path)`` key (``AlreadyExistsError``), existence
+(``NotFoundError``), the entry limit of a store (``ResourceExhaustedError``). Each mutation is one
+transaction, so these checks cannot race. Nothing here knows about HTTP or SQL.
+
+``session_id`` is ``None`` for an entry without a session (stored as ``""``: an empty
+``session_id`` on the wire means "unset" too).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from memfs.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+SOURCE_AGENT = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_AGENT"
+SOURCE_DREAMER = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_DREAMER"
+
+
+class AlreadyExistsError(ApiError):
+    """A store id, an entry id or an entry's (actor, session, path) is taken."""
+
+    status = 409
+    error_type = "already_exists"
+
+
+class ResourceExhaustedError(ApiError):
+    """A store already holds ``MAX_ENTRIES_PER_STORE`` entries.
+
+    400, not 429: databricks-sdk retries every 429 and 503 for minutes, and a full store stays
+    full until somebody deletes entries."""
+
+    status = 400
+    error_type = "resource_exhausted"
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with ``Z`` and always 6 fractional digits (agentkit's parser on Python
+    3.10 takes 0, 3 or 6 digits only)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T, P]):
+    """Items of one page and the position after the last one (``None``: no more items)."""
+
+    items: list[T]
+    next: P | None
+
+
+@dataclass(frozen=True)
+class DbxStore:
+    id: str
+    description: str | None
+    creator: str
+    create_time: datetime
+    update_time: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": f"memory-stores/{self.id}",
+            "display_name": self.id,
+            "creator_user_id": self.creator,
+            "owner_user_id": self.creator,  # deprecated alias: agentkit reads only this one
+            "create_time": format_timestamp(self.create_time),
+            "update_time": format_timestamp(self.update_time),
+        }
+        if self.description is not None:
+            body["description"] = self.description
+        return body
+
+
+@dataclass(frozen=True)
+class DbxEntry:
+    store_id: str
+    id: str
+    actor_id: str
+    session_id: str | None
+    path: str
+    content: str | None  # also None when read without content (view BASIC)
+    description: str | None
+    source_type: str
+    create_time: datetime
+    update_time: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form; unset fields are omitted (proto3 JSON), never sent as ``""``."""
+        body: dict[str, Any] = {
+            "name": f"memory-stores/{self.store_id}/entries/{self.id}",
+            "actor_id": self.actor_id,
+            "path": self.path,
+            "source_type": self.source_type,
+            "create_time": format_timestamp(self.create_time),
+            "update_time": format_timestamp(self.update_time),
+        }
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        if self.content is not None:
+            body["content"] = self.content
+        if self.description is not None:
+            body["description"] = self.description
+        return body
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to create (checked by ``databricks_validation``)."""
+
+    entry_id: str | None  # None: the server picks one
+    actor_id: str
+    session_id: str | None
+    path: str
+    content: str | None
+    description: str | None
+    source_type: str
+
+
+@dataclass(frozen=True)
+class EntryFilter:
+    """Which of one actor's entries a listing returns.
+
+    ``path``: that exact path in every session and without one (``session_id`` is ignored);
+    else ``session_id``: that session only; neither: all the actor's entries. ``path_prefix``
+    (a plain string prefix of the path) narrows further."""
+
+    actor_id: str
+    path: str | None = None
+    path_prefix: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class EntryPosition:
+    """Where an entry listing (by path, then session, then id) continues: strictly after it."""
+
+    path: str
+    session_id: str  # "" for no session
+    entry_id: str
+
+
+@dataclass(frozen=True)
+class EntryPatch:
+    """Fields an update sets: a name in ``fields`` with value ``None`` clears that field."""
+
+    fields: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    actor_id: str
+    query: str
+    limit: int
+    session_id: str | None = None
+    path_prefix: str | None = None
+
+
+class DatabricksStorage(abc.ABC):
+    """Async storage of Databricks memory stores and entries. Every mutation is one
+    transaction."""
+
+    # -- stores ---------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_store(
+        self, store_id: str, *, description: str | None, creator: str
+    ) -> DbxStore:
+        """AlreadyExistsError when the id is taken."""
+
+    @abc.abstractmethod
+    async def get_store(self, store_id: str) -> DbxStore: ...
+
+    @abc.abstractmethod
+    async def list_stores(self, *, after: str | None, limit: int) -> Page[DbxStore, str]:
+        """Stores by id (byte order); ``after`` is the last id seen."""
+
+    @abc.abstractmethod
+    async def update_store(self, store_id: str, *, description: str | None) -> DbxStore:
+        """Set (or, with ``None``, clear) the description; a no-op keeps ``update_time``."""
+
+    @abc.abstractmethod
+    async def delete_store(self, store_id: str) -> None:
+        """Delete the store and all its entries at once; the id is free again at once."""
+
+    # -- entries --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_entry(self, store_id: str, entry: NewEntry) -> DbxEntry:
+        """Exclusive create: AlreadyExistsError for a taken id or (actor, session, path);
+        ResourceExhaustedError when the store is full."""
+
+    @abc.abstractmethod
+    async def get_entry(self, store_id: str, entry_id: str, *, with_content: bool) -> DbxEntry: ...
+
+    @abc.abstractmethod
+    async def list_entries(
+        self,
+        store_id: str,
+        flt: EntryFilter,
+        *,
+        after: EntryPosition | None,
+        limit: int,
+        with_content: bool,
+    ) -> Page[DbxEntry, EntryPosition]: ...
+
+    @abc.abstractmethod
+    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
+        """Apply the patch; ``update_time`` moves only when something changed."""
+
+    @abc.abstractmethod
+    async def delete_entry(self, store_id: str, entry_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def search_entries(
+        self, store_id: str, request: SearchRequest, *, with_content: bool
+    ) -> list[tuple[DbxEntry, float]]:
+        """The actor's best entries for the query, best first (higher score = better)."""

@@ -1,0 +1,367 @@
+"""Databricks Agent Memory in SQL: stores and entries in ``dbx_stores`` and ``dbx_entries``.
+
+``SqlDatabricks`` implements ``DatabricksStorage`` on a SQL backend (``SqlBase``), whose
+``_read``/``_write`` transactions it runs: the same database, connections and locking as the
+Memory Stores tables. Each mutation of a store's entries first locks its ``dbx_stores`` row
+(the dialect's ``lock_clause``; SQLite has one writer), so the free-key check, the entry count
+and the write cannot race between requests or PostgreSQL replicas. Deleting a store deletes its
+entries in the same transaction.
+
+An entry's key is ``(actor_id, session_id, path)`` with ``session_id = ''`` for "no session":
+unique per store by a table constraint as well as by the check here (which names the taken key).
+Listings walk ``dbx_entries_by_path`` in (path, session, id) order; the page position is the
+last entry's triple. Times are integer microseconds (``rows.to_us``); an update moves
+``updated_us`` by at least 1 µs, so a client comparing ``update_time`` sees every change.
+
+Search: ``_search_placeholder`` ranks by a LIKE match count until the search engine
+(``memfs.server.search``) lands — PLACEHOLDER, not BM25.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
+from memfs.errors import NotFoundError
+from memfs.server.databricks_storage import (
+    AlreadyExistsError,
+    DatabricksStorage,
+    DbxEntry,
+    DbxStore,
+    EntryFilter,
+    EntryPatch,
+    EntryPosition,
+    NewEntry,
+    Page,
+    ResourceExhaustedError,
+    SearchRequest,
+)
+from memfs.server.sql.rows import from_us
+from memfs.server.sql.transaction import Dialect, Row, Tx
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+# The columns an update may set (``EntryPatch`` names them; they go into the SQL text).
+MUTABLE_FIELDS = ("content", "description")
+
+
+class Backend(Protocol):
+    """What ``SqlDatabricks`` uses of its ``SqlBase`` (see ``sql.base``)."""
+
+    dialect: Dialect
+
+    def _now_us(self) -> int: ...
+
+    async def _read(self, fn: Callable[[Tx], R]) -> R: ...
+
+    async def _write(self, fn: Callable[[Tx], R]) -> R: ...
+
+
+_STORE_COLUMNS = "id, description, creator, created_us, updated_us"
+_ENTRY_TAIL = "description, source_type, created_us, updated_us"
+_ENTRY_FULL = f"store_id, id, actor_id, session_id, path, content, {_ENTRY_TAIL}"
+_ENTRY_BASIC = f"store_id, id, actor_id, session_id, path, NULL AS content, {_ENTRY_TAIL}"
+
+
+def _store(row: Row) -> DbxStore:
+    return DbxStore(
+        id=row["id"],
+        description=row["description"],
+        creator=row["creator"],
+        create_time=from_us(row["created_us"]),
+        update_time=from_us(row["updated_us"]),
+    )
+
+
+def _entry(row: Row) -> DbxEntry:
+    return DbxEntry(
+        store_id=row["store_id"],
+        id=row["id"],
+        actor_id=row["actor_id"],
+        session_id=row["session_id"] or None,
+        path=row["path"],
+        content=row["content"],
+        description=row["description"],
+        source_type=row["source_type"],
+        create_time=from_us(row["created_us"]),
+        update_time=from_us(row["updated_us"]),
+    )
+
+
+def _store_missing(store_id: str) -> NotFoundError:
+    return NotFoundError(f"memory store 'memory-stores/{store_id}' does not exist")
+
+
+def _key_text(actor_id: str, session_id: str, path: str) -> str:
+    session = f"session {session_id!r}" if session_id else "no session"
+    return f"actor {actor_id!r}, {session}, path {path!r}"
+
+
+class SqlDatabricks(DatabricksStorage):
+    """``DatabricksStorage`` on the transactions of one SQL backend (see the module doc)."""
+
+    def __init__(self, backend: Backend, *, max_entries: int = MAX_ENTRIES_PER_STORE) -> None:
+        self._backend = backend
+        self.max_entries = max_entries
+
+    def _now_us(self) -> int:
+        return self._backend._now_us()
+
+    def _lock(self) -> str:
+        return self._backend.dialect.lock_clause
+
+    def _load_store(self, tx: Tx, store_id: str, *, lock: bool = False) -> Row:
+        sql = f"SELECT {_STORE_COLUMNS}, entry_count FROM dbx_stores WHERE id = ?"
+        row = tx.one(sql + (self._lock() if lock else ""), (store_id,))
+        if row is None:
+            raise _store_missing(store_id)
+        return row
+
+    @staticmethod
+    def _load_entry(tx: Tx, store_id: str, entry_id: str, *, with_content: bool = True) -> Row:
+        columns = _ENTRY_FULL if with_content else _ENTRY_BASIC
+        row = tx.one(
+            f"SELECT {columns} FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
+        )
+        if row is None:
+            raise NotFoundError(
+                f"memory entry 'memory-stores/{store_id}/entries/{entry_id}' does not exist"
+            )
+        return row
+
+    # -- stores ---------------------------------------------------------------------------------
+
+    async def create_store(
+        self, store_id: str, *, description: str | None, creator: str
+    ) -> DbxStore:
+        def run(tx: Tx) -> DbxStore:
+            if tx.one("SELECT id FROM dbx_stores WHERE id = ?", (store_id,)) is not None:
+                raise AlreadyExistsError(f"memory store 'memory-stores/{store_id}' already exists")
+            now = self._now_us()
+            tx.execute(
+                "INSERT INTO dbx_stores (id, description, creator, created_us, updated_us) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (store_id, description, creator, now, now),
+            )
+            return _store(self._load_store(tx, store_id))
+
+        return await self._backend._write(run)
+
+    async def get_store(self, store_id: str) -> DbxStore:
+        return await self._backend._read(lambda tx: _store(self._load_store(tx, store_id)))
+
+    async def list_stores(self, *, after: str | None, limit: int) -> Page[DbxStore, str]:
+        def run(tx: Tx) -> Page[DbxStore, str]:
+            rows = tx.execute(
+                f"SELECT {_STORE_COLUMNS} FROM dbx_stores WHERE id > ? ORDER BY id LIMIT ?",
+                (after or "", limit + 1),
+            ).fetchall()
+            stores = [_store(row) for row in rows[:limit]]
+            return Page(stores, stores[-1].id if len(rows) > limit else None)
+
+        return await self._backend._read(run)
+
+    async def update_store(self, store_id: str, *, description: str | None) -> DbxStore:
+        def run(tx: Tx) -> DbxStore:
+            current = self._load_store(tx, store_id, lock=True)
+            if current["description"] != description:
+                tx.execute(
+                    "UPDATE dbx_stores SET description = ?, updated_us = ? WHERE id = ?",
+                    (description, self._next_us(current), store_id),
+                )
+            return _store(self._load_store(tx, store_id))
+
+        return await self._backend._write(run)
+
+    async def delete_store(self, store_id: str) -> None:
+        def run(tx: Tx) -> None:
+            self._load_store(tx, store_id, lock=True)
+            tx.execute("DELETE FROM dbx_entries WHERE store_id = ?", (store_id,))
+            tx.execute("DELETE FROM dbx_stores WHERE id = ?", (store_id,))
+
+        await self._backend._write(run)
+
+    # -- entries --------------------------------------------------------------------------------
+
+    async def create_entry(self, store_id: str, entry: NewEntry) -> DbxEntry:
+        session = entry.session_id or ""
+
+        def run(tx: Tx) -> DbxEntry:
+            store = self._load_store(tx, store_id, lock=True)
+            entry_id = entry.entry_id or str(uuid.uuid4())
+            taken = tx.one(
+                "SELECT id FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
+            )
+            if taken is not None:
+                raise AlreadyExistsError(
+                    f"memory entry 'memory-stores/{store_id}/entries/{entry_id}' already exists"
+                )
+            taken = tx.one(
+                "SELECT id FROM dbx_entries WHERE store_id = ? AND actor_id = ? "
+                "AND session_id = ? AND path = ?",
+                (store_id, entry.actor_id, session, entry.path),
+            )
+            if taken is not None:
+                raise AlreadyExistsError(
+                    f"an entry already exists for {_key_text(entry.actor_id, session, entry.path)}"
+                    f": memory-stores/{store_id}/entries/{taken['id']}"
+                )
+            if int(store["entry_count"]) >= self.max_entries:
+                raise ResourceExhaustedError(
+                    f"memory store 'memory-stores/{store_id}' is full: it holds "
+                    f"{self.max_entries} entries; delete some before creating more"
+                )
+            now = self._now_us()
+            tx.execute(
+                "INSERT INTO dbx_entries (store_id, id, actor_id, session_id, path, content, "
+                "description, source_type, created_us, updated_us) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    store_id,
+                    entry_id,
+                    entry.actor_id,
+                    session,
+                    entry.path,
+                    entry.content,
+                    entry.description,
+                    entry.source_type,
+                    now,
+                    now,
+                ),
+            )
+            tx.execute(
+                "UPDATE dbx_stores SET entry_count = entry_count + 1 WHERE id = ?", (store_id,)
+            )
+            return _entry(self._load_entry(tx, store_id, entry_id))
+
+        return await self._backend._write(run)
+
+    async def get_entry(self, store_id: str, entry_id: str, *, with_content: bool) -> DbxEntry:
+        def run(tx: Tx) -> DbxEntry:
+            self._load_store(tx, store_id)
+            return _entry(self._load_entry(tx, store_id, entry_id, with_content=with_content))
+
+        return await self._backend._read(run)
+
+    async def list_entries(
+        self,
+        store_id: str,
+        flt: EntryFilter,
+        *,
+        after: EntryPosition | None,
+        limit: int,
+        with_content: bool,
+    ) -> Page[DbxEntry, EntryPosition]:
+        clauses = ["store_id = ?", "actor_id = ?"]
+        params: list[Any] = [store_id, flt.actor_id]
+        if flt.path is not None:
+            clauses.append("path = ?")
+            params.append(flt.path)
+        elif flt.session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(flt.session_id)
+        if flt.path_prefix is not None:
+            clauses.append("path >= ? AND substr(path, 1, ?) = ?")
+            params.extend([flt.path_prefix, len(flt.path_prefix), flt.path_prefix])
+        if after is not None:
+            clauses.append("(path, session_id, id) > (?, ?, ?)")
+            params.extend([after.path, after.session_id, after.entry_id])
+        columns = _ENTRY_FULL if with_content else _ENTRY_BASIC
+        sql = (
+            f"SELECT {columns} FROM dbx_entries WHERE {' AND '.join(clauses)} "
+            "ORDER BY path, session_id, id LIMIT ?"
+        )
+
+        def run(tx: Tx) -> Page[DbxEntry, EntryPosition]:
+            self._load_store(tx, store_id)
+            rows = tx.execute(sql, (*params, limit + 1)).fetchall()
+            entries = [_entry(row) for row in rows[:limit]]
+            if len(rows) <= limit:
+                return Page(entries, None)
+            last = rows[limit - 1]
+            return Page(entries, EntryPosition(last["path"], last["session_id"], last["id"]))
+
+        return await self._backend._read(run)
+
+    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
+        def run(tx: Tx) -> DbxEntry:
+            self._load_store(tx, store_id, lock=True)
+            current = self._load_entry(tx, store_id, entry_id)
+            if not set(patch.fields) <= set(MUTABLE_FIELDS):
+                raise ValueError(f"only {MUTABLE_FIELDS} can change, not {sorted(patch.fields)}")
+            changed = {k: v for k, v in patch.fields.items() if current[k] != v}
+            if changed:
+                assignments = ", ".join(f"{name} = ?" for name in changed)
+                tx.execute(
+                    f"UPDATE dbx_entries SET {assignments}, updated_us = ? "
+                    "WHERE store_id = ? AND id = ?",
+                    (*changed.values(), self._next_us(current), store_id, entry_id),
+                )
+            return _entry(self._load_entry(tx, store_id, entry_id))
+
+        return await self._backend._write(run)
+
+    async def delete_entry(self, store_id: str, entry_id: str) -> None:
+        def run(tx: Tx) -> None:
+            self._load_store(tx, store_id, lock=True)
+            self._load_entry(tx, store_id, entry_id, with_content=False)
+            tx.execute(
+                "DELETE FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
+            )
+            tx.execute(
+                "UPDATE dbx_stores SET entry_count = entry_count - 1 WHERE id = ?", (store_id,)
+            )
+
+        await self._backend._write(run)
+
+    async def search_entries(
+        self, store_id: str, request: SearchRequest, *, with_content: bool
+    ) -> list[tuple[DbxEntry, float]]:
+        def run(tx: Tx) -> list[tuple[DbxEntry, float]]:
+            self._load_store(tx, store_id)
+            return self._search_placeholder(tx, store_id, request, with_content)
+
+        return await self._backend._read(run)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _next_us(self, current: Row) -> int:
+        """The new ``updated_us`` of a changed row: now, but always later than before."""
+        return max(self._now_us(), int(current["updated_us"]) + 1)
+
+    def _search_placeholder(
+        self, tx: Tx, store_id: str, request: SearchRequest, with_content: bool
+    ) -> list[tuple[DbxEntry, float]]:
+        """PLACEHOLDER ranking until ``memfs.server.search`` lands: the score is how many of the
+        query's words occur (case-insensitively) in path, description or content."""
+        clauses = ["store_id = ?", "actor_id = ?"]
+        params: list[Any] = [store_id, request.actor_id]
+        if request.session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(request.session_id)
+        if request.path_prefix is not None:
+            clauses.append("substr(path, 1, ?) = ?")
+            params.extend([len(request.path_prefix), request.path_prefix])
+        rows = tx.execute(
+            f"SELECT {_ENTRY_FULL} FROM dbx_entries WHERE {' AND '.join(clauses)} "
+            "ORDER BY path, session_id, id",
+            params,
+        ).fetchall()
+        words = [w.casefold() for w in request.query.split() if w.strip()]
+        scored: list[tuple[DbxEntry, float]] = []
+        for row in rows:
+            text = " ".join(
+                part for part in (row["path"], row["description"], row["content"]) if part
+            ).casefold()
+            score = float(sum(1 for word in words if word in text))
+            if score > 0:
+                entry = _entry(row)
+                if not with_content:
+                    entry = DbxEntry(**{**entry.__dict__, "content": None})
+                scored.append((entry, score))
+        scored.sort(key=lambda pair: -pair[1])
+        return scored[: request.limit]

@@ -1,0 +1,87 @@
+"""Fixtures of the Databricks Agent Memory tests: one real ``memfs server`` per module.
+
+The official clients drive it unchanged: ``workspace`` is databricks-sdk's ``WorkspaceClient``
+(PAT auth: the server's API key as the token), ``agentkit`` the AgentKit memory client on it,
+and ``tests/server/databricks/test_cli.py`` runs the ``agentbricks`` CLI with the token in its
+environment. ``store`` is a fresh store for one test, deleted in teardown. ``pg_server`` is the
+same server on a PostgreSQL database (one per module, on the session's throwaway cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from databricks.sdk import WorkspaceClient
+from databricks.sdk.errors import NotFound
+from databricks.sdk.service.agentkit import ManagedMemoryStore
+from databricks_agentkit import AgentKitClient
+from pgcluster import PgCluster
+from support.servers import ServerProcess, free_port
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quiet_host_metadata_probe() -> None:
+    # databricks-sdk logs a warning when /.well-known/databricks-config answers 404, which is
+    # what the contract asks of this server (tests/server/databricks/test_wire.py checks it).
+    logging.getLogger("databricks.sdk.config").setLevel(logging.ERROR)
+
+
+def new_store_id() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+def workspace_for(server: ServerProcess, token: str | None = None) -> WorkspaceClient:
+    return WorkspaceClient(host=server.base_url, token=token or server.api_key)
+
+
+@pytest.fixture(scope="module")
+def dbx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(db=tmp_path_factory.mktemp("dbx") / "memfs.db", port=free_port())
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def pg_server(
+    pg_cluster: PgCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    proc = ServerProcess(
+        db=tmp_path_factory.mktemp("dbx-pg") / "memfs.db",
+        port=free_port(),
+        db_url=pg_cluster.create_database("dbx"),
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def workspace(dbx_server: ServerProcess) -> WorkspaceClient:
+    return workspace_for(dbx_server)
+
+
+@pytest.fixture(scope="module")
+def agentkit(workspace: WorkspaceClient) -> AgentKitClient:
+    return AgentKitClient(workspace_client=workspace)
+
+
+@pytest.fixture
+def store(workspace: WorkspaceClient) -> Iterator[str]:
+    """A fresh store's resource name (``memory-stores/<id>``), deleted after the test."""
+    store_id = new_store_id()
+    created = workspace.agent_kit.create_memory_store(ManagedMemoryStore(), store_id)
+    assert created.name == f"memory-stores/{store_id}"
+    try:
+        yield created.name
+    finally:
+        with contextlib.suppress(NotFound):
+            workspace.agent_kit.delete_memory_store(created.name)
