@@ -141,11 +141,16 @@ def _sized_text(value: Any, name: str, limit: int) -> str:
 
 
 def content(value: Any) -> str | None:
-    return None if value is None else _sized_text(value, "content", MAX_CONTENT_BYTES)
+    """``None`` (unset) for absent, ``null`` or ``""``: proto3 JSON cannot tell them apart."""
+    if value is None or value == "":
+        return None
+    return _sized_text(value, "content", MAX_CONTENT_BYTES)
 
 
 def description(value: Any) -> str | None:
-    return None if value is None else _sized_text(value, "description", MAX_DESCRIPTION_BYTES)
+    if value is None or value == "":
+        return None
+    return _sized_text(value, "description", MAX_DESCRIPTION_BYTES)
 
 
 def source_type(value: Any) -> str:
