@@ -7,8 +7,7 @@
 ``databricks_route_table``), and ``memfs.server.event_stream`` (the change stream and the
 capabilities it announces). ``/healthz`` and ``/metrics`` are answered here. An endpoint reads
 its request with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters,
-pages), calls
-``Storage`` and renders the answer; whatever it raises becomes the error envelope
+pages), calls ``Storage`` and renders the answer; whatever it raises becomes the error envelope
 (``memfs.server.envelope``). Routes must not contain SQL or know which backend they run on.
 """
 

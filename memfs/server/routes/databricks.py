@@ -30,13 +30,13 @@ from memfs.server.databricks_storage import (
     NewEntry,
     SearchRequest,
 )
-from memfs.server.validation import read_json_object, text_field
+from memfs.server.search import validate_query
+from memfs.server.validation import read_json_object
 
 log = logging.getLogger(__name__)
 
 _STORES_PAGE = "dbx_stores"
 _ENTRIES_PAGE = "dbx_entries"
-MAX_QUERY_CHARS = 4096
 
 
 def _page_position(request: Request, kind: str, query: str) -> dict[str, Any] | None:
@@ -220,7 +220,7 @@ class DatabricksRoutes:
             )
         search = SearchRequest(
             actor_id=check.actor_id(body.get("actor_id")),
-            query=_query(body.get("query")),
+            query=validate_query(body.get("query")),
             limit=check.effective_page_size(size if size is not None else limit),
             session_id=check.session_id(body.get("session_id")),
             path_prefix=check.path_prefix(body.get("path_prefix")),
@@ -250,17 +250,6 @@ class DatabricksRoutes:
             {"error_code": "NOT_FOUND", "message": "this server publishes no host metadata"},
             status_code=404,
         )
-
-
-def _query(value: Any) -> str:
-    if value is None or value == "":
-        raise BadRequestError("query: required")
-    text = text_field(value, "query")
-    if not text.strip():
-        raise BadRequestError("query: must not be blank")
-    if len(text) > MAX_QUERY_CHARS:
-        raise BadRequestError(f"query: must be at most {MAX_QUERY_CHARS} characters long")
-    return text
 
 
 def databricks_route_table(routes: DatabricksRoutes) -> list[tuple[str, Any, list[str]]]:

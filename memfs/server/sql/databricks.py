@@ -13,8 +13,10 @@ Listings walk ``dbx_entries_by_path`` in (path, session, id) order; the page pos
 last entry's triple. Times are integer microseconds (``rows.to_us``); an update moves
 ``updated_us`` by at least 1 µs, so a client comparing ``update_time`` sees every change.
 
-Search: ``_search_placeholder`` ranks by a LIKE match count until the search engine
-(``memfs.server.search``) lands — PLACEHOLDER, not BM25.
+Search: every write of an entry (create, update, delete, store delete) updates the search index
+(``memfs.server.search``, kind ``databricks``) in the same transaction, so a search that starts
+after a write commits sees it; ``search_entries`` asks the index for the best ids in scope and
+reads those entries in the same snapshot.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from memfs.server.databricks_storage import (
     ResourceExhaustedError,
     SearchRequest,
 )
+from memfs.server.search import DocumentKind, SearchDocument, SearchIndex, SearchScope
 from memfs.server.sql.rows import from_us
 from memfs.server.sql.transaction import Dialect, Row, Tx
 
@@ -53,8 +56,11 @@ class Backend(Protocol):
     """What ``SqlDatabricks`` uses of its ``SqlBase`` (see ``sql.base``)."""
 
     dialect: Dialect
+    search: SearchIndex
 
     def _now_us(self) -> int: ...
+
+    async def _warm_search(self, description: str, content: str | None) -> None: ...
 
     async def _read(self, fn: Callable[[Tx], R]) -> R: ...
 
@@ -65,6 +71,7 @@ _STORE_COLUMNS = "id, description, creator, created_us, updated_us"
 _ENTRY_TAIL = "description, source_type, created_us, updated_us"
 _ENTRY_FULL = f"store_id, id, actor_id, session_id, path, content, {_ENTRY_TAIL}"
 _ENTRY_BASIC = f"store_id, id, actor_id, session_id, path, NULL AS content, {_ENTRY_TAIL}"
+KIND: DocumentKind = "databricks"  # the search index's name for these documents
 
 
 def _store(row: Row) -> DbxStore:
@@ -89,6 +96,20 @@ def _entry(row: Row) -> DbxEntry:
         source_type=row["source_type"],
         create_time=from_us(row["created_us"]),
         update_time=from_us(row["updated_us"]),
+    )
+
+
+def _document(row: Row) -> SearchDocument:
+    """An entry row (with content) as the search index's document."""
+    return SearchDocument(
+        KIND,
+        row["store_id"],
+        row["id"],
+        row["path"],
+        row["content"] or "",
+        row["description"] or "",
+        row["actor_id"],
+        row["session_id"] or None,
     )
 
 
@@ -180,6 +201,7 @@ class SqlDatabricks(DatabricksStorage):
     async def delete_store(self, store_id: str) -> None:
         def run(tx: Tx) -> None:
             self._load_store(tx, store_id, lock=True)
+            self._backend.search.remove_store(tx, KIND, store_id)
             tx.execute("DELETE FROM dbx_entries WHERE store_id = ?", (store_id,))
             tx.execute("DELETE FROM dbx_stores WHERE id = ?", (store_id,))
 
@@ -189,6 +211,7 @@ class SqlDatabricks(DatabricksStorage):
 
     async def create_entry(self, store_id: str, entry: NewEntry) -> DbxEntry:
         session = entry.session_id or ""
+        await self._backend._warm_search(entry.description or "", entry.content or "")
 
         def run(tx: Tx) -> DbxEntry:
             store = self._load_store(tx, store_id, lock=True)
@@ -236,7 +259,9 @@ class SqlDatabricks(DatabricksStorage):
             tx.execute(
                 "UPDATE dbx_stores SET entry_count = entry_count + 1 WHERE id = ?", (store_id,)
             )
-            return _entry(self._load_entry(tx, store_id, entry_id))
+            row = self._load_entry(tx, store_id, entry_id)
+            self._backend.search.index(tx, _document(row))
+            return _entry(row)
 
         return await self._backend._write(run)
 
@@ -288,6 +313,10 @@ class SqlDatabricks(DatabricksStorage):
         return await self._backend._read(run)
 
     async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
+        if "content" in patch.fields:  # (a description-only patch: the embedding is made inside)
+            description = patch.fields.get("description") or ""
+            await self._backend._warm_search(description, patch.fields["content"] or "")
+
         def run(tx: Tx) -> DbxEntry:
             self._load_store(tx, store_id, lock=True)
             current = self._load_entry(tx, store_id, entry_id)
@@ -301,7 +330,10 @@ class SqlDatabricks(DatabricksStorage):
                     "WHERE store_id = ? AND id = ?",
                     (*changed.values(), self._next_us(current), store_id, entry_id),
                 )
-            return _entry(self._load_entry(tx, store_id, entry_id))
+            row = self._load_entry(tx, store_id, entry_id)
+            if changed:
+                self._backend.search.index(tx, _document(row))
+            return _entry(row)
 
         return await self._backend._write(run)
 
@@ -312,6 +344,7 @@ class SqlDatabricks(DatabricksStorage):
             tx.execute(
                 "DELETE FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
             )
+            self._backend.search.remove(tx, KIND, store_id, entry_id)
             tx.execute(
                 "UPDATE dbx_stores SET entry_count = entry_count - 1 WHERE id = ?", (store_id,)
             )
@@ -321,9 +354,24 @@ class SqlDatabricks(DatabricksStorage):
     async def search_entries(
         self, store_id: str, request: SearchRequest, *, with_content: bool
     ) -> list[tuple[DbxEntry, float]]:
+        scope = SearchScope(
+            KIND, store_id, request.actor_id, request.session_id, request.path_prefix
+        )
+        columns = _ENTRY_FULL if with_content else _ENTRY_BASIC
+
         def run(tx: Tx) -> list[tuple[DbxEntry, float]]:
             self._load_store(tx, store_id)
-            return self._search_placeholder(tx, store_id, request, with_content)
+            hits = self._backend.search.search(tx, scope, request.query, request.limit)
+            if not hits:
+                return []
+            marks = ", ".join("?" for _ in hits)
+            rows = tx.execute(
+                f"SELECT {columns} FROM dbx_entries WHERE store_id = ? AND id IN ({marks})",
+                (store_id, *(hit.doc_id for hit in hits)),
+            ).fetchall()
+            by_id = {row["id"]: _entry(row) for row in rows}
+            # The index and the table change in the same transactions: every hit has its row.
+            return [(by_id[hit.doc_id], hit.score) for hit in hits if hit.doc_id in by_id]
 
         return await self._backend._read(run)
 
@@ -332,36 +380,3 @@ class SqlDatabricks(DatabricksStorage):
     def _next_us(self, current: Row) -> int:
         """The new ``updated_us`` of a changed row: now, but always later than before."""
         return max(self._now_us(), int(current["updated_us"]) + 1)
-
-    def _search_placeholder(
-        self, tx: Tx, store_id: str, request: SearchRequest, with_content: bool
-    ) -> list[tuple[DbxEntry, float]]:
-        """PLACEHOLDER ranking until ``memfs.server.search`` lands: the score is how many of the
-        query's words occur (case-insensitively) in path, description or content."""
-        clauses = ["store_id = ?", "actor_id = ?"]
-        params: list[Any] = [store_id, request.actor_id]
-        if request.session_id is not None:
-            clauses.append("session_id = ?")
-            params.append(request.session_id)
-        if request.path_prefix is not None:
-            clauses.append("substr(path, 1, ?) = ?")
-            params.extend([len(request.path_prefix), request.path_prefix])
-        rows = tx.execute(
-            f"SELECT {_ENTRY_FULL} FROM dbx_entries WHERE {' AND '.join(clauses)} "
-            "ORDER BY path, session_id, id",
-            params,
-        ).fetchall()
-        words = [w.casefold() for w in request.query.split() if w.strip()]
-        scored: list[tuple[DbxEntry, float]] = []
-        for row in rows:
-            text = " ".join(
-                part for part in (row["path"], row["description"], row["content"]) if part
-            ).casefold()
-            score = float(sum(1 for word in words if word in text))
-            if score > 0:
-                entry = _entry(row)
-                if not with_content:
-                    entry = DbxEntry(**{**entry.__dict__, "content": None})
-                scored.append((entry, score))
-        scored.sort(key=lambda pair: -pair[1])
-        return scored[: request.limit]
