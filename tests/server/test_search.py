@@ -273,12 +273,12 @@ async def test_the_migration_indexes_existing_memories(
     store = await storage.create_store(name="old", description="", metadata={})
     await storage.create_memory(store.id, path="/old/notes.md", content="an okapi", actor=ACTOR)
 
-    def back_to_step_1(tx: Any) -> None:
+    def back_to_step_2(tx: Any) -> None:
         for statement in _UNDO_STEP_3[backend]:
             tx.execute(statement)
-        tx.execute("DELETE FROM schema_version WHERE version > 1")
+        tx.execute("DELETE FROM schema_version WHERE version > 2")  # undo step 3 only
 
-    await storage._write(back_to_step_1)
+    await storage._write(back_to_step_2)
     await storage.aclose()
     storage = await open_storage()
     try:
