@@ -160,14 +160,15 @@ class SqlDatabricks(DatabricksStorage):
         self, store_id: str, *, description: str | None, creator: str
     ) -> DbxStore:
         def run(tx: Tx) -> DbxStore:
-            if tx.one("SELECT id FROM dbx_stores WHERE id = ?", (store_id,)) is not None:
-                raise AlreadyExistsError(f"memory store 'memory-stores/{store_id}' already exists")
             now = self._now_us()
-            tx.execute(
+            # ON CONFLICT: two replicas creating one id both get past any check made first.
+            inserted = tx.execute(
                 "INSERT INTO dbx_stores (id, description, creator, created_us, updated_us) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (store_id, description, creator, now, now),
-            )
+            ).rowcount
+            if inserted != 1:
+                raise AlreadyExistsError(f"memory store 'memory-stores/{store_id}' already exists")
             return _store(self._load_store(tx, store_id))
 
         return await self._backend._write(run)

@@ -1,6 +1,7 @@
 """``DatabricksStorage`` under concurrency, on SQLite and PostgreSQL (``storage`` fixture):
-each mutation is one transaction that locks its store first, so of many exclusive creates of
-one key exactly one wins and the others get ALREADY_EXISTS."""
+each mutation is one transaction that locks its store first (a store create relies on the
+primary key), so of many exclusive creates of one key or one store id exactly one wins and the
+others get ALREADY_EXISTS, never an internal error."""
 
 from __future__ import annotations
 
@@ -36,3 +37,19 @@ async def test_concurrent_creates_of_one_key_have_one_winner(storage: Storage) -
         "race", EntryFilter(actor_id="a"), after=None, limit=10, with_content=True
     )
     assert [e.path for e in page.items] == ["/same"]
+
+
+async def test_concurrent_creates_of_one_store_have_one_winner(storage: Storage) -> None:
+    outcomes: list[str] = []
+
+    async def create() -> None:
+        try:
+            await storage.databricks.create_store("same-id", description=None, creator="k")
+            outcomes.append("ok")
+        except AlreadyExistsError:
+            outcomes.append("exists")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(8):
+            nursery.start_soon(create)
+    assert sorted(outcomes) == ["exists"] * 7 + ["ok"]
