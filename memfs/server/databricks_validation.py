@@ -70,9 +70,13 @@ def entry_id(value: Any) -> str:
 
 
 def _identifier(value: Any, name: str) -> str:
+    """An actor or session id: at most ``MAX_ID_CHARS`` UTF-8 bytes (so as many ASCII
+    characters). Counted in bytes because the key (actor, session, path) is indexed, and a
+    PostgreSQL index entry holds at most 2,704 bytes: 256 four-byte characters each would not
+    fit beside a 1,024-byte path."""
     text = text_field(value, name)
-    if len(text) > MAX_ID_CHARS:
-        raise BadRequestError(f"{name}: must be at most {MAX_ID_CHARS} characters long")
+    if len(text.encode("utf-8")) > MAX_ID_CHARS:
+        raise BadRequestError(f"{name}: must be at most {MAX_ID_CHARS} bytes of UTF-8")
     if "\x00" in text:
         raise BadRequestError(f"{name}: must not contain NUL characters")
     return text

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
-from databricks.sdk.errors import AlreadyExists, NotFound
+from databricks.sdk.errors import AlreadyExists, InvalidParameterValue, NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
 from support.servers import ServerProcess
 
@@ -75,3 +75,20 @@ def test_entries_and_search(pg_workspace: WorkspaceClient, pg_store: str) -> Non
     assert list(ak.search_memories(pg_store, "a", "egret")) == []
     with pytest.raises(NotFound):
         ak.get_memory(made.name)
+
+
+def test_the_largest_key_fits(pg_workspace: WorkspaceClient, pg_store: str) -> None:
+    """Every index holding (actor, session, path) takes the largest key the limits allow, and
+    four-byte characters count as four (else a PostgreSQL index entry would overflow: a 500)."""
+    ak = pg_workspace.agent_kit
+    wide = "\U0001f600"  # 4 UTF-8 bytes
+    key = ManagedMemoryEntry(
+        actor_id=wide * 64, session_id=wide * 64, path="/" + wide * 255 + "xyz", content="big"
+    )
+    made = ak.create_memory(pg_store, key)
+    assert [
+        r.managed_memory_entry.name
+        for r in ak.search_memories(pg_store, key.actor_id, "big", session_id=key.session_id)
+    ] == [made.name]
+    with pytest.raises(InvalidParameterValue, match="actor_id"):
+        ak.create_memory(pg_store, ManagedMemoryEntry(actor_id=wide * 65, path="/x"))
