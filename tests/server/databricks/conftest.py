@@ -10,7 +10,6 @@ same server on a PostgreSQL database (one per module, on the session's throwaway
 from __future__ import annotations
 
 import contextlib
-import logging
 import uuid
 from collections.abc import Iterator
 
@@ -21,13 +20,6 @@ from databricks.sdk.service.agentkit import ManagedMemoryStore
 from databricks_agentkit import AgentKitClient
 from pgcluster import PgCluster
 from support.servers import ServerProcess, free_port
-
-
-@pytest.fixture(scope="session", autouse=True)
-def quiet_host_metadata_probe() -> None:
-    # databricks-sdk logs a warning when /.well-known/databricks-config answers 404, which is
-    # what the contract asks of this server (tests/server/databricks/test_wire.py checks it).
-    logging.getLogger("databricks.sdk.config").setLevel(logging.ERROR)
 
 
 def new_store_id() -> str:
