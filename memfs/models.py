@@ -134,6 +134,8 @@ class Memory:
     created_at: datetime
     updated_at: datetime
     content: str | None = None  # None with view=basic
+    # an API whose memories carry one (Databricks entries); never on the Memory Stores wire
+    description: str | None = None
 
     @classmethod
     def from_json(cls, data: JsonObject) -> Memory:

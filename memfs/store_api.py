@@ -43,9 +43,13 @@ class Capabilities:
     versions: bool = True
     # ``update(path=...)`` moves a memory and keeps its id; else a rename is create + delete
     rename_keeps_identity: bool = True
+    # each memory has a description (``Memory.description``; ``create``/``update`` take one):
+    # the ``user.description`` extended attribute of its file
+    descriptions: bool = False
     # the limits the store enforces, so the mount refuses early with the right errno
     max_content_bytes: int = 102_400
     max_memories: int | None = 2_000
+    max_description_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,9 @@ class StoreAPI(Protocol):
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def create(self, path: str, content: str) -> Memory:
-        """A new memory; never overwrites (``PathConflictError`` if ``path`` is taken)."""
+    async def create(self, path: str, content: str, *, description: str | None = None) -> Memory:
+        """A new memory; never overwrites (``PathConflictError`` if ``path`` is taken).
+        ``description`` only if ``capabilities.descriptions``."""
 
     async def update(
         self,
@@ -110,10 +115,13 @@ class StoreAPI(Protocol):
         content: str | None = None,
         path: str | None = None,
         expected_sha256: str | None = None,
+        description: str | None = None,
     ) -> Memory:
-        """New content and/or path (a move: only if ``rename_keeps_identity``). With
-        ``expected_sha256`` (only if ``preconditions``) it applies only if the stored content
-        has that hash, else ``PreconditionFailedError``."""
+        """New content, path and/or description. With ``expected_sha256`` it applies only if
+        the stored content has that hash, else ``PreconditionFailedError`` (an API without
+        ``preconditions`` checks it itself, just before the write). A new ``path`` keeps the
+        memory's id only if ``rename_keeps_identity`` (else the answer is a new memory, its
+        description kept); ``description`` only if ``capabilities.descriptions``."""
 
     async def delete(self, memory_id: str, *, expected_sha256: str | None = None) -> None: ...
 

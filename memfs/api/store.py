@@ -84,7 +84,8 @@ class MemoryStoresAPI:
             return False
         return True
 
-    async def create(self, path: str, content: str) -> Memory:
+    async def create(self, path: str, content: str, *, description: str | None = None) -> Memory:
+        assert description is None, "Memory Stores memories have no description"
         return await self.client.create_memory(self._store_id, path, content)
 
     async def update(
@@ -94,7 +95,9 @@ class MemoryStoresAPI:
         content: str | None = None,
         path: str | None = None,
         expected_sha256: str | None = None,
+        description: str | None = None,
     ) -> Memory:
+        assert description is None, "Memory Stores memories have no description"
         return await self.client.update_memory(
             self._store_id, memory_id, content=content, path=path, expected_sha256=expected_sha256
         )

@@ -160,8 +160,7 @@ class Transport:
         self._owns_http = True
         headers = {
             **config.auth_headers(),
-            "anthropic-version": API_VERSION,
-            "anthropic-beta": MEMORY_BETA,
+            **self._api_headers(),
             "user-agent": config.user_agent,
             "accept": "application/json",
         }
@@ -188,6 +187,15 @@ class Transport:
             timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
             follow_redirects=False,
         )
+
+    def _api_headers(self) -> dict[str, str]:
+        """The API's own headers on every request (a transport of another API replaces them)."""
+        return {"anthropic-version": API_VERSION, "anthropic-beta": MEMORY_BETA}
+
+    def _error_answer(self, response: httpx.Response, route: str) -> ApiError:
+        """The ``memfs.errors`` exception for an error answer, read from the API's envelope (a
+        transport of another API reads its own)."""
+        return _error_from(response, route)
 
     def __repr__(self) -> str:
         return (
@@ -317,7 +325,7 @@ class Transport:
                         method, route, status, elapsed_ms, _request_id(response, data),
                     )  # fmt: skip
                     return Reply(status, data, None, lost_answer)
-                error = _error_from(response, route)
+                error = self._error_answer(response, route)
                 log.debug(
                     "%s %s -> %d %s in %.1f ms (request_id %s)",
                     method, route, status, error.error_type, elapsed_ms, error.request_id,
@@ -395,7 +403,7 @@ class Transport:
                 log.debug("GET %s -> %d (stream)", route, status)
                 if status != 200:
                     await response.aread()
-                    raise _error_from(response, route)
+                    raise self._error_answer(response, route)
                 yield response
         except httpx.TimeoutException as exc:
             if not answered:
