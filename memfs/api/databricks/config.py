@@ -27,7 +27,8 @@ def resolve_workspace(profile: str | None = None) -> ClientConfig:
         from databricks.sdk.core import Config
     except ImportError:
         raise ConfigError(
-            "mounting a Databricks store needs databricks-sdk: pip install 'memfs[databricks]'"
+            "mounting a Databricks store needs the databricks extra (databricks-sdk is "
+            "missing): pip install '/path/to/memfs[databricks]'"
         ) from None
     # the SDK logs its probe of the host's metadata at WARNING (a 404 on most hosts)
     logging.getLogger("databricks.sdk").setLevel(logging.ERROR)
