@@ -250,6 +250,18 @@ class InvalidArgumentError(FsError):
     pass
 
 
+class NoAttributeError(FsError):
+    """The file has no such extended attribute."""
+
+
+class AttributeNotSupportedError(FsError):
+    """The mount does not keep that extended attribute (on that file)."""
+
+
+class AttributeTooLargeError(FsError):
+    """An extended attribute's value is longer than the store keeps."""
+
+
 class StoreGoneError(FsError):
     """The mounted store was deleted: nothing can be uploaded or changed any more."""
 
@@ -276,6 +288,9 @@ ERRNO: list[tuple[type[MemfsError], int]] = [
     (NotPermittedError, errno.EPERM),
     (NotSupportedError, errno.ENOSYS),
     (InvalidArgumentError, errno.EINVAL),
+    (NoAttributeError, errno.ENODATA),
+    (AttributeNotSupportedError, errno.ENOTSUP),
+    (AttributeTooLargeError, errno.E2BIG),
     (RemoteUnavailableError, errno.EIO),
     (StoreGoneError, errno.ENODEV),
     # API errors that reach the filesystem boundary untranslated

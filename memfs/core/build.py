@@ -17,6 +17,7 @@ from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import Commits
 from memfs.core.config import RESERVED_ROOT_NAMES, UNLIMITED_MEMORIES, VfsConfig
 from memfs.core.copies import LocalCopies
+from memfs.core.descriptions import Descriptions
 from memfs.core.durable import Durable
 from memfs.core.handles import OpenFiles
 from memfs.core.identity import Identities
@@ -156,5 +157,6 @@ def build_core(
         attrs=Attributes(config, state.table),
         uploader=uploader,
         renames=renames,
+        descriptions=Descriptions(state, store, writeback, gone),
         invalidator=invalidator,
     )

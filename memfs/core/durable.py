@@ -209,6 +209,7 @@ class Durable:
                 remote_path=node.remote_path,
                 base_sha=node.base_sha,
                 data=data,
+                description=node.new_description,
             )
         assert isinstance(key, tuple)
         if key[0] == "delete":
@@ -347,16 +348,17 @@ class Durable:
             return
         assert record.path is not None
         text = record.data.decode("utf-8") if record.data is not None else None
+        described = {} if record.description is None else {"description": record.description}
         if record.memory_id is None:
             try:
-                await store.create(record.path, text or "")
+                await store.create(record.path, text or "", **described)
             except PathConflictError as exc:
                 if not await self._is_same(exc, record.path, text or ""):
                     self.save_conflict(record.path, None, record.data)
             return
         content = text if text is not None and sha256_hex(text) != record.base_sha else None
         new_path = record.path if record.path != record.remote_path else None
-        if content is None and new_path is None:
+        if content is None and new_path is None and record.description is None:
             return
         if content is not None and record.base_sha is None:
             # no base to check against (a record of an older memfs, written after a conflict):
@@ -369,6 +371,7 @@ class Durable:
                 content=content,
                 path=new_path,
                 expected_sha256=record.base_sha if content is not None else None,
+                **described,
             )
         except PreconditionFailedError:
             self.save_conflict(record.path, record.memory_id, record.data)

@@ -50,6 +50,7 @@ class Node:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     synced_at: float = 0.0  # monotonic time of the last server answer about this node
+    description: str | None = None  # the memory's description as last heard (None: unknown)
     # -- local state --
     data: bytearray | None = None  # the local copy, shared by every open handle (never cached)
     local_only: bool = False
@@ -70,6 +71,8 @@ class Node:
     last_open_sha: str | None = None  # for keep_cache
     refused: str | None = None  # why the content is not uploaded (memfs.core.refusals), or None
     refused_gen: int = 0  # the generation (``gen``) of the content refused
+    # a description set here (``user.description``), not yet uploaded; None: none pending
+    new_description: str | None = None
     # -- kept locally for the daemon's lifetime, never uploaded (the store has no modes) --
     mode: int | None = None  # permission bits (create, mkdir, chmod); None: the mount's default
     uid: int | None = None  # owner (create, mkdir, chown); None: the mount's owner

@@ -58,6 +58,8 @@ def take_remote_state(node: Node, memory: Memory) -> None:
     node.remote_size = memory.content_size_bytes
     node.created_at = memory.created_at
     node.updated_at = memory.updated_at
+    if memory.description is not None:
+        node.description = memory.description
 
 
 class Namespace:

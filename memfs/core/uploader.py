@@ -124,9 +124,10 @@ class Uploader:
             text = utf8(node.data)
             if text is None:
                 return  # written since its commit, not yet committed: the writer's commit decides
+        description = node.new_description
         if node.memory_id is None:
             try:
-                memory = await self._create(path, text or "")
+                memory = await self._create(path, text or "", description)
             except PathConflictError as exc:
                 # another writer made this path first: its memory is the winner (if it is one)
                 winner = await self._head(exc.conflicting_memory_id, path)
@@ -136,7 +137,7 @@ class Uploader:
                 return
             self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
             self.table.set_memory(node, memory.id)
-            self._took(node, memory, gen)
+            self._took(node, memory, gen, description)
             if node.path is None or node.local_only:
                 # unlinked or renamed to a local name while it was being created
                 self.identities.detach_memory(node, path)
@@ -151,14 +152,14 @@ class Uploader:
             content = text
         new_path = path if path != node.remote_path else None
         old_remote = node.remote_path
-        if content is None and new_path is None:
+        if content is None and new_path is None and description is None:
             if node.gen == gen and not refused:
                 node.dirty = False
             node.departed_from = None
             self.copies.drop_clean_data(node)
             return
         try:
-            memory = await self._update(memory_id, content, new_path, node.base_sha)
+            memory = await self._update(memory_id, content, new_path, node.base_sha, description)
         except PreconditionFailedError:
             # another writer's version is the head: it stays, and this file shows it from now on
             winner = await self._head(memory_id, path)
@@ -172,7 +173,7 @@ class Uploader:
         if holder is node:
             if memory.id != memory_id:  # a move the API made as create + delete: a new memory
                 self.table.set_memory(node, memory.id)
-            self._took(node, memory, gen)
+            self._took(node, memory, gen, description)
             if self.state.store_path(node) != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)
         elif holder is not None:
@@ -185,7 +186,12 @@ class Uploader:
             self.listings.vacated(paths.parent(old_remote))
 
     async def _update(
-        self, memory_id: str, content: str | None, new_path: str | None, base_sha: str | None
+        self,
+        memory_id: str,
+        content: str | None,
+        new_path: str | None,
+        base_sha: str | None,
+        description: str | None = None,
     ) -> Memory:
         """Upload new content and/or a new path. New content always carries the precondition
         of the server content it was made from: no save replaces a version its writer did not
@@ -193,15 +199,17 @@ class Uploader:
         if content is not None and base_sha is None:
             raise RemoteConflictError(f"{memory_id}: no base content to check the upload against")
         expected = base_sha if content is not None else None
+        # a description only to an API that keeps them (``memfs.core.descriptions``)
+        extra = {} if description is None else {"description": description}
         try:
             return await self.upload_store.update(
-                memory_id, content=content, path=new_path, expected_sha256=expected
+                memory_id, content=content, path=new_path, expected_sha256=expected, **extra
             )
         except PathConflictError:
             if new_path is None or not await self._wait_for_path(new_path):
                 raise
             return await self.upload_store.update(
-                memory_id, content=content, path=new_path, expected_sha256=expected
+                memory_id, content=content, path=new_path, expected_sha256=expected, **extra
             )
 
     async def _head(self, memory_id: str | None, path: str) -> Memory | None:
@@ -264,9 +272,12 @@ class Uploader:
                     self.namespace.queue_invalidations([("entry", parent_ino, name)])
                 self.table.bind(node, winner.path)
 
-    def _took(self, node: Node, memory: Memory, gen: int) -> None:
-        """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``."""
+    def _took(self, node: Node, memory: Memory, gen: int, description: str | None = None) -> None:
+        """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``
+        (and ``description``, the pending one it carried)."""
         take_remote_state(node, memory)
+        if description is not None and node.new_description == description:
+            node.new_description = None  # uploaded, and not changed again meanwhile
         node.synced_at = self.state.now()
         if self.state.store_path(node) == memory.path:
             node.departed_from = None
@@ -276,16 +287,17 @@ class Uploader:
                 node.mtime = None if node.mtime is None else node.mtime
         self.copies.drop_clean_data(node)
 
-    async def _create(self, path: str, text: str) -> Memory:
+    async def _create(self, path: str, text: str, description: str | None = None) -> Memory:
+        extra = {} if description is None else {"description": description}
         try:
-            return await self.upload_store.create(path, text)
+            return await self.upload_store.create(path, text, **extra)
         except PathConflictError as exc:
             earlier = await self.durable.created_earlier(exc, path, text)
             if earlier is not None:  # our own create, answered after we had given up on it
                 return earlier
             if not await self._wait_for_path(path):
                 raise
-            return await self.upload_store.create(path, text)
+            return await self.upload_store.create(path, text, **extra)
 
     async def _wait_for_path(self, path: str) -> bool:
         """Run queued work that frees ``path`` on the server; False if there is none."""

@@ -29,6 +29,7 @@ from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import Commits, utf8
 from memfs.core.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.copies import LocalCopies
+from memfs.core.descriptions import Descriptions
 from memfs.core.durable import Durable
 from memfs.core.handles import OpenFiles
 from memfs.core.identity import Identities
@@ -92,6 +93,7 @@ class Vfs:
         attrs: Attributes,
         uploader: Uploader,
         renames: Renames,
+        descriptions: Descriptions,
         invalidator: Invalidator | None = None,
     ) -> None:
         self.state = state
@@ -118,6 +120,7 @@ class Vfs:
         self.attrs = attrs
         self.uploader = uploader
         self.renames = renames
+        self.descriptions = descriptions  # user.description (fuse_ops dispatches to it)
         self.invalidator = invalidator  # runs kernel invalidations (the daemon: worker thread)
         self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
         self._on_activity: Callable[[], None] | None = None

@@ -21,10 +21,11 @@ from typing import Any, NoReturn
 import pyfuse3
 
 from memfs.core.attrs import Attr
+from memfs.core.descriptions import Descriptions
 from memfs.core.inodes import ROOT_INODE, Node
 from memfs.core.namespace import decode_name
 from memfs.core.vfs import Vfs
-from memfs.errors import MemfsError, NoEntryError, NotSupportedError, errno_for
+from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
 log = logging.getLogger(__name__)
@@ -384,16 +385,42 @@ class FuseOperations(pyfuse3.Operations):
         except Exception as exc:
             _fail("release", exc)
 
-    # -- extended attributes: ENOSYS, so the kernel stops asking (docs/editors.md §3) -------------
+    # -- extended attributes: user.description where the store keeps descriptions
+    # (memfs.core.descriptions); else ENOSYS, so the kernel stops asking (docs/editors.md §3) --
+
+    def _descriptions(self, op: str, inode: int) -> Descriptions:
+        descriptions = self.vfs.descriptions
+        if not descriptions.enabled:
+            _fail(op, NotSupportedError("no extended attributes"))
+        if self.versions.owns(inode):
+            _fail(op, NoAttributeError("versions have no extended attributes"))
+        return descriptions
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        _fail("setxattr", NotSupportedError("no extended attributes"))
+        descriptions = self._descriptions("setxattr", inode)
+        try:
+            # pyfuse3 hands no flags: XATTR_CREATE and XATTR_REPLACE are not told apart
+            await descriptions.set(inode, decode_name(name), value)
+        except Exception as exc:
+            _fail("setxattr", exc)
 
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        _fail("getxattr", NotSupportedError("no extended attributes"))
+        descriptions = self._descriptions("getxattr", inode)
+        try:
+            return await descriptions.get(inode, decode_name(name))
+        except Exception as exc:
+            _fail("getxattr", exc)
 
     async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
-        _fail("listxattr", NotSupportedError("no extended attributes"))
+        descriptions = self._descriptions("listxattr", inode)
+        try:
+            return [name.encode() for name in await descriptions.names(inode)]
+        except Exception as exc:
+            _fail("listxattr", exc)
 
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        _fail("removexattr", NotSupportedError("no extended attributes"))
+        descriptions = self._descriptions("removexattr", inode)
+        try:
+            await descriptions.remove(inode, decode_name(name))
+        except Exception as exc:
+            _fail("removexattr", exc)

@@ -77,7 +77,7 @@ class Record:
 
     - ``put``: make memory ``memory_id`` (None: a new memory) hold ``data`` (None: unchanged) at
       ``path``; ``base_sha`` is the server content the change was made on (the precondition),
-      ``remote_path`` where the server had it;
+      ``remote_path`` where the server had it; ``description`` a new one (None: unchanged);
     - ``delete``: delete ``memory_id`` if its content is still ``base_sha``;
     - ``conflict``: create ``path`` (a ``.conflict-`` sibling) holding ``data``.
     """
@@ -90,6 +90,7 @@ class Record:
     base_sha: str | None = None
     data: bytes | None = field(default=None, repr=False)
     written_at: str = ""
+    description: str | None = None  # put: the new description (None: unchanged)
 
     def header(self) -> dict[str, Any]:
         header = asdict(self)
