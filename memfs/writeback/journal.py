@@ -96,6 +96,8 @@ class Record:
         header = asdict(self)
         header.pop("data")
         header["has_data"] = self.data is not None
+        if self.description is None:  # the format of records without one is unchanged
+            header.pop("description")
         return header
 
 

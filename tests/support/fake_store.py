@@ -13,6 +13,9 @@ errors the real client raises:
   ``PreconditionFailedError``; an update asking for what the memory already is succeeds
   without a new version (so a retried or replayed update is not a conflict);
 - content over ``max_content_bytes``: ``RequestTooLargeError``;
+- with ``Capabilities(descriptions=True)`` each memory has a ``description`` (``""`` unless
+  given), set by ``create``/``update`` and kept by a move; without, a description asked for
+  fails the test;
 - a gone store (``delete_store``): every call raises ``NotFoundError``, ``store_exists`` is False.
 
 Faults, one call of one operation (``"create"``, ``"update"``, ...) at a time, in order:
@@ -135,9 +138,15 @@ class FakeStore:
         """Another writer creates ``path``."""
         return self._create(path, content)
 
-    def edit(self, memory_id: str, content: str | None = None, path: str | None = None) -> Memory:
+    def edit(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        path: str | None = None,
+        description: str | None = None,
+    ) -> Memory:
         """Another writer changes a memory."""
-        return self._update(memory_id, content, path, None)
+        return self._update(memory_id, content, path, None, description)
 
     def remove(self, memory_id: str) -> None:
         """Another writer deletes a memory."""
@@ -218,9 +227,12 @@ class FakeStore:
 
     # -- StoreAPI: writing -------------------------------------------------------------------
 
-    async def create(self, path: str, content: str) -> Memory:
-        self.writes.append(("create", {"path": path, "content": content}))
-        return await self._call("create", lambda: self._create(path, content))
+    async def create(self, path: str, content: str, *, description: str | None = None) -> Memory:
+        asked = {"path": path, "content": content}
+        if description is not None:
+            asked["description"] = description
+        self.writes.append(("create", asked))
+        return await self._call("create", lambda: self._create(path, content, description))
 
     async def update(
         self,
@@ -229,12 +241,15 @@ class FakeStore:
         content: str | None = None,
         path: str | None = None,
         expected_sha256: str | None = None,
+        description: str | None = None,
     ) -> Memory:
         assert path is None or self._capabilities.rename_keeps_identity, "a move the API lacks"
         asked = {"content": content, "path": path, "expected_sha256": expected_sha256}
+        if description is not None:
+            asked["description"] = description
         self.writes.append(("update", {"memory_id": memory_id, **asked}))
         return await self._call(
-            "update", lambda: self._update(memory_id, content, path, expected_sha256)
+            "update", lambda: self._update(memory_id, content, path, expected_sha256, description)
         )
 
     async def delete(self, memory_id: str, *, expected_sha256: str | None = None) -> None:
@@ -369,7 +384,8 @@ class FakeStore:
             )
         )
 
-    def _create(self, path: str, content: str) -> Memory:
+    def _create(self, path: str, content: str, description: str | None = None) -> Memory:
+        assert description is None or self._capabilities.descriptions, "a description unkept"
         self._check_content(content)
         self._check_path_free(path)
         limit = self._capabilities.max_memories
@@ -386,21 +402,33 @@ class FakeStore:
             created_at=now,
             updated_at=now,
             content=content,
+            description=(description or "") if self._capabilities.descriptions else None,
         )
         self.memories[memory.id] = memory
         self._version(memory, "created")
         return memory
 
     def _update(
-        self, memory_id: str, content: str | None, path: str | None, expected: str | None
+        self,
+        memory_id: str,
+        content: str | None,
+        path: str | None,
+        expected: str | None,
+        description: str | None = None,
     ) -> Memory:
         assert expected is None or self._capabilities.preconditions, "a precondition unsupported"
+        assert description is None or self._capabilities.descriptions, "a description unkept"
         if content is not None:
             self._check_content(content)
         current = self._memory(memory_id)
         new_content = current.content if content is None else content
         new_path = current.path if path is None else path
-        unchanged = new_content == current.content and new_path == current.path
+        new_description = current.description if description is None else description
+        unchanged = (new_content, new_path, new_description) == (
+            current.content,
+            current.path,
+            current.description,
+        )
         if unchanged:  # already as requested: success, no version (precondition or not)
             return current
         if expected is not None and expected != current.content_sha256:
@@ -412,6 +440,7 @@ class FakeStore:
             current,
             path=new_path,
             content=text,
+            description=new_description,
             content_sha256=sha256_hex(text),
             content_size_bytes=len(text.encode("utf-8")),
             memory_version_id=self._new_id("memver"),
