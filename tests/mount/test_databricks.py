@@ -1,0 +1,277 @@
+"""Databricks stores mounted for real: ``memfs mount STORE MNT --api databricks --actor A``
+against the reference server's Databricks routes (``/api/2.0/agents/memory-stores``), the
+workspace found from ``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN`` as Databricks users set them.
+
+Each entry of the actor is a file (only its session-less ones, or only one session's with
+``--session``), its description the ``user.description`` attribute; saves update the same entry,
+a rename is a create and a delete, a change made through the API meanwhile is a conflict (never
+silent), a read-only mount refuses every change, ``.versions`` does not exist.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.mounts import MountedStore
+from support.servers import ServerProcess
+from support.waiting import wait_for
+
+ACTOR = "agent-7"
+API = "/api/2.0/agents/memory-stores"
+
+
+class Workspace:
+    """The server's Databricks API, spoken as any client would (plain HTTP, Bearer token)."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.http = httpx.Client(
+            base_url=server.base_url, headers={"authorization": f"Bearer {server.api_key}"}
+        )
+
+    def create_store(self) -> str:
+        store = f"dbx-{uuid.uuid4().hex[:10]}"
+        answer = self.http.post(API, params={"managed_memory_store_id": store}, json={})
+        assert answer.status_code == 200, answer.text
+        return store
+
+    def put(
+        self,
+        store: str,
+        path: str,
+        content: str,
+        *,
+        actor: str = ACTOR,
+        session: str | None = None,
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"actor_id": actor, "path": path, "content": content}
+        if session is not None:
+            body["session_id"] = session
+        if description is not None:
+            body["description"] = description
+        answer = self.http.post(f"{API}/{store}/entries", json=body)
+        assert answer.status_code == 200, answer.text
+        entry: dict[str, Any] = answer.json()
+        return entry
+
+    def patch(self, store: str, entry: dict[str, Any], content: str) -> None:
+        entry_id = entry["name"].rsplit("/", 1)[1]
+        answer = self.http.patch(
+            f"{API}/{store}/entries/{entry_id}",
+            params={"update_mask": "content"},
+            json={"content": content},
+        )
+        assert answer.status_code == 200, answer.text
+
+    def entries(self, store: str, actor: str = ACTOR) -> dict[tuple[str | None, str], Any]:
+        """(session, path) -> entry (with content) of every entry of ``actor``."""
+        found: dict[tuple[str | None, str], Any] = {}
+        token = None
+        while True:
+            params = {"actor_id": actor, "page_size": 100}
+            if token:
+                params["page_token"] = token
+            answer = self.http.get(f"{API}/{store}/entries", params=params)
+            assert answer.status_code == 200, answer.text
+            data = answer.json()
+            for entry in data.get("managed_memory_entries", []):
+                found[(entry.get("session_id"), entry["path"])] = entry
+            token = data.get("next_page_token")
+            if not token:
+                return found
+
+    def content(self, store: str, path: str, session: str | None = None) -> str | None:
+        entry = self.entries(store).get((session, path))
+        return None if entry is None else str(entry.get("content", ""))
+
+
+@pytest.fixture
+def workspace(server: ServerProcess) -> Iterator[Workspace]:
+    space = Workspace(server)
+    try:
+        yield space
+    finally:
+        space.http.close()
+
+
+@pytest.fixture
+def dbx_mount(
+    server: ServerProcess, tmp_path: Path, sdk: Any
+) -> Iterator[Callable[..., MountedStore]]:
+    env = dict(os.environ)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        env.pop(name, None)
+    env["DATABRICKS_HOST"] = server.base_url
+    env["DATABRICKS_TOKEN"] = server.api_key
+    env["HOME"] = str(tmp_path / "home")  # no ~/.databrickscfg of the machine's
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    made: list[MountedStore] = []
+
+    def mount(store: str, *args: str) -> MountedStore:
+        point = tmp_path / f"dbx{len(made)}"
+        point.mkdir()
+        mounted = MountedStore(
+            path=point,
+            store_id=store,
+            store_name=store,
+            sdk=sdk,
+            env=env,
+            log_file=tmp_path / f"dbx{len(made)}.log",
+            extra_args=["--api", "databricks", "--actor", ACTOR, *args],
+        )
+        made.append(mounted)
+        result = mounted.mount()
+        assert result.returncode == 0, f"mount failed: {result.stderr}\n{mounted.log()}"
+        return mounted
+
+    try:
+        yield mount
+    finally:
+        for mounted in made:
+            mounted.cleanup()
+        for mounted in made:
+            assert "Traceback" not in mounted.log(), mounted.log()
+            assert server.api_key not in mounted.log()  # the token never in a log
+
+
+def entry_id(entry: dict[str, Any]) -> str:
+    return str(entry["name"]).rsplit("/", 1)[1]
+
+
+def test_files_are_the_actors_entries_and_saves_keep_the_entry(
+    dbx_mount: Callable[..., MountedStore], workspace: Workspace, tmp_path: Path
+) -> None:
+    store = workspace.create_store()
+    notes = workspace.put(store, "/notes.md", "line one\n", description="what I noted")
+    workspace.put(store, "/prefs/tone.md", "be brief\n")
+    workspace.put(store, "/s.md", "a session's\n", session="s1")
+    workspace.put(store, "/other.md", "another actor's\n", actor="someone-else")
+    mounted = dbx_mount(store)
+    root = mounted.path
+    assert sorted(os.listdir(root)) == ["notes.md", "prefs"]
+    assert (root / "notes.md").read_text() == "line one\n"
+    grep = subprocess.run(["grep", "-r", "brief", str(root)], capture_output=True, text=True)
+    assert grep.stdout == f"{root}/prefs/tone.md:be brief\n"
+    assert not (root / ".versions").exists()  # no versions on Databricks
+    with pytest.raises(FileNotFoundError):
+        os.listdir(root / ".versions")
+
+    # extended attributes: the description
+    assert os.getxattr(root / "notes.md", "user.description") == b"what I noted"
+    assert os.listxattr(root / "notes.md") == ["user.description"]
+    assert os.listxattr(root / "prefs" / "tone.md") == []
+    shown = subprocess.run(
+        ["getfattr", "-n", "user.description", "--only-values", str(root / "notes.md")],
+        capture_output=True,
+        text=True,
+    )
+    assert shown.stdout == "what I noted"
+    subprocess.run(
+        [
+            "setfattr",
+            "-n",
+            "user.description",
+            "-v",
+            "the tone to use",
+            str(root / "prefs/tone.md"),
+        ],
+        check=True,
+    )
+    with pytest.raises(OSError) as absent:
+        os.getxattr(root / "prefs" / "tone.md", "user.other")
+    assert absent.value.errno == errno.ENODATA
+
+    # vim and sed -i save the same entry
+    subprocess.run(
+        [
+            *("vim", "-N", "-i", "NONE", "--not-a-term"),
+            *("-c", "normal Goline two", "-c", "wq", str(root / "notes.md")),
+        ],
+        check=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    subprocess.run(["sed", "-i", "s/brief/very brief/", str(root / "prefs/tone.md")], check=True)
+    (root / "new.md").write_text("fresh\n")
+    mounted.settle()
+    entries = workspace.entries(store)
+    assert entry_id(entries[(None, "/notes.md")]) == entry_id(notes)
+    assert entries[(None, "/notes.md")]["content"] == "line one\nline two\n"
+    assert entries[(None, "/notes.md")]["description"] == "what I noted"
+    tone = entries[(None, "/prefs/tone.md")]
+    assert (tone["content"], tone["description"]) == ("very brief\n", "the tone to use")
+    assert entries[(None, "/new.md")]["content"] == "fresh\n"
+    assert "session_id" not in entries[(None, "/new.md")]
+    assert set(entries) == {
+        (None, "/notes.md"),
+        (None, "/prefs/tone.md"),
+        (None, "/new.md"),
+        ("s1", "/s.md"),
+    }
+
+    # rename: a create at the new path (description kept) and a delete; rm deletes
+    os.rename(root / "notes.md", root / "kept.md")
+    os.unlink(root / "new.md")
+    mounted.settle()
+    entries = workspace.entries(store)
+    kept = entries[(None, "/kept.md")]
+    assert (kept["content"], kept["description"]) == ("line one\nline two\n", "what I noted")
+    assert (None, "/notes.md") not in entries and (None, "/new.md") not in entries
+    assert sorted(os.listdir(root)) == ["kept.md", "prefs"]
+
+    # a change made through the API meanwhile: a conflict copy, never a silent overwrite
+    fd = os.open(root / "kept.md", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"mine\n")
+        workspace.patch(store, kept, "theirs\n")
+        with pytest.raises(OSError) as stale:
+            os.fsync(fd)
+        assert stale.value.errno == errno.ESTALE
+    finally:
+        os.close(fd)
+    mounted.settle()
+    entries = workspace.entries(store)
+    assert entries[(None, "/kept.md")]["content"] == "theirs\n"
+    copies = [e for (s, p), e in entries.items() if p.startswith("/kept.conflict-")]
+    assert [e["content"] for e in copies] == ["mine\n"]
+    wait_for(lambda: (root / "kept.md").read_text() == "theirs\n")
+    assert mounted.umount().returncode == 0
+
+
+def test_a_session_mount_and_a_read_only_mount(
+    dbx_mount: Callable[..., MountedStore], workspace: Workspace
+) -> None:
+    store = workspace.create_store()
+    workspace.put(store, "/shared.md", "no session\n")
+    workspace.put(store, "/s.md", "session one\n", session="s1", description="d")
+    workspace.put(store, "/t.md", "session two\n", session="s2")
+    session = dbx_mount(store, "--session", "s1")
+    assert os.listdir(session.path) == ["s.md"]
+    (session.path / "made.md").write_text("in s1\n")
+    session.settle()
+    assert workspace.content(store, "/made.md", session="s1") == "in s1\n"
+    assert workspace.content(store, "/made.md") is None
+
+    read_only = dbx_mount(store, "--read-only")
+    assert os.listdir(read_only.path) == ["shared.md"]
+    for change in (
+        lambda: (read_only.path / "shared.md").write_text("x"),
+        lambda: (read_only.path / "new.md").write_text("x"),
+        lambda: os.unlink(read_only.path / "shared.md"),
+        lambda: os.rename(read_only.path / "shared.md", read_only.path / "x.md"),
+        lambda: os.setxattr(read_only.path / "shared.md", "user.description", b"x"),
+    ):
+        with pytest.raises(OSError) as refused:
+            change()
+        assert refused.value.errno == errno.EROFS
+    assert workspace.content(store, "/shared.md") == "no session\n"
