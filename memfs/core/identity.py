@@ -69,6 +69,7 @@ class Identities:
         node.remote_path = pending.remote_path
         node.base_sha = pending.expected_sha
         node.created_at = pending.created_at
+        take_description(node, pending.description, pending.new_description)
 
     def _move_memory(self, node: Node, old: Node) -> str:
         """``node`` takes the memory of ``old``, which keeps its content and no identity."""
@@ -79,9 +80,11 @@ class Identities:
         node.remote_path = old.remote_path
         node.base_sha = old.base_sha
         node.created_at = old.created_at
+        take_description(node, old.description, old.new_description)
         old.remote_path = None
         old.base_sha = None
         old.departed_from = None
+        old.description = old.new_description = None
         return memory_id
 
     async def adopt(self, node: Node, path: str) -> bool:
@@ -144,10 +147,21 @@ class Identities:
             local_path=local_path,
             at=self.state.now(),
             created_at=node.created_at,
+            description=node.description,
+            new_description=node.new_description,
         )
         self.table.set_memory(node, None)
         node.remote_path = None
         node.base_sha = None
         node.departed_from = None
+        node.description = node.new_description = None
         self.writeback.cancel(node.ino)
         self.writeback.schedule(delete_key(memory_id), self.config.grace)
+
+
+def take_description(node: Node, description: str | None, new_description: str | None) -> None:
+    """``node`` takes a memory's description (``memfs.core.descriptions``): the one the store
+    has, and one set under its old name and not yet uploaded (unless ``node`` has its own)."""
+    node.description = description
+    if node.new_description is None:
+        node.new_description = new_description

@@ -38,6 +38,9 @@ class PendingDelete:
     local_path: str  # the path it disappeared from; re-creating it in time adopts the memory
     at: float  # monotonic
     created_at: datetime | None = None
+    # the memory's description, and one set here not yet uploaded: a re-creation takes them
+    description: str | None = None
+    new_description: str | None = None
 
 
 def delete_key(memory_id: str) -> tuple[str, str]:

@@ -173,6 +173,7 @@ class Uploader:
         if holder is node:
             if memory.id != memory_id:  # a move the API made as create + delete: a new memory
                 self.table.set_memory(node, memory.id)
+                self.listings.remove(memory_id)  # the old one is deleted
             self._took(node, memory, gen, description)
             if self.state.store_path(node) != node.remote_path or node.gen != gen:
                 self.writeback.schedule(node.ino, self.config.update_delay)

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.mounts import MountedStore
+from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
@@ -32,6 +32,7 @@ class Workspace:
     """The server's Databricks API, spoken as any client would (plain HTTP, Bearer token)."""
 
     def __init__(self, server: ServerProcess) -> None:
+        self.token = server.api_key
         self.http = httpx.Client(
             base_url=server.base_url, headers={"authorization": f"Bearer {server.api_key}"}
         )
@@ -142,6 +143,45 @@ def dbx_mount(
             assert server.api_key not in mounted.log()  # the token never in a log
 
 
+def test_mount_errors_are_one_line(
+    server: ServerProcess, workspace: Workspace, tmp_path: Path
+) -> None:
+    store = workspace.create_store()
+    point = tmp_path / "mnt"
+    point.mkdir()
+    env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for name in ("DATABRICKS_HOST", "DATABRICKS_TOKEN", "ANTHROPIC_BASE_URL"):
+        env.pop(name, None)
+
+    def mount(*args: str, **extra: str) -> tuple[int, str]:
+        done = memfs("mount", *args, env={**env, **extra}, timeout=60)
+        return done.returncode, done.stderr
+
+    code, said = mount(store, str(point), "--api", "databricks")
+    assert (code, said) == (
+        2,
+        "memfs mount: --api databricks needs --actor ACTOR (whose entries to mount)\n",
+    )
+    code, said = mount(store, str(point), "--actor", ACTOR)
+    assert (code, said) == (2, "memfs mount: --actor needs --api databricks\n")
+    dbx = ("--api", "databricks", "--actor", ACTOR)
+    code, said = mount(store, str(point), *dbx)
+    assert (
+        code == 1
+        and said.startswith("memfs mount: no Databricks workspace")
+        and said.count("\n") == 1
+    )
+    host = {"DATABRICKS_HOST": server.base_url}
+    code, said = mount(store, str(point), *dbx, **host, DATABRICKS_TOKEN="not-the-token")
+    assert (code, said) == (
+        1,
+        "memfs mount: the Databricks token was refused (401 UNAUTHENTICATED)\n",
+    )
+    code, said = mount("no-such-store", str(point), *dbx, **host, DATABRICKS_TOKEN=workspace.token)
+    assert (code, said) == (1, "memfs mount: memory store 'no-such-store' not found\n")
+    assert not os.path.ismount(point)
+
+
 def entry_id(entry: dict[str, Any]) -> str:
     return str(entry["name"]).rsplit("/", 1)[1]
 
@@ -156,6 +196,8 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     workspace.put(store, "/other.md", "another actor's\n", actor="someone-else")
     mounted = dbx_mount(store)
     root = mounted.path
+    assert mounted.pid is not None  # the token reached the daemon by its environment only
+    assert workspace.token not in Path(f"/proc/{mounted.pid}/cmdline").read_text()
     assert sorted(os.listdir(root)) == ["notes.md", "prefs"]
     assert (root / "notes.md").read_text() == "line one\n"
     grep = subprocess.run(["grep", "-r", "brief", str(root)], capture_output=True, text=True)
@@ -209,7 +251,7 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     assert entries[(None, "/notes.md")]["content"] == "line one\nline two\n"
     assert entries[(None, "/notes.md")]["description"] == "what I noted"
     tone = entries[(None, "/prefs/tone.md")]
-    assert (tone["content"], tone["description"]) == ("very brief\n", "the tone to use")
+    assert (tone["content"], tone["description"]) == ("be very brief\n", "the tone to use")
     assert entries[(None, "/new.md")]["content"] == "fresh\n"
     assert "session_id" not in entries[(None, "/new.md")]
     assert set(entries) == {
@@ -245,7 +287,8 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     copies = [e for (s, p), e in entries.items() if p.startswith("/kept.conflict-")]
     assert [e["content"] for e in copies] == ["mine\n"]
     wait_for(lambda: (root / "kept.md").read_text() == "theirs\n")
-    assert mounted.umount().returncode == 0
+    unmounted = mounted.umount()  # and the unmount report says so
+    assert unmounted.returncode == 1 and "/kept.conflict-" in unmounted.stderr
 
 
 def test_a_session_mount_and_a_read_only_mount(
