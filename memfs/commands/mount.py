@@ -93,8 +93,8 @@ def register(subparsers: Any) -> None:
         "--api",
         choices=[MEMORY_STORES, DATABRICKS],
         default=MEMORY_STORES,
-        help="the store's API: Anthropic Memory Stores (default), or Databricks Agent Memory "
-        "(workspace and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
+        help="the store's API: Anthropic Memory Stores, or Databricks Agent Memory (workspace "
+        "and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
     )
     mount.add_argument(
         "--actor", metavar="ACTOR", help="--api databricks: mount this actor's entries (required)"
