@@ -462,6 +462,10 @@ class Uploader:
                 raise NameTooLongError(f"{target}: {exc}") from None
             updated = await self.store.update(item.id, path=target)
             holder = self.table.by_id.get(item.id)
+            if updated.id != item.id:  # moved as create + delete: a new memory
+                self.listings.remove(item.id)
+                if holder is not None:
+                    self.table.set_memory(holder, updated.id)
             if holder is not None:
                 holder.remote_path = updated.path
                 holder.synced_at = self.state.now()

@@ -235,3 +235,29 @@ async def test_changes_elsewhere_are_found_by_comparing_listings(
     since = page.data[0].created_at
     assert (await store.recent_changes(since=since, limit=100)).data == [page.data[0]]
     assert (await store.recent_changes(since=since, limit=100)).next_page is None
+
+
+async def test_a_directory_rename_moves_every_entry_below_it(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    api = FakeDatabricks()
+    one = api.put(ACTOR, "/d/one.md", "1\n", description="first")
+    api.put(ACTOR, "/d/sub/two.md", "2\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        d = await core.ino("d")
+        node = core.vfs.table.get(await core.ino("one.md", d))
+        await core.vfs.rename(ROOT_INODE, "d", ROOT_INODE, "e")
+        assert sorted(n for n, _ in await core.vfs.readdir(await core.ino("e"))) == [
+            "one.md",
+            "sub",
+        ]
+        await core.save("one.md", b"1, again\n", await core.ino("e"))
+        await core.vfs.fsync_dir()
+        moved = api.at(ACTOR, "/e/one.md")
+        assert moved is not None and node is not None and node.memory_id == moved.id
+        assert core.vfs.durable.conflict_count == 0
+    assert sorted((e.path, e.content, e.description) for e in api.entries.values()) == [
+        ("/e/one.md", "1, again\n", "first"),
+        ("/e/sub/two.md", "2\n", ""),
+    ]
+    assert one.id not in api.entries
