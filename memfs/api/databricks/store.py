@@ -263,7 +263,12 @@ class DatabricksStore:
 
     async def recent_changes(self, *, since: datetime | None, limit: int) -> Page[MemoryVersion]:
         listed = await self._entries(None, view=VIEW_BASIC)
-        hashes = {e.id: await self._hash_of(e) for e in listed if self.diff.changed(e)}
+        hashes: dict[str, tuple[str, int]] = {}
+        for entry in [e for e in listed if self.diff.changed(e)]:
+            try:
+                hashes[entry.id] = await self._hash_of(entry)
+            except NotFoundError:  # deleted since the listing: the next poll reports it
+                listed.remove(entry)
         self.diff.compare(self._store_id, listed, hashes)
         return self.diff.recent(since, limit)
 
