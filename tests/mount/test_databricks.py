@@ -181,6 +181,18 @@ def test_mount_errors_are_one_line(
     assert (code, said) == (1, "memfs mount: memory store 'no-such-store' not found\n")
     assert not os.path.ismount(point)
 
+    # a profile of ~/.databrickscfg, as the Databricks CLI writes it
+    config = tmp_path / ".databrickscfg"
+    config.write_text(f"[work]\nhost = {server.base_url}\ntoken = {workspace.token}\n")
+    config.chmod(0o600)
+    workspace.put(store, "/from-profile.md", "found\n")
+    code, said = mount(store, str(point), *dbx, "--profile", "work")
+    try:
+        assert (code, said) == (0, "")
+        assert os.listdir(point) == ["from-profile.md"]
+    finally:
+        assert memfs("umount", str(point), env=env).returncode == 0
+
 
 def entry_id(entry: dict[str, Any]) -> str:
     return str(entry["name"]).rsplit("/", 1)[1]
