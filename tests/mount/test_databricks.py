@@ -299,6 +299,13 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     copies = [e for (s, p), e in entries.items() if p.startswith("/kept.conflict-")]
     assert [e["content"] for e in copies] == ["mine\n"]
     wait_for(lambda: (root / "kept.md").read_text() == "theirs\n")
+
+    # changes made elsewhere appear: the change feed compares listings
+    workspace.put(store, "/remote.md", "from elsewhere\n")
+    workspace.patch(store, tone, "changed elsewhere\n")
+    wait_for(lambda: (root / "remote.md").exists())
+    assert (root / "remote.md").read_text() == "from elsewhere\n"
+    wait_for(lambda: (root / "prefs" / "tone.md").read_text() == "changed elsewhere\n")
     unmounted = mounted.umount()  # and the unmount report says so
     assert unmounted.returncode == 1 and "/kept.conflict-" in unmounted.stderr
 
