@@ -260,7 +260,8 @@ class Uploader:
         )
         self.listings.record(winner)
         self.namespace.invalidate_now([("inode", node.ino, b"")])
-        if moving:  # a rename made here is still to be uploaded (it carries no content)
+        if moving or node.new_description is not None:
+            # a rename or a description set here is still to be uploaded (without content)
             self.writeback.schedule(node.ino, self.config.update_delay)
         elif winner.path != path and node.path == path:
             # renamed elsewhere meanwhile: follow it, as the change feed would

@@ -261,3 +261,22 @@ async def test_a_directory_rename_moves_every_entry_below_it(
         ("/e/sub/two.md", "2\n", ""),
     ]
     assert one.id not in api.entries
+
+
+async def test_a_description_set_with_a_save_that_lost_the_race_still_reaches_the_entry(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    api = FakeDatabricks()
+    entry = api.put(ACTOR, "/c.md", "base\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        ino = await core.save("c.md", b"mine\n")
+        await core.vfs.descriptions.set(ino, DESCRIPTION, b"why it matters")
+        api.edit(entry.id, content="theirs\n")
+        with pytest.raises(RemoteConflictError):
+            await core.vfs.fsync_dir()
+        await core.vfs.fsync_dir()
+        assert core.records() == []
+    assert (api.entries[entry.id].content, api.entries[entry.id].description) == (
+        "theirs\n",
+        "why it matters",
+    )
