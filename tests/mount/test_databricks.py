@@ -319,6 +319,12 @@ def test_a_session_mount_and_a_read_only_mount(
     workspace.put(store, "/t.md", "session two\n", session="s2")
     session = dbx_mount(store, "--session", "s1")
     assert os.listdir(session.path) == ["s.md"]
+    status = session.status()  # memfs status names the store, the actor and the session
+    assert (status["store_id"], status["store_name"]) == (
+        store,
+        f"{store} (actor {ACTOR}, session s1)",
+    )
+    wait_for(lambda: session.status()["change_feed"].get("state") == "polling")
     (session.path / "made.md").write_text("in s1\n")
     session.settle()
     assert workspace.content(store, "/made.md", session="s1") == "in s1\n"
