@@ -97,6 +97,12 @@ class OpenStore:
     journal_key: str  # the journal's directory: one per (store, actor, session) on Databricks
     archived: bool = False
 
+    @property
+    def described(self) -> str:
+        """The store in a log line: its name, and its id if that is not already in it."""
+        store_id = self.quick.store_id
+        return self.name if store_id in self.name else f"{self.name} ({store_id})"
+
 
 def databricks_journal_key(store: str, actor: str, session: str | None) -> str:
     """One journal per mounted (store, actor, session): their paths are not each other's."""
@@ -217,9 +223,8 @@ class Daemon:
                 raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
             pid_file.write_text(f"{os.getpid()}\n{opts.mountpoint}\n")
             log.info(
-                "mounted store %s (%s) on %s%s",
-                store.name,
-                store.quick.store_id,
+                "mounted store %s on %s%s",
+                store.described,
                 opts.mountpoint,
                 " read-only" if read_only else "",
             )
