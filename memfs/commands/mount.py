@@ -321,6 +321,8 @@ def _api_usage_error(args: argparse.Namespace) -> str | None:
     if args.api == DATABRICKS:
         if not args.actor:
             return "--api databricks needs --actor ACTOR (whose entries to mount)"
+        if args.session == "":
+            return "--session needs a session id (without it: the session-less entries)"
         for flag, value in (
             ("--api-key-file", args.api_key_file),
             ("--base-url", args.base_url),

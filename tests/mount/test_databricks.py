@@ -162,6 +162,8 @@ def test_mount_errors_are_one_line(
         2,
         "memfs mount: --api databricks needs --actor ACTOR (whose entries to mount)\n",
     )
+    code, said = mount(store, str(point), "--api", "databricks", "--actor", ACTOR, "--session", "")
+    assert code == 2 and said.startswith("memfs mount: --session needs a session id")
     code, said = mount(store, str(point), "--actor", ACTOR)
     assert (code, said) == (2, "memfs mount: --actor needs --api databricks\n")
     dbx = ("--api", "databricks", "--actor", ACTOR)
