@@ -11,8 +11,12 @@ silent), a read-only mount refuses every change, ``.versions`` does not exist.
 from __future__ import annotations
 
 import errno
+import http.server
+import json
 import os
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -194,6 +198,76 @@ def test_mount_errors_are_one_line(
         assert os.listdir(point) == ["from-profile.md"]
     finally:
         assert memfs("umount", str(point), env=env).returncode == 0
+
+
+class MetadataService:
+    """A Databricks metadata service handing out OAuth tokens, as on Databricks compute: the
+    SDK's ``metadata-service`` credentials (here: the server's key, expired at once, so the
+    SDK fetches it anew whenever memfs asks it for headers)."""
+
+    def __init__(self, token: str) -> None:
+        self.asked = 0
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                service.asked += 1
+                body = json.dumps(
+                    {
+                        "access_token": token,
+                        "token_type": "Bearer",
+                        "expires_on": int(time.time()) + 1,
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/token"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def test_a_workspace_with_oauth_credentials(
+    server: ServerProcess, workspace: Workspace, tmp_path: Path
+) -> None:
+    """Credentials other than a personal access token (here the metadata service of Databricks
+    compute): the SDK makes and refreshes the token, asked at each request."""
+    store = workspace.create_store()
+    workspace.put(store, "/oauth.md", "by token\n")
+    service = MetadataService(workspace.token)
+    point = tmp_path / "mnt"
+    point.mkdir()
+    env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("DATABRICKS_TOKEN", None)
+    env.update(DATABRICKS_HOST=server.base_url, DATABRICKS_METADATA_SERVICE_URL=service.url)
+    try:
+        done = memfs("mount", store, str(point), "--api", "databricks", "--actor", ACTOR, env=env)
+        assert (done.returncode, done.stderr) == (0, "")
+        try:
+            assert (point / "oauth.md").read_text() == "by token\n"
+            (point / "new.md").write_text("sent with a refreshed header\n")
+            fd = os.open(point, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            assert workspace.content(store, "/new.md") == "sent with a refreshed header\n"
+            assert service.asked >= 3  # resolved at start, then asked for by requests
+        finally:
+            assert memfs("umount", str(point), env=env).returncode == 0
+    finally:
+        service.close()
 
 
 def entry_id(entry: dict[str, Any]) -> str:

@@ -43,8 +43,10 @@ async def open_store(
     """Open the store ``store_id`` for ``actor_id`` (and ``session_id``) with the workspace of
     ``resolve_workspace(profile)``. Raises ``ConfigError`` (no workspace or token),
     ``NotFoundError`` (no such store) and the other ``ApiError``s of the first request."""
-    config = await trio.to_thread.run_sync(resolve_workspace, profile)  # the SDK blocks
-    async with DatabricksClient(config) as client:
+    workspace = await trio.to_thread.run_sync(resolve_workspace, profile)  # the SDK blocks
+    async with DatabricksClient(workspace.config) as client:
+        if workspace.fresh_headers is not None:
+            client.refresh_headers_with(workspace.fresh_headers)
         quick = client.with_options(timeout=10.0, max_retries=2, deadline=30.0)
         await quick.with_options(max_retries=1, deadline=10.0).get_store(store_id)
         store = DatabricksStore(quick, store_id, actor_id, session_id)

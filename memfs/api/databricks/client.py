@@ -15,11 +15,12 @@ retried after a lost answer that meets ``NOT_FOUND`` is done. The wire contract 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
+import trio
 
 from memfs.api.retry import retry_after_seconds
 from memfs.api.transport import Transport, parse_answer, query_params
@@ -79,8 +80,27 @@ def error_for(status: int, error_code: str | None, message: str) -> type[ApiErro
     return api_error_class(status, None, message)
 
 
+class FreshHeaders(httpx.Auth):
+    """Headers from a factory at every request (the SDK's, for tokens it refreshes), made in
+    a worker thread: a refresh is a blocking request of the SDK's own."""
+
+    def __init__(self, factory: Callable[[], dict[str, str]]) -> None:
+        self._factory = factory
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        request.headers.update(await trio.to_thread.run_sync(self._factory))
+        yield request
+
+
 class DatabricksTransport(Transport):
     """``Transport`` with the Databricks dialect: no Anthropic headers, its error envelope."""
+
+    def refresh_headers_with(self, factory: Callable[[], dict[str, str]]) -> None:
+        """Take the credential headers from ``factory`` at every request, on the pool this
+        client shares with those of ``with_options`` (call it before any request)."""
+        self._http.auth = FreshHeaders(factory)
 
     def _api_headers(self) -> dict[str, str]:
         return {}
