@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -84,10 +84,15 @@ def local_server(key: str, log_level: str) -> Iterator[str]:
 
 @contextmanager
 def server_on(
-    db: Path | str, key: str, log_level: str = "WARNING", log_path: Path | None = None
+    db: Path | str,
+    key: str,
+    log_level: str = "WARNING",
+    log_path: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
-    """A ``memfs server`` on ``db`` (a SQLite file or a ``postgresql://`` URL); yields its base
-    URL; stops it at exit. The log goes to ``log_path``, by default next to a SQLite file."""
+    """A ``memfs server`` on ``db`` (a SQLite file or a ``postgresql://`` URL), with
+    ``extra_args`` on its command line; yields its base URL; stops it at exit. The log goes to
+    ``log_path``, by default next to a SQLite file."""
     port = free_port()
     env = dict(os.environ, MEMFS_API_KEYS=key)
     if log_path is None:
@@ -95,7 +100,7 @@ def server_on(
     with open(log_path, "wb") as server_log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "memfs", "server", "--db", str(db),
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level],
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level, *extra_args],
             env=env, stdout=server_log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     base_url = f"http://127.0.0.1:{port}"

@@ -168,7 +168,7 @@ class MemoryStoreClient:
 
     def __init__(self, base_url: str, token: str, timeout: float = 60.0) -> None:
         self._http = httpx.Client(
-            base_url=base_url + ENTRIES_API,
+            base_url=base_url,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
         )
@@ -183,7 +183,9 @@ class MemoryStoreClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _post(self, url: str, body: dict[str, Any], **params: str) -> dict[str, Any]:
+    def _post(self, route: str, body: dict[str, Any], **params: str) -> dict[str, Any]:
+        """POST to ``ENTRIES_API + route``; the answer's JSON, or RuntimeError unless 200."""
+        url = ENTRIES_API + route
         self.requests += 1
         answer = self._http.post(url, json=body, params=params)
         if answer.status_code != 200:
@@ -194,12 +196,15 @@ class MemoryStoreClient:
     def create_store(self, store_id: str) -> None:
         self._post("", {"display_name": store_id}, managed_memory_store_id=store_id)
 
-    def create_entry(self, store_id: str, entry: Entry) -> dict[str, Any]:
+    def create_entry(
+        self, store_id: str, actor_id: str, path: str, description: str, content: str
+    ) -> dict[str, Any]:
+        """One session-less entry, as a live agent would write it."""
         body = {
-            "actor_id": entry.actor_id,
-            "path": entry.path,
-            "description": entry.description,
-            "content": entry.content,
+            "actor_id": actor_id,
+            "path": path,
+            "description": description,
+            "content": content,
             "source_type": "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_AGENT",
         }
         return self._post(f"/{store_id}/entries", body)
@@ -207,8 +212,8 @@ class MemoryStoreClient:
     def load(self, store_id: str, entries: Iterable[Entry]) -> int:
         """Create every entry in ``store_id``; returns how many."""
         count = 0
-        for entry in entries:
-            self.create_entry(store_id, entry)
+        for e in entries:
+            self.create_entry(store_id, e.actor_id, e.path, e.description, e.content)
             count += 1
         return count
 
@@ -220,6 +225,9 @@ class MemoryStoreClient:
             f"/{store_id}/entries:search",
             {"actor_id": actor_id, "query": query, "page_size": page_size},
         )
+        # The contract: top-N in one answer, never a page token (the SDK would loop on it).
+        if "next_page_token" in answer:
+            raise RuntimeError(f"entries:search answered a next_page_token: {answer!r:.300}")
         return [
             (r["managed_memory_entry"]["path"], float(r["score"]))
             for r in answer.get("results", [])
