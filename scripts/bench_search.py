@@ -39,11 +39,27 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+import trio
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The labelled set and its scoring live with the tests that check it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from bench_server import percentile, server_on
-from support.search_eval import EvalSet, MemoryStoreClient, Query, load_eval_set, score
+from support.search_eval import (
+    ENTRIES_API,
+    EvalSet,
+    MemoryStoreClient,
+    Query,
+    load_eval_set,
+    score,
+)
+
+from memfs.server.app import create_app
+from memfs.server.search import SearchDocument, SearchIndex
+from memfs.server.search.document import Tx
+from memfs.server.search.semantic import Embedder, load_embedder
+from memfs.server.sqlite import SqliteStorage
 
 log = logging.getLogger("bench_search")
 
@@ -80,6 +96,29 @@ class WriteRow:
     seconds: float  # the whole fill
 
 
+@dataclass
+class IndexCostRow:
+    mode: str
+    creates: int
+    request_p50_ms: float  # the create request in-process (no network, no client JSON work)
+    request_p99_ms: float
+    index_p50_ms: float  # SearchIndex.index inside that request's transaction
+    index_p99_ms: float
+    index_share: float  # total index time / total request time
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    startup_s: float
+    quality: list[QualityRow]
+    quality_search_requests: int
+    latency: list[LatencyRow]
+    write: WriteRow | None
+    index_cost: IndexCostRow | None
+    requests: int
+
+
 def ms(values: Sequence[float], pct: float) -> float:
     return round(percentile(sorted(values), pct) * 1000, 2)
 
@@ -107,9 +146,7 @@ def server_times(access_log: Path, suffix: str) -> list[float]:
     return times
 
 
-def measure_quality(
-    client: MemoryStoreClient, eval_set: EvalSet, mode: str
-) -> tuple[list[QualityRow], int]:
+def measure_quality(client: MemoryStoreClient, eval_set: EvalSet) -> tuple[list[QualityRow], int]:
     store = "search-quality"
     client.create_store(store)
     client.load(store, eval_set.entries)
@@ -120,7 +157,7 @@ def measure_quality(
     for name, kind in [("all", None), ("keyword", "keyword"), ("paraphrase", "paraphrase")]:
         scores = score([(q, r) for q, r in rankings if kind is None or q.kind == kind])
         rows.append(
-            QualityRow(mode, name, scores.queries, round(scores.mrr, 3), round(scores.recall, 3))
+            QualityRow("", name, scores.queries, round(scores.mrr, 3), round(scores.recall, 3))
         )
     return rows, searches
 
@@ -171,7 +208,65 @@ def measure_latency(
     return rows, write
 
 
-def run_mode(args: argparse.Namespace, mode: str, eval_set: EvalSet) -> dict[str, object]:
+class TimedIndex(SearchIndex):
+    """The server's search index, timing each ``index`` call (the update a write makes)."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        super().__init__(embedder)
+        self.seconds: list[float] = []
+
+    def index(self, tx: Tx, doc: SearchDocument) -> None:
+        started = time.perf_counter()
+        super().index(tx, doc)
+        self.seconds.append(time.perf_counter() - started)
+
+
+async def index_cost(mode: str, eval_set: EvalSet, creates: int, tmp: Path) -> IndexCostRow:
+    """The index's share of an entry create, measured in-process where both can be timed.
+
+    Over HTTP the index update cannot be told apart from the rest of the write, and a server
+    without the index no longer exists to compare with. So this runs the server's own app and
+    SQLite storage in this process, with the search index wrapped in ``TimedIndex``, and sends
+    the same creates as the latency fill through ``httpx.ASGITransport``: the time of each
+    whole request (routing, validation, the transaction, the JSON answer; no sockets) and of
+    the index update inside its transaction, on the same writes.
+    """
+    key = "sk-bench-" + secrets.token_hex(16)
+    index = TimedIndex(load_embedder() if mode == "hybrid" else None)
+    storage = await SqliteStorage.open(tmp / f"index-cost-{mode}.db", search=index)
+    request_times: list[float] = []
+    try:
+        app = create_app(storage, [key])
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", headers=headers
+        ) as http:
+            store = "index-cost"
+            answer = await http.post(f"{ENTRIES_API}?managed_memory_store_id={store}", json={})
+            answer.raise_for_status()
+            for path, description, content in synthetic_entries(eval_set, 0, creates):
+                body = {"actor_id": LATENCY_ACTOR, "path": path, "description": description}
+                body["content"] = content
+                started = time.perf_counter()
+                answer = await http.post(f"{ENTRIES_API}/{store}/entries", json=body)
+                request_times.append(time.perf_counter() - started)
+                answer.raise_for_status()
+    finally:
+        await storage.aclose()
+    share = sum(index.seconds) / sum(request_times)
+    return IndexCostRow(
+        mode,
+        len(request_times),
+        ms(request_times, 50),
+        ms(request_times, 99),
+        ms(index.seconds, 50),
+        ms(index.seconds, 99),
+        round(share, 3),
+    )
+
+
+def run_mode(args: argparse.Namespace, mode: str, eval_set: EvalSet) -> ModeResult:
     key = "sk-bench-" + secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="memfs-bench-search-") as tmp:
         access_log = Path(tmp) / "access.log"
@@ -180,8 +275,8 @@ def run_mode(args: argparse.Namespace, mode: str, eval_set: EvalSet) -> dict[str
         with server_on(Path(tmp) / "search.db", key, extra_args=extra) as base_url:
             startup = time.perf_counter() - started
             with MemoryStoreClient(base_url, key) as client:
-                quality, searches = measure_quality(client, eval_set, mode)
-                log.info("%s: quality done (%d requests)", mode, client.requests)
+                quality, searches = measure_quality(client, eval_set)
+                log.info("%s: quality measured (%d requests)", mode, client.requests)
                 latency: list[LatencyRow] = []
                 write = None
                 if args.sizes:
@@ -189,39 +284,47 @@ def run_mode(args: argparse.Namespace, mode: str, eval_set: EvalSet) -> dict[str
                         client, eval_set, mode, args.sizes, args.searches, access_log
                     )
                 requests = client.requests
-    return {
-        "mode": mode,
-        "startup_s": round(startup, 2),
-        "quality": quality,
-        "quality_search_requests": searches,
-        "latency": latency,
-        "write": write,
-        "requests": requests,
-    }
+        cost = None
+        if args.index_cost:
+            cost = trio.run(index_cost, mode, eval_set, args.index_cost, Path(tmp))
+    for row in quality:
+        row.mode = mode
+    return ModeResult(mode, round(startup, 2), quality, searches, latency, write, cost, requests)
 
 
-def markdown(results: list[dict[str, object]]) -> str:
+def markdown(results: list[ModeResult]) -> str:
     out = ["| mode | queries | n | MRR@10 | recall@10 |", "|---|---|---:|---:|---:|"]
-    for result in results:
-        for q in result["quality"]:  # type: ignore[attr-defined]
-            out.append(f"| {q.mode} | {q.queries} | {q.count} | {q.mrr:.3f} | {q.recall:.3f} |")
+    out += [
+        f"| {q.mode} | {q.queries} | {q.count} | {q.mrr:.3f} | {q.recall:.3f} |"
+        for r in results
+        for q in r.quality
+    ]
     out += ["", "| mode | entries (one actor) | searches | p50 (ms) | p99 (ms) |"]
     out += ["|---|---:|---:|---:|---:|"]
-    for result in results:
-        for r in result["latency"]:  # type: ignore[attr-defined]
-            out.append(f"| {r.mode} | {r.entries} | {r.searches} | {r.p50_ms} | {r.p99_ms} |")
+    out += [
+        f"| {x.mode} | {x.entries} | {x.searches} | {x.p50_ms} | {x.p99_ms} |"
+        for r in results
+        for x in r.latency
+    ]
     out += ["", "| mode | creates | p50 (ms) | p99 (ms) | server p50 (ms) | server p99 (ms) |"]
     out += ["|---|---:|---:|---:|---:|---:|"]
-    for result in results:
-        w = result["write"]
-        if isinstance(w, WriteRow):
-            out.append(
-                f"| {w.mode} | {w.creates} | {w.p50_ms} | {w.p99_ms} | {w.server_p50_ms} "
-                f"| {w.server_p99_ms} |"
-            )
+    out += [
+        f"| {w.mode} | {w.creates} | {w.p50_ms} | {w.p99_ms} | {w.server_p50_ms} "
+        f"| {w.server_p99_ms} |"
+        for r in results
+        if (w := r.write) is not None
+    ]
+    out += ["", "| mode | creates | request p50 (ms) | p99 (ms) | index p50 (ms) | p99 (ms) "]
+    out[-1] += "| index share |"
+    out += ["|---|---:|---:|---:|---:|---:|---:|"]
+    out += [
+        f"| {c.mode} | {c.creates} | {c.request_p50_ms} | {c.request_p99_ms} | {c.index_p50_ms} "
+        f"| {c.index_p99_ms} | {c.index_share:.0%} |"
+        for r in results
+        if (c := r.index_cost) is not None
+    ]
     out += ["", "| mode | server start-up (s) | HTTP requests |", "|---|---:|---:|"]
-    for result in results:
-        out.append(f"| {result['mode']} | {result['startup_s']} | {result['requests']} |")
+    out += [f"| {r.mode} | {r.startup_s} | {r.requests} |" for r in results]
     return "\n".join(out)
 
 
@@ -237,10 +340,15 @@ def main(argv: list[str] | None = None) -> int:
         "none: quality only)",
     )  # fmt: skip
     parser.add_argument("--searches", type=int, default=200, help="searches per size (200)")
+    parser.add_argument(
+        "--index-cost", type=int, default=1000, metavar="N",
+        help="entry creates timed in-process for the index's share of a write (default 1000; "
+        "0: skip)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(argv)
-    if args.searches < 1 or any(n < 1 for n in args.sizes):
-        parser.error("--searches and --sizes must be positive")
+    if args.searches < 1 or args.index_cost < 0 or any(n < 1 for n in args.sizes):
+        parser.error("--searches and --sizes must be positive, --index-cost not negative")
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
@@ -256,11 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python scripts/bench_search.py " + " ".join(argv or sys.argv[1:]),
     }
     if args.json:
-        rows = [
-            {k: (asdict(v) if isinstance(v, WriteRow) else v) for k, v in r.items()}
-            for r in results
-        ]
-        print(json.dumps({"meta": meta, "results": rows}, indent=2, default=asdict))
+        rows = [asdict(r) for r in results]
+        print(json.dumps({"meta": meta, "results": rows}, indent=2))
     else:
         print(
             f"Search benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}; "
