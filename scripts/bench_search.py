@@ -111,7 +111,7 @@ class IndexCostRow:
     request_p99_ms: float
     index_p50_ms: float  # the index update: SearchIndex.warm (embedding) + SearchIndex.index
     index_p99_ms: float
-    index_share: float  # total index time / total request time
+    index_share: float  # total index time / total request time (0 for "off": no index)
 
 
 @dataclass
@@ -282,21 +282,25 @@ def measure_latency(args: argparse.Namespace, eval_set: EvalSet, tmp: Path, repo
 
 class TimedIndex(SearchIndex):
     """The server's search index, timing the update a write makes: ``warm`` (the embedding,
-    before the write transaction) and ``index`` (inside it)."""
+    before the write transaction) and ``index`` (inside it). With ``enabled`` False it skips
+    both: the same write without the index, the baseline of the comparison."""
 
-    def __init__(self, embedder: Any) -> None:
+    def __init__(self, embedder: Any, *, enabled: bool = True) -> None:
         super().__init__(embedder)
+        self.enabled = enabled
         self.seconds = 0.0  # of the current create
 
     def warm(self, description: str, content: str) -> None:
-        started = time.perf_counter()
-        super().warm(description, content)
-        self.seconds += time.perf_counter() - started
+        if self.enabled:
+            started = time.perf_counter()
+            super().warm(description, content)
+            self.seconds += time.perf_counter() - started
 
     def index(self, tx: Tx, doc: SearchDocument) -> None:
-        started = time.perf_counter()
-        super().index(tx, doc)
-        self.seconds += time.perf_counter() - started
+        if self.enabled:
+            started = time.perf_counter()
+            super().index(tx, doc)
+            self.seconds += time.perf_counter() - started
 
 
 async def index_cost(mode: str, eval_set: EvalSet, creates: int, tmp: Path) -> IndexCostRow:
@@ -306,11 +310,14 @@ async def index_cost(mode: str, eval_set: EvalSet, creates: int, tmp: Path) -> I
     no server without the index to compare with. So this runs the server's own app and
     SQLite storage in this process, with the search index wrapped in ``TimedIndex``, and sends
     creates like the latency fill's through ``httpx.ASGITransport``: the time of each whole
-    request (routing, validation, the transaction, the JSON answer; no sockets) and of the
-    index update within it, on the same writes.
+    request (routing, validation, the transaction and its commit, the JSON answer; no
+    sockets) and of the index calls within it. Mode ``off`` sends the same creates with the
+    index switched off: the difference of the request times also counts what the index costs
+    outside its calls (FTS5 writes its pending terms at commit).
     """
     key = "sk-bench-" + secrets.token_hex(16)
-    index = TimedIndex(load_embedder() if mode == "hybrid" else None)
+    embedder = load_embedder() if mode == "hybrid" else None
+    index = TimedIndex(embedder, enabled=mode != "off")
     storage = await SqliteStorage.open(tmp / f"index-cost-{mode}.db", search=index)
     request_times: list[float] = []
     index_times: list[float] = []
@@ -401,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--searches and --sizes must be positive, --index-cost not negative")
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("memfs").setLevel(logging.WARNING)  # the in-process storage's migrations
 
     started = datetime.now(UTC)
     eval_set = load_eval_set()
@@ -412,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.sizes:
             measure_latency(args, eval_set, Path(tmp), report)
         if args.index_cost:
-            for mode in args.modes:
+            for mode in ["off", *args.modes]:
                 row = trio.run(index_cost, mode, eval_set, args.index_cost, Path(tmp))
                 report.index_cost.append(row)
     meta = {
