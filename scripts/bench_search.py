@@ -5,7 +5,8 @@ Two modes: BM25 (``memfs server``) and hybrid (``memfs server --semantic``: BM25
 bundled embedding model fused by reciprocal rank). Servers are subprocesses on throwaway
 SQLite databases, with an access log, driven over real HTTP:
 
-- quality: for each mode a fresh server; the labelled set (``tests/data/search_eval.json``:
+- quality: for each mode a fresh server (and with ``--postgres URL`` one on that database
+  too, whose BM25 is computed in SQL); the labelled set (``tests/data/search_eval.json``:
   210 memories of 5 actors) is loaded with ``POST /api/2.0/agents/memory-stores/{s}/entries``
   and its 50 queries run through ``POST …/entries:search`` (page_size 10): MRR@10 and
   recall@10 on all queries, the keyword half and the paraphrase half;
@@ -173,29 +174,34 @@ def timed_creates(
     return times
 
 
-def measure_quality(mode: str, eval_set: EvalSet, tmp: Path, report: Report) -> None:
+def measure_quality(
+    mode: str, eval_set: EvalSet, tmp: Path, report: Report, postgres: str | None = None
+) -> None:
+    """Quality of ``mode`` on a fresh SQLite database, or on a new store of ``postgres``."""
     key = "sk-bench-" + secrets.token_hex(16)
-    access_log = tmp / f"quality-{mode}.log"
+    label = mode if postgres is None else f"{mode}, PostgreSQL"
+    access_log = tmp / f"quality-{mode}-{postgres is None}.log"
     extra = [*MODES[mode], "--access-log", str(access_log)]
+    db = postgres or tmp / f"quality-{mode}.db"
     with (
-        server_on(tmp / f"quality-{mode}.db", key, extra_args=extra) as base_url,
-        MemoryStoreClient(base_url, key) as client,
+        server_on(db, key, extra_args=extra, log_path=access_log.with_suffix(".out")) as url,
+        MemoryStoreClient(url, key) as client,
     ):
-        store = "search-quality"
+        store = f"search-quality-{mode}-{secrets.token_hex(3)}"
         client.create_store(store)
         entries = ((e.actor_id, e.path, e.description, e.content) for e in eval_set.entries)
         create_times = timed_creates(client, store, entries)
         before = client.requests
         rankings = client.rankings(store, eval_set.queries)
-        report.requests[f"{mode}: load the set, run its queries"] = client.requests
+        report.requests[f"{label}: load the set, run its queries"] = client.requests
         assert client.requests - before == len(eval_set.queries)  # one request per search
     report.writes.append(
-        write_row(mode, "the labelled set", create_times, server_times(access_log, "/entries"))
+        write_row(label, "the labelled set", create_times, server_times(access_log, "/entries"))
     )
     for name, kind in [("all", None), ("keyword", "keyword"), ("paraphrase", "paraphrase")]:
         s = score([(q, r) for q, r in rankings if kind is None or q.kind == kind])
         report.quality.append(
-            QualityRow(mode, name, s.queries, round(s.mrr, 3), round(s.recall, 3))
+            QualityRow(label, name, s.queries, round(s.mrr, 3), round(s.recall, 3))
         )
 
 
@@ -431,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         "--index-cost", type=int, default=300, metavar="N",
         help="creates timed in-process for the index's share of a write (default 300; 0: skip)",
     )  # fmt: skip
+    parser.add_argument(
+        "--postgres", metavar="URL",
+        help="also measure quality on this PostgreSQL database (a new store per mode)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(argv)
     if args.searches < 1 or args.index_cost < 0 or any(n < 1 for n in args.sizes):
@@ -446,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             measure_quality(mode, eval_set, Path(tmp), report)
             log.info("%s: quality measured", mode)
+            if args.postgres:
+                measure_quality(mode, eval_set, Path(tmp), report, args.postgres)
+                log.info("%s: quality measured on PostgreSQL", mode)
         if args.sizes:
             measure_latency(args, eval_set, Path(tmp), report)
         if args.index_cost:
