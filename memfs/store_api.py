@@ -53,6 +53,19 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class SearchResult:
+    """One answer of ``StoreAPI.search``: a memory and how well it matches (higher is better,
+    comparable only within one answer). ``content`` when the answer carries it (the line that
+    matches best is shown from it), else None."""
+
+    path: str
+    score: float
+    description: str = ""
+    memory_id: str = ""
+    content: str | None = None
+
+
+@dataclass(frozen=True)
 class ChangeEvent:
     """One event of a pushed change stream.
 
@@ -135,6 +148,20 @@ class StoreAPI(Protocol):
 
     def change_stream(self) -> AbstractAsyncContextManager[AsyncIterable[ChangeEvent]]:
         """The pushed changes from now on (reconnects on its own; ends by raising)."""
+
+    # -- search (optional) -------------------------------------------------------------------
+
+    async def offers_search(self) -> bool:
+        """True if the store ranks queries itself (``search``); any doubt is a no, and the
+        mount searches its own copy of the store (``memfs.core.search``). Asked once."""
+
+    async def search(
+        self, query: str, *, limit: int = 10, path_prefix: str | None = None
+    ) -> list[SearchResult]:
+        """The best ``limit`` (1-100) memories for the free text ``query``, best first; only
+        paths starting with ``path_prefix`` if given. Only if ``offers_search``."""
+
+    # -- history -----------------------------------------------------------------------------
 
     def list_versions(
         self, *, memory_id: str | None = None, since: datetime | None = None

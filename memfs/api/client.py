@@ -6,7 +6,7 @@ Where each behaviour lives:
   stream's GET, ``with_options``); no httpx exception leaves it;
 - ``pagination``: list pages, and following them (``Pager``);
 - ``memory_stores``, ``memories``, ``memory_versions``: the endpoints, one module per resource,
-  each with the reconciliation of its retried writes;
+  each with the reconciliation of its retried writes; ``search``: the search extension;
 - this module: ``StoreClient``, those endpoints on one transport, and ``capabilities`` (a memfs
   extension).
 
@@ -35,6 +35,8 @@ import logging
 from memfs.api.memories import MemoryEndpoints
 from memfs.api.memory_stores import AmbiguousStoreError, StoreEndpoints
 from memfs.api.memory_versions import VersionEndpoints
+from memfs.api.search import SearchEndpoints
+from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import JsonObject
 
 __all__ = ["CAPABILITIES", "AmbiguousStoreError", "StoreClient"]
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 CAPABILITIES = "/v1/memfs/capabilities"  # a memfs extension (the hosted API answers 404)
 
 
-class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
+class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SearchEndpoints):
     """Async client of one Memory Stores API endpoint (see the module docstring for retries).
 
     ``StoreClient(config, transport=..., retry=...)``: ``transport`` replaces the network (tests
@@ -56,3 +58,13 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints):
     async def capabilities(self) -> JsonObject:
         """``GET /v1/memfs/capabilities``: the memfs extensions the server offers (one try)."""
         return await self.with_options(max_retries=0)._call("GET", CAPABILITIES, {})
+
+    async def offers_search(self) -> bool:
+        """True if the server offers the search extension (``memfs.api.search``); any doubt
+        (404 on the hosted API, an error, a timeout) is a no. One try, no retries."""
+        try:
+            body = await self.capabilities()
+        except (ApiError, ApiConnectionError) as exc:
+            log.debug("no search: capabilities check failed (%s)", type(exc).__name__)
+            return False
+        return body.get("search") is True

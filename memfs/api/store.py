@@ -16,7 +16,7 @@ from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.client import StoreClient
 from memfs.errors import NotFoundError
 from memfs.models import ListItem, Memory, MemoryVersion, Page
-from memfs.store_api import Capabilities, ChangeEvent
+from memfs.store_api import Capabilities, ChangeEvent, SearchResult
 
 # The hosted API's limits (docs/memory-api.md): 100 KiB per memory, 2,000 memories per store.
 MEMORY_STORES = Capabilities(
@@ -38,6 +38,7 @@ class MemoryStoresAPI:
     def __init__(self, client: StoreClient, store_id: str) -> None:
         self.client = client
         self._store_id = store_id
+        self._offers_search: bool | None = None  # asked once (the server's capabilities)
 
     def __repr__(self) -> str:
         return f"MemoryStoresAPI({self._store_id})"
@@ -115,6 +116,22 @@ class MemoryStoresAPI:
 
     def change_stream(self) -> AbstractAsyncContextManager[AsyncIterable[ChangeEvent]]:
         return ChangeStream(self.client, self._store_id)
+
+    async def offers_search(self) -> bool:
+        if self._offers_search is None:
+            self._offers_search = await self.client.offers_search()
+        return self._offers_search
+
+    async def search(
+        self, query: str, *, limit: int = 10, path_prefix: str | None = None
+    ) -> list[SearchResult]:
+        hits = await self.client.search_memories(
+            self._store_id, query, limit=limit, path_prefix=path_prefix
+        )
+        return [
+            SearchResult(memory.path, score, memory_id=memory.id, content=memory.content)
+            for memory, score in hits
+        ]
 
     def list_versions(
         self, *, memory_id: str | None = None, since: datetime | None = None

@@ -51,7 +51,7 @@ from memfs.errors import (
     StoreFullError,
 )
 from memfs.models import Actor, ListItem, Memory, MemoryPrefix, MemoryVersion, Page, sha256_hex
-from memfs.store_api import Capabilities, ChangeEvent
+from memfs.store_api import Capabilities, ChangeEvent, SearchResult
 
 T = TypeVar("T")
 Hook = Callable[["FakeStore"], None]
@@ -277,6 +277,14 @@ class FakeStore:
             yield  # pragma: no cover
 
         return refused()
+
+    async def offers_search(self) -> bool:
+        return False  # the hosted API's answer: a mount searches its own copy
+
+    async def search(
+        self, query: str, *, limit: int = 10, path_prefix: str | None = None
+    ) -> list[SearchResult]:
+        raise AssertionError("searched a store that does not offer search")
 
     async def list_versions(
         self, *, memory_id: str | None = None, since: datetime | None = None

@@ -1,0 +1,227 @@
+"""Search of one store: by the server when it ranks queries itself, else by a local index of
+the store's content; and the one text format of the results (``.search/`` files and
+``memfs search`` print it).
+
+``StoreSearch.search`` asks the store (``StoreAPI.search``) if it ``offers_search`` (asked
+once), else ``LocalSearch``: a ``memfs.core.searchindex.SearchIndex`` filled on the first search
+from the same ``view=full`` directory pages as the mount's bulk fetch (20 memories a request,
+the API's maximum), then brought up to date before each search by the store's recent changes
+(one request; a memory whose content changed is read again, a moved one only re-pathed, a
+deleted one dropped). More changes than one page holds (a gap) rebuild it. So a search sees
+every change the store had when it started, the mount's own uploads included, whichever change
+feed the mount runs (``docs/semantics.md``, ``.search``).
+
+Results are ``Hit``s: path, score, description, memory id and the line of the content that
+matches best (``best_line``). The text format (``render``, read back by ``parse``): one hit per
+line, best first, four fields separated by a tab: path, score, description (empty when there is
+none), the best line; tabs and line breaks inside a field are spaces (``cut -f1`` lists paths).
+
+It must not import pyfuse3 or know inodes (``memfs.core.searchtree`` serves the files).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+import trio
+
+from memfs import paths
+from memfs.core.searchindex import SearchIndex, query_terms
+from memfs.errors import NotFoundError
+from memfs.models import Memory, MemoryPrefix, MemoryVersion
+from memfs.store_api import StoreAPI
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 10
+PAGE_SIZE = 20  # the API's limit with view=full (as the bulk fetch's)
+CHANGES_PAGE = 100  # recent changes asked before a search; a full page is a gap: rebuild
+OVERLAP = timedelta(seconds=2)  # versions committed out of order are not missed
+MAX_LINE = 200  # characters of the best line shown
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result: where, how good (higher is better), and the line that matches best."""
+
+    path: str
+    score: float
+    description: str = ""
+    memory_id: str = ""
+    line: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def best_line(content: str, query: str) -> str:
+    """The line of ``content`` holding the most words of ``query`` (the first of equals; the
+    first non-blank line if none holds one), on one line, at most ``MAX_LINE`` characters."""
+    terms = query_terms(query)
+    best, best_count = "", -1
+    for line in content.splitlines():
+        if line.strip():
+            lower = line.lower()
+            count = sum(1 for term in terms if term in lower)
+            if count > best_count:
+                best, best_count = line, count
+    text = _one_line(best)
+    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
+
+
+def render(hits: list[Hit]) -> str:
+    """The text of a result file: ``path<TAB>score<TAB>description<TAB>line``, one hit a line."""
+    return "".join(
+        f"{hit.path}\t{hit.score:.4g}\t{_one_line(hit.description)}\t{_one_line(hit.line)}\n"
+        for hit in hits
+    )
+
+
+def parse(text: str) -> list[Hit]:
+    """The hits of a text ``render`` made (no memory ids: the text has none)."""
+    hits = []
+    for row in text.splitlines():
+        path, score, description, line = (row.split("\t", 3) + ["", "", ""])[:4]
+        hits.append(Hit(path, float(score or 0), description, "", line))
+    return hits
+
+
+class LocalSearch:
+    """A local index of one store, brought up to date before each search (module docstring)."""
+
+    def __init__(self, store: StoreAPI) -> None:
+        self.store = store
+        self.index = SearchIndex()
+        self.built = False
+        self.builds = 0  # full fetches of the store (the first search, and after a gap)
+        self._since: datetime | None = None  # newest change applied
+        self._seen: dict[str, datetime] = {}  # versions applied within OVERLAP of it
+        self._lock = trio.Lock()  # one refresh at a time; searches wait for it
+
+    async def search(
+        self, query: str, *, limit: int = DEFAULT_LIMIT, path_prefix: str | None = None
+    ) -> list[Hit]:
+        async with self._lock:
+            await self._refresh()
+            found = self.index.search(query, limit=limit, path_prefix=path_prefix)
+        return [
+            Hit(hit.path, hit.score, hit.description, hit.memory_id, best_line(hit.content, query))
+            for hit in found
+        ]
+
+    async def _refresh(self) -> None:
+        if not self.built:
+            await self._build()
+            return
+        gte = None if self._since is None else self._since - OVERLAP
+        page = await self.store.recent_changes(since=gte, limit=CHANGES_PAGE)
+        if page.next_page is not None or len(page.data) >= CHANGES_PAGE:
+            log.info("search index: more changes than one page; fetching the store again")
+            await self._build()
+            return
+        await self._apply([v for v in page.data if v.id not in self._seen])
+
+    async def _build(self) -> None:
+        """Fetch every memory with its content, directory by directory."""
+        newest = await self.store.recent_changes(since=None, limit=1)  # before the fetch
+        self.index.clear()
+        self.built = False
+        self._since = None
+        self._seen = {}
+        self._note(newest.data)
+        directories: list[str | None] = [None]
+        while directories:
+            prefix = directories.pop()
+            cursor: str | None = None
+            while True:
+                page = await self.store.list_directory_page(
+                    prefix, with_content=True, cursor=cursor, limit=PAGE_SIZE
+                )
+                for item in page.data:
+                    if isinstance(item, MemoryPrefix):
+                        directories.append(paths.as_prefix(item.path))
+                    else:
+                        self._put(item)
+                cursor = page.next_page
+                if not cursor:
+                    break
+        self.built = True
+        self.builds += 1
+        log.debug("search index: %d memories fetched", len(self.index))
+
+    def _put(self, memory: Memory) -> None:
+        self.index.put(memory.id, memory.path, memory.content or "", sha=memory.content_sha256)
+
+    def _note(self, versions: list[MemoryVersion]) -> None:
+        for version in versions:
+            self._seen[version.id] = version.created_at
+            if self._since is None or version.created_at > self._since:
+                self._since = version.created_at
+        if self._since is not None:
+            horizon = self._since - OVERLAP
+            self._seen = {k: t for k, t in self._seen.items() if t >= horizon}
+
+    async def _apply(self, versions: list[MemoryVersion]) -> None:
+        latest: dict[str, MemoryVersion] = {}
+        for version in sorted(versions, key=lambda v: v.created_at):
+            latest[version.memory_id] = version
+        shas = self.index.shas() if latest else {}
+        for memory_id, version in latest.items():
+            if version.operation == "deleted":
+                self.index.remove(memory_id)
+            elif version.content_sha256 is not None and shas.get(memory_id) == (
+                version.content_sha256
+            ):
+                if version.path is not None:
+                    self.index.move(memory_id, version.path)  # moved, content unchanged
+            else:
+                try:
+                    self._put(await self.store.read(memory_id))
+                except NotFoundError:  # deleted since: its delete is among the next changes
+                    self.index.remove(memory_id)
+        self._note(versions)
+
+
+class StoreSearch:
+    """Search of one store, by the server if it can, else locally (module docstring).
+
+    ``before``: awaited before each search (a mount uploads what it has pending, so that a
+    search right after a write finds it)."""
+
+    def __init__(
+        self, store: StoreAPI, *, before: Callable[[], Awaitable[object]] | None = None
+    ) -> None:
+        self.store = store
+        self.local = LocalSearch(store)
+        self._before = before
+        self.by_server: bool | None = None  # None until the first search asks the store
+
+    async def search(
+        self, query: str, *, limit: int = DEFAULT_LIMIT, path_prefix: str | None = None
+    ) -> list[Hit]:
+        if self._before is not None:
+            await self._before()
+        if self.by_server is None:
+            self.by_server = await self.store.offers_search()
+        if not self.by_server:
+            return await self.local.search(query, limit=limit, path_prefix=path_prefix)
+        if not query_terms(query):
+            return []  # the server refuses a query without a word; it finds nothing anyway
+        results = await self.store.search(query, limit=limit, path_prefix=path_prefix)
+        return [
+            Hit(
+                result.path,
+                result.score,
+                result.description,
+                result.memory_id,
+                best_line(result.content or "", query),
+            )
+            for result in results
+        ]

@@ -1,0 +1,151 @@
+"""A full-text index of one store's memories, in memory: SQLite FTS5 ranked by BM25.
+
+What a mount (or ``memfs search`` without a mount) searches when the server has no search of
+its own (the hosted Memory Stores API): ``memfs.core.search.LocalSearch`` fills and refreshes
+it; this module only holds documents and ranks them. SQLite's FTS5 comes with the standard
+library's ``sqlite3`` (no new dependency) and ranks with BM25 (``bm25()``), as the reference
+server's engine does, with the same query rules (``match_expression``): every word of the
+user's text is quoted and the words are OR-ed, so no input is ever an FTS syntax error, and a
+text without a word (blank, punctuation only) finds nothing.
+
+Documents are (memory id, path, description, content); a match in the path or the description
+weighs twice a match in the content. Scores are ``-bm25()``: higher is better, comparable only
+within one answer.
+
+It must not talk to a store or know files and inodes. One index belongs to one trio thread
+(``check_same_thread`` is off only so that a worker thread may build it; never two at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+MAX_TERMS = 64  # words of a query beyond this are ignored (a pasted page is not a query)
+MAX_LIMIT = 100
+# what FTS5's unicode61 tokenizer calls a token: letters and digits (the underscore separates)
+_WORD = re.compile(r"[^\W_]+")
+# weights of the columns path, description, content in bm25()
+_WEIGHTS = (2.0, 2.0, 1.0)
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of ``query`` (lower case, each once, in order; at most ``MAX_TERMS``)."""
+    terms: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        if word not in terms:
+            terms.append(word)
+        if len(terms) == MAX_TERMS:
+            break
+    return terms
+
+
+def match_expression(query: str) -> str | None:
+    """The FTS5 MATCH expression of ``query``: each word quoted, OR-ed; None without a word."""
+    terms = query_terms(query)
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+@dataclass(frozen=True)
+class IndexHit:
+    memory_id: str
+    path: str
+    description: str
+    content: str
+    score: float  # higher is better
+
+
+class SearchIndex:
+    """The documents of one store and their full-text index (module docstring)."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE TABLE doc (rowid INTEGER PRIMARY KEY, memory_id TEXT UNIQUE NOT NULL, "
+            "sha TEXT NOT NULL)"
+        )
+        # porter: "searching" finds "search"; unicode61 folds case and diacritics
+        self._db.execute(
+            "CREATE VIRTUAL TABLE fts USING fts5(path, description, content, "
+            "tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM doc").fetchone()[0])
+
+    def shas(self) -> dict[str, str]:
+        """memory id -> the sha256 of the content indexed for it."""
+        return dict(self._db.execute("SELECT memory_id, sha FROM doc").fetchall())
+
+    def path_of(self, memory_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT fts.path FROM doc JOIN fts ON fts.rowid = doc.rowid WHERE memory_id = ?",
+            (memory_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(
+        self, memory_id: str, path: str, content: str, *, sha: str, description: str = ""
+    ) -> None:
+        """Index (or re-index) a memory."""
+        with self._db:
+            self._remove(memory_id)
+            cursor = self._db.execute(
+                "INSERT INTO doc (memory_id, sha) VALUES (?, ?)", (memory_id, sha)
+            )
+            self._db.execute(
+                "INSERT INTO fts (rowid, path, description, content) VALUES (?, ?, ?, ?)",
+                (cursor.lastrowid, path, description, content),
+            )
+
+    def move(self, memory_id: str, path: str) -> None:
+        """The memory is at ``path`` now (its content unchanged)."""
+        with self._db:
+            self._db.execute(
+                "UPDATE fts SET path = ? WHERE rowid = (SELECT rowid FROM doc WHERE memory_id = ?)",
+                (path, memory_id),
+            )
+
+    def remove(self, memory_id: str) -> None:
+        with self._db:
+            self._remove(memory_id)
+
+    def clear(self) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM doc")
+            self._db.execute("DELETE FROM fts")
+
+    def _remove(self, memory_id: str) -> None:
+        row = self._db.execute("SELECT rowid FROM doc WHERE memory_id = ?", (memory_id,)).fetchone()
+        if row is not None:
+            self._db.execute("DELETE FROM fts WHERE rowid = ?", row)
+            self._db.execute("DELETE FROM doc WHERE rowid = ?", row)
+
+    def search(
+        self, query: str, *, limit: int = 10, path_prefix: str | None = None
+    ) -> list[IndexHit]:
+        """The best ``limit`` (1-100) matches of ``query``, best first; ``path_prefix``: only
+        paths starting with it (a plain string prefix, as the server's)."""
+        expression = match_expression(query)
+        if expression is None:
+            return []
+        limit = max(1, min(MAX_LIMIT, limit))
+        sql = (
+            "SELECT doc.memory_id, fts.path, fts.description, fts.content, "
+            f"-bm25(fts, {', '.join(map(str, _WEIGHTS))}) AS score "
+            "FROM fts JOIN doc ON doc.rowid = fts.rowid WHERE fts MATCH ?"
+        )
+        params: list[object] = [expression]
+        if path_prefix:
+            sql += " AND substr(fts.path, 1, ?) = ?"
+            params += [len(path_prefix), path_prefix]
+        sql += " ORDER BY score DESC, fts.path LIMIT ?"
+        params.append(limit)
+        rows = self._db.execute(sql, params).fetchall()
+        return [IndexHit(row[0], row[1], row[2], row[3], float(row[4])) for row in rows]

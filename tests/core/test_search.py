@@ -1,0 +1,143 @@
+"""The local search of a store without server-side search (``memfs.core.search``), FUSE-free.
+
+``LocalSearch`` on a ``FakeStore`` (which, like the hosted API, offers no search): the first
+search fetches the store in ``view=full`` pages, later ones only the store's recent changes;
+query rules (every word quoted and OR-ed, never a syntax error), ranking, the best line, the
+text format.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.fake_store import FakeStore
+
+from memfs.core.search import Hit, LocalSearch, StoreSearch, best_line, parse, render
+from memfs.core.searchindex import SearchIndex, match_expression
+
+
+def paths_of(hits: list[Hit]) -> list[str]:
+    return [hit.path for hit in hits]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', "a AND", "NOT", "x*", "(", 'title:"x"', "NEAR(a b)", "^", "-", "'", "a OR OR b", "💡"],
+)
+def test_no_input_is_a_syntax_error(query: str) -> None:
+    index = SearchIndex()
+    index.put("mem_1", "/a.md", "a b x title near", sha="s1")
+    index.search(query)  # never raises
+
+
+def test_query_rules() -> None:
+    assert match_expression("Alpha beta, alpha!") == '"alpha" OR "beta"'
+    assert match_expression("  ..  ") is None
+    assert SearchIndex().search("   ") == []
+
+
+def test_ranking_paths_descriptions_and_prefix() -> None:
+    index = SearchIndex()
+    index.put("mem_1", "/notes/cooking.md", "pasta with tomato\nand basil", sha="1")
+    index.put("mem_2", "/notes/garden.md", "tomato plants need sun\ntomato tomato", sha="2")
+    index.put("mem_3", "/work/todo.md", "nothing here", sha="3", description="tomato soup")
+    found = index.search("tomato")
+    assert {hit.path for hit in found} == {"/notes/cooking.md", "/notes/garden.md", "/work/todo.md"}
+    assert found[0].path == "/notes/garden.md"  # most occurrences in a short text
+    assert all(a.score >= b.score for a, b in zip(found, found[1:], strict=False))
+    assert [h.path for h in index.search("tomato", path_prefix="/work/")] == ["/work/todo.md"]
+    assert [h.path for h in index.search("tomato", limit=1)] == ["/notes/garden.md"]
+    assert [h.path for h in index.search("searching gardens")] == ["/notes/garden.md"]  # stems
+    index.move("mem_2", "/old/garden.md")
+    index.remove("mem_1")
+    assert {h.path for h in index.search("tomato")} == {"/old/garden.md", "/work/todo.md"}
+
+
+def test_best_line() -> None:
+    content = "# Title\n\nthe cat sat\nthe cat sat on the mat\n\tmat\n"
+    assert best_line(content, "mat cat") == "the cat sat on the mat"
+    assert best_line(content, "dog") == "# Title"  # no line matches: the first one
+    assert best_line("", "dog") == ""
+    assert len(best_line("word " * 100, "word")) == 200
+
+
+def test_text_format_round_trip() -> None:
+    hits = [
+        Hit("/a b.md", 3.25, "a\tdescription", "mem_1", "line\twith tab"),
+        Hit("/c.md", 0.000001234, "", "mem_2", ""),
+    ]
+    text = render(hits)
+    assert text == "/a b.md\t3.25\ta description\tline with tab\n/c.md\t1.234e-06\t\t\n"
+    assert [line.split("\t")[0] for line in text.splitlines()] == ["/a b.md", "/c.md"]
+    assert parse(text) == [
+        Hit("/a b.md", 3.25, "a description", "", "line with tab"),
+        Hit("/c.md", 1.234e-06, "", "", ""),
+    ]
+
+
+async def test_first_search_fetches_the_store_in_pages(store: FakeStore) -> None:
+    for n in range(45):
+        store.seed(f"/deep/dir{n % 3}/note{n}.md", f"note {n}\nkeyword{n}\n")
+    store.seed("/top.md", "the keyword7 again")
+    search = LocalSearch(store)
+    hits = await search.search("keyword7")
+    assert sorted(paths_of(hits)) == ["/deep/dir1/note7.md", "/top.md"]
+    assert hits[0].line in ("keyword7", "the keyword7 again")
+    assert store.calls["read"] == 0  # contents came with the listing pages
+    pages = store.calls["list_directory_page"]
+    assert pages == 1 + 1 + 3 * 1  # root, /deep/, each dir of 15 memories: one page of 20
+    # a second search asks only for the recent changes
+    await search.search("keyword8")
+    assert store.calls["list_directory_page"] == pages
+    assert store.calls["recent_changes"] == 2  # the build's starting point, this refresh
+    assert search.builds == 1
+
+
+async def test_changes_are_seen_by_the_next_search(store: FakeStore) -> None:
+    kept = store.seed("/kept.md", "apple")
+    moved = store.seed("/moved.md", "banana")
+    edited = store.seed("/edited.md", "cherry")
+    gone = store.seed("/gone.md", "apple banana cherry")
+    search = LocalSearch(store)
+    assert sorted(paths_of(await search.search("apple"))) == ["/gone.md", "/kept.md"]
+    store.edit(moved.id, path="/dir/moved.md")
+    store.edit(edited.id, content="durian")
+    store.remove(gone.id)
+    store.seed("/new.md", "durian apple")
+    reads = store.calls["read"]
+    assert sorted(paths_of(await search.search("apple banana cherry durian"))) == [
+        "/dir/moved.md",
+        "/edited.md",
+        "/kept.md",
+        "/new.md",
+    ]
+    assert paths_of(await search.search("cherry")) == []
+    assert store.calls["read"] == reads + 2  # the edited and the new memory; the move is free
+    assert search.builds == 1
+    store.edit(kept.id, content="fig")
+    assert paths_of(await search.search("fig")) == ["/kept.md"]
+
+
+async def test_a_gap_fetches_the_store_again(store: FakeStore) -> None:
+    first = store.seed("/first.md", "one")
+    search = LocalSearch(store)
+    await search.search("one")
+    for n in range(120):  # more than one page of changes
+        store.seed(f"/n{n}.md", f"two {n}")
+    store.remove(first.id)
+    hits = await search.search("one two")
+    assert len(hits) == 10 and "/first.md" not in paths_of(hits)
+    assert search.builds == 2
+
+
+async def test_store_search_asks_the_store_once_then_searches_locally(store: FakeStore) -> None:
+    store.seed("/a.md", "hello world")
+    flushed = []
+
+    async def before() -> None:
+        flushed.append(1)
+
+    search = StoreSearch(store, before=before)
+    assert paths_of(await search.search("hello")) == ["/a.md"]
+    assert paths_of(await search.search("world")) == ["/a.md"]
+    assert search.by_server is False
+    assert len(flushed) == 2
