@@ -162,6 +162,13 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="auto: the server's change stream when offered, else polling; poll: polling only",
     )
+    mount.add_argument(
+        "--search",
+        choices=["auto", "local"],
+        default="auto",
+        help="MOUNTPOINT/.search: auto: the server's search when offered, else a local index "
+        "of the store; local: the local index only",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     complete_paths(
         mount, files=("api_key_file", "log_file"), directories=("mountpoint", "cache_dir")
@@ -270,7 +277,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
     argv += ["--readahead-dirs", str(args.readahead_dirs)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
-    argv += ["--change-feed", args.change_feed, "--api", args.api]
+    argv += ["--change-feed", args.change_feed, "--api", args.api, "--search", args.search]
     argv += owner.mount_arguments()
     for flag, value in (
         ("--api-key-file", args.api_key_file),
@@ -371,6 +378,7 @@ def _run_daemon(
         poll_interval=args.poll_interval,
         idle_poll_interval=args.idle_poll_interval,
         change_stream=args.change_feed == "auto",
+        server_search=args.search == "auto",
         api=args.api,
         actor=args.actor,
         dbx_session=args.session,

@@ -27,6 +27,8 @@ from memfs.core.prefetch import BulkFetcher
 from memfs.core.refusals import Refusals
 from memfs.core.remote import RemoteChanges
 from memfs.core.rename import Renames
+from memfs.core.search import StoreSearch
+from memfs.core.searchtree import SearchTree
 from memfs.core.state import CoreState
 from memfs.core.uploader import Uploader
 from memfs.core.usage import StoreUsage
@@ -158,5 +160,11 @@ def build_core(
         uploader=uploader,
         renames=renames,
         descriptions=Descriptions(state, store, writeback, gone),
+        search=SearchTree(
+            # a search after a write finds it: what is pending is uploaded first
+            StoreSearch(store, before=uploader.flush_all, by_server=config.server_search),
+            uid=config.uid,
+            gid=config.gid,
+        ),
         invalidator=invalidator,
     )

@@ -14,7 +14,7 @@ from memfs.core.prefetch import DEFAULT_LOOKAHEAD
 
 # a store API without a count limit: statfs shows this many files (statfs needs a number)
 UNLIMITED_MEMORIES = 1_000_000
-RESERVED_ROOT_NAMES = frozenset({".versions"})
+RESERVED_ROOT_NAMES = frozenset({".versions", ".search"})  # the read-only trees of a mount
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class VfsConfig:
     listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.core.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
     walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
+    server_search: bool = True  # .search asks the server if it offers search, else a local index
     fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
     # the owner and modes of what the store has no mode for (memories, derived directories);
     # created files take the creator's, and chmod/chown change them, locally (docs/semantics.md)

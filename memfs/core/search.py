@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 import trio
 
 from memfs import paths
-from memfs.core.searchindex import SearchIndex, query_terms
+from memfs.core.searchindex import SearchIndex, query_terms, words
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
 from memfs.store_api import StoreAPI
@@ -61,6 +61,16 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _stem(word: str) -> str:
+    """A crude stem, enough to tell which line matched ("tomatoes" for "tomato")."""
+    return word[: max(3, len(word) - 2)]
+
+
+def _matches(term: str, tokens: set[str]) -> bool:
+    stem = _stem(term)
+    return any(token.startswith(stem) or term.startswith(_stem(token)) for token in tokens)
+
+
 def best_line(content: str, query: str) -> str:
     """The line of ``content`` holding the most words of ``query`` (the first of equals; the
     first non-blank line if none holds one), on one line, at most ``MAX_LINE`` characters."""
@@ -68,8 +78,8 @@ def best_line(content: str, query: str) -> str:
     best, best_count = "", -1
     for line in content.splitlines():
         if line.strip():
-            lower = line.lower()
-            count = sum(1 for term in terms if term in lower)
+            tokens = set(words(line))
+            count = sum(1 for term in terms if _matches(term, tokens))
             if count > best_count:
                 best, best_count = line, count
     text = _one_line(best)
@@ -88,7 +98,7 @@ def parse(text: str) -> list[Hit]:
     """The hits of a text ``render`` made (no memory ids: the text has none)."""
     hits = []
     for row in text.splitlines():
-        path, score, description, line = (row.split("\t", 3) + ["", "", ""])[:4]
+        path, score, description, line = ([*row.split("\t", 3), "", "", ""])[:4]
         hits.append(Hit(path, float(score or 0), description, "", line))
     return hits
 
@@ -193,15 +203,21 @@ class StoreSearch:
     """Search of one store, by the server if it can, else locally (module docstring).
 
     ``before``: awaited before each search (a mount uploads what it has pending, so that a
-    search right after a write finds it)."""
+    search right after a write finds it). ``by_server=False``: never ask the server (``memfs
+    mount --search local``)."""
 
     def __init__(
-        self, store: StoreAPI, *, before: Callable[[], Awaitable[object]] | None = None
+        self,
+        store: StoreAPI,
+        *,
+        before: Callable[[], Awaitable[object]] | None = None,
+        by_server: bool = True,
     ) -> None:
         self.store = store
         self.local = LocalSearch(store)
         self._before = before
-        self.by_server: bool | None = None  # None until the first search asks the store
+        # None until the first search asks the store; False: always the local index
+        self.by_server: bool | None = None if by_server else False
 
     async def search(
         self, query: str, *, limit: int = DEFAULT_LIMIT, path_prefix: str | None = None

@@ -33,10 +33,15 @@ _WORD = re.compile(r"[^\W_]+")
 _WEIGHTS = (2.0, 2.0, 1.0)
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text``, lower case, as the index's tokenizer cuts them (before stemming)."""
+    return _WORD.findall(text.lower())
+
+
 def query_terms(query: str) -> list[str]:
-    """The words of ``query`` (lower case, each once, in order; at most ``MAX_TERMS``)."""
+    """The words of ``query`` (each once, in order; at most ``MAX_TERMS``)."""
     terms: list[str] = []
-    for word in _WORD.findall(query.lower()):
+    for word in words(query):
         if word not in terms:
             terms.append(word)
         if len(terms) == MAX_TERMS:

@@ -40,6 +40,7 @@ from memfs.core.prefetch import BulkFetcher
 from memfs.core.refusals import TOO_LARGE
 from memfs.core.remote import RemoteChanges
 from memfs.core.rename import Renames
+from memfs.core.searchtree import SearchTree
 from memfs.core.state import CoreState
 from memfs.core.uploader import Uploader
 from memfs.core.usage import StoreUsage
@@ -93,6 +94,7 @@ class Vfs:
         attrs: Attributes,
         uploader: Uploader,
         renames: Renames,
+        search: SearchTree,
         descriptions: Descriptions,
         invalidator: Invalidator | None = None,
     ) -> None:
@@ -108,6 +110,7 @@ class Vfs:
         self.usage = usage  # memories and bytes for statfs: counted once, then kept by the feed
         self.gone = gone  # the store deleted while mounted
         self.versions = versions  # the read-only /.versions tree (fuse_ops dispatches to it)
+        self.search = search  # the read-only /.search tree (likewise)
         self.writeback = writeback
         # the journal of acknowledged changes, conflict copies, replay (memfs.core.durable)
         self.durable = durable

@@ -78,6 +78,7 @@ class MountOptions:
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
     change_stream: bool = True  # use the server's change stream when it offers one
+    server_search: bool = True  # .search asks the server when it offers search
     # --api databricks: the entries of ``actor`` (and ``dbx_session``) of a Databricks store,
     # in the workspace of DATABRICKS_HOST/DATABRICKS_TOKEN or of ``profile``
     api: str = "memory-stores"
@@ -177,6 +178,7 @@ class Daemon:
                     fsync_timeout=opts.fsync_timeout,
                     cache_bytes=int(opts.cache_mb * 1024 * 1024),
                     walk_lookahead=opts.readahead_dirs,
+                    server_search=opts.server_search,
                     uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
                     gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
                     umask=opts.owner.umask,

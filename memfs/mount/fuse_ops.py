@@ -24,6 +24,7 @@ from memfs.core.attrs import Attr
 from memfs.core.descriptions import Descriptions
 from memfs.core.inodes import ROOT_INODE, Node
 from memfs.core.namespace import decode_name
+from memfs.core.searchtree import SEARCH_NAME, SearchAttr
 from memfs.core.vfs import Vfs
 from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
@@ -36,6 +37,8 @@ ENTRY_TIMEOUT = 60.0
 ATTR_TIMEOUT = 60.0
 # /.versions is never invalidated by the change feed: its entries expire after a second
 VERSIONS_TIMEOUT = 1.0
+# /.search files are searched anew at each open: the kernel keeps neither their names nor sizes
+SEARCH_TIMEOUT = 0.0
 # "no such name" is cached by the kernel this long (editors and shells probe many names); the
 # change feed also drops it at once when the name appears elsewhere
 NEGATIVE_TIMEOUT = 1.0
@@ -69,13 +72,16 @@ def negative_entry() -> pyfuse3.EntryAttributes:
     return out
 
 
-def entry(attr: Attr | VersionAttr) -> pyfuse3.EntryAttributes:
+def entry(attr: Attr | VersionAttr | SearchAttr) -> pyfuse3.EntryAttributes:
     out = pyfuse3.EntryAttributes()
     out.st_ino = attr.ino
     out.generation = 0
-    versions = isinstance(attr, VersionAttr)
-    out.entry_timeout = VERSIONS_TIMEOUT if versions else ENTRY_TIMEOUT
-    out.attr_timeout = VERSIONS_TIMEOUT if versions else ATTR_TIMEOUT
+    if isinstance(attr, VersionAttr):
+        out.entry_timeout = out.attr_timeout = VERSIONS_TIMEOUT
+    elif isinstance(attr, SearchAttr):
+        out.entry_timeout = out.attr_timeout = SEARCH_TIMEOUT
+    else:
+        out.entry_timeout, out.attr_timeout = ENTRY_TIMEOUT, ATTR_TIMEOUT
     if isinstance(attr, Attr) and not attr.nlink_counted:
         out.attr_timeout = 0  # asked again until the directory is listed and its nlink exact
     out.st_mode = attr.mode
@@ -108,6 +114,7 @@ class FuseOperations(pyfuse3.Operations):
         self._next_dir_fh = 1
         self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
         self._vdirs: dict[int, list[tuple[str, int]]] = {}
+        self.search = vfs.search  # the read-only /.search tree: own inodes and handles
 
     def _in_versions(self, parent: int, name: bytes = b"") -> bool:
         """True for a node of /.versions, or the name .versions in the mount root."""
@@ -115,12 +122,28 @@ class FuseOperations(pyfuse3.Operations):
             return True
         return parent == ROOT_INODE and name == VERSIONS_NAME.encode()
 
+    def _in_search(self, parent: int, name: bytes = b"") -> bool:
+        """True for a node of /.search, or the name .search in the mount root."""
+        if self.search.owns(parent):
+            return True
+        return parent == ROOT_INODE and name == SEARCH_NAME.encode()
+
+    def _refuse_in_trees(self, what: str, *names: tuple[int, bytes]) -> None:
+        """Raise EROFS for a change of a (parent, name) in /.versions or /.search."""
+        for parent, name in names:
+            if self._in_versions(parent, name):
+                raise self.versions.refuse(what)
+            if self._in_search(parent, name):
+                raise self.search.refuse(what)
+
     # -- names and attributes --------------------------------------------------------------
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
         try:
             if self._in_versions(parent_inode, name):
                 return entry(await self.versions.lookup(parent_inode, decode_name(name)))
+            if self._in_search(parent_inode, name):
+                return entry(await self.search.lookup(parent_inode, decode_name(name)))
             return entry(await self.vfs.lookup(parent_inode, decode_name(name)))
         except NoEntryError:
             return negative_entry()
@@ -131,6 +154,8 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns(inode):
                 return entry(await self.versions.getattr(inode))
+            if self.search.owns(inode):
+                return entry(await self.search.getattr(inode))
             return entry(await self.vfs.getattr(inode))
         except Exception as exc:
             _fail("getattr", exc)
@@ -139,6 +164,8 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns(inode):
                 raise self.versions.refuse("setattr")
+            if self.search.owns(inode):
+                raise self.search.refuse("setattr")
             size = attr.st_size if fields.update_size else None
             atime_ns = attr.st_atime_ns if fields.update_atime else None
             mtime_ns = attr.st_mtime_ns if fields.update_mtime else None
@@ -162,6 +189,8 @@ class FuseOperations(pyfuse3.Operations):
             for inode, count in inode_list:
                 if self.versions.owns(inode):
                     self.versions.forget(inode, count)
+                elif self.search.owns(inode):
+                    self.search.forget(inode, count)
                 else:
                     self.vfs.forget(inode, count)
         except Exception:
@@ -185,6 +214,11 @@ class FuseOperations(pyfuse3.Operations):
                 fh = self._next_dir_fh
                 self._next_dir_fh += 1
                 self._vdirs[fh] = await self.versions.readdir(inode)
+                return fh
+            if self.search.owns(inode):
+                fh = self._next_dir_fh
+                self._next_dir_fh += 1
+                self._vdirs[fh] = await self.search.readdir(inode)  # always empty
                 return fh
             entries = await self.vfs.readdir(inode)
             fh = self._next_dir_fh
@@ -233,8 +267,7 @@ class FuseOperations(pyfuse3.Operations):
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
         try:
-            if self._in_versions(parent_inode, name):
-                raise self.versions.refuse("mkdir")
+            self._refuse_in_trees("mkdir", (parent_inode, name))
             return entry(
                 await self.vfs.mkdir(
                     parent_inode, decode_name(name), mode=mode, owner=_creator(ctx)
@@ -245,16 +278,14 @@ class FuseOperations(pyfuse3.Operations):
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
-            if self._in_versions(parent_inode, name):
-                raise self.versions.refuse("rmdir")
+            self._refuse_in_trees("rmdir", (parent_inode, name))
             await self.vfs.rmdir(parent_inode, decode_name(name))
         except Exception as exc:
             _fail("rmdir", exc)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
-            if self._in_versions(parent_inode, name):
-                raise self.versions.refuse("unlink")
+            self._refuse_in_trees("unlink", (parent_inode, name))
             await self.vfs.unlink(parent_inode, decode_name(name))
         except Exception as exc:
             _fail("unlink", exc)
@@ -269,10 +300,9 @@ class FuseOperations(pyfuse3.Operations):
         ctx: Any,
     ) -> None:
         try:
-            if self._in_versions(parent_inode_old, name_old) or self._in_versions(
-                parent_inode_new, name_new
-            ):
-                raise self.versions.refuse("rename")
+            self._refuse_in_trees(
+                "rename", (parent_inode_old, name_old), (parent_inode_new, name_new)
+            )
             await self.vfs.rename(
                 parent_inode_old,
                 decode_name(name_old),
@@ -285,8 +315,7 @@ class FuseOperations(pyfuse3.Operations):
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
         try:
-            if self._in_versions(parent_inode, name):
-                raise self.versions.refuse("symlink")
+            self._refuse_in_trees("symlink", (parent_inode, name))
             return entry(await self.vfs.symlink(parent_inode, decode_name(name), target))
         except Exception as exc:
             _fail("symlink", exc)
@@ -295,6 +324,8 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns(inode):
                 return await self.versions.readlink(inode)
+            if self.search.owns(inode):
+                return await self.search.readlink(inode)
             return await self.vfs.readlink(inode)
         except Exception as exc:
             _fail("readlink", exc)
@@ -302,14 +333,18 @@ class FuseOperations(pyfuse3.Operations):
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
         if self.versions.owns(inode) or self._in_versions(new_parent_inode, new_name):
             _fail("link", self.versions.refuse("link"))
+        if self.search.owns(inode) or self._in_search(new_parent_inode, new_name):
+            _fail("link", self.search.refuse("link"))
         try:
             self.vfs.refuse_special("hard links")
         except Exception as exc:
             _fail("link", exc)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
-        if self._in_versions(parent_inode, name):
-            _fail("mknod", self.versions.refuse("mknod"))
+        try:
+            self._refuse_in_trees("mknod", (parent_inode, name))
+        except Exception as exc:
+            _fail("mknod", exc)
         try:
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # fifos, sockets, devices
                 self.vfs.refuse_special("special files")
@@ -328,6 +363,10 @@ class FuseOperations(pyfuse3.Operations):
             if self.versions.owns(inode):
                 fh, keep_cache = await self.versions.open(inode, flags)
                 return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
+            if self.search.owns(inode):
+                # direct_io: read to the end whatever the size says, never from the page cache
+                fh = await self.search.open(inode, flags)
+                return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
             fh, keep_cache = await self.vfs.open(inode, flags)
             return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
         except Exception as exc:
@@ -335,8 +374,7 @@ class FuseOperations(pyfuse3.Operations):
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
         try:
-            if self._in_versions(parent_inode, name):
-                raise self.versions.refuse("create")
+            self._refuse_in_trees("create", (parent_inode, name))
             fh, attr = await self.vfs.create(
                 parent_inode, decode_name(name), flags, mode=mode, owner=_creator(ctx)
             )
@@ -348,6 +386,8 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns_handle(fh):
                 return await self.versions.read(fh, off, size)
+            if self.search.owns_handle(fh):
+                return await self.search.read(fh, off, size)
             return await self.vfs.read(fh, off, size)
         except Exception as exc:
             _fail("read", exc)
@@ -356,13 +396,15 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns_handle(fh):
                 raise self.versions.refuse("write")
+            if self.search.owns_handle(fh):
+                raise self.search.refuse("write")
             return await self.vfs.write(fh, off, buf)
         except Exception as exc:
             _fail("write", exc)
 
     async def flush(self, fh: int) -> None:
         try:
-            if self.versions.owns_handle(fh):
+            if self.versions.owns_handle(fh) or self.search.owns_handle(fh):
                 return
             await self.vfs.flush(fh)
         except Exception as exc:
@@ -370,7 +412,7 @@ class FuseOperations(pyfuse3.Operations):
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         try:
-            if self.versions.owns_handle(fh):
+            if self.versions.owns_handle(fh) or self.search.owns_handle(fh):
                 return
             await self.vfs.fsync(fh)
         except Exception as exc:
@@ -380,6 +422,9 @@ class FuseOperations(pyfuse3.Operations):
         try:
             if self.versions.owns_handle(fh):
                 await self.versions.release(fh)
+                return
+            if self.search.owns_handle(fh):
+                await self.search.release(fh)
                 return
             await self.vfs.release(fh)
         except Exception as exc:

@@ -8,6 +8,8 @@ text format.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from support.fake_store import FakeStore
 
@@ -43,7 +45,7 @@ def test_ranking_paths_descriptions_and_prefix() -> None:
     found = index.search("tomato")
     assert {hit.path for hit in found} == {"/notes/cooking.md", "/notes/garden.md", "/work/todo.md"}
     assert found[0].path == "/notes/garden.md"  # most occurrences in a short text
-    assert all(a.score >= b.score for a, b in zip(found, found[1:], strict=False))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(found))
     assert [h.path for h in index.search("tomato", path_prefix="/work/")] == ["/work/todo.md"]
     assert [h.path for h in index.search("tomato", limit=1)] == ["/notes/garden.md"]
     assert [h.path for h in index.search("searching gardens")] == ["/notes/garden.md"]  # stems
