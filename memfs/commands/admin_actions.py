@@ -418,7 +418,7 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
 # Running an action
 
 
-def _exit_code(exc: BaseException) -> int:
+def exit_code(exc: BaseException) -> int:
     if isinstance(exc, NotFoundError):
         return EXIT_NOT_FOUND
     if isinstance(exc, ConflictError):
@@ -430,7 +430,7 @@ def _exit_code(exc: BaseException) -> int:
     return EXIT_ERROR
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         if exc.request_id:
             return f"{exc.message} ({exc.status} {exc.error_type}, request_id {exc.request_id})"
@@ -438,7 +438,7 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-def _fail(message: str, code: int, secret: str | None) -> int:
+def fail(message: str, code: int, secret: str | None) -> int:
     if secret:
         message = message.replace(secret, "********")
     print(f"memfs: {message}", file=sys.stderr)
@@ -456,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
             max_retries=CLI_MAX_RETRIES,
         )
     except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE, None)
+        return fail(str(exc), EXIT_USAGE, None)
     secret = config.api_key.reveal()
 
     async def main() -> int:
@@ -466,9 +466,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         return trio.run(main)
     except CommandError as exc:
-        return _fail(exc.message, exc.code, secret)
+        return fail(exc.message, exc.code, secret)
     except (ApiError, ApiConnectionError) as exc:
-        return _fail(_describe(exc), _exit_code(exc), secret)
+        return fail(describe(exc), exit_code(exc), secret)
     except BrokenPipeError:
         return EXIT_ERROR
 

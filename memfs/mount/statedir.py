@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 import os
 import re
@@ -111,6 +112,30 @@ def prune_stale() -> int:
         except OSError as exc:
             log.debug("stale state file %s not removed: %s", entry.path, exc)
     return removed
+
+
+def mounts_of(store_id: str) -> list[str]:
+    """The mount points where a running daemon of this user serves ``store_id`` (from the
+    status files the daemons publish; ``memfs search`` reads their ``.search/``)."""
+    found = []
+    try:
+        entries = sorted(runtime_dir().glob("*.status"))
+    except (MountError, OSError):
+        return []
+    for status in entries:
+        try:
+            doc = json.loads(status.read_text())
+        except (OSError, ValueError):
+            continue
+        mountpoint = doc.get("mountpoint")
+        if (
+            doc.get("store_id") == store_id
+            and isinstance(mountpoint, str)
+            and _daemon_runs(status.with_suffix(".pid"))
+            and os.path.ismount(mountpoint)
+        ):
+            found.append(mountpoint)
+    return found
 
 
 def _daemon_runs(pid_file: Path) -> bool:

@@ -11,6 +11,10 @@ import stat
 import subprocess
 
 import pytest
+from support.hosted_like import hosted_like_client
+
+from memfs.api.store import MemoryStoresAPI
+from memfs.commands.search import search_store
 
 pytestmark = pytest.mark.fuse
 
@@ -85,3 +89,20 @@ def test_fresh_after_a_write_and_a_remote_change(mount_factory):
     assert [r[0] for r in rows((m.path / ".search" / "tomatoes").read_text())] == [
         "/notes/cooking.md"
     ]
+
+
+async def test_memfs_search_reads_a_mount_on_a_server_without_search(server, mount_factory, capsys):
+    """``memfs search`` on a server without search: a mount of the store answers (its pending
+    writes included); a limit above what a ``.search/`` file holds fetches a copy instead."""
+    m = mount_factory("--search", "local", memories=MEMORIES)
+    (m.path / "work" / "plan.md").write_text("the report is due\n")  # pending: not uploaded
+    async with hosted_like_client(server) as (client, _):
+        store = MemoryStoresAPI(client, m.store_id)
+        hits = await search_store(store, "report", 10)
+        assert sorted(hit.path for hit in hits) == ["/work/plan.md", "/work/todo.md"]
+        assert capsys.readouterr().err == (
+            f"memfs search: the server has no search; searched by the mount at {m.path}\n"
+        )
+        hits = await search_store(store, "report", 11)
+        assert len(hits) == 2
+        assert "fetched the store (4 memories)" in capsys.readouterr().err

@@ -1,0 +1,182 @@
+"""``memfs search STORE QUERY [--limit N] [--json]``: the memories of a store that best match
+free text, ranked.
+
+Who ranks, in this order: the server, when it offers search (a memfs extension: the reference
+server); else a mount of the store by this user (its ``.search/`` file, read as any program
+would: its index is warm and its pending writes are searched); else a copy of the store fetched
+now and indexed locally (``memfs.core.search``), which stderr says. The output is the text of
+``.search/`` files (``memfs.core.search.render``: path, score, description, best line;
+tab-separated, one hit a line, best first), or ``--json``: a list of objects with ``path``,
+``score``, ``description``, ``memory_id`` (empty when read from a mount) and ``line``.
+
+Exit codes are those of the admin commands (``memfs.commands.admin_actions``): 0 (searched,
+even if nothing matched: the output is empty), 1 (other error), 2 (usage: a query without a
+word, no key), 3 (no such store), 5 (key refused), 6 (server unreachable).
+
+Like every command module, its top imports only the standard library and ``memfs.commands``;
+what searching needs is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import TYPE_CHECKING, Any
+
+from memfs.commands.parsing import complete_paths
+
+if TYPE_CHECKING:
+    from memfs.api.store import MemoryStoresAPI
+    from memfs.core.search import Hit
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 100  # the server's, and the local index's
+
+
+def _limit(text: str) -> int:
+    """An argparse type: a whole number from 1 to ``MAX_LIMIT``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT}, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "search",
+        help="find the memories of a store that best match some words, ranked",
+        description="Print the memories of STORE that best match QUERY, best first, one a "
+        "line: path, score, description, and the line that matches best, separated by tabs "
+        "(cut -f1 lists the paths). Every word of QUERY counts (any of them may match). The "
+        "server ranks them if it can; else a mount of STORE does (its .search/ directory); "
+        "else a copy of STORE is fetched and searched here, which stderr says.",
+        epilog="STORE is a store id (memstore_...) or an exact store name. Exit codes: 0 "
+        "searched (no output: nothing matched), 1 error, 2 usage, 3 not found, 5 auth, 6 "
+        "server unreachable.",
+    )
+    parser.add_argument("store", metavar="STORE")
+    parser.add_argument("query", metavar="QUERY", help="the words to look for")
+    parser.add_argument(
+        "-n", "--limit", type=_limit, default=10, metavar="N", help="at most N results (1-100)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="read the API key from FILE (default: $ANTHROPIC_API_KEY)",
+    )
+    parser.add_argument(
+        "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
+    )
+    complete_paths(parser, files=("api_key_file",))
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from memfs.api import StoreClient
+    from memfs.api.config import ClientConfig, ConfigError
+    from memfs.commands import admin_actions as actions
+    from memfs.core.searchindex import query_terms
+    from memfs.errors import ApiConnectionError, ApiError
+
+    if not query_terms(args.query):
+        return actions.fail("the query has no word to look for", actions.EXIT_USAGE, None)
+    try:
+        config = ClientConfig.from_env(
+            api_key_file=args.api_key_file,
+            base_url=args.base_url,
+            max_retries=actions.CLI_MAX_RETRIES,
+        )
+    except ConfigError as exc:
+        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    secret = config.api_key.reveal()
+
+    async def main() -> list[Hit]:
+        from memfs.api.store import MemoryStoresAPI
+
+        async with StoreClient(config) as client:
+            store = await client.resolve_store(args.store)
+            return await search_store(MemoryStoresAPI(client, store.id), args.query, args.limit)
+
+    try:
+        hits = trio.run(main)
+    except (ApiError, ApiConnectionError) as exc:
+        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
+    try:
+        _print(hits, as_json=args.json)
+    except BrokenPipeError:
+        return actions.EXIT_ERROR
+    return actions.EXIT_OK
+
+
+async def search_store(store: MemoryStoresAPI, query: str, limit: int) -> list[Hit]:
+    """By the server, else a mount's ``.search/`` file, else a copy fetched now."""
+    import sys
+
+    import trio
+
+    from memfs.core.search import DEFAULT_LIMIT, LocalSearch, StoreSearch
+
+    if await store.offers_search():
+        return await StoreSearch(store).search(query, limit=limit)
+    if limit <= DEFAULT_LIMIT:  # a .search/ file holds that many
+        for mountpoint in await trio.to_thread.run_sync(_mounts_of, store.store_id):
+            hits = await trio.to_thread.run_sync(_read_mount, mountpoint, query)
+            if hits is not None:
+                print(
+                    f"memfs search: the server has no search; searched by the mount at "
+                    f"{mountpoint}",
+                    file=sys.stderr,
+                )
+                return hits[:limit]
+    local = LocalSearch(store)
+    hits = await local.search(query, limit=limit)
+    print(
+        f"memfs search: the server has no search; fetched the store ({len(local.index)} "
+        "memories) and searched it here",
+        file=sys.stderr,
+    )
+    return hits
+
+
+def _mounts_of(store_id: str) -> list[str]:
+    from memfs.mount.statedir import mounts_of
+
+    return mounts_of(store_id)
+
+
+def _read_mount(mountpoint: str, query: str) -> list[Hit] | None:
+    """The hits of ``MOUNTPOINT/.search/<query>``, or None if the mount cannot answer it (a
+    query that is no file name, a mount that fails)."""
+    import os
+
+    from memfs.core.search import parse
+    from memfs.core.searchtree import SEARCH_NAME
+
+    if "/" in query or "\0" in query or query in (".", ".."):
+        return None
+    try:
+        with open(os.path.join(mountpoint, SEARCH_NAME, query), encoding="utf-8") as results:
+            return parse(results.read())
+    except (OSError, ValueError) as exc:
+        log.debug("the mount at %s did not answer: %s", mountpoint, exc)
+        return None
+
+
+def _print(hits: list[Hit], *, as_json: bool) -> None:
+    import json
+    import sys
+
+    from memfs.core.search import render
+
+    if as_json:
+        print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render(hits))
+        sys.stdout.flush()
