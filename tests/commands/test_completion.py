@@ -79,7 +79,7 @@ def test_bash_loads_the_script_and_completes(tmp_path: Path) -> None:
         "memfs umount mn",
     )
     assert answers == [
-        "server stores memories mount umount status session completion",
+        "server stores memories search mount umount status session completion",
         "memories mount",
         "create list show update archive delete",
         "--grace",

@@ -40,8 +40,8 @@ def memfs(*argv: str) -> subprocess.CompletedProcess[str]:
         (
             ["no-such-command"],
             "memfs: error: argument COMMAND: invalid choice: 'no-such-command' (choose from "
-            "'server', 'stores', 'memories', 'mount', 'umount', 'status', 'session', "
-            "'completion')",
+            "'server', 'stores', 'memories', 'search', 'mount', 'umount', 'status', "
+            "'session', 'completion')",
         ),
         (["mount"], "memfs mount: error: the following arguments are required: STORE, MOUNTPOINT"),
         (
@@ -57,6 +57,10 @@ def memfs(*argv: str) -> subprocess.CompletedProcess[str]:
         (
             ["memories", "log", "store", "-n", "0"],
             "memfs memories log: error: argument -n/--limit: must be at least 1, got 0",
+        ),
+        (
+            ["search", "store", "words", "--limit", "101"],
+            "memfs search: error: argument -n/--limit: must be from 1 to 100, got 101",
         ),
         (
             ["completion", "fish"],
