@@ -41,6 +41,7 @@ PAGE_SIZE = 20  # the API's limit with view=full (as the bulk fetch's)
 CHANGES_PAGE = 100  # recent changes asked before a search; a full page is a gap: rebuild
 OVERLAP = timedelta(seconds=2)  # versions committed out of order are not missed
 MAX_LINE = 200  # characters of the best line shown
+BEFORE_TIMEOUT = 5.0  # seconds a search waits for the mount's pending uploads (server away)
 
 
 @dataclass(frozen=True)
@@ -202,9 +203,9 @@ class LocalSearch:
 class StoreSearch:
     """Search of one store, by the server if it can, else locally (module docstring).
 
-    ``before``: awaited before each search (a mount uploads what it has pending, so that a
-    search right after a write finds it). ``by_server=False``: never ask the server (``memfs
-    mount --search local``)."""
+    ``before``: awaited before each search, for at most ``BEFORE_TIMEOUT`` seconds (a mount
+    uploads what it has pending, so that a search right after a write finds it).
+    ``by_server=False``: never ask the server (``memfs mount --search local``)."""
 
     def __init__(
         self,
@@ -223,7 +224,9 @@ class StoreSearch:
         self, query: str, *, limit: int = DEFAULT_LIMIT, path_prefix: str | None = None
     ) -> list[Hit]:
         if self._before is not None:
-            await self._before()
+            # cancelling an upload is safe (it stays queued); the search goes on without it
+            with trio.move_on_after(BEFORE_TIMEOUT):
+                await self._before()
         if self.by_server is None:
             self.by_server = await self.store.offers_search()
         if not self.by_server:
