@@ -8,12 +8,11 @@ server's engine does, with the same query rules (``match_expression``): every wo
 user's text is quoted and the words are OR-ed, so no input is ever an FTS syntax error, and a
 text without a word (blank, punctuation only) finds nothing.
 
-Documents are (memory id, path, description, content); a match in the path or the description
-weighs twice a match in the content. Scores are ``-bm25()``: higher is better, comparable only
-within one answer.
+Documents are (memory id, path, description, content); a match in the description weighs twice
+a match in the path or the content (the server's weights: a description is a curated summary).
+Scores are ``-bm25()``: higher is better, comparable only within one answer.
 
-It must not talk to a store or know files and inodes. One index belongs to one trio thread
-(``check_same_thread`` is off only so that a worker thread may build it; never two at once).
+It must not talk to a store or know files and inodes. One index belongs to one trio thread.
 """
 
 from __future__ import annotations
@@ -21,21 +20,21 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-MAX_TERMS = 64  # words of a query beyond this are ignored (a pasted page is not a query)
+MAX_TERMS = 32  # words of a query beyond this are ignored (as the server: a query is a few words)
 MAX_LIMIT = 100
-# what FTS5's unicode61 tokenizer calls a token: letters and digits (the underscore separates)
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"\w+")  # the server's words (FTS5 splits "a_b" into a phrase itself)
 # weights of the columns path, description, content in bm25()
-_WEIGHTS = (2.0, 2.0, 1.0)
+_WEIGHTS = (1.0, 2.0, 1.0)
 
 
 def words(text: str) -> list[str]:
-    """The words of ``text``, lower case, as the index's tokenizer cuts them (before stemming)."""
-    return _WORD.findall(text.lower())
+    """The words of ``text`` (Unicode NFC, case-folded), before the index's stemming."""
+    return _WORD.findall(unicodedata.normalize("NFC", text).casefold())
 
 
 def query_terms(query: str) -> list[str]:
@@ -70,7 +69,7 @@ class SearchIndex:
     """The documents of one store and their full-text index (module docstring)."""
 
     def __init__(self) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db = sqlite3.connect(":memory:")
         self._db.execute(
             "CREATE TABLE doc (rowid INTEGER PRIMARY KEY, memory_id TEXT UNIQUE NOT NULL, "
             "sha TEXT NOT NULL)"
