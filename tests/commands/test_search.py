@@ -1,7 +1,7 @@
-"""``memfs search STORE QUERY``: as a user runs it (a subprocess on the real server), and the
-choice of who ranks on a server without search (the hosted API, played by the real server
-behind ``HostedLikeTransport``): a copy fetched now, said on stderr. The mount's ``.search/``
-path is in tests/mount/test_search.py."""
+"""``memfs search STORE QUERY``: as a user runs it (a subprocess on the real server, which
+ranks), and the choice of who ranks on a server without search (the hosted API, played by the
+real server behind ``HostedLikeTransport``): a copy fetched now, said on stderr. The mount's
+``.search/`` path is in tests/mount/test_search.py."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def store(sdk: Any) -> str:
 
 def test_search_command(server: Any, store: str) -> None:
     out = memfs(server, "search", store, "tomatoes sun")
+    assert out.stderr == ""  # the server ranked (a local search says so on stderr)
     rows = [line.split("\t") for line in out.stdout.splitlines()]
     assert [row[0] for row in rows] == ["/notes/garden.md", "/notes/cooking.md"]
     assert [row[3] for row in rows] == ["tomatoes need sun and water", "pasta with tomato sauce"]

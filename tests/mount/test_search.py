@@ -12,11 +12,15 @@ import subprocess
 
 import pytest
 from support.hosted_like import hosted_like_client
+from support.waiting import wait_for
 
+from memfs.api.search import SEARCH
 from memfs.api.store import MemoryStoresAPI
 from memfs.commands.search import search_store
 
 pytestmark = pytest.mark.fuse
+
+SEARCH_ROUTE = f"POST {SEARCH}"
 
 
 def expect_errno(number, func, *args, **kwargs):
@@ -89,6 +93,24 @@ def test_fresh_after_a_write_and_a_remote_change(mount_factory):
     assert [r[0] for r in rows((m.path / ".search" / "tomatoes").read_text())] == [
         "/notes/cooking.md"
     ]
+
+
+def test_the_server_ranks_when_it_offers_search(mount_factory):
+    m = mount_factory(memories=MEMORIES)  # --search auto
+    (m.path / "notes" / "new.md").write_text("tomatoes and zucchini\n")  # pending: not uploaded
+    result = rows((m.path / ".search" / "zucchini").read_text())
+    assert result == [["/notes/new.md", result[0][1], "", "tomatoes and zucchini"]]
+    assert float(result[0][1]) > 0
+    result = rows((m.path / ".search" / "tomatoes sun").read_text())
+    assert [row[0] for row in result][:1] == ["/notes/garden.md"]
+    assert {row[0] for row in result} == {"/notes/garden.md", "/notes/cooking.md", "/notes/new.md"}
+
+    def routes():
+        return m.status()["requests"]["by_route"]
+
+    wait_for(lambda: routes().get(SEARCH_ROUTE) == 2)
+    # nothing fetched for a local index: no listing with contents of the whole store
+    assert routes().get("GET /v1/memory_stores/{store}/memory_versions", 0) == 0
 
 
 async def test_memfs_search_reads_a_mount_on_a_server_without_search(server, mount_factory, capsys):
