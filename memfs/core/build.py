@@ -162,7 +162,12 @@ def build_core(
         descriptions=Descriptions(state, store, writeback, gone),
         search=SearchTree(
             # a search after a write finds it: what is pending is uploaded first
-            StoreSearch(store, before=uploader.flush_all, by_server=config.server_search),
+            StoreSearch(
+                store,
+                before=uploader.flush_all,
+                by_server=config.server_search,
+                contents=contents,
+            ),
             uid=config.uid,
             gid=config.gid,
         ),

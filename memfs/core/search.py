@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 import trio
 
 from memfs import paths
+from memfs.core.cache import ContentCache
 from memfs.core.searchindex import SearchIndex, query_terms, words
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
@@ -107,8 +108,12 @@ def parse(text: str) -> list[Hit]:
 class LocalSearch:
     """A local index of one store, brought up to date before each search (module docstring)."""
 
-    def __init__(self, store: StoreAPI) -> None:
+    def __init__(self, store: StoreAPI, contents: ContentCache | None = None) -> None:
         self.store = store
+        # a mount's clean contents by sha: what the fetch brings goes there too (reading a hit
+        # costs no request), and a changed memory whose content is there (the mount's own
+        # upload) is not read again
+        self.contents = contents
         self.index = SearchIndex()
         self.built = False
         self.builds = 0  # full fetches of the store (the first search, and after a gap)
@@ -168,7 +173,21 @@ class LocalSearch:
         log.debug("search index: %d memories fetched", len(self.index))
 
     def _put(self, memory: Memory) -> None:
-        self.index.put(memory.id, memory.path, memory.content or "", sha=memory.content_sha256)
+        content = memory.content or ""
+        self.index.put(memory.id, memory.path, content, sha=memory.content_sha256)
+        if self.contents is not None and memory.content is not None:
+            self.contents.put(memory.content_sha256, content.encode("utf-8"))
+
+    def _cached(self, version: MemoryVersion) -> str | None:
+        """The content of ``version`` from the mount's cache, if it is there and is text."""
+        sha = version.content_sha256
+        if self.contents is None or not self.contents.peek(sha):
+            return None
+        data = self.contents.get(sha)
+        try:
+            return None if data is None else data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
 
     def _note(self, versions: list[MemoryVersion]) -> None:
         for version in versions:
@@ -192,6 +211,9 @@ class LocalSearch:
             ):
                 if version.path is not None:
                     self.index.move(memory_id, version.path)  # moved, content unchanged
+            elif version.path is not None and (cached := self._cached(version)) is not None:
+                assert version.content_sha256 is not None  # _cached found it by that hash
+                self.index.put(memory_id, version.path, cached, sha=version.content_sha256)
             else:
                 try:
                     self._put(await self.store.read(memory_id))
@@ -205,7 +227,8 @@ class StoreSearch:
 
     ``before``: awaited before each search, for at most ``BEFORE_TIMEOUT`` seconds (a mount
     uploads what it has pending, so that a search right after a write finds it).
-    ``by_server=False``: never ask the server (``memfs mount --search local``)."""
+    ``by_server=False``: never ask the server (``memfs mount --search local``); ``contents``:
+    the mount's content cache (``LocalSearch``)."""
 
     def __init__(
         self,
@@ -213,9 +236,10 @@ class StoreSearch:
         *,
         before: Callable[[], Awaitable[object]] | None = None,
         by_server: bool = True,
+        contents: ContentCache | None = None,
     ) -> None:
         self.store = store
-        self.local = LocalSearch(store)
+        self.local = LocalSearch(store, contents)
         self._before = before
         # None until the first search asks the store; False: always the local index
         self.by_server: bool | None = None if by_server else False

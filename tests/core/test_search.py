@@ -13,6 +13,7 @@ import itertools
 import pytest
 from support.fake_store import FakeStore
 
+from memfs.core.cache import ContentCache
 from memfs.core.search import Hit, LocalSearch, StoreSearch, best_line, parse, render
 from memfs.core.searchindex import SearchIndex, match_expression
 
@@ -143,3 +144,15 @@ async def test_store_search_asks_the_store_once_then_searches_locally(store: Fak
     assert paths_of(await search.search("world")) == ["/a.md"]
     assert search.by_server is False
     assert len(flushed) == 2
+
+
+async def test_the_mounts_content_cache_is_shared(store: FakeStore) -> None:
+    first = store.seed("/a.md", "alpha")
+    contents = ContentCache()
+    search = LocalSearch(store, contents)
+    await search.search("alpha")
+    assert contents.get(first.content_sha256) == b"alpha"  # a hit can be read at no cost
+    edited = store.edit(first.id, content="beta")
+    contents.put(edited.content_sha256, b"beta")  # as the mount's own upload leaves it
+    assert paths_of(await search.search("beta")) == ["/a.md"]
+    assert store.calls["read"] == 0
