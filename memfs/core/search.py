@@ -25,15 +25,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import trio
 
 from memfs import paths
-from memfs.core.cache import ContentCache
 from memfs.core.searchindex import SearchIndex, query_terms, words
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
 from memfs.store_api import StoreAPI
+
+if TYPE_CHECKING:  # the cache needs cachetools (the mount extra); memfs search does without
+    from memfs.core.cache import ContentCache
 
 log = logging.getLogger(__name__)
 
