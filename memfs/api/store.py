@@ -129,7 +129,7 @@ class MemoryStoresAPI:
             self._store_id, query, limit=limit, path_prefix=path_prefix
         )
         return [
-            SearchResult(memory.path, score, memory_id=memory.id, content=memory.content)
+            SearchResult(memory.path, score, memory.description or "", memory.id, memory.content)
             for memory, score in hits
         ]
 

@@ -1,5 +1,6 @@
 """``memfs search STORE QUERY [--limit N] [--json]``: the memories of a store that best match
-free text, ranked.
+free text, ranked; ``--api databricks --actor A [--session S] [--profile P]``: the entries of
+a Databricks store's actor (session-less ones, or one session's), ranked by ``entries:search``.
 
 Who ranks, in this order: the server, when it offers search (a memfs extension: the reference
 server); else a mount of the store by this user (its ``.search/`` file, read as any program
@@ -11,7 +12,8 @@ tab-separated, one hit a line, best first), or ``--json``: a list of objects wit
 
 Exit codes are those of the admin commands (``memfs.commands.admin_actions``): 0 (searched,
 even if nothing matched: the output is empty), 1 (other error), 2 (usage: a query without a
-word, no key), 3 (no such store), 5 (key refused), 6 (server unreachable).
+word, options of the other API, no key or workspace; the databricks extra missing), 3 (no
+such store), 5 (key refused), 6 (server unreachable).
 
 Like every command module, its top imports only the standard library and ``memfs.commands``;
 what searching needs is imported when it runs.
@@ -23,11 +25,13 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
+from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.mount import DATABRICKS, MEMORY_STORES
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
-    from memfs.api.store import MemoryStoresAPI
     from memfs.core.search import Hit
+    from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,26 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )
+    parser.add_argument(
+        "--api",
+        choices=[MEMORY_STORES, DATABRICKS],
+        default=MEMORY_STORES,
+        help="the store's API: Anthropic Memory Stores, or Databricks Agent Memory (workspace "
+        "and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
+    )
+    parser.add_argument(
+        "--actor", metavar="ACTOR", help="--api databricks: search this actor's entries (required)"
+    )
+    parser.add_argument(
+        "--session",
+        metavar="SESSION",
+        help="--api databricks: only this session's entries (default: the session-less ones)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="--api databricks: the workspace of profile NAME in ~/.databrickscfg",
+    )
     complete_paths(parser, files=("api_key_file",))
     parser.set_defaults(func=run)
 
@@ -87,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
 
     if not query_terms(args.query):
         return actions.fail("the query has no word to look for", actions.EXIT_USAGE, None)
+    usage = _api_usage_error(args)
+    if usage is not None:
+        return actions.fail(usage, actions.EXIT_USAGE, None)
+    if args.api == DATABRICKS:
+        return _run_databricks(args)
     try:
         config = ClientConfig.from_env(
             api_key_file=args.api_key_file,
@@ -115,7 +144,64 @@ def run(args: argparse.Namespace) -> int:
     return actions.EXIT_OK
 
 
-async def search_store(store: MemoryStoresAPI, query: str, limit: int) -> list[Hit]:
+def _api_usage_error(args: argparse.Namespace) -> str | None:
+    """The options that do not go with ``--api`` (one line), or None."""
+    if args.api == DATABRICKS:
+        if not args.actor:
+            return "--api databricks needs --actor ACTOR (whose entries to search)"
+        if args.session == "":
+            return "--session needs a session id (without it: the session-less entries)"
+        if args.api_key_file or args.base_url:
+            return (
+                "--api-key-file and --base-url are for Memory Stores; a Databricks workspace "
+                "comes from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile NAME"
+            )
+        return None
+    for flag, value in (
+        ("--actor", args.actor),
+        ("--session", args.session),
+        ("--profile", args.profile),
+    ):
+        if value:
+            return f"{flag} needs --api databricks"
+    return None
+
+
+def _run_databricks(args: argparse.Namespace) -> int:
+    """``entries:search`` of the actor (and session) of a Databricks store."""
+    import sys
+
+    import trio
+
+    from memfs.commands import admin_actions as actions
+    from memfs.errors import ApiConnectionError, ApiError
+
+    missing = missing_extra("memfs search --api databricks", "databricks")
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return EXIT_MISSING_EXTRA
+    from memfs.api.config import ConfigError
+    from memfs.api.databricks import open_store
+    from memfs.core.search import StoreSearch
+
+    async def main() -> list[Hit]:
+        async with open_store(args.store, args.actor, args.session, profile=args.profile) as opened:
+            return await StoreSearch(opened.quick).search(args.query, limit=args.limit)
+
+    try:
+        hits = trio.run(main)
+    except ConfigError as exc:
+        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    except (ApiError, ApiConnectionError) as exc:
+        return actions.fail(actions.describe(exc), actions.exit_code(exc), None)
+    try:
+        _print(hits, as_json=args.json)
+    except BrokenPipeError:
+        return actions.EXIT_ERROR
+    return actions.EXIT_OK
+
+
+async def search_store(store: StoreAPI, query: str, limit: int) -> list[Hit]:
     """By the server, else a mount's ``.search/`` file, else a copy fetched now."""
     import sys
 

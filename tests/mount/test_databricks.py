@@ -419,3 +419,64 @@ def test_a_session_mount_and_a_read_only_mount(
             change()
         assert refused.value.errno == errno.EROFS
     assert workspace.content(store, "/shared.md") == "no session\n"
+
+
+def test_search_shows_the_mounts_entries_only(
+    workspace: Workspace, dbx_mount: Callable[..., MountedStore]
+) -> None:
+    """``.search/`` of a Databricks mount: ``entries:search`` ranks; the actor's session-less
+    entries only (or one session's), each with its description."""
+    store = workspace.create_store()
+    workspace.put(store, "/garden.md", "tomatoes need sun", description="vegetable notes")
+    workspace.put(store, "/cooking.md", "pasta with tomato sauce")
+    workspace.put(store, "/s1.md", "a tomato of the session", session="s1")
+    workspace.put(store, "/other.md", "another actor's tomato", actor="agent-8")
+    plain = dbx_mount(store)
+    rows = [
+        line.split("\t") for line in (plain.path / ".search" / "tomato").read_text().splitlines()
+    ]
+    assert sorted((row[0], row[2], row[3]) for row in rows) == [
+        ("/cooking.md", "", "pasta with tomato sauce"),
+        ("/garden.md", "vegetable notes", "tomatoes need sun"),
+    ]
+    (plain.path / "new.md").write_text("a tomato written just now\n")
+    found = (plain.path / ".search" / "just now").read_text()
+    assert found.split("\t")[0] == "/new.md"
+    session = dbx_mount(store, "--session", "s1")
+    assert [
+        line.split("\t")[0]
+        for line in (session.path / ".search" / "tomato").read_text().splitlines()
+    ] == ["/s1.md"]
+
+
+def test_memfs_search_databricks(
+    server: ServerProcess, workspace: Workspace, tmp_path: Path
+) -> None:
+    """``memfs search STORE QUERY --api databricks --actor A [--session S]``: the actor's
+    entries ranked by ``entries:search`` (no mount needed)."""
+    store = workspace.create_store()
+    workspace.put(store, "/garden.md", "tomatoes need sun", description="vegetable notes")
+    workspace.put(store, "/s1.md", "a tomato of the session", session="s1")
+    workspace.put(store, "/other.md", "another actor's tomato", actor="agent-8")
+    env = dict(os.environ, HOME=str(tmp_path))
+    env.update(DATABRICKS_HOST=server.base_url, DATABRICKS_TOKEN=server.api_key)
+    dbx = ("--api", "databricks", "--actor", ACTOR)
+
+    def search(*args: str) -> subprocess.CompletedProcess[str]:
+        done = memfs("search", store, "tomato", *args, env=env, timeout=60)
+        assert server.api_key not in done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        return done
+
+    done = search(*dbx)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("/garden.md\t") and done.stdout.count("\n") == 1
+    assert done.stdout.rstrip("\n").split("\t")[2:] == ["vegetable notes", "tomatoes need sun"]
+    done = search(*dbx, "--session", "s1", "--json")
+    assert [hit["path"] for hit in json.loads(done.stdout)] == ["/s1.md"]
+    done = search("--actor", ACTOR)
+    assert (done.returncode, done.stderr) == (2, "memfs: --actor needs --api databricks\n")
+    done = search("--api", "databricks")
+    assert done.returncode == 2 and "needs --actor ACTOR" in done.stderr
+    done = memfs("search", "no-such-store", "tomato", *dbx, env=env, timeout=60)
+    assert done.returncode == 3 and done.stderr.count("\n") == 1

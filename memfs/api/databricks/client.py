@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 STORE = "/api/2.0/agents/memory-stores/{store}"
 ENTRIES = "/api/2.0/agents/memory-stores/{store}/entries"
 ENTRY = "/api/2.0/agents/memory-stores/{store}/entries/{entry}"
+SEARCH = "/api/2.0/agents/memory-stores/{store}/entries:search"
 
 VIEW_BASIC = "MANAGED_MEMORY_ENTRY_VIEW_BASIC"  # no content
 VIEW_FULL = "MANAGED_MEMORY_ENTRY_VIEW_FULL"
@@ -298,3 +299,42 @@ class DatabricksClient(DatabricksTransport):
                 log.info("entry %s was deleted by an attempt whose answer was lost", entry_id)
                 return
             raise reply.error
+
+    async def search_entries(
+        self,
+        store_id: str,
+        actor_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        path_prefix: str | None = None,
+        page_size: int = 10,
+    ) -> list[tuple[Entry, float]]:
+        """``entries:search``: the best ``page_size`` (1-100) entries of the actor (of the
+        session only, if given) with their contents and scores, best first. A search changes
+        nothing: retried like a read. ``results`` is the canonical answer; an answer with only
+        the deprecated ``managed_memory_entries`` has no scores (0.0 each, in its order)."""
+        body: JsonObject = {
+            "actor_id": actor_id,
+            "query": query,
+            "page_size": page_size,
+            "view": VIEW_FULL,
+        }
+        if session_id is not None:
+            body["session_id"] = session_id
+        if path_prefix is not None:
+            body["path_prefix"] = path_prefix
+        data = await self._call("POST", SEARCH, {"store": store_id}, body=body)
+        results = data.get("results")
+        if isinstance(results, list):
+            return [
+                (
+                    parse_answer(Entry.from_json, hit["managed_memory_entry"], SEARCH),
+                    float(hit.get("score") or 0.0),
+                )
+                for hit in results
+            ]
+        entries = data.get("managed_memory_entries", [])
+        if not isinstance(entries, list):
+            raise ApiError(f"malformed answer from {SEARCH}: no results", status=200)
+        return [(parse_answer(Entry.from_json, item, SEARCH), 0.0) for item in entries]

@@ -41,7 +41,7 @@ from memfs.models import (
     format_time,
     sha256_hex,
 )
-from memfs.store_api import Capabilities, ChangeEvent
+from memfs.store_api import Capabilities, ChangeEvent, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +277,29 @@ class DatabricksStore:
 
     def change_stream(self) -> AbstractAsyncContextManager[AsyncIterable[ChangeEvent]]:
         raise NotSupportedError("Databricks stores push no changes")
+
+    async def offers_search(self) -> bool:
+        return True  # entries:search is part of the API
+
+    async def search(
+        self, query: str, *, limit: int = 10, path_prefix: str | None = None
+    ) -> list[SearchResult]:
+        """``entries:search``; without a session the API searches the whole actor, so the
+        most it returns is asked and the session-less entries kept (then ``limit`` of them)."""
+        hits = await self.client.search_entries(
+            self._store_id,
+            self.actor_id,
+            query,
+            session_id=self.session_id,
+            path_prefix=path_prefix,
+            page_size=limit if self.session_id is not None else databricks_limits.MAX_PAGE_SIZE,
+        )
+        found = [
+            SearchResult(entry.path, score, entry.description, entry.id, entry.content)
+            for entry, score in hits
+            if self._mine(entry)
+        ]
+        return found[:limit]
 
     def list_versions(
         self, *, memory_id: str | None = None, since: datetime | None = None
