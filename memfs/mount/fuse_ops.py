@@ -437,8 +437,8 @@ class FuseOperations(pyfuse3.Operations):
         descriptions = self.vfs.descriptions
         if not descriptions.enabled:
             _fail(op, NotSupportedError("no extended attributes"))
-        if self.versions.owns(inode):
-            _fail(op, NoAttributeError("versions have no extended attributes"))
+        if self.versions.owns(inode) or self.search.owns(inode):
+            _fail(op, NoAttributeError("versions and searches have no extended attributes"))
         return descriptions
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:

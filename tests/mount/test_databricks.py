@@ -442,6 +442,13 @@ def test_search_shows_the_mounts_entries_only(
     (plain.path / "new.md").write_text("a tomato written just now\n")
     found = (plain.path / ".search" / "just now").read_text()
     assert found.split("\t")[0] == "/new.md"
+    no_attribute = subprocess.run(  # a search has no description: ENODATA, as .versions
+        ["getfattr", "-n", "user.description", str(plain.path / ".search" / "tomato")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert no_attribute.stderr.endswith("No such attribute\n"), no_attribute.stderr
     session = dbx_mount(store, "--session", "s1")
     assert [
         line.split("\t")[0]
