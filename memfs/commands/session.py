@@ -1,8 +1,8 @@
 """``memfs session …``: mount a sandbox session's memory stores under one root, and stop it.
 
 - ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
-  [--session-id S] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks the whole session
-  (config, stores, directories) before mounting anything, mounts every store at
+  [--session-id S] [--profile NAME] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks
+  the whole session (config, stores, directories) before mounting anything, mounts every store at
   ``<root>/<slug>``, prints the agent's prompt (or writes it to ``--prompt-file``), and
   supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the supervisor runs in the
   background and the command returns once every store is mounted.
@@ -14,8 +14,9 @@ This module owns argument parsing, logging setup, the detach handshake and exit 
 checks and the prompt are ``memfs.session.plan``'s, the mounts ``memfs.session.supervisor``'s.
 It must not print a traceback for an expected failure (one line ``memfs session: …``
 instead), and never prints or logs the API key: it travels by environment or
-``--api-key-file`` only (as does a base URL, which may carry a password). State files and logs
-live in a private (0700) state directory; logs are 0600.
+``--api-key-file`` only (as does a base URL, which may carry a password); a Databricks token
+only by environment (``DATABRICKS_TOKEN``) or a profile of ``~/.databrickscfg``. State files
+and logs live in a private (0700) state directory; logs are 0600.
 
 Exit codes:
   0  success
@@ -76,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config",
         metavar="FILE",
         help="the session's resources: a JSON list, or an object with 'resources', of "
-        '{"type": "memory_store", "memory_store_id", "access", "instructions"}',
+        '{"type": "memory_store", "memory_store_id", "access", "instructions"}; a Databricks '
+        'store adds "api": "databricks", "actor_id" and optionally "session_id"',
     )
     _root_option(parser)
     parser.add_argument(
@@ -99,6 +101,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--base-url",
         metavar="URL",
         help="the API to use (default: $ANTHROPIC_BASE_URL, or hosted)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="Databricks stores: the workspace of profile NAME in ~/.databrickscfg (default: "
+        "DATABRICKS_HOST and DATABRICKS_TOKEN)",
     )
     parser.add_argument(
         "--log-file",
@@ -200,9 +208,11 @@ def _start(args: argparse.Namespace) -> int:
         session_id = check_session_id(args.session_id or new_session_id())
         config = load_config(args.config)
         config = dataclasses.replace(config, owner=_owner(args, config.owner))
-        client_config = ClientConfig.from_env(
-            api_key_file=args.api_key_file, base_url=args.base_url, session_id=session_id
-        )
+        client_config = None  # a session of Databricks stores only needs no Memory Stores key
+        if any(not attachment.databricks for attachment in config.attachments):
+            client_config = ClientConfig.from_env(
+                api_key_file=args.api_key_file, base_url=args.base_url, session_id=session_id
+            )
     except SessionError as exc:
         for problem in exc.problems:
             print(f"memfs session: {problem}", file=sys.stderr)
@@ -280,16 +290,12 @@ async def _supervise(
     root: Path,
     session_id: str,
     config: SessionConfig,
-    client_config: ClientConfig,
+    client_config: ClientConfig | None,
 ) -> int:
     from memfs.api import StoreClient
-    from memfs.session.plan import (
-        SessionError,
-        fetch_stores,
-        plan_mounts,
-        render_prompt,
-        state_path,
-    )
+    from memfs.session.plan import SessionError, plan_mounts, state_path
+    from memfs.session.prompt import render_prompt
+    from memfs.session.stores import fetch_databricks_stores, fetch_stores
     from memfs.session.supervisor import MountError, Supervisor
 
     ready_fd: int | None = args.ready_fd
@@ -302,9 +308,13 @@ async def _supervise(
         return code
 
     try:
-        async with StoreClient(client_config) as client:
-            quick = client.with_options(max_retries=CHECK_RETRIES)
-            stores = await fetch_stores(quick, config.attachments)
+        stores = {}
+        if client_config is not None:
+            async with StoreClient(client_config) as client:
+                quick = client.with_options(max_retries=CHECK_RETRIES)
+                stores.update(await fetch_stores(quick, config.attachments))
+        if any(attachment.databricks for attachment in config.attachments):
+            stores.update(await fetch_databricks_stores(config.attachments, args.profile))
         plans = plan_mounts(config.attachments, stores, root)
     except SessionError as exc:
         return refuse(exc.problems, EXIT_REFUSED)
@@ -340,29 +350,30 @@ async def _supervise(
 
 def _log_plan(plans: list[MountPlan]) -> None:
     for plan in plans:
-        log.debug(
-            "plan: %s (%s) -> %s %s",
-            plan.store.name,
-            plan.store.id,
-            plan.path,
-            plan.attachment.access,
-        )
+        log.debug("plan: %s -> %s %s", plan.described, plan.path, plan.attachment.access)
 
 
 def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
     from memfs.session.supervisor import MountCommand
 
     options = owner.mount_arguments()
-    if args.api_key_file:
-        options += ["--api-key-file", os.path.abspath(args.api_key_file)]
     if args.debug:
         options.append("--debug")
     if args.allow_other:
         options.append("--allow-other")  # each mount logs the warning
+    memory_stores: tuple[str, ...] = ()
+    if args.api_key_file:
+        memory_stores = ("--api-key-file", os.path.abspath(args.api_key_file))
+    databricks: tuple[str, ...] = ("--profile", args.profile) if args.profile else ()
     env = None
     if args.base_url:
         env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
-    return MountCommand(mount_options=tuple(options), env=env)
+    return MountCommand(
+        mount_options=tuple(options),
+        memory_stores_options=memory_stores,
+        databricks_options=databricks,
+        env=env,
+    )
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -406,6 +417,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv += ["--prompt-file", os.path.abspath(args.prompt_file)]
     if args.api_key_file:
         argv += ["--api-key-file", os.path.abspath(args.api_key_file)]
+    if args.profile:
+        argv += ["--profile", args.profile]
     env = None
     if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
         env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
@@ -540,8 +553,12 @@ def _status(args: argparse.Namespace) -> int:
         print(f"status   {state.status if alive else state.status + ' (supervisor gone)'}")
         print(f"pid      {state.pid}")
         for mount in state.mounts:
+            store = str(mount.get("memory_store_id"))
+            if mount.get("api") == "databricks":
+                session = f", session {mount['session_id']}" if mount.get("session_id") else ""
+                store = f"databricks:{store} (actor {mount.get('actor_id')}{session})"
             print(
-                f"  {mount.get('path')}  {mount.get('access')}  {mount.get('memory_store_id')}  "
+                f"  {mount.get('path')}  {mount.get('access')}  {store}  "
                 f"{health[str(mount.get('path'))]}"
             )
         for problem in state.problems:

@@ -3,17 +3,20 @@
 A session attaches up to eight stores in the platform's own resource shape (a JSON list, or an
 object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "access",
 "instructions"}``, and optionally an ``owner`` of every mount's files: ``{"uid", "gid",
-"umask"}``); each is mounted at ``<root>/<slug>``. This module owns:
+"umask"}``); each is mounted at ``<root>/<slug>``. A Databricks Agent Memory store is the same
+resource with ``"api": "databricks"``, an ``actor_id`` and optionally a ``session_id`` (whose
+entries are mounted). This module owns:
 
 - parsing and checking the config (``load_config``, ``parse_config``), then the stores as the
   API knows them (``check_stores``), then the directories (``plan_mounts``) — every check runs
   before anything is mounted, and each problem is one line for a person (``SessionError``);
-- the text an agent needs about its mounts (``render_prompt``);
 - session ids (``new_session_id``) and the state file by which ``memfs session stop`` finds a
   running supervisor (``SessionState``, ``state_path``).
 
-It must not mount, start processes or touch the network except through the ``StoreClient`` it is
-handed (``fetch_stores``); the supervisor (``memfs.session.supervisor``) does the mounting.
+It must not mount, start processes or touch the network: ``memfs.session.stores`` retrieves the
+stores (given to ``check_stores`` and ``plan_mounts``), the supervisor
+(``memfs.session.supervisor``) does the mounting, ``memfs.session.prompt`` writes what an agent
+needs to know about the mounts.
 """
 
 from __future__ import annotations
@@ -30,17 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import trio
-
-from memfs.api import StoreClient
 from memfs.api.config import ConfigError
-from memfs.errors import (
-    ApiConnectionError,
-    ApiError,
-    AuthenticationError,
-    NotFoundError,
-    PermissionDeniedError,
-)
 from memfs.models import MemoryStore
 from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 from memfs.paths import slug
@@ -56,10 +49,14 @@ _ID_ALPHABET = string.ascii_letters + string.digits
 
 Access = Literal["read_write", "read_only"]
 ACCESS_VALUES: tuple[Access, ...] = ("read_write", "read_only")
+StoreApi = Literal["memory_stores", "databricks"]
+MEMORY_STORES: StoreApi = "memory_stores"
+DATABRICKS: StoreApi = "databricks"
 # Fields the platform returns on a session's resources (snapshotted at attach time, output-only):
 # accepted so that a resources list copied from the API works, but the live store decides.
 _OUTPUT_ONLY_FIELDS = frozenset({"name", "description", "mount_path", "id"})
 _INPUT_FIELDS = frozenset({"type", "memory_store_id", "access", "instructions"})
+_DATABRICKS_FIELDS = frozenset({"api", "actor_id", "session_id"})  # "api" also on Memory Stores
 
 
 class SessionError(ConfigError):
@@ -82,10 +79,31 @@ class Attachment:
     access: Access = "read_write"
     instructions: str = ""
     index: int = 0  # position in the resources list, for messages
+    api: StoreApi = MEMORY_STORES
+    actor_id: str | None = None  # Databricks: whose entries are mounted (required there)
+    session_id: str | None = None  # Databricks: only this session's entries (None: session-less)
 
     @property
     def read_only(self) -> bool:
         return self.access == "read_only"
+
+    @property
+    def databricks(self) -> bool:
+        return self.api == DATABRICKS
+
+    @property
+    def store_key(self) -> str:
+        """The key of the attached store in ``fetch_stores``' answers: ids of the two APIs may
+        coincide, and "/" is in neither."""
+        return f"databricks/{self.memory_store_id}" if self.databricks else self.memory_store_id
+
+    @property
+    def described(self) -> str:
+        """The attachment in a message: the store, and for Databricks its actor and session."""
+        if not self.databricks:
+            return self.memory_store_id
+        session = f", session {self.session_id}" if self.session_id else ""
+        return f"Databricks store {self.memory_store_id} (actor {self.actor_id}{session})"
 
 
 @dataclass(frozen=True)
@@ -156,12 +174,14 @@ def parse_config(text: str, *, source: str = "session config") -> SessionConfig:
             f"the session attaches {len(attachments)} memory stores; "
             f"at most {MAX_STORES} are allowed"
         )
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, str | None, str | None], int] = {}
     for attachment in attachments:
-        first = seen.setdefault(attachment.memory_store_id, attachment.index)
+        # a Databricks store may be attached once per actor and session: each is another mount
+        key = (attachment.store_key, attachment.actor_id, attachment.session_id)
+        first = seen.setdefault(key, attachment.index)
         if first != attachment.index:
             problems.append(
-                f"resources[{attachment.index}] attaches {attachment.memory_store_id} again "
+                f"resources[{attachment.index}] attaches {attachment.described} again "
                 f"(already resources[{first}]); attach each store once"
             )
     if not attachments and not problems:
@@ -195,9 +215,10 @@ def _parse_owner(value: object, problems: list[str]) -> Owner:
 def _parse_attachment(item: dict[str, Any], index: int, problems: list[str]) -> Attachment | None:
     where = f"resources[{index}]"
     before = len(problems)
-    unknown = sorted(set(item) - _INPUT_FIELDS - _OUTPUT_ONLY_FIELDS)
+    unknown = sorted(set(item) - _INPUT_FIELDS - _DATABRICKS_FIELDS - _OUTPUT_ONLY_FIELDS)
     if unknown:
         problems.append(f"{where} has unknown field(s): {', '.join(unknown)}")
+    api, actor_id, session_id = _parse_api(item, where, problems)
     store_id = item.get("memory_store_id")
     if not isinstance(store_id, str) or not store_id.strip():
         problems.append(f"{where} needs a 'memory_store_id' string")
@@ -226,8 +247,48 @@ def _parse_attachment(item: dict[str, Any], index: int, problems: list[str]) -> 
     if len(problems) > before:
         return None
     return Attachment(
-        memory_store_id=store_id, access=access, instructions=instructions, index=index
+        memory_store_id=store_id,
+        access=access,
+        instructions=instructions,
+        index=index,
+        api=api,
+        actor_id=actor_id,
+        session_id=session_id,
     )
+
+
+def _parse_api(
+    item: dict[str, Any], where: str, problems: list[str]
+) -> tuple[StoreApi, str | None, str | None]:
+    """The resource's ``api`` (default Memory Stores) and, for Databricks, its actor and
+    session: whose entries the mount shows."""
+    api = item.get("api", MEMORY_STORES)
+    if api not in (MEMORY_STORES, DATABRICKS):
+        problems.append(f"{where}: api must be 'memory_stores' or 'databricks', not {api!r}")
+        return MEMORY_STORES, None, None
+    if api == MEMORY_STORES:
+        given = [name for name in ("actor_id", "session_id") if name in item]
+        if given:
+            problems.append(
+                f'{where}: {" and ".join(given)} only go with "api": "databricks" '
+                "(a Memory Stores store has no actors)"
+            )
+        return MEMORY_STORES, None, None
+    ids: list[str | None] = []
+    for name in ("actor_id", "session_id"):
+        value = item.get(name)
+        if value is None:
+            if name == "actor_id":
+                problems.append(
+                    f"{where}: a Databricks store needs an 'actor_id' (whose entries to mount)"
+                )
+            ids.append(None)  # no session_id: the actor's session-less entries
+        elif not isinstance(value, str) or not value.strip() or value != value.strip():
+            problems.append(f"{where}: {name} must be a non-empty string, not {value!r}")
+            ids.append(None)
+        else:
+            ids.append(value)
+    return DATABRICKS, ids[0], ids[1]
 
 
 def _json_type(value: object) -> str:
@@ -241,39 +302,6 @@ def _json_type(value: object) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # The stores, as the API knows them
-
-
-async def fetch_stores(
-    client: StoreClient, attachments: list[Attachment]
-) -> dict[str, MemoryStore | None]:
-    """Retrieve every attached store concurrently; an unknown store maps to None.
-
-    Authentication, permission and connection failures are not the config's fault: they raise
-    SessionError with the reason, so the caller refuses the session as a whole.
-    """
-    found: dict[str, MemoryStore | None] = {}
-    failures: list[str] = []
-
-    async def one(store_id: str) -> None:
-        try:
-            found[store_id] = await client.get_store(store_id)
-        except NotFoundError:
-            found[store_id] = None
-        except AuthenticationError as exc:
-            failures.append(f"the API refused the credentials: {exc.message}")
-        except PermissionDeniedError:
-            failures.append(f"memory store {store_id} is not accessible with these credentials")
-        except ApiConnectionError as exc:
-            failures.append(f"cannot reach the API at {client.config.shown_base_url}: {exc}")
-        except ApiError as exc:
-            failures.append(f"cannot retrieve memory store {store_id}: {exc}")
-
-    async with trio.open_nursery() as nursery:
-        for attachment in attachments:
-            nursery.start_soon(one, attachment.memory_store_id)
-    if failures:
-        raise SessionError(sorted(set(failures)))
-    return found
 
 
 @dataclass(frozen=True)
@@ -292,23 +320,38 @@ class MountPlan:
     def read_only(self) -> bool:
         return self.attachment.read_only
 
+    @property
+    def described(self) -> str:
+        """The store in a message: its id and name, or a Databricks store's actor and session."""
+        if self.attachment.databricks:
+            return self.attachment.described
+        return f"{self.store.id} ({self.store.name!r})"
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "memory_store_id": self.store.id,
             "name": self.store.name,
             "path": str(self.path),
             "access": self.attachment.access,
         }
+        if self.attachment.databricks:
+            found.update(
+                api=DATABRICKS,
+                actor_id=self.attachment.actor_id,
+                session_id=self.attachment.session_id,
+            )
+        return found
 
 
 def check_stores(attachments: list[Attachment], stores: dict[str, MemoryStore | None]) -> list[str]:
     """Problems with the stores themselves: unknown, archived but attached read-write."""
     problems = []
     for attachment in attachments:
-        store = stores.get(attachment.memory_store_id)
+        store = stores.get(attachment.store_key)
         where = f"resources[{attachment.index}]"
         if store is None:
-            problems.append(f"{where}: memory store {attachment.memory_store_id} does not exist")
+            kind = "Databricks store" if attachment.databricks else "memory store"
+            problems.append(f"{where}: {kind} {attachment.memory_store_id} does not exist")
         elif store.archived and not attachment.read_only:
             problems.append(
                 f"{where}: memory store {store.id} ({store.name!r}) is archived and cannot be "
@@ -322,17 +365,25 @@ def plan_mounts(
 ) -> list[MountPlan]:
     """Check the stores and the directories, and say where each store goes.
 
-    Raises SessionError with every problem found. Nothing is created or mounted here.
+    A Memory Stores store goes at the slug of its name; a Databricks store at its id, or, when
+    it is attached more than once (for other actors or sessions), at the slug of its id, actor
+    and session (``notes-agent-7-s1``). Raises SessionError with every problem found. Nothing
+    is created or mounted here.
     """
     problems = check_stores(attachments, stores)
     if problems:
         raise SessionError(problems)
     plans: list[MountPlan] = []
     by_slug: dict[str, MountPlan] = {}
+    attached = [a.store_key for a in attachments]
     for attachment in attachments:
-        store = stores[attachment.memory_store_id]
+        store = stores[attachment.store_key]
         assert store is not None  # check_stores refused unknown stores
         name_slug = slug(store.name)
+        if attachment.databricks and attached.count(attachment.store_key) > 1:
+            name_slug = slug(
+                "-".join(filter(None, (store.id, attachment.actor_id, attachment.session_id)))
+            )
         if not name_slug:
             problems.append(
                 f"memory store {store.id} is named {store.name!r}, which gives an empty "
@@ -343,8 +394,8 @@ def plan_mounts(
         other = by_slug.get(name_slug)
         if other is not None:
             problems.append(
-                f"memory stores {other.store.id} ({other.store.name!r}) and {store.id} "
-                f"({store.name!r}) would both mount at {plan.path}; rename one of them"
+                f"memory stores {other.described} and {plan.described} would both mount at "
+                f"{plan.path}; rename one of them"
             )
             continue
         by_slug[name_slug] = plan
@@ -406,46 +457,6 @@ def check_session_id(session_id: str) -> str:
     if not _SESSION_ID.fullmatch(session_id):
         raise SessionError([f"session id {session_id!r} must be 1-128 letters, digits, '_' or '-'"])
     return session_id
-
-
-# ---------------------------------------------------------------------------------------------
-# The prompt
-
-
-def render_prompt(plans: list[MountPlan]) -> str:
-    """Markdown for an agent's system prompt: what is mounted where, and how to use it.
-
-    Descriptions and instructions are the store owner's words, passed through unchanged.
-    """
-    count = len(plans)
-    noun = "memory store" if count == 1 else "memory stores"
-    lines = [
-        "# Memory",
-        "",
-        f"You have {count} {noun} mounted as {'a directory' if count == 1 else 'directories'}. "
-        f"The files in {'it' if count == 1 else 'them'} persist across sessions: read them "
-        "before you start, to recall what earlier sessions learned, and keep them up to date "
-        "as you work.",
-        "",
-        "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
-        "is UTF-8 text of at most 100 KB. A change is saved to the store when the file is "
-        'closed; a read-only store refuses every change with "Read-only file system".',
-    ]
-    for plan in plans:
-        store = plan.store
-        access = (
-            "read-only (you can read these files; writes fail)" if plan.read_only else "read-write"
-        )
-        lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`", f"- Access: {access}"]
-        if store.description.strip():
-            lines.append(f"- Description: {_one_paragraph(store.description)}")
-        if plan.attachment.instructions.strip():
-            lines += ["", "Instructions:", "", plan.attachment.instructions.strip()]
-    return "\n".join(lines) + "\n"
-
-
-def _one_paragraph(text: str) -> str:
-    return " ".join(text.split())
 
 
 # ---------------------------------------------------------------------------------------------

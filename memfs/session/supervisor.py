@@ -68,16 +68,32 @@ UNUPLOADED_NOTE = (
 
 @dataclass(frozen=True)
 class MountCommand:
-    """How to run ``memfs mount`` / ``memfs umount``: the program, shared options, environment."""
+    """How to run ``memfs mount`` / ``memfs umount``: the program, options, environment.
+
+    A Databricks store is mounted with ``--api databricks --actor A [--session S]`` and the
+    ``databricks_options``; a Memory Stores store with the session id (its writes' attribution)
+    and the ``memory_stores_options``: ``memfs mount`` refuses each API's options on the other.
+    """
 
     program: tuple[str, ...] = (sys.executable, "-m", "memfs")
-    mount_options: tuple[str, ...] = ()  # e.g. ("--api-key-file", F), passed to every mount
+    mount_options: tuple[str, ...] = ()  # passed to every mount, e.g. ("--debug",)
+    memory_stores_options: tuple[str, ...] = ()  # e.g. ("--api-key-file", F)
+    databricks_options: tuple[str, ...] = ()  # e.g. ("--profile", NAME)
     env: dict[str, str] | None = None  # None: inherit
 
     def mount_argv(
         self, plan: MountPlan, session_id: str, log_file: Path | None = None
     ) -> list[str]:
-        argv = [*self.program, "mount", plan.store.id, str(plan.path), "--session-id", session_id]
+        argv = [*self.program, "mount", plan.store.id, str(plan.path)]
+        attachment = plan.attachment
+        if attachment.databricks:
+            assert attachment.actor_id is not None  # parse_config requires it
+            argv += ["--api", "databricks", "--actor", attachment.actor_id]
+            if attachment.session_id:
+                argv += ["--session", attachment.session_id]
+            argv += self.databricks_options
+        else:
+            argv += ["--session-id", session_id, *self.memory_stores_options]
         if plan.read_only:
             argv.append("--read-only")
         if log_file is not None:
@@ -353,9 +369,8 @@ class Supervisor:
         if code == 0 and await trio.to_thread.run_sync(os.path.ismount, plan.path):
             mount.mounted = True
             log.info(
-                "mounted %s (%s) at %s %s",
-                plan.store.name,
-                plan.store.id,
+                "mounted %s at %s %s",
+                plan.described,
                 plan.path,
                 "read-only" if plan.read_only else "read-write",
             )

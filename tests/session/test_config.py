@@ -22,9 +22,10 @@ from memfs.session.plan import (
     new_session_id,
     parse_config,
     plan_mounts,
-    render_prompt,
     state_path,
 )
+from memfs.session.prompt import render_prompt
+from memfs.session.stores import databricks_store
 
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -276,7 +277,7 @@ def test_root_must_be_a_directory(tmp_path: Path) -> None:
     )
 
 
-def test_prompt_names_each_mount_its_path_access_description_and_instructions() -> None:
+def test_prompt_names_each_mount_its_path_access_kind_description_and_instructions() -> None:
     plans = [
         MountPlan(
             Attachment("memstore_a", "read_write", "Keep one file per customer.", 0),
@@ -288,19 +289,123 @@ def test_prompt_names_each_mount_its_path_access_description_and_instructions() 
             store("memstore_b", "Style Guide"),
             Path("/mnt/memory/style-guide"),
         ),
+        MountPlan(
+            Attachment("team-memory", "read_write", "", 2, "databricks", "agent-7", "s1"),
+            databricks_store("team-memory", "What the team learned"),
+            Path("/mnt/memory/team-memory"),
+        ),
     ]
     prompt = render_prompt(plans)
-    assert prompt.startswith("# Memory\n\nYou have 2 memory stores mounted as directories.")
+    assert prompt.startswith("# Memory\n\nYou have 3 memory stores mounted as directories.")
+    memory_stores = (
+        "- Kind: Memory Stores store; every change of a file is kept as a version under "
+        "`.versions/` (read-only, reachable by name, never listed)\n"
+    )
     assert (
         "## Customer Notes\n\n- Path: `/mnt/memory/customer-notes`\n- Access: read-write\n"
-        "- Description: What we know about customers.\n\nInstructions:\n\n"
+        f"{memory_stores}- Description: What we know about customers.\n\nInstructions:\n\n"
         "Keep one file per customer.\n"
     ) in prompt
     assert (
         "## Style Guide\n\n- Path: `/mnt/memory/style-guide`\n"
-        "- Access: read-only (you can read these files; writes fail)\n"
+        f"- Access: read-only (you can read these files; writes fail)\n{memory_stores}"
+    ) in prompt
+    assert (
+        "## team-memory\n\n- Path: `/mnt/memory/team-memory`\n- Access: read-write\n"
+        "- Kind: Databricks Agent Memory store (the entries of actor agent-7, session s1); "
+        "a file's description is its `user.description` extended attribute "
+        "(`getfattr -n user.description FILE`, `setfattr -n user.description -v TEXT FILE`); "
+        "no `.versions/`\n- Description: What the team learned\n"
     ) in prompt
     assert "Read-only file system" in prompt
+    assert 'read `<path>/.search/<words>` (`cat <path>/.search/"tomato sauce"`)' in prompt
+
+
+def databricks(store_id: str, **extra: object) -> dict[str, object]:
+    return resource(store_id, api="databricks", **extra)
+
+
+def test_databricks_resources_name_an_actor_and_maybe_a_session() -> None:
+    config = parse_config(
+        json.dumps(
+            [
+                databricks("team-memory", actor_id="agent-7", access="read_only"),
+                databricks("team-memory", actor_id="agent-7", session_id="s1"),
+                databricks("team-memory", actor_id="agent-8"),
+                resource("memstore_a", api="memory_stores"),
+            ]
+        )
+    )
+    assert [(a.api, a.memory_store_id, a.actor_id, a.session_id) for a in config.attachments] == [
+        ("databricks", "team-memory", "agent-7", None),
+        ("databricks", "team-memory", "agent-7", "s1"),
+        ("databricks", "team-memory", "agent-8", None),
+        ("memory_stores", "memstore_a", None, None),
+    ]
+    assert config.attachments[0].read_only
+
+
+def test_databricks_resource_errors_are_one_line_each() -> None:
+    assert problems_of(
+        json.dumps(
+            [
+                resource("memstore_a", api="dropbox"),
+                databricks("team-memory"),
+                resource("memstore_b", actor_id="agent-7", session_id="s1"),
+                databricks("notes", actor_id=""),
+                databricks("other", actor_id="agent-7", session_id=7),
+                databricks("twice", actor_id="agent-7", session_id="s1"),
+                databricks("twice", actor_id="agent-7", session_id="s1"),
+            ]
+        )
+    ) == [
+        "resources[0]: api must be 'memory_stores' or 'databricks', not 'dropbox'",
+        "resources[1]: a Databricks store needs an 'actor_id' (whose entries to mount)",
+        'resources[2]: actor_id and session_id only go with "api": "databricks" '
+        "(a Memory Stores store has no actors)",
+        "resources[3]: actor_id must be a non-empty string, not ''",
+        "resources[4]: session_id must be a non-empty string, not 7",
+        "resources[6] attaches Databricks store twice (actor agent-7, session s1) again "
+        "(already resources[5]); attach each store once",
+    ]
+
+
+def test_a_databricks_store_mounts_at_its_id_or_with_its_actor_and_session(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(
+        json.dumps(
+            [
+                databricks("team-memory", actor_id="agent-7"),
+                databricks("team-memory", actor_id="Agent 8", session_id="s1"),
+                databricks("solo", actor_id="agent-7"),
+                resource("memstore_a"),
+            ]
+        )
+    )
+    stores = {
+        "databricks/team-memory": databricks_store("team-memory", ""),
+        "databricks/solo": databricks_store("solo", ""),
+        "memstore_a": store("memstore_a", "Solo"),
+    }
+    with pytest.raises(SessionError) as info:
+        plan_mounts(config.attachments, stores, tmp_path)
+    assert info.value.problems == [
+        "memory stores Databricks store solo (actor agent-7) and memstore_a ('Solo') would both "
+        f"mount at {tmp_path / 'solo'}; rename one of them"
+    ]
+    stores["memstore_a"] = store("memstore_a", "Notes")
+    plans = plan_mounts(config.attachments, stores, tmp_path)
+    assert [plan.slug for plan in plans] == [
+        "team-memory-agent-7",
+        "team-memory-agent-8-s1",
+        "solo",
+        "notes",
+    ]
+    del stores["databricks/solo"]
+    with pytest.raises(SessionError) as info:
+        plan_mounts(config.attachments, stores, tmp_path)
+    assert info.value.problems == ["resources[2]: Databricks store solo does not exist"]
 
 
 def test_session_ids() -> None:

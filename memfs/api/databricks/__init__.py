@@ -30,6 +30,7 @@ class OpenedStore:
 
     quick: DatabricksStore
     uploads: DatabricksStore
+    description: str = ""  # the store's own (what it is for), as the API gave it
 
 
 @asynccontextmanager
@@ -48,8 +49,10 @@ async def open_store(
         if workspace.fresh_headers is not None:
             client.refresh_headers_with(workspace.fresh_headers)
         quick = client.with_options(timeout=10.0, max_retries=2, deadline=30.0)
-        await quick.with_options(max_retries=1, deadline=10.0).get_store(store_id)
+        found = await quick.with_options(max_retries=1, deadline=10.0).get_store(store_id)
         store = DatabricksStore(quick, store_id, actor_id, session_id)
         yield OpenedStore(
-            quick=store, uploads=store.with_client(client.with_options(timeout=60.0, max_retries=4))
+            quick=store,
+            uploads=store.with_client(client.with_options(timeout=60.0, max_retries=4)),
+            description=str(found.get("description") or ""),
         )

@@ -1,0 +1,65 @@
+"""The text an agent needs about its session's mounts: ``render_prompt``.
+
+Markdown for a system prompt: what is mounted where, read-only or not, which API each store is
+(a Memory Stores store keeps every version under ``.versions/``; a Databricks store is one
+actor's entries, their descriptions the ``user.description`` attribute), and how to search.
+Descriptions and instructions are the store owner's words, passed through unchanged.
+"""
+
+from __future__ import annotations
+
+from memfs.session.plan import MountPlan
+
+
+def render_prompt(plans: list[MountPlan]) -> str:
+    """Markdown for an agent's system prompt: what is mounted where, and how to use it."""
+    count = len(plans)
+    noun = "memory store" if count == 1 else "memory stores"
+    lines = [
+        "# Memory",
+        "",
+        f"You have {count} {noun} mounted as {'a directory' if count == 1 else 'directories'}. "
+        f"The files in {'it' if count == 1 else 'them'} persist across sessions: read them "
+        "before you start, to recall what earlier sessions learned, and keep them up to date "
+        "as you work.",
+        "",
+        "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
+        "is UTF-8 text of at most 100 KB. A change is saved to the store when the file is "
+        'closed; a read-only store refuses every change with "Read-only file system".',
+        "",
+        "To search a store by words, read `<path>/.search/<words>` "
+        '(`cat <path>/.search/"tomato sauce"`): the matching files, best first, one a line, '
+        "each path first. `.search` is never listed and cannot be written.",
+    ]
+    for plan in plans:
+        store = plan.store
+        access = (
+            "read-only (you can read these files; writes fail)" if plan.read_only else "read-write"
+        )
+        lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`", f"- Access: {access}"]
+        lines.append(f"- Kind: {_kind(plan)}")
+        if store.description.strip():
+            lines.append(f"- Description: {_one_paragraph(store.description)}")
+        if plan.attachment.instructions.strip():
+            lines += ["", "Instructions:", "", plan.attachment.instructions.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def _kind(plan: MountPlan) -> str:
+    attachment = plan.attachment
+    if not attachment.databricks:
+        return (
+            "Memory Stores store; every change of a file is kept as a version under "
+            "`.versions/` (read-only, reachable by name, never listed)"
+        )
+    session = f", session {attachment.session_id}" if attachment.session_id else ""
+    return (
+        f"Databricks Agent Memory store (the entries of actor {attachment.actor_id}{session}); "
+        "a file's description is its `user.description` extended attribute "
+        "(`getfattr -n user.description FILE`, `setfattr -n user.description -v TEXT FILE`); "
+        "no `.versions/`"
+    )
+
+
+def _one_paragraph(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,115 @@
+"""The attached stores as their APIs know them, retrieved before anything is mounted.
+
+``fetch_stores`` asks the Memory Stores API (through the ``StoreClient`` it is handed),
+``fetch_databricks_stores`` opens each Databricks store as its mount will
+(``memfs.api.databricks.open_store``). Both answer by ``Attachment.store_key`` (None: no such
+store) and raise ``SessionError`` for failures that are not one store's (credentials, network),
+each one line, each once. ``memfs.session.plan`` checks what they found.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.api.config import ConfigError
+from memfs.errors import (
+    ApiConnectionError,
+    ApiError,
+    AuthenticationError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from memfs.models import MemoryStore
+from memfs.session.plan import Attachment, SessionError
+
+
+async def fetch_stores(
+    client: StoreClient, attachments: list[Attachment]
+) -> dict[str, MemoryStore | None]:
+    """Retrieve every attached Memory Stores store concurrently, by ``store_key``; an unknown
+    store maps to None (Databricks stores: ``fetch_databricks_stores``).
+
+    Authentication, permission and connection failures are not the config's fault: they raise
+    SessionError with the reason, so the caller refuses the session as a whole.
+    """
+    found: dict[str, MemoryStore | None] = {}
+    failures: list[str] = []
+
+    async def one(store_id: str) -> None:
+        try:
+            found[store_id] = await client.get_store(store_id)
+        except NotFoundError:
+            found[store_id] = None
+        except AuthenticationError as exc:
+            failures.append(f"the API refused the credentials: {exc.message}")
+        except PermissionDeniedError:
+            failures.append(f"memory store {store_id} is not accessible with these credentials")
+        except ApiConnectionError as exc:
+            failures.append(f"cannot reach the API at {client.config.shown_base_url}: {exc}")
+        except ApiError as exc:
+            failures.append(f"cannot retrieve memory store {store_id}: {exc}")
+
+    async with trio.open_nursery() as nursery:
+        for attachment in attachments:
+            if not attachment.databricks:
+                nursery.start_soon(one, attachment.memory_store_id)
+    if failures:
+        raise SessionError(sorted(set(failures)))
+    return found
+
+
+async def fetch_databricks_stores(
+    attachments: list[Attachment], profile: str | None = None
+) -> dict[str, MemoryStore | None]:
+    """Open every attached Databricks store once, concurrently, as its mount will
+    (``open_store``: the workspace of ``DATABRICKS_HOST``/``DATABRICKS_TOKEN`` or ``profile``);
+    by ``store_key``, an unknown store maps to None. No workspace or credentials, and the
+    failures that are not one store's, raise SessionError."""
+    from memfs.api.databricks import open_store  # its SDK is needed only with Databricks stores
+
+    found: dict[str, MemoryStore | None] = {}
+    failures: list[str] = []
+
+    async def one(attachment: Attachment) -> None:
+        store_id = attachment.memory_store_id
+        assert attachment.actor_id is not None  # parse_config requires it
+        try:
+            async with open_store(store_id, attachment.actor_id, profile=profile) as opened:
+                found[attachment.store_key] = databricks_store(store_id, opened.description)
+        except NotFoundError:
+            found[attachment.store_key] = None
+        except ConfigError as exc:
+            failures.append(str(exc))
+        except AuthenticationError as exc:
+            failures.append(f"the Databricks workspace refused the token: {exc.message}")
+        except PermissionDeniedError:
+            failures.append(f"Databricks store {store_id} is not accessible with these credentials")
+        except ApiConnectionError as exc:
+            failures.append(f"cannot reach the Databricks workspace: {exc}")
+        except ApiError as exc:
+            failures.append(f"cannot retrieve Databricks store {store_id}: {exc}")
+
+    firsts = {a.store_key: a for a in reversed(attachments) if a.databricks}
+    async with trio.open_nursery() as nursery:
+        for attachment in firsts.values():
+            nursery.start_soon(one, attachment)
+    if failures:
+        raise SessionError(sorted(set(failures)))
+    return found
+
+
+def databricks_store(store_id: str, description: str) -> MemoryStore:
+    """A Databricks store as the plan and the prompt know stores: its id is its name (the
+    API's ``display_name`` is a deprecated alias of it), it is never archived."""
+    epoch = datetime.fromtimestamp(0, UTC)  # the plan needs no times
+    return MemoryStore(
+        id=store_id,
+        name=store_id,
+        description=description,
+        metadata={},
+        created_at=epoch,
+        updated_at=epoch,
+    )
