@@ -1,0 +1,174 @@
+"""A session of Databricks stores beside Memory Stores stores, on the reference server (which
+serves both APIs): one root, each store at its own directory, each mounted for its own API,
+stopped together with each mount's report; and the refusals only Databricks stores have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.databricks import ACTOR, Workspace
+from support.servers import ServerProcess
+
+from memfs.mount.daemon import state_path as daemon_state_path
+
+from .helpers import Api, force_unmount, mounts_under, run_memfs, slug_of, unique, write_config
+
+pytestmark = pytest.mark.fuse
+
+
+def databricks_env(server: ServerProcess, tmp_path: Path) -> dict[str, str]:
+    """Both APIs' credentials, as their users set them; nothing of the machine's."""
+    env = server.client_env()
+    env.update(
+        DATABRICKS_HOST=server.base_url,
+        DATABRICKS_TOKEN=server.api_key,
+        HOME=str(tmp_path / "home"),  # no ~/.databrickscfg of the machine's
+        MEMFS_STATE_DIR=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    return env
+
+
+def daemon_argv(mount: Path) -> list[str]:
+    pid = daemon_state_path(str(mount), "pid").read_text().split()[0]
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
+def fsync(path: Path, content: str) -> None:
+    """Write ``path`` and return once the store has it (fsync waits for the upload)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, content.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_together(
+    tmp_path: Path, fresh_server: ServerProcess
+) -> None:
+    api = Api(fresh_server)
+    notes = api.create_store(unique("Notes"), "What the agent learned")
+    workspace = Workspace(fresh_server)
+    team = workspace.create_store()
+    workspace.put(team, "/prefs.md", "be brief\n", description="the user's tastes")
+    env = databricks_env(fresh_server, tmp_path)
+    root = tmp_path / "memory"
+    config = write_config(
+        tmp_path / "session.json",
+        [
+            {"type": "memory_store", "memory_store_id": notes["id"]},
+            {"type": "memory_store", "api": "databricks", "memory_store_id": team,
+             "actor_id": ACTOR, "instructions": "Keep the user's preferences here."},
+        ],
+    )  # fmt: skip
+    prompt_file = tmp_path / "prompt.md"
+    mounts = {"notes": root / slug_of(notes["name"]), "team": root / team}
+    try:
+        done = run_memfs(
+            ["session", "--config", str(config), "--root", str(root), "--detach",
+             "--prompt-file", str(prompt_file)],
+            env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert sorted(mounts_under(root)) == sorted(str(path) for path in mounts.values())
+
+        # each mounted for its own API; no token on any command line
+        team_argv = daemon_argv(mounts["team"])
+        assert team_argv[team_argv.index("--api") + 1] == "databricks"
+        assert team_argv[team_argv.index("--actor") + 1] == ACTOR
+        assert "--session-id" not in team_argv
+        assert "--session-id" in daemon_argv(mounts["notes"])
+        for mount in mounts.values():
+            assert fresh_server.api_key not in "\0".join(daemon_argv(mount))
+
+        prompt = prompt_file.read_text()
+        assert f"## {team}\n\n- Path: `{mounts['team']}`\n- Access: read-write\n" in prompt
+        assert f"- Kind: Databricks Agent Memory store (the entries of actor {ACTOR})" in prompt
+        assert "Keep the user's preferences here." in prompt
+        assert f"## {notes['name']}\n\n- Path: `{mounts['notes']}`" in prompt
+
+        status = run_memfs(["session", "status", "--root", str(root), "--json"], env)
+        listed = {m["path"]: m for m in json.loads(status.stdout)["mounts"]}
+        assert listed[str(mounts["team"])]["api"] == "databricks"
+        assert listed[str(mounts["team"])]["actor_id"] == ACTOR
+        assert "api" not in listed[str(mounts["notes"])]
+
+        # files written in each reach that store's API, and only it
+        assert (mounts["team"] / "prefs.md").read_text() == "be brief\n"
+        assert os.getxattr(mounts["team"] / "prefs.md", "user.description") == b"the user's tastes"
+        fsync(mounts["notes"] / "learned.md", "a fact\n")
+        fsync(mounts["team"] / "tone.md", "formal\n")
+        assert api.memories(notes["id"])["/learned.md"]["content"] == "a fact\n"
+        assert workspace.content(team, "/tone.md") == "formal\n"
+        assert "/tone.md" not in api.memories(notes["id"])
+        assert workspace.content(team, "/learned.md") is None
+
+        # the server goes away before the next changes are uploaded: the stop reports each
+        # mount's, from each mount's own unmount report and journal
+        (mounts["notes"] / "late.md").write_text("late fact\n")
+        (mounts["team"] / "late.md").write_text("late preference\n")
+        fresh_server.stop()
+        stopped = run_memfs(["session", "stop", "--root", str(root)], env, timeout=90)
+    finally:
+        force_unmount(root)
+        workspace.http.close()
+    assert stopped.returncode == 1, stopped.stderr
+    lines = stopped.stderr.splitlines()
+    cache = tmp_path / "cache" / "memfs"
+    for mount, journal in (
+        (mounts["notes"], f"{cache / notes['id']}/journal-0"),
+        (mounts["team"], f"{cache}/databricks-{team}-"),
+    ):
+        mine = [line for line in lines if line.startswith(f"memfs session: {mount}: put /late.md")]
+        assert len(mine) == 1, stopped.stderr
+        assert f"(kept in {journal}" in mine[0]
+    assert mounts_under(root) == [] and not root.exists()
+
+
+def refused(tmp_path: Path, env: dict[str, str], resources: Any) -> str:
+    root = tmp_path / "memory"
+    config = write_config(tmp_path / "session.json", resources)
+    done = run_memfs(["session", "--config", str(config), "--root", str(root)], env)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert not root.exists() and mounts_under(root) == []
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_databricks_refusals_are_one_line_each_before_anything_mounts(
+    tmp_path: Path, server: ServerProcess, api: Api
+) -> None:
+    notes = api.create_store(unique("Notes"))
+    workspace = Workspace(server)
+    team = workspace.create_store()
+    workspace.http.close()
+    env = databricks_env(server, tmp_path)
+
+    def dbx(store: str, **extra: str) -> dict[str, str]:
+        return {"type": "memory_store", "api": "databricks", "memory_store_id": store, **extra}
+
+    ms = {"type": "memory_store", "memory_store_id": notes["id"]}
+    assert refused(tmp_path, env, [ms, dbx(team), {**ms, "actor_id": ACTOR}]) == (
+        "memfs session: resources[1]: a Databricks store needs an 'actor_id' (whose entries "
+        'to mount)\nmemfs session: resources[2]: actor_id only go with "api": "databricks" '
+        "(a Memory Stores store has no actors)\n"
+    )
+    # a session of Databricks stores alone needs no Memory Stores key
+    alone = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
+    assert refused(
+        tmp_path, alone, [dbx(team, actor_id=ACTOR), dbx("no-such-store", actor_id=ACTOR)]
+    ) == ("memfs session: resources[1]: Databricks store no-such-store does not exist\n")
+    without = {k: v for k, v in env.items() if not k.startswith("DATABRICKS_")}
+    said = refused(tmp_path, without, [ms, dbx(team, actor_id=ACTOR)])
+    assert said.startswith("memfs session: no Databricks workspace") and said.count("\n") == 1
+    said = refused(
+        tmp_path, {**env, "DATABRICKS_TOKEN": "not-the-token"}, [dbx(team, actor_id=ACTOR)]
+    )
+    assert said.startswith("memfs session: the Databricks workspace refused the token")
+    assert said.count("\n") == 1 and "not-the-token" not in said
