@@ -156,7 +156,7 @@ def test_foreground_session_prints_the_prompt_and_stops_on_sigterm(
         assert proc.stdout is not None
         assert proc.stdout.readline() == "# Memory\n"  # printed once every store is mounted
         assert os.path.ismount(mount)
-        prompt = [proc.stdout.readline() for _ in range(9)]
+        prompt = [proc.stdout.readline() for _ in range(12)]
         assert f"- Path: `{mount}`\n" in prompt
         session_id = status(root, session_env)["session_id"]
         assert session_id.startswith("sesn_")
