@@ -269,8 +269,9 @@ def _parse_api(
     if api == MEMORY_STORES:
         given = [name for name in ("actor_id", "session_id") if name in item]
         if given:
+            verb = "go" if len(given) > 1 else "goes"
             problems.append(
-                f'{where}: {" and ".join(given)} only go with "api": "databricks" '
+                f'{where}: {" and ".join(given)} {verb} only with "api": "databricks" '
                 "(a Memory Stores store has no actors)"
             )
         return MEMORY_STORES, None, None

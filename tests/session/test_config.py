@@ -361,7 +361,7 @@ def test_databricks_resource_errors_are_one_line_each() -> None:
     ) == [
         "resources[0]: api must be 'memory_stores' or 'databricks', not 'dropbox'",
         "resources[1]: a Databricks store needs an 'actor_id' (whose entries to mount)",
-        'resources[2]: actor_id and session_id only go with "api": "databricks" '
+        'resources[2]: actor_id and session_id go only with "api": "databricks" '
         "(a Memory Stores store has no actors)",
         "resources[3]: actor_id must be a non-empty string, not ''",
         "resources[4]: session_id must be a non-empty string, not 7",

@@ -156,7 +156,7 @@ def test_databricks_refusals_are_one_line_each_before_anything_mounts(
     ms = {"type": "memory_store", "memory_store_id": notes["id"]}
     assert refused(tmp_path, env, [ms, dbx(team), {**ms, "actor_id": ACTOR}]) == (
         "memfs session: resources[1]: a Databricks store needs an 'actor_id' (whose entries "
-        'to mount)\nmemfs session: resources[2]: actor_id only go with "api": "databricks" '
+        'to mount)\nmemfs session: resources[2]: actor_id goes only with "api": "databricks" '
         "(a Memory Stores store has no actors)\n"
     )
     # a session of Databricks stores alone needs no Memory Stores key
