@@ -98,6 +98,8 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
         assert listed[str(mounts["team"])]["api"] == "databricks"
         assert listed[str(mounts["team"])]["actor_id"] == ACTOR
         assert "api" not in listed[str(mounts["notes"])]
+        shown = run_memfs(["session", "status", "--root", str(root)], env).stdout
+        assert f"  {mounts['team']}  read_write  databricks:{team} (actor {ACTOR})  ok\n" in shown
 
         # files written in each reach that store's API, and only it
         assert (mounts["team"] / "prefs.md").read_text() == "be brief\n"
