@@ -14,6 +14,7 @@ from memfs.models import Actor
 from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchDocument, SearchScope
 from memfs.server.search.semantic import fuse
+from memfs.server.search.terms import content_terms
 from memfs.server.sql import SqlStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
@@ -64,6 +65,20 @@ async def test_words_match_any_of_several_and_by_stem_and_path(
         "/people/alice.md",
         "/projects/gardening.md",
     }
+
+
+async def test_function_words_do_not_rank(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    await mem("/chatter.md", "She said to me that she would be there, to be sure, and she was.")
+    await mem("/contact.md", "Prefers being contacted by email.")
+    found = await search(client, store_id, "how does she like to be contacted")
+    assert found[0] == "/contact.md"
+
+
+def test_a_query_of_function_words_only_keeps_them() -> None:
+    assert content_terms(["how", "She", "contacted"]) == ["contacted"]
+    assert content_terms(["to", "be"]) == ["to", "be"]
 
 
 async def test_updates_deletes_and_store_deletion_keep_the_index_right(
