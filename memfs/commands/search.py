@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from memfs.api import StoreClient
     from memfs.api.config import ClientConfig, ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.core.searchindex import query_terms
     from memfs.errors import ApiConnectionError, ApiError
+    from memfs.search_words import query_terms
 
     if not query_terms(args.query):
         return actions.fail("the query has no word to look for", actions.EXIT_USAGE, None)

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from memfs import paths
-from memfs.core.searchindex import SearchIndex, query_terms, words
+from memfs.core.searchindex import SearchIndex
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
+from memfs.search_words import content_terms, query_terms, words
 from memfs.store_api import StoreAPI
 
 if TYPE_CHECKING:  # the cache needs cachetools (the mount extra); memfs search does without
@@ -79,7 +80,7 @@ def _matches(term: str, tokens: set[str]) -> bool:
 def best_line(content: str, query: str) -> str:
     """The line of ``content`` holding the most words of ``query`` (the first of equals; the
     first non-blank line if none holds one), on one line, at most ``MAX_LINE`` characters."""
-    terms = query_terms(query)
+    terms = [term.casefold() for term in content_terms(query_terms(query))]
     best, best_count = "", -1
     for line in content.splitlines():
         if line.strip():

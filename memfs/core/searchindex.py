@@ -18,42 +18,23 @@ It must not talk to a store or know files and inodes. One index belongs to one t
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
-import unicodedata
 from dataclasses import dataclass
+
+from memfs.search_words import fts5_match, query_terms
 
 log = logging.getLogger(__name__)
 
-MAX_TERMS = 32  # words of a query beyond this are ignored (as the server: a query is a few words)
 MAX_LIMIT = 100
-_WORD = re.compile(r"\w+")  # the server's words (FTS5 splits "a_b" into a phrase itself)
 # weights of the columns path, description, content in bm25()
 _WEIGHTS = (1.0, 2.0, 1.0)
 
 
-def words(text: str) -> list[str]:
-    """The words of ``text`` (Unicode NFC, case-folded), before the index's stemming."""
-    return _WORD.findall(unicodedata.normalize("NFC", text).casefold())
-
-
-def query_terms(query: str) -> list[str]:
-    """The words of ``query`` (each once, in order; at most ``MAX_TERMS``)."""
-    terms: list[str] = []
-    for word in words(query):
-        if word not in terms:
-            terms.append(word)
-        if len(terms) == MAX_TERMS:
-            break
-    return terms
-
-
 def match_expression(query: str) -> str | None:
-    """The FTS5 MATCH expression of ``query``: each word quoted, OR-ed; None without a word."""
+    """The FTS5 MATCH expression of ``query`` (``memfs.search_words``: the server's rule);
+    None without a word."""
     terms = query_terms(query)
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return fts5_match(terms) if terms else None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ def test_no_input_is_a_syntax_error(query: str) -> None:
 
 
 def test_query_rules() -> None:
-    assert match_expression("Alpha beta, alpha!") == '"alpha" OR "beta"'
+    assert match_expression("Alpha beta, alpha!") == '"Alpha" OR "beta"'  # FTS5 folds case
+    assert match_expression("how does she like to be contacted") == '"like" OR "contacted"'
+    assert match_expression("to be") == '"to" OR "be"'  # nothing but function words: kept
     assert match_expression("  ..  ") is None
     assert SearchIndex().search("   ") == []
 
