@@ -1,9 +1,11 @@
 """`make demo`: memfs on its embedded default, from nothing.
 
 Starts a reference server on a throwaway database, creates a demo store with a few memories,
-mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit), then shows the
-version the edit stored and unmounts. With ``--keep`` the mount stays up until Ctrl-C so you can
-explore it from another terminal.
+mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit, a search), then
+shows the version the edit stored. Then the same server's Databricks Agent Memory API: a store
+with one actor's entries, mounted with ``--api databricks``, its descriptions as extended
+attributes, and a search. Both are unmounted at the end. With ``--keep`` the mounts stay up until
+Ctrl-C so you can explore them from another terminal.
 
 The API key is generated here and passed to child processes through the environment only.
 """
@@ -26,6 +28,23 @@ from pathlib import Path
 import httpx
 
 MEMFS = [sys.executable, "-m", "memfs"]
+DATABRICKS_STORE = "demo-agent-memory"
+DATABRICKS_ACTOR = "demo-agent"
+# path: (description, content) of the Databricks store's entries, all of DATABRICKS_ACTOR
+DATABRICKS_SAMPLES = {
+    "/people/dana.md": (
+        "Dana, the project's designer: how and when to reach her",
+        "Dana prefers a Slack DM to e-mail and answers in the mornings (CET).\n",
+    ),
+    "/projects/launch.md": (
+        "The launch plan and its open risks",
+        "Launch on the 14th. Open risk: the payment provider's sandbox is flaky.\n",
+    ),
+    "/preferences/style.md": (
+        "How the user likes answers written",
+        "Short answers, bullet points, no emoji.\n",
+    ),
+}
 SAMPLES = {
     "/README.md": "# Demo Memory\n\nA memory store mounted as a directory by memfs.\n",
     "/notes/todo.md": "- [ ] try `grep -r` over the mount\n- [ ] edit a memory in vim\n",
@@ -68,6 +87,44 @@ def wait_healthy(base_url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("demo: the server did not start within 20 s")
 
 
+def databricks_tour(base_url: str, key: str, point: Path, env: dict[str, str]) -> None:
+    """Create a Databricks Agent Memory store on the same server, mount one actor's entries at
+    ``point`` and search them."""
+    db_env = {**env, "DATABRICKS_HOST": base_url, "DATABRICKS_TOKEN": key}
+    api = httpx.Client(
+        base_url=f"{base_url}/api/2.0/agents",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=10,
+    )
+    banner(f"the same server speaks Databricks Agent Memory: store {DATABRICKS_STORE!r}")
+    with api:
+        created = api.post(
+            "/memory-stores",
+            params={"managed_memory_store_id": DATABRICKS_STORE},
+            json={"description": "memfs demo (Databricks Agent Memory)"},
+        )
+        created.raise_for_status()
+        for path, (description, content) in DATABRICKS_SAMPLES.items():
+            print(f"$ POST …/memory-stores/{DATABRICKS_STORE}/entries  ({path})", flush=True)
+            entry = {"actor_id": DATABRICKS_ACTOR, "path": path, "content": content}
+            api.post(
+                f"/memory-stores/{DATABRICKS_STORE}/entries",
+                json={**entry, "description": description},
+            ).raise_for_status()
+    point.mkdir(parents=True)
+    banner(f"mounting actor {DATABRICKS_ACTOR!r}'s entries at {point}")
+    print("$ export DATABRICKS_HOST=… DATABRICKS_TOKEN=…", flush=True)
+    as_actor = ["--api", "databricks", "--actor", DATABRICKS_ACTOR]
+    run([*MEMFS, "mount", DATABRICKS_STORE, str(point), *as_actor], db_env)
+    run(["ls", "-R", str(point)], db_env)
+    run(["getfattr", "-n", "user.description", str(point / "people" / "dana.md")], db_env)
+    banner("searching its entries: .search/ in the mount, or memfs search")
+    query = "how do I contact the designer"
+    shown = f'cat "{point}/.search/{query}"'
+    run(["cat", str(point / ".search" / query)], db_env, shell_view=shown)
+    run([*MEMFS, "search", DATABRICKS_STORE, "payment risk", *as_actor, "--limit", "3"], db_env)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="stay mounted until Ctrl-C")
@@ -94,6 +151,7 @@ def main() -> int:
         stderr=subprocess.STDOUT,
     )
     mounted = False
+    db_mountpoint = work / "mnt" / DATABRICKS_STORE
     try:
         wait_healthy(base_url, server)
         banner("creating the store 'Demo Memory' with a few memories")
@@ -133,8 +191,14 @@ def main() -> int:
         banner("the store now holds new versions of the same memory")
         run([*memfs, "memories", "log", "Demo Memory", "/notes/todo.md"], env)
 
+        banner("searching from the shell: read .search/<words> (never listed, read-only)")
+        run(["cat", ".search/small documents"], env, shell_view='cat ".search/small documents"')
+
+        os.chdir(work)
+        databricks_tour(base_url, key, db_mountpoint, env)
+
         if args.keep:
-            banner(f"mounted at {mountpoint}; press Ctrl-C to unmount and stop")
+            banner(f"mounted at {mountpoint} and {db_mountpoint}; press Ctrl-C to unmount")
             signal.signal(signal.SIGTERM, signal.default_int_handler)
             try:
                 while True:
@@ -146,6 +210,8 @@ def main() -> int:
         if mounted:
             banner("unmounting (pending writes are flushed first)")
             subprocess.run([*memfs, "umount", str(mountpoint)], env=env, check=False)
+        if os.path.ismount(db_mountpoint):
+            subprocess.run([*memfs, "umount", str(db_mountpoint)], env=env, check=False)
         server.terminate()
         try:
             server.wait(10)
@@ -153,7 +219,7 @@ def main() -> int:
             server.kill()
         server_log.close()
         # Never walk into a mount that is still up: rmtree would delete memories.
-        if not os.path.ismount(mountpoint):
+        if not os.path.ismount(mountpoint) and not os.path.ismount(db_mountpoint):
             shutil.rmtree(work, ignore_errors=True)
     banner("done: the server and its throwaway database are gone")
     return 0
