@@ -3,8 +3,12 @@
 The official clients drive it unchanged: ``workspace`` is databricks-sdk's ``WorkspaceClient``
 (PAT auth: the server's API key as the token), ``agentkit`` the AgentKit memory client on it,
 and ``tests/server/databricks/test_cli.py`` runs the ``agentbricks`` CLI with the token in its
-environment. ``store`` is a fresh store for one test, deleted in teardown. ``pg_server`` is the
-same server on a PostgreSQL database (one per module, on the session's throwaway cluster).
+environment. ``store`` is a fresh store for one test, deleted in teardown.
+
+``dbx_server`` runs on each backend in turn (``sqlite``: a file; ``postgres``: a database on the
+session's throwaway cluster), one server per backend per module, so every test that uses it runs
+on both. A test pins one backend with
+``@pytest.mark.parametrize("dbx_server", ["postgres"], indirect=True)``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.errors import NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryStore
 from databricks_agentkit import AgentKitClient
-from pgcluster import PgCluster
 from support.servers import ServerProcess, free_port
 
 
@@ -30,24 +33,15 @@ def workspace_for(server: ServerProcess, token: str | None = None) -> WorkspaceC
     return WorkspaceClient(host=server.base_url, token=token or server.api_key)
 
 
-@pytest.fixture(scope="module")
-def dbx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(db=tmp_path_factory.mktemp("dbx") / "memfs.db", port=free_port())
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(scope="module")
-def pg_server(
-    pg_cluster: PgCluster, tmp_path_factory: pytest.TempPathFactory
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def dbx_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
+    url = None
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_cluster").create_database("dbx")
     proc = ServerProcess(
-        db=tmp_path_factory.mktemp("dbx-pg") / "memfs.db",
-        port=free_port(),
-        db_url=pg_cluster.create_database("dbx"),
+        db=tmp_path_factory.mktemp("dbx") / "memfs.db", port=free_port(), db_url=url
     )
     proc.start()
     try:

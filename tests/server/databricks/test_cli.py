@@ -3,7 +3,9 @@
 The token travels in its environment (``DATABRICKS_HOST``/``DATABRICKS_TOKEN``), never argv;
 its home and config file are empty temp paths and its telemetry is off. ``-o json`` prints the
 API's answers, and errors as ``{"error": {"message", "code"}}`` on stderr with exit code 1.
-Each run costs ~1 s of start-up (the SDK's import), so the scenarios are few and long.
+Each run costs ~1.5 s of start-up (the SDK's import), so the scenarios are few and long: the
+whole one on SQLite, and on PostgreSQL only the runs whose answers the backend decides (an
+exclusive create, a search); the SDK and AgentKit tests drive every rule on both backends.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def run(env: dict[str, str], *args: str, ok: bool = True) -> Any:
     return json.loads(done.stderr[done.stderr.index("{\n") :])["error"]
 
 
+@pytest.mark.parametrize("dbx_server", ["sqlite"], indirect=True)
 def test_stores_and_entries(cli_env: dict[str, str]) -> None:
     store_id = new_store_id()
     made = run(cli_env, "stores", "create", "--display-name", store_id, "--description", "one")
@@ -85,3 +88,13 @@ def test_stores_and_entries(cli_env: dict[str, str]) -> None:
     assert updated["content"] == "eggs" and updated["description"] == "errands"
     assert run(cli_env, "entries", "delete", *common, entry_id, "--yes") == {"deleted": entry_id}
     assert run(cli_env, "stores", "delete", store_id, "--yes") == {"deleted": store_id}
+
+
+@pytest.mark.parametrize("dbx_server", ["postgres"], indirect=True)
+def test_create_and_search_on_postgres(cli_env: dict[str, str], store: str) -> None:
+    common = ["--store", store.removeprefix("memory-stores/"), "--actor-id", "a"]
+    made = run(cli_env, "entries", "create", *common, "--path", "/x.md", "--content", "kiwi")
+    duplicate = run(cli_env, "entries", "create", *common, "--path", "/x.md", ok=False)
+    assert duplicate["code"] == "ALREADY_EXISTS"
+    found = run(cli_env, "entries", "search", *common, "--query", "kiwi")
+    assert [r["managed_memory_entry"]["name"] for r in found["results"]] == [made["name"]]

@@ -192,6 +192,22 @@ def test_pages(workspace: WorkspaceClient, store: str) -> None:
         list(ak.list_memories(store, actor_id="a", page_size=101))
 
 
+def test_list_is_in_byte_order(workspace: WorkspaceClient, store: str) -> None:
+    """Paths sort by their UTF-8 bytes on every backend, never by a locale's collation; at one
+    path the session-less entry comes first. Pages of one keep that order."""
+    ak = workspace.agent_kit
+    for path, session in [("/b.md", "s"), ("/é.md", None), ("/b.md", None), ("/B.md", None)]:
+        ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path=path, session_id=session))
+    ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/a.md"))
+    assert keys(ak.list_memories(store, actor_id="a", page_size=1)) == [
+        ("/B.md", None),
+        ("/a.md", None),
+        ("/b.md", None),
+        ("/b.md", "s"),
+        ("/é.md", None),
+    ]
+
+
 def test_update_by_mask(workspace: WorkspaceClient, store: str) -> None:
     ak = workspace.agent_kit
     made = ak.create_memory(
@@ -303,3 +319,18 @@ def test_largest_entry_fits(workspace: WorkspaceClient, store: str) -> None:
     )
     made = workspace.agent_kit.create_memory(store, entry)
     assert workspace.agent_kit.get_memory(made.name).content == entry.content
+
+
+def test_the_largest_key_fits_in_every_index(workspace: WorkspaceClient, store: str) -> None:
+    """Every index holding (actor, session, path) takes the largest key the limits allow, and a
+    four-byte character counts as four (else a PostgreSQL index entry would overflow: a 500)."""
+    ak = workspace.agent_kit
+    wide = "\U0001f600"  # 4 UTF-8 bytes
+    key = ManagedMemoryEntry(
+        actor_id=wide * 64, session_id=wide * 64, path="/" + wide * 255 + "xyz", content="big"
+    )
+    made = ak.create_memory(store, key)
+    found = ak.search_memories(store, wide * 64, "big", session_id=wide * 64)
+    assert [r.managed_memory_entry.name for r in found] == [made.name]
+    with pytest.raises(InvalidParameterValue, match="actor_id"):
+        ak.create_memory(store, ManagedMemoryEntry(actor_id=wide * 65, path="/x"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 
+import psycopg
 import pytest
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
@@ -24,6 +25,20 @@ from .conftest import new_store_id
 def paths(workspace: WorkspaceClient, store: str, query: str, **scope: str) -> list[str]:
     results = workspace.agent_kit.search_memories(store, scope.pop("actor_id", "a"), query, **scope)
     return [r.managed_memory_entry.path for r in results]
+
+
+def index_rows(server: ServerProcess, store_id: str) -> int:
+    """How many rows the server's search index holds for the Databricks store, read from its
+    database directly (PostgreSQL or the SQLite file, read-only)."""
+    query = "SELECT COUNT(*) FROM search_docs WHERE kind = 'databricks' AND store_id = "
+    if server.db_url is not None:
+        with psycopg.connect(server.db_url) as pg:
+            row = pg.execute(query + "%s", (store_id,)).fetchone()
+    else:
+        with closing(sqlite3.connect(f"file:{server.db}?mode=ro", uri=True)) as db:
+            row = db.execute(query + "?", (store_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def test_the_index_follows_every_write(workspace: WorkspaceClient, store: str) -> None:
@@ -88,15 +103,11 @@ def test_a_deleted_store_leaves_nothing_behind(
     name = ak.create_memory_store(ManagedMemoryStore(), store_id).name
     entry = ManagedMemoryEntry(actor_id="a", path="/x", content="comet")
     ak.create_memory(name, entry, managed_memory_entry_id="e1")
+    assert index_rows(dbx_server, store_id) == 1
     ak.delete_memory_store(name)
     with pytest.raises(NotFound):
         paths(workspace, name, "comet")
-    with closing(sqlite3.connect(f"file:{dbx_server.db}?mode=ro", uri=True)) as db:
-        left = db.execute(
-            "SELECT COUNT(*) FROM search_docs WHERE kind = 'databricks' AND store_id = ?",
-            (store_id,),
-        ).fetchone()[0]
-    assert left == 0  # the index forgot the store with it
+    assert index_rows(dbx_server, store_id) == 0  # the index forgot the store with it
     # The same ids again: the old text must not find the new entry.
     ak.create_memory_store(ManagedMemoryStore(), store_id)
     entry = ManagedMemoryEntry(actor_id="a", path="/x", content="asteroid")
