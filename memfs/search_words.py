@@ -9,7 +9,9 @@ cause a syntax error, and a text without a word (blank, punctuation only) finds 
 SQLite's FTS5 tokenizer indexes every word, so an FTS5 query leaves out English function words
 (``STOP_WORDS``) when it holds any other word: "how does she like to be contacted" would
 otherwise rank by "she", "to" and "be" (PostgreSQL's english configuration drops such words
-itself; measured on tests/data/search_eval.json in docs/benchmarks.md, *Search*).
+itself; measured on tests/data/search_eval.json in docs/benchmarks.md, *Search*). The list is
+PostgreSQL's own (``tsearch_data/english.stop``), so a query counts the same words on both
+backends: "don't" is two function words, "would" is none.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ _WORD = re.compile(r"\w+")
 
 STOP_WORDS = frozenset(  # one string: a word list reads better than 127 quoted lines
     """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can did do does doing don down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own s same she should so some such t than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with you your yours yourself yourselves
     """.split()  # noqa: SIM905
 )
 

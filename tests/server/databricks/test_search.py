@@ -95,6 +95,20 @@ def test_ranking_and_scope(workspace: WorkspaceClient, store: str) -> None:
         paths(workspace, store, "   ")
 
 
+def test_function_words_are_the_same_on_both_backends(
+    workspace: WorkspaceClient, store: str
+) -> None:
+    """A query leaves out the same function words on SQLite as PostgreSQL's ``english``
+    configuration does (``memfs.search_words.STOP_WORDS``): "don" and "t" of "don't" are
+    function words, "would" is not."""
+    ak = workspace.agent_kit
+    for path, content in [("/panic.md", "don't panic"), ("/forget.md", "forget it"),
+                          ("/tea.md", "I would like tea")]:  # fmt: skip
+        ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path=path, content=content))
+    assert paths(workspace, store, "don't forget") == ["/forget.md"]
+    assert paths(workspace, store, "would travel") == ["/tea.md"]
+
+
 def test_a_deleted_store_leaves_nothing_behind(
     workspace: WorkspaceClient, dbx_server: ServerProcess
 ) -> None:

