@@ -32,8 +32,8 @@ want whole segments pass a prefix ending in ``/``).
 
 Modules: ``document`` (the types), ``index`` (``SearchIndex``, which dispatches on the
 dialect), ``terms`` (free text to safe terms, the scope as SQL), ``fts_sqlite`` /
-``fts_postgres`` (the BM25 of each database), ``semantic`` (optional embeddings fused by
-reciprocal rank). This package must not open
+``fts_postgres`` (the BM25 of each database, on the SQL they share: ``fts_base``),
+``semantic`` (optional embeddings fused by reciprocal rank). This package must not open
 connections or start transactions (the backends do) and must not know HTTP (the routes do).
 """
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from memfs.server.schema import PG_TS_CONFIG
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchScope, Tx
+from memfs.server.search.fts_base import FtsBase, doc_where
 from memfs.server.search.fts_sqlite import COLUMN_WEIGHTS
 from memfs.server.search.terms import scope_sql
 
@@ -34,8 +35,13 @@ def _tsquery(lexemes: list[str]) -> str:
     return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
 
 
-class PostgresFts:
+class PostgresFts(FtsBase):
     """The PostgreSQL half of ``SearchIndex`` (same methods as ``SqliteFts``)."""
+
+    _UNEMBEDDED_SQL = (
+        "SELECT kind, store_id, doc_id, description, path, content FROM search_docs "
+        "WHERE embedding_model IS NULL OR embedding_model <> ? LIMIT ?"
+    )
 
     def index(
         self, tx: Tx, doc: SearchDocument, embedding: bytes | None, model: str | None
@@ -69,8 +75,7 @@ class PostgresFts:
         )
 
     def remove(self, tx: Tx, kind: DocumentKind, store_id: str, doc_id: str | None) -> None:
-        where = "kind = ? AND store_id = ?" + ("" if doc_id is None else " AND doc_id = ?")
-        params: tuple[str, ...] = (kind, store_id) if doc_id is None else (kind, store_id, doc_id)
+        where, params = doc_where(kind, store_id, doc_id)
         tx.execute(f"DELETE FROM search_docs WHERE {where}", params)
 
     def bm25(self, tx: Tx, scope: SearchScope, terms: list[str], limit: int) -> list[Any]:
@@ -105,32 +110,3 @@ class PostgresFts:
             (*params, *params, _tsquery(lexemes), lexemes, limit),
         ).fetchall()
         return [(row["doc_id"], float(row["score"])) for row in rows]
-
-    def vectors(self, tx: Tx, scope: SearchScope, model: str) -> list[Any]:
-        where, params = scope_sql(scope, "d")
-        rows = tx.execute(
-            f"SELECT d.doc_id, d.embedding FROM search_docs d WHERE {where} "
-            "AND d.embedding_model = ?",
-            (*params, model),
-        ).fetchall()
-        return [(row["doc_id"], bytes(row["embedding"])) for row in rows]
-
-    def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
-        rows = tx.execute(
-            "SELECT kind, store_id, doc_id, description, path, content FROM search_docs "
-            "WHERE embedding_model IS NULL OR embedding_model <> ? LIMIT ?",
-            (model, limit),
-        ).fetchall()
-        return [
-            (r["kind"], r["store_id"], r["doc_id"], (r["description"], r["path"], r["content"]))
-            for r in rows
-        ]
-
-    def set_embedding(
-        self, tx: Tx, kind: str, store_id: str, doc_id: str, embedding: bytes, model: str
-    ) -> None:
-        tx.execute(
-            "UPDATE search_docs SET embedding = ?, embedding_model = ? "
-            "WHERE kind = ? AND store_id = ? AND doc_id = ?",
-            (embedding, model, kind, store_id, doc_id),
-        )

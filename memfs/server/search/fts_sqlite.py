@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchScope, Tx
+from memfs.server.search.fts_base import FtsBase, doc_where
 from memfs.server.search.terms import fts5_match, scope_sql
 
 log = logging.getLogger(__name__)
@@ -23,8 +24,14 @@ log = logging.getLogger(__name__)
 COLUMN_WEIGHTS = (2.0, 1.0, 1.0)
 
 
-class SqliteFts:
+class SqliteFts(FtsBase):
     """The SQLite half of ``SearchIndex`` (same methods, run inside the caller's ``Tx``)."""
+
+    _UNEMBEDDED_SQL = (
+        "SELECT d.kind, d.store_id, d.doc_id, t.description, t.path, t.content "
+        "FROM search_docs d JOIN search_text t ON t.rowid = d.id "
+        "WHERE d.embedding_model IS NULL OR d.embedding_model <> ? LIMIT ?"
+    )
 
     def index(
         self, tx: Tx, doc: SearchDocument, embedding: bytes | None, model: str | None
@@ -58,8 +65,7 @@ class SqliteFts:
 
     def remove(self, tx: Tx, kind: DocumentKind, store_id: str, doc_id: str | None) -> None:
         """Forget one document, or (``doc_id`` None) every document of the store."""
-        where = "kind = ? AND store_id = ?" + ("" if doc_id is None else " AND doc_id = ?")
-        params: tuple[str, ...] = (kind, store_id) if doc_id is None else (kind, store_id, doc_id)
+        where, params = doc_where(kind, store_id, doc_id)
         tx.execute(
             f"DELETE FROM search_text WHERE rowid IN (SELECT id FROM search_docs WHERE {where})",
             params,
@@ -77,35 +83,3 @@ class SqliteFts:
             (fts5_match(terms), *params, limit),
         ).fetchall()
         return [(row["doc_id"], float(row["score"])) for row in rows]
-
-    def vectors(self, tx: Tx, scope: SearchScope, model: str) -> list[Any]:
-        """(doc_id, embedding) of the scope's documents embedded by ``model``."""
-        where, params = scope_sql(scope, "d")
-        rows = tx.execute(
-            f"SELECT d.doc_id, d.embedding FROM search_docs d WHERE {where} "
-            "AND d.embedding_model = ?",
-            (*params, model),
-        ).fetchall()
-        return [(row["doc_id"], bytes(row["embedding"])) for row in rows]
-
-    def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
-        """Up to ``limit`` documents not embedded by ``model``: (kind, store_id, doc_id, text)."""
-        rows = tx.execute(
-            "SELECT d.kind, d.store_id, d.doc_id, t.description, t.path, t.content "
-            "FROM search_docs d JOIN search_text t ON t.rowid = d.id "
-            "WHERE d.embedding_model IS NULL OR d.embedding_model <> ? LIMIT ?",
-            (model, limit),
-        ).fetchall()
-        return [
-            (r["kind"], r["store_id"], r["doc_id"], (r["description"], r["path"], r["content"]))
-            for r in rows
-        ]
-
-    def set_embedding(
-        self, tx: Tx, kind: str, store_id: str, doc_id: str, embedding: bytes, model: str
-    ) -> None:
-        tx.execute(
-            "UPDATE search_docs SET embedding = ?, embedding_model = ? "
-            "WHERE kind = ? AND store_id = ? AND doc_id = ?",
-            (embedding, model, kind, store_id, doc_id),
-        )

@@ -1,0 +1,59 @@
+"""What the SQLite and PostgreSQL search indexes do alike: both keep each document's scope and
+embedding in ``search_docs``, so reading and writing embeddings, and naming one document (or a
+whole store) in a WHERE clause, is the same SQL on both. Only where the text lives differs
+(SQLite: the FTS5 table ``search_text``; PostgreSQL: columns of ``search_docs``), which each
+subclass says in ``_UNEMBEDDED_SQL``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memfs.server.search.document import DocumentKind, SearchScope, Tx
+from memfs.server.search.terms import scope_sql
+
+log = logging.getLogger(__name__)
+
+
+def doc_where(kind: DocumentKind, store_id: str, doc_id: str | None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE condition (and parameters) naming one document of ``search_docs``, or (``doc_id``
+    None) every document of the store."""
+    if doc_id is None:
+        return "kind = ? AND store_id = ?", (kind, store_id)
+    return "kind = ? AND store_id = ? AND doc_id = ?", (kind, store_id, doc_id)
+
+
+class FtsBase:
+    """The methods of ``SearchIndex``'s backends that are the same SQL on both databases."""
+
+    # SELECT of (kind, store_id, doc_id, description, path, content) of documents whose
+    # embedding_model is not the first parameter, at most the second parameter of them.
+    _UNEMBEDDED_SQL: str
+
+    def vectors(self, tx: Tx, scope: SearchScope, model: str) -> list[Any]:
+        """(doc_id, embedding) of the scope's documents embedded by ``model``."""
+        where, params = scope_sql(scope, "d")
+        rows = tx.execute(
+            f"SELECT d.doc_id, d.embedding FROM search_docs d WHERE {where} "
+            "AND d.embedding_model = ?",
+            (*params, model),
+        ).fetchall()
+        return [(row["doc_id"], bytes(row["embedding"])) for row in rows]
+
+    def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
+        """Up to ``limit`` documents not embedded by ``model``: (kind, store_id, doc_id, text)."""
+        rows = tx.execute(self._UNEMBEDDED_SQL, (model, limit)).fetchall()
+        return [
+            (r["kind"], r["store_id"], r["doc_id"], (r["description"], r["path"], r["content"]))
+            for r in rows
+        ]
+
+    def set_embedding(
+        self, tx: Tx, kind: str, store_id: str, doc_id: str, embedding: bytes, model: str
+    ) -> None:
+        tx.execute(
+            "UPDATE search_docs SET embedding = ?, embedding_model = ? "
+            "WHERE kind = ? AND store_id = ? AND doc_id = ?",
+            (embedding, model, kind, store_id, doc_id),
+        )
