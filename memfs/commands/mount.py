@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
 from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra, needs_extra
 from memfs.commands.parsing import complete_paths
 from memfs.private import NotPrivateError, create_private_file
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
-MEMORY_STORES = "memory-stores"
-DATABRICKS = "databricks"
 UMOUNT_TIMEOUT = 45.0
 
 
@@ -89,26 +88,7 @@ def register(subparsers: Any) -> None:
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )
     mount.add_argument("--session-id", metavar="S", help="attribute writes to session S")
-    mount.add_argument(
-        "--api",
-        choices=[MEMORY_STORES, DATABRICKS],
-        default=MEMORY_STORES,
-        help="the store's API: Anthropic Memory Stores, or Databricks Agent Memory (workspace "
-        "and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
-    )
-    mount.add_argument(
-        "--actor", metavar="ACTOR", help="--api databricks: mount this actor's entries (required)"
-    )
-    mount.add_argument(
-        "--session",
-        metavar="SESSION",
-        help="--api databricks: only this session's entries (default: the session-less ones)",
-    )
-    mount.add_argument(
-        "--profile",
-        metavar="NAME",
-        help="--api databricks: the workspace of profile NAME in ~/.databrickscfg",
-    )
+    add_api_options(mount, "mount")
     mount.add_argument(
         "--log-file",
         metavar="FILE",
@@ -325,30 +305,15 @@ def run_mount(args: argparse.Namespace) -> int:
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:
     """The options that do not go with ``--api`` (one line), or None."""
-    if args.api == DATABRICKS:
-        if not args.actor:
-            return "--api databricks needs --actor ACTOR (whose entries to mount)"
-        if args.session == "":
-            return "--session needs a session id (without it: the session-less entries)"
-        for flag, value in (
+    return api_usage_error(
+        args,
+        "mount",
+        (
             ("--api-key-file", args.api_key_file),
             ("--base-url", args.base_url),
             ("--session-id", args.session_id),
-        ):
-            if value:
-                return (
-                    f"{flag} is for Memory Stores; a Databricks workspace comes from "
-                    "DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile NAME"
-                )
-        return None
-    for flag, value in (
-        ("--actor", args.actor),
-        ("--session", args.session),
-        ("--profile", args.profile),
-    ):
-        if value:
-            return f"{flag} needs --api databricks"
-    return None
+        ),
+    )
 
 
 def _run_daemon(

@@ -25,8 +25,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
+from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
 from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
-from memfs.commands.mount import DATABRICKS, MEMORY_STORES
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
@@ -76,26 +76,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )
-    parser.add_argument(
-        "--api",
-        choices=[MEMORY_STORES, DATABRICKS],
-        default=MEMORY_STORES,
-        help="the store's API: Anthropic Memory Stores, or Databricks Agent Memory (workspace "
-        "and token from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile)",
-    )
-    parser.add_argument(
-        "--actor", metavar="ACTOR", help="--api databricks: search this actor's entries (required)"
-    )
-    parser.add_argument(
-        "--session",
-        metavar="SESSION",
-        help="--api databricks: only this session's entries (default: the session-less ones)",
-    )
-    parser.add_argument(
-        "--profile",
-        metavar="NAME",
-        help="--api databricks: the workspace of profile NAME in ~/.databrickscfg",
-    )
+    add_api_options(parser, "search")
     complete_paths(parser, files=("api_key_file",))
     parser.set_defaults(func=run)
 
@@ -146,25 +127,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:
     """The options that do not go with ``--api`` (one line), or None."""
-    if args.api == DATABRICKS:
-        if not args.actor:
-            return "--api databricks needs --actor ACTOR (whose entries to search)"
-        if args.session == "":
-            return "--session needs a session id (without it: the session-less entries)"
-        if args.api_key_file or args.base_url:
-            return (
-                "--api-key-file and --base-url are for Memory Stores; a Databricks workspace "
-                "comes from DATABRICKS_HOST and DATABRICKS_TOKEN, or --profile NAME"
-            )
-        return None
-    for flag, value in (
-        ("--actor", args.actor),
-        ("--session", args.session),
-        ("--profile", args.profile),
-    ):
-        if value:
-            return f"{flag} needs --api databricks"
-    return None
+    return api_usage_error(
+        args, "search", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
+    )
 
 
 def _run_databricks(args: argparse.Namespace) -> int:
