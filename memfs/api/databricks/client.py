@@ -18,10 +18,12 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 import httpx
 import trio
 
+from memfs.api.pagination import Pager
 from memfs.api.retry import retry_after_seconds
 from memfs.api.transport import Transport, parse_answer, query_params
 from memfs.errors import (
@@ -37,7 +39,7 @@ from memfs.errors import (
     StoreFullError,
     api_error_class,
 )
-from memfs.models import JsonObject, parse_time
+from memfs.models import JsonObject, Page, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +162,13 @@ class Entry:
         )
 
 
-@dataclass
-class EntryPage:
-    entries: list[Entry]
-    next_page_token: str | None
+class EntryFilters(TypedDict, total=False):
+    """What a listing of an actor's entries selects (unset: no filter; ``view`` VIEW_FULL)."""
+
+    session_id: str | None
+    path: str | None
+    path_prefix: str | None
+    view: str
 
 
 class DatabricksClient(DatabricksTransport):
@@ -177,18 +182,12 @@ class DatabricksClient(DatabricksTransport):
         store_id: str,
         actor_id: str,
         *,
-        session_id: str | None = None,
-        path: str | None = None,
-        path_prefix: str | None = None,
-        view: str = VIEW_FULL,
         page_token: str | None = None,
-    ) -> EntryPage:
+        **filters: Unpack[EntryFilters],
+    ) -> Page[Entry]:
         query = query_params(
             actor_id=actor_id,
-            session_id=session_id,
-            path=path,
-            path_prefix=path_prefix,
-            view=view,
+            **{"view": VIEW_FULL, **filters},
             page_size=PAGE_SIZE,
             page_token=page_token,
         )
@@ -197,40 +196,20 @@ class DatabricksClient(DatabricksTransport):
         if not isinstance(items, list):
             raise ApiError(f"malformed answer from {ENTRIES}: no entry list", status=200)
         token = data.get("next_page_token")
-        return EntryPage(
+        return Page(
             [parse_answer(Entry.from_json, item, ENTRIES) for item in items],
             token if isinstance(token, str) and token else None,
         )
 
-    async def list_entries(
-        self,
-        store_id: str,
-        actor_id: str,
-        *,
-        session_id: str | None = None,
-        path: str | None = None,
-        path_prefix: str | None = None,
-        view: str = VIEW_FULL,
+    def list_entries(
+        self, store_id: str, actor_id: str, **filters: Unpack[EntryFilters]
     ) -> AsyncIterator[Entry]:
         """Every entry the filters select, following pages (a repeated token is an error)."""
-        token: str | None = None
-        while True:
-            page = await self.list_entries_page(
-                store_id,
-                actor_id,
-                session_id=session_id,
-                path=path,
-                path_prefix=path_prefix,
-                view=view,
-                page_token=token,
-            )
-            for entry in page.entries:
-                yield entry
-            if page.next_page_token is None:
-                return
-            if page.next_page_token == token:
-                raise ApiError("the server returned the same page token twice", status=200)
-            token = page.next_page_token
+
+        async def fetch(token: str | None) -> Page[Entry]:
+            return await self.list_entries_page(store_id, actor_id, page_token=token, **filters)
+
+        return Pager(fetch)
 
     async def get_entry(self, store_id: str, entry_id: str, *, view: str = VIEW_FULL) -> Entry:
         data = await self._call(
