@@ -12,26 +12,16 @@ from dataclasses import dataclass
 
 from memfs.core.config import VfsConfig
 from memfs.core.inodes import InodeTable, Kind, Node
+from memfs.node_attr import NodeAttr
 
 
 @dataclass(frozen=True)
-class Attr:
-    ino: int
-    mode: int
-    nlink: int
-    size: int
-    uid: int
-    gid: int
-    atime: float
-    mtime: float
-    ctime: float
+class Attr(NodeAttr):
+    """A node of the core's tree (the store's files and directories)."""
+
     # client-set times exactly as given (utimens keeps nanoseconds: rsync compares them)
     atime_ns: int | None = None
     mtime_ns: int | None = None
-
-    @property
-    def is_dir(self) -> bool:
-        return stat.S_ISDIR(self.mode)
 
     @property
     def nlink_counted(self) -> bool:

@@ -36,6 +36,7 @@ from memfs.errors import (
     NotDirectoryError,
     ReadOnlyError,
 )
+from memfs.node_attr import NodeAttr
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +46,8 @@ HANDLE_BASE = 1 << 47  # the core's handles are small, .versions' from 2**48
 
 
 @dataclass(frozen=True)
-class SearchAttr:
-    """File attributes of a node of the tree (the same fields as ``vfs.Attr``)."""
-
-    ino: int
-    mode: int
-    nlink: int
-    size: int
-    uid: int
-    gid: int
-    atime: float
-    mtime: float
-    ctime: float
+class SearchAttr(NodeAttr):
+    """File attributes of a node of the tree (its own type: never cached by the kernel)."""
 
 
 @dataclass(eq=False)

@@ -56,6 +56,7 @@ from memfs.errors import (
     ReadOnlyError,
 )
 from memfs.models import MemoryVersion
+from memfs.node_attr import NodeAttr
 from memfs.store_api import StoreAPI
 from memfs.versions.index import VersionIndex, View
 from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
@@ -69,22 +70,8 @@ MAX_INVALIDATIONS = 1000  # queued kernel invalidations kept when nobody takes t
 
 
 @dataclass(frozen=True)
-class VersionAttr:
-    """File attributes of a node of the tree (the same fields as ``vfs.Attr``)."""
-
-    ino: int
-    mode: int
-    nlink: int
-    size: int
-    uid: int
-    gid: int
-    atime: float
-    mtime: float
-    ctime: float
-
-    @property
-    def is_dir(self) -> bool:
-        return stat.S_ISDIR(self.mode)
+class VersionAttr(NodeAttr):
+    """File attributes of a node of the tree (its own type: the tree's cache timeouts)."""
 
 
 @dataclass(eq=False)
