@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
@@ -82,12 +83,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
 
     from memfs.api import StoreClient
     from memfs.api.config import ClientConfig, ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
     from memfs.search_words import query_terms
 
     if not query_terms(args.query):
@@ -114,15 +113,7 @@ def run(args: argparse.Namespace) -> int:
             store = await client.resolve_store(args.store)
             return await search_store(MemoryStoresAPI(client, store.id), args.query, args.limit)
 
-    try:
-        hits = trio.run(main)
-    except (ApiError, ApiConnectionError) as exc:
-        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
-    try:
-        _print(hits, as_json=args.json)
-    except BrokenPipeError:
-        return actions.EXIT_ERROR
-    return actions.EXIT_OK
+    return _search_and_print(main, as_json=args.json, secret=secret)
 
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:
@@ -136,16 +127,10 @@ def _run_databricks(args: argparse.Namespace) -> int:
     """``entries:search`` of the actor (and session) of a Databricks store."""
     import sys
 
-    import trio
-
-    from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
-
     missing = missing_extra("memfs search --api databricks", "databricks")
     if missing is not None:
         print(missing, file=sys.stderr)
         return EXIT_MISSING_EXTRA
-    from memfs.api.config import ConfigError
     from memfs.api.databricks import open_store
     from memfs.core.search import StoreSearch
 
@@ -153,14 +138,28 @@ def _run_databricks(args: argparse.Namespace) -> int:
         async with open_store(args.store, args.actor, args.session, profile=args.profile) as opened:
             return await StoreSearch(opened.quick).search(args.query, limit=args.limit)
 
+    return _search_and_print(main, as_json=args.json, secret=None)
+
+
+def _search_and_print(
+    main: Callable[[], Awaitable[list[Hit]]], *, as_json: bool, secret: str | None
+) -> int:
+    """Run ``main`` and print its hits; a failure is one line (``secret`` redacted) with the
+    admin commands' exit code."""
+    import trio
+
+    from memfs.api.config import ConfigError
+    from memfs.commands import admin_actions as actions
+    from memfs.errors import ApiConnectionError, ApiError
+
     try:
         hits = trio.run(main)
-    except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    except ConfigError as exc:  # no workspace or credentials (Databricks)
+        return actions.fail(str(exc), actions.EXIT_USAGE, secret)
     except (ApiError, ApiConnectionError) as exc:
-        return actions.fail(actions.describe(exc), actions.exit_code(exc), None)
+        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
     try:
-        _print(hits, as_json=args.json)
+        _print(hits, as_json=as_json)
     except BrokenPipeError:
         return actions.EXIT_ERROR
     return actions.EXIT_OK
