@@ -43,14 +43,10 @@ async def fetch_stores(
             found[store_id] = await client.get_store(store_id)
         except NotFoundError:
             found[store_id] = None
-        except AuthenticationError as exc:
-            failures.append(f"the API refused the credentials: {exc.message}")
-        except PermissionDeniedError:
-            failures.append(f"memory store {store_id} is not accessible with these credentials")
-        except ApiConnectionError as exc:
-            failures.append(f"cannot reach the API at {client.config.shown_base_url}: {exc}")
-        except ApiError as exc:
-            failures.append(f"cannot retrieve memory store {store_id}: {exc}")
+        except (ApiError, ApiConnectionError) as exc:
+            service = f"the API at {client.config.shown_base_url}"
+            refusal = "the API refused the credentials"
+            failures.append(_failure(exc, f"memory store {store_id}", service, refusal))
 
     async with trio.open_nursery() as nursery:
         for attachment in attachments:
@@ -83,14 +79,10 @@ async def fetch_databricks_stores(
             found[attachment.store_key] = None
         except ConfigError as exc:
             failures.append(str(exc))
-        except AuthenticationError as exc:
-            failures.append(f"the Databricks workspace refused the token: {exc.message}")
-        except PermissionDeniedError:
-            failures.append(f"Databricks store {store_id} is not accessible with these credentials")
-        except ApiConnectionError as exc:
-            failures.append(f"cannot reach the Databricks workspace: {exc}")
-        except ApiError as exc:
-            failures.append(f"cannot retrieve Databricks store {store_id}: {exc}")
+        except (ApiError, ApiConnectionError) as exc:
+            refusal = "the Databricks workspace refused the token"
+            store = f"Databricks store {store_id}"
+            failures.append(_failure(exc, store, "the Databricks workspace", refusal))
 
     firsts = {a.store_key: a for a in reversed(attachments) if a.databricks}
     async with trio.open_nursery() as nursery:
@@ -99,6 +91,18 @@ async def fetch_databricks_stores(
     if failures:
         raise SessionError(sorted(set(failures)))
     return found
+
+
+def _failure(exc: ApiError | ApiConnectionError, store: str, service: str, refusal: str) -> str:
+    """The one line of a failure to retrieve ``store`` ("memory store ID"), in the words of its
+    API: the ``service`` that could not be reached, the ``refusal`` of the credentials."""
+    if isinstance(exc, AuthenticationError):
+        return f"{refusal}: {exc.message}"
+    if isinstance(exc, PermissionDeniedError):
+        return f"{store} is not accessible with these credentials"
+    if isinstance(exc, ApiConnectionError):
+        return f"cannot reach {service}: {exc}"
+    return f"cannot retrieve {store}: {exc}"
 
 
 def databricks_store(store_id: str, description: str) -> MemoryStore:
