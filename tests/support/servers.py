@@ -104,6 +104,14 @@ class ServerProcess:
                 self.proc.wait(5)
         self.proc = None
 
+    def __enter__(self) -> ServerProcess:
+        """``with ServerProcess(...) as proc``: started, and stopped on the way out."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def restart(self) -> None:
         self.stop()
         self.start()

@@ -40,14 +40,10 @@ def dbx_server(
     url = None
     if request.param == "postgres":
         url = request.getfixturevalue("pg_cluster").create_database("dbx")
-    proc = ServerProcess(
+    with ServerProcess(
         db=tmp_path_factory.mktemp("dbx") / "memfs.db", port=free_port(), db_url=url
-    )
-    proc.start()
-    try:
+    ) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
