@@ -16,10 +16,13 @@ trio and the kernel's FUSE round trips cost, and nothing else:
 - no writeback cache, and pyfuse3's default mount options (``default_permissions``).
 
 Opening for writing fails with EROFS; any other operation answers ENOSYS (pyfuse3's default).
-It runs in the foreground until the file system is unmounted (``fusermount3 -u MOUNTPOINT``)
-or it is interrupted (Ctrl-C, which also unmounts).
+With ``--writable`` it also takes new directories and new files (``mkdir``, ``create``, ``write``
+into memory), the floor of a write loop (``scripts/bench_write_floor.py``); with ``--journal
+FILE`` each ``flush`` of a written file also appends its content to FILE and ``fdatasync``s it,
+the least a durable close can cost. It runs in the foreground until the file system is
+unmounted (``fusermount3 -u MOUNTPOINT``) or it is interrupted (Ctrl-C, which also unmounts).
 
-usage: floorfs.py SOURCE MOUNTPOINT
+usage: floorfs.py [--writable [--journal FILE]] SOURCE MOUNTPOINT
 """
 
 from __future__ import annotations
@@ -56,10 +59,12 @@ class FloorFs(pyfuse3.Operations):
 
     enable_writeback_cache = False  # as memfs
 
-    def __init__(self, source: Path) -> None:
+    def __init__(self, source: Path, *, writable: bool = False, journal: int | None = None) -> None:
         super().__init__()
         self.nodes: dict[int, Node] = {pyfuse3.ROOT_INODE: Node(pyfuse3.ROOT_INODE)}
         self.uid, self.gid, self.time_ns = os.getuid(), os.getgid(), time.time_ns()
+        self.writable, self.journal = writable, journal  # journal: an fd opened for appending
+        self.dirty: set[int] = set()  # inodes written since their last flush
         self._copy(source, self.nodes[pyfuse3.ROOT_INODE])
 
     def _copy(self, directory: Path, parent: Node) -> None:
@@ -79,6 +84,17 @@ class FloorFs(pyfuse3.Operations):
         node = self.nodes.get(inode)
         if node is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
+        return node
+
+    def _add(self, parent_inode: InodeT, name: FileNameT, data: bytes | None) -> Node:
+        parent = self._node(parent_inode)
+        if not self.writable:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        if name in parent.children:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        node = Node(InodeT(pyfuse3.ROOT_INODE + len(self.nodes)), data=data)
+        self.nodes[node.inode] = node
+        parent.children[name] = node.inode
         return node
 
     def _attributes(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -127,6 +143,29 @@ class FloorFs(pyfuse3.Operations):
     async def releasedir(self, fh: FileHandleT) -> None:
         return None
 
+    async def mkdir(
+        self, parent_inode: InodeT, name: FileNameT, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return self._attributes(self._add(parent_inode, name, None))
+
+    async def create(
+        self,
+        parent_inode: InodeT,
+        name: FileNameT,
+        mode: int,
+        flags: FlagT,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        node = self._add(parent_inode, name, b"")
+        return pyfuse3.FileInfo(fh=FileHandleT(node.inode)), self._attributes(node)
+
+    async def write(self, fh: FileHandleT, off: int, buf: bytes) -> int:
+        node = self._node(fh)
+        data = node.data or b""
+        node.data = data[:off] + buf + data[off + len(buf) :]
+        self.dirty.add(fh)
+        return len(buf)
+
     async def open(
         self, inode: InodeT, flags: FlagT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
@@ -140,6 +179,10 @@ class FloorFs(pyfuse3.Operations):
         return (self._node(fh).data or b"")[off : off + size]
 
     async def flush(self, fh: FileHandleT) -> None:
+        if self.journal is not None and fh in self.dirty:
+            self.dirty.discard(fh)
+            os.write(self.journal, self._node(fh).data or b"")
+            os.fdatasync(self.journal)
         return None
 
     async def release(self, fh: FileHandleT) -> None:
@@ -161,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path, help="directory whose tree is served")
     parser.add_argument("mountpoint", help="an empty directory")
+    parser.add_argument("--writable", action="store_true", help="take new directories and files")
+    parser.add_argument("--journal", type=Path, help="fdatasync each close's content here")
     args = parser.parse_args(argv)
-    operations = FloorFs(args.source)
+    journal = None
+    if args.journal is not None:
+        journal = os.open(args.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    operations = FloorFs(args.source, writable=args.writable, journal=journal)
     options = set(pyfuse3.default_options) | {"fsname=floorfs", "subtype=floorfs"}
     pyfuse3.init(operations, args.mountpoint, options)
     unmount = True
