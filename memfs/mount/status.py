@@ -163,9 +163,18 @@ def collect(
             "recent": [_conflict(c) | {"saved": c.saved} for c in durable.conflicts[-10:]],
         },
         "clashes": clashes(vfs),
+        "search": search_health(vfs),
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }
+
+
+def search_health(vfs: Vfs) -> dict[str, Any]:
+    """Who answers the mount's ``.search/``: the server, or a local index of the store (and its
+    size); undecided until the first search asks the server."""
+    store_search = vfs.search.search
+    by = {None: "undecided", True: "server", False: "local index"}[store_search.by_server]
+    return {"by": by, "local_documents": len(store_search.local.index)}
 
 
 def _conflict(conflict: ConflictInfo) -> dict[str, Any]:
@@ -339,7 +348,13 @@ def render(doc: dict[str, Any]) -> str:
             f"STORE GONE       deleted on the server (noticed {doc['store_gone']['since']}): "
             "changes fail with ENODEV; pending changes are handed over as plain files at unmount"
         )
+    search = doc.get("search") or {"by": "undecided"}
+    searched_by = {
+        "server": "the server's search",
+        "local index": f"a local index ({search.get('local_documents', 0)} memories)",
+    }.get(search["by"], "decided by the first search of .search/")
     lines += [
+        f"search           {searched_by}",
         f"requests         {requests['total']} ({requests['retries']} retries)",
     ]
     for route, count in sorted(requests["by_route"].items(), key=lambda kv: -kv[1]):

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from support.hosted_like import hosted_like_client
+from support.mounts import memfs
 from support.waiting import wait_for
 
 from memfs.api.search import SEARCH
@@ -93,10 +94,15 @@ def test_fresh_after_a_write_and_a_remote_change(mount_factory):
     assert [r[0] for r in rows((m.path / ".search" / "tomatoes").read_text())] == [
         "/notes/cooking.md"
     ]
+    status = wait_for(lambda: (d := m.status())["search"]["local_documents"] > 0 and d)
+    assert status["search"] == {"by": "local index", "local_documents": len(MEMORIES) + 1}
+    text = memfs("status", str(m.path), env=m.env).stdout
+    assert f"search           a local index ({len(MEMORIES) + 1} memories)\n" in text
 
 
 def test_the_server_ranks_when_it_offers_search(mount_factory):
     m = mount_factory(memories=MEMORIES)  # --search auto
+    assert m.status()["search"]["by"] == "undecided"
     (m.path / "notes" / "new.md").write_text("tomatoes and zucchini\n")  # pending: not uploaded
     result = rows((m.path / ".search" / "zucchini").read_text())
     assert result == [["/notes/new.md", result[0][1], "", "tomatoes and zucchini"]]
@@ -109,6 +115,7 @@ def test_the_server_ranks_when_it_offers_search(mount_factory):
         return m.status()["requests"]["by_route"]
 
     wait_for(lambda: routes().get(SEARCH_ROUTE) == 2)
+    assert m.status()["search"] == {"by": "server", "local_documents": 0}
     # nothing fetched for a local index: no listing with contents of the whole store
     assert routes().get("GET /v1/memory_stores/{store}/memory_versions", 0) == 0
 
