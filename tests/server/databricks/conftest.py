@@ -14,7 +14,6 @@ on both. A test pins one backend with
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -24,9 +23,7 @@ from databricks.sdk.service.agentkit import ManagedMemoryStore
 from databricks_agentkit import AgentKitClient
 from support.servers import ServerProcess, free_port
 
-
-def new_store_id() -> str:
-    return "t" + uuid.uuid4().hex[:12]
+from .helpers import new_store_id
 
 
 def workspace_for(server: ServerProcess, token: str | None = None) -> WorkspaceClient:

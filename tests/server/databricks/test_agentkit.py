@@ -16,7 +16,7 @@ from databricks_agentbricks.errors import AgentCliError
 from databricks_agentkit import AgentKitClient
 from databricks_agentkit.memory_store import MemoryStore
 
-from .conftest import new_store_id
+from .helpers import new_store_id
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from support.servers import ServerProcess
 
-from .conftest import new_store_id
+from .helpers import new_store_id
 
 AGENTBRICKS = str(Path(sys.executable).parent / "agentbricks")
 

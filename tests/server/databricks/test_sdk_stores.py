@@ -14,7 +14,7 @@ from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.errors import AlreadyExists, InvalidParameterValue, NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
 
-from .conftest import new_store_id
+from .helpers import new_store_id
 
 
 def test_create_get_update_delete(workspace: WorkspaceClient) -> None:

@@ -19,7 +19,7 @@ from databricks.sdk.errors import InvalidParameterValue, NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
 from support.servers import ServerProcess
 
-from .conftest import new_store_id
+from .helpers import new_store_id
 
 
 def paths(workspace: WorkspaceClient, store: str, query: str, **scope: str) -> list[str]:
