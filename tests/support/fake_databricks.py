@@ -3,7 +3,7 @@
 A test double of the remote API (never of our own components), with the methods of
 ``memfs.api.databricks.client.DatabricksClient`` that ``DatabricksStore`` calls, so the real
 adapter runs FUSE-free under the core. It keeps the contract's rules
-(``shared/databricks-agent-memory.md``): entries keyed by (actor, session or none, path), an
+(``docs/databricks-agent-memory.md``): entries keyed by (actor, session or none, path), an
 exclusive create (``PathConflictError``, as the client maps ``ALREADY_EXISTS``), the list
 filters (``path``: every session of that path; else ``session_id``: that session only; else
 the whole actor), BASIC views without content, ``update_time`` bumped by every PATCH, no

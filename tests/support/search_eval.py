@@ -4,7 +4,8 @@ Shared by the quality test (``tests/server/test_search_quality.py``), the checks
 itself (``tests/server/test_search_eval_set.py``) and ``scripts/bench_search.py``: loading the
 set, the word overlap rule that keeps the paraphrase queries honest, MRR@k and recall@k, and a
 small client of the Databricks Agent Memory routes that loads the set into a server and runs
-its queries over real HTTP (the wire contract: ``shared/databricks-agent-memory.md`` §4-5).
+its queries over real HTTP (the wire contract: ``docs/databricks-agent-memory.md``, "Endpoints"
+and "Rules").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Its endpoints return ``Entry`` records; ``memfs.api.databricks.store`` makes mem
 Retried writes stay safe, as ``StoreClient``'s do: a create retried after a lost answer that
 meets ``ALREADY_EXISTS`` for an entry with the same key and content is that entry; a delete
 retried after a lost answer that meets ``NOT_FOUND`` is done. The wire contract is
-``shared/databricks-agent-memory.md``; it must not know files or cache anything.
+``docs/databricks-agent-memory.md``; it must not know files or cache anything.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ VIEW_BASIC = "MANAGED_MEMORY_ENTRY_VIEW_BASIC"  # no content
 VIEW_FULL = "MANAGED_MEMORY_ENTRY_VIEW_FULL"
 PAGE_SIZE = 100  # the API's largest page
 
-# error_code -> class; the codes the contract's clients branch on (section 6)
+# error_code -> class; the codes the contract's clients branch on (docs/databricks-agent-memory.md,
+# "Errors")
 _BY_CODE: dict[str, type[ApiError]] = {
     "NOT_FOUND": NotFoundError,
     "RESOURCE_DOES_NOT_EXIST": NotFoundError,

@@ -2,7 +2,7 @@
 
 ``DatabricksRoutes`` reads each request (``databricks_validation`` for fields, proto3 JSON:
 unknown fields ignored, ``null``/``""`` unset), calls ``DatabricksStorage`` and renders stores
-and entries as the contract (/work/shared/databricks-agent-memory.md, docs/server.md "Databricks
+and entries as the contract (docs/databricks-agent-memory.md, docs/server.md "Databricks
 Agent Memory") says: unset fields omitted, RFC 3339 times, ``{}`` for a delete, listings with
 ``next_page_token`` only when another page exists, search as a ranked top-N without a token.
 Errors raised here become ``{"error_code", "message"}`` (``databricks_envelope``, chosen by the
