@@ -51,6 +51,17 @@ def decode_name(raw: bytes) -> str:
         raise InvalidNameError("name is not UTF-8") from None
 
 
+def check_store_path(path: str) -> None:
+    """Raise the errno of a path the store refuses: ENAMETOOLONG over 1,024 bytes, EINVAL for
+    any other rule (more than 20 segments, a bad character; docs/semantics.md "Errors")."""
+    try:
+        paths.validate_path(path)
+    except paths.PathTooLongError as exc:
+        raise NameTooLongError(f"{path}: {exc}") from None
+    except paths.PathError as exc:
+        raise InvalidNameError(f"{path}: {exc}") from None
+
+
 def take_remote_state(node: Node, memory: Memory) -> None:
     """``node`` is bound to ``memory`` as the server has it (path, content hash, size, times)."""
     node.remote_path = memory.path
@@ -320,12 +331,7 @@ class Namespace:
             if name in (".", "..") or "/" in name or "\0" in name:
                 raise InvalidNameError(f"invalid name {name!r}")
             return path
-        try:
-            paths.validate_path(path)
-        except paths.PathTooLongError as exc:
-            raise NameTooLongError(str(exc)) from None
-        except paths.PathError as exc:
-            raise InvalidNameError(str(exc)) from None
+        check_store_path(path)
         return path
 
     def keep_parent(self, path: str) -> None:

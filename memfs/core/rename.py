@@ -118,6 +118,8 @@ class Renames:
             self.listings.drop(new_path)
             if await self.namespace.children(new_path):
                 raise DirectoryNotEmptyError(f"{new_path} is not empty")
+        await self.uploader.check_move(old_path, new_path)  # a refused rename changes nothing
+        if dst is not None:
             self.table.unbind(dst)
             self.state.local_dirs.discard(new_path)
         await self.uploader.move_tree(old_path, new_path)

@@ -31,11 +31,10 @@ from memfs.core.durable import Durable
 from memfs.core.handles import OpenFiles
 from memfs.core.identity import Identities
 from memfs.core.inodes import Kind, Node
-from memfs.core.namespace import Namespace, take_remote_state
+from memfs.core.namespace import Namespace, check_store_path, take_remote_state
 from memfs.core.orphans import StoreGone
 from memfs.core.state import CoreState, delete_key
 from memfs.errors import (
-    NameTooLongError,
     NoSpaceError,
     NotFoundError,
     PathConflictError,
@@ -440,6 +439,26 @@ class Uploader:
         if errors:
             raise errors[0]  # failed for good, and none of the above says how
 
+    async def check_move(self, old_path: str, new_path: str) -> None:
+        """Before a directory rename moves anything: every path below ``old_path`` (memories
+        of the store, files and directories of this mount) must be a valid path below
+        ``new_path`` (EINVAL past 20 segments, ENAMETOOLONG past 1,024 bytes), so that a refused
+        rename changes nothing here or on the server. The store is listed only when the new
+        paths are longer (in segments or bytes) than the old ones."""
+        below = [node.path for node in self.table.below(old_path) if node.path is not None]
+        below += [d for d in self.state.local_dirs if paths.is_below(d, old_path)]
+        longer = _segments(new_path) > _segments(old_path) or len(new_path.encode()) > len(
+            old_path.encode()
+        )
+        if longer and not self.state.is_local_path(new_path):
+            async for item in self.store.list_below(paths.as_prefix(old_path)):
+                if item.id not in self.state.tombstones:
+                    below.append(item.path)
+        for path in below:
+            target = new_path + path[len(old_path) :]
+            if not self.state.is_local_path(target):
+                check_store_path(target)
+
     async def move_tree(self, old_path: str, new_path: str) -> None:
         """A directory rename on the server: every memory below ``old_path`` moves (one request
         each; not atomic), after what is queued below it has run (so the server's paths are the
@@ -457,10 +476,7 @@ class Uploader:
             if item.id in self.state.tombstones:
                 continue
             target = new_path + item.path[len(old_path) :]
-            try:
-                paths.validate_path(target)
-            except paths.PathError as exc:
-                raise NameTooLongError(f"{target}: {exc}") from None
+            check_store_path(target)  # made elsewhere since ``check_move``: the rest stays
             updated = await self.store.update(item.id, path=target)
             holder = self.table.by_id.get(item.id)
             if updated.id != item.id:  # moved as create + delete: a new memory
@@ -470,6 +486,10 @@ class Uploader:
             if holder is not None:
                 holder.remote_path = updated.path
                 holder.synced_at = self.state.now()
+
+
+def _segments(path: str) -> int:
+    return path.strip("/").count("/") + 1
 
 
 def _still_retried(exc: BaseException) -> bool:

@@ -106,6 +106,29 @@ def test_directory_rename_moves_every_memory(mount_factory):
     assert mems["/e/sub/two.md"].id == ids["/d/sub/two.md"]
 
 
+def test_a_directory_rename_past_20_segments_changes_nothing(mount_factory):
+    """EINVAL, as for a create there (the store's limit), found for the whole tree before
+    anything moves: the mount and the store stay as they were (docs/semantics.md "Errors")."""
+    deep = "/t/" + "d/" * 18 + "f.md"  # 20 segments: one more level is one too many
+    m = mount_factory(memories={"/t/a.md": "A", "/t/b/c.md": "C", deep: "F"})
+    ids = {p: mem.id for p, mem in m.memories().items()}
+    (m.path / "t" / "new.md").write_text("new\n")  # not uploaded yet
+    os.mkdir(m.path / "u")
+    expect_errno(errno.EINVAL, os.rename, m.path / "t", m.path / "u" / "t")
+    assert sorted(os.listdir(m.path)) == ["t", "u"] and os.listdir(m.path / "u") == []
+    assert sorted(os.listdir(m.path / "t")) == ["a.md", "b", "d", "new.md"]
+    assert (m.path / deep[1:]).read_text() == "F"
+    assert (m.path / "t" / "new.md").read_text() == "new\n"
+    after = m.memories()
+    assert {p: after[p].id for p in ids if p in after} == ids
+    assert not [p for p in after if p.startswith("/u/")]
+    # a rename that makes paths longer but valid moves as usual
+    os.rename(m.path / "t" / "b", m.path / "u" / "bb")
+    m.settle()
+    assert set(m.memories()) == {"/t/a.md", "/u/bb/c.md", deep, "/t/new.md"}
+    assert m.memories()["/u/bb/c.md"].id == ids["/t/b/c.md"]
+
+
 def test_new_file_in_new_directory(mount):
     os.makedirs(mount.path / "a" / "b")
     (mount.path / "a" / "b" / "c.md").write_text("deep")
