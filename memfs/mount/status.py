@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATUS_INTERVAL = 1.0
+STATUS_CONFLICTS = 10  # the newest conflicts ``memfs status`` lists (the rest are counted)
 REPORT_TYPE = "memfs_unmount_report"
 
 
@@ -120,6 +121,7 @@ def collect(
             "in_use": feed.in_use(),
             "last_error": stats.last_error or None,
         }
+    recent = durable.conflicts[-STATUS_CONFLICTS:]
     return {
         "type": "memfs_status",
         "mountpoint": mountpoint,
@@ -160,7 +162,8 @@ def collect(
         "refused": durable.refusals.status(),
         "conflicts": {
             "count": durable.conflict_count,
-            "recent": [_conflict(c) | {"saved": c.saved} for c in durable.conflicts[-10:]],
+            "recent": [_conflict(c) | {"saved": c.saved} for c in recent],
+            "not_listed": durable.conflict_count - len(recent),
         },
         "clashes": clashes(vfs),
         "search": search_health(vfs),
@@ -205,6 +208,8 @@ def unmount_report(
         "pending": durable.not_uploaded(),
         "refused": durable.refusals.report(),
         "conflicts": [_conflict(c) for c in durable.conflicts],
+        # conflicts older than the kept ones (``MAX_CONFLICTS_KEPT``): counted, not listed
+        "conflicts_not_listed": durable.conflict_count - len(durable.conflicts),
         "errors": list(errors),
     }
 
@@ -256,19 +261,23 @@ def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
         )
     conflicts = report.get("conflicts") or []
     if conflicts:
+        not_listed = report.get("conflicts_not_listed") or 0
+        items = [
+            f"{c['path']}: changed on the server by another writer; the server's version stays"
+            + (f", the local content is saved as {c['saved_as']}" if c["saved_as"] else "")
+            for c in conflicts
+        ]
+        if not_listed:
+            items.append(more_conflicts(not_listed))
         sections.append(
-            (
-                "conflicts",
-                f"{len(conflicts)} conflict(s) while mounted:",
-                [
-                    f"{c['path']}: changed on the server by another writer; the server's version "
-                    "stays"
-                    + (f", the local content is saved as {c['saved_as']}" if c["saved_as"] else "")
-                    for c in conflicts
-                ],
-            )
+            ("conflicts", f"{len(conflicts) + not_listed} conflict(s) while mounted:", items)
         )
     return sections
+
+
+def more_conflicts(count: int) -> str:
+    """What stands for the conflicts too old to be listed: nothing is silently dropped."""
+    return f"… and {count} more; the conflict copies are in the mount"
 
 
 def render_report(report: dict[str, Any]) -> str:
@@ -395,6 +404,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(f"conflicts        {conflicts['count']}")
     for item in conflicts["recent"]:
         lines.append(f"  {item['at']}  {item['path']} -> {item['saved_as'] or '(not saved)'}")
+    if conflicts.get("not_listed"):
+        lines.append(f"  {more_conflicts(conflicts['not_listed'])}")
     for clash in doc.get("clashes", []):
         lines.append(
             f"name clash       {clash['file']} (file) and {clash['directory']} (directory): "

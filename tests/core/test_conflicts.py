@@ -22,6 +22,7 @@ from memfs.core.durable import MAX_CONFLICTS_KEPT, conflict_path
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import RemoteConflictError, errno_for
 from memfs.models import sha256_hex
+from memfs.mount import status
 
 from .helpers import replay, running_core
 
@@ -276,6 +277,22 @@ async def test_the_newest_conflicts_are_kept_for_the_status(
         assert len(durable.conflicts) == MAX_CONFLICTS_KEPT
         assert durable.conflicts[0].path == "/f2.md"
         assert durable.conflicts[-1].path == f"/f{MAX_CONFLICTS_KEPT + 1}.md"
+        # memfs status lists the newest 10, umount's report the kept ones: each says how many
+        # more there are, so none is dropped silently
+        more = "… and {} more; the conflict copies are in the mount"
+        doc = status.collect(core.vfs, None, None)
+        assert [c["path"] for c in doc["conflicts"]["recent"]] == [
+            f"/f{n}.md" for n in range(MAX_CONFLICTS_KEPT - 8, MAX_CONFLICTS_KEPT + 2)
+        ]
+        assert doc["conflicts"]["not_listed"] == MAX_CONFLICTS_KEPT + 2 - 10
+        doc["requests"] = {"total": 0, "retries": 0, "by_route": {}}  # (a FakeStore's differ)
+        assert status.render(doc).splitlines().count(f"  {more.format(42)}") == 1
+        report = status.unmount_report(core.vfs, orphaned=None, errors=[])
+        assert len(report["conflicts"]) == MAX_CONFLICTS_KEPT
+        assert report["conflicts_not_listed"] == 2
+        text = status.render_report(report)
+        assert f"{MAX_CONFLICTS_KEPT + 2} conflict(s) while mounted:" in text
+        assert text.endswith(f"  {more.format(2)}\n")
 
 
 async def test_a_new_file_that_lost_its_path_to_another_writer(

@@ -9,7 +9,7 @@ import hashlib
 import os
 
 import pytest
-from support.mounts import MountedStore
+from support.mounts import MountedStore, memfs
 from support.waiting import wait_for
 
 
@@ -96,8 +96,13 @@ def test_background_conflict_then_append_keeps_the_winner(mount_factory):
     assert loser.content("/conc.md") == "A1 wins\nB2\n"
     assert conc.read_text() == "A1 wins\nB2\n"
     wait_for(lambda: (winner.path / "conc.md").read_text() == "A1 wins\nB2\n", 5)
-    # the unmount report lists the conflict by path, with the copy that holds the local side
+    # memfs status lists the conflict by path, with the copy that holds the local side
     [copy] = conflict_copies(loser)
+    [listed] = wait_for(lambda: loser.status()["conflicts"]["recent"], 5)  # published each 1 s
+    assert (listed["path"], listed["saved_as"]) == ("/conc.md", copy)
+    text = memfs("status", str(loser.path), env=loser.env).stdout
+    assert f"  {listed['at']}  /conc.md -> {copy}\n" in text, text
+    # ... and so does the unmount report
     result = loser.umount()
     assert result.returncode == 1
     assert "/conc.md: changed on the server by another writer" in result.stderr
