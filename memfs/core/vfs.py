@@ -382,12 +382,10 @@ class Vfs:
     async def flush(self, fh: int) -> None:
         handle = self.files.get(fh)
         node = handle.node
-        if handle.wrote or (node.dirty and handle.writable):
-            try:
-                self.commits.commit(node)
-            except (NotUtf8Error, FileTooLargeError):
-                if handle.changed:  # a refusal is the writer's, not an open that wrote nothing
-                    raise
+        if handle.wrote or (handle.writable and (node.dirty or node.refused is not None)):
+            # a refused content: every open for writing hears it (close never returns 0 for
+            # content not on the server); an open that saved valid content ended the refusal
+            self.commits.commit(node)
         if handle.writable:  # an error is the writer's, never a read-only open's
             self.files.report(handle)
             if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.core.orphans)

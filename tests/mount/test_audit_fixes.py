@@ -283,6 +283,39 @@ def test_a_refusal_is_not_reported_to_the_next_writer(
     wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
 
 
+def test_every_open_for_writing_hears_that_the_current_content_is_refused(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    """close, like fsync, never returns 0 for content the server does not get, whoever's open
+    for writing it is; a reader hears nothing, nor does a writer whose own save is valid."""
+    m = mount_factory(memories={"/big.md": "v1\n"})
+    p = m.path
+    subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {p}/s1"], check=True)
+    fd = os.open(p / "big.md", os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"p" * 90_000)
+    with pytest.raises(OSError) as caught:
+        while True:  # the kernel may take the rest of a page first: a short write
+            os.write(fd, b"q" * 20_000)
+    assert caught.value.errno == errno.EFBIG
+    with pytest.raises(OSError):
+        os.close(fd)
+    for name, number in (("s1", errno.EILSEQ), ("big.md", errno.EFBIG)):
+        untouched = os.open(p / name, os.O_WRONLY)  # an open for writing that changes nothing
+        for call in (os.fsync, os.close):
+            with pytest.raises(OSError) as caught:
+                call(untouched)
+            assert caught.value.errno == number, (name, call)
+        reader = os.open(p / name, os.O_RDONLY)
+        assert os.read(reader, 2) in (b"\xff\xfe", b"v1")
+        os.fsync(reader)
+        os.close(reader)
+    with open(p / "s1", "w") as writer:  # a valid save: its close succeeds, it is uploaded
+        writer.write("ok\n")
+    m.settle()
+    assert m.content("/s1") == "ok\n"
+    assert m.content("/big.md") == "v1\n"
+
+
 def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
     mount_factory: Callable[..., MountedStore], tmp_path: Path
 ) -> None:
