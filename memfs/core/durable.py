@@ -42,6 +42,7 @@ from memfs.errors import (
     PathConflictError,
     PreconditionFailedError,
     RemoteConflictError,
+    StoreFullError,
 )
 from memfs.models import Memory, sha256_hex
 from memfs.store_api import StoreAPI
@@ -51,6 +52,7 @@ from memfs.writeback.queue import WriteBack
 log = logging.getLogger(__name__)
 
 MAX_CONFLICTS_KEPT = 50
+WAITING_FOR_ROOM = "waiting for room (the store is full)"  # why a create is not uploaded yet
 
 
 def conflict_path(path: str, when: datetime | None = None, attempt: int = 0) -> str:
@@ -166,6 +168,8 @@ class Durable:
             self.failed.pop(name, None)
             self._journaled.pop(name, None)
             self.journal.drop(name)
+        elif isinstance(error, StoreFullError):  # kept, and queued again when room appears
+            self.failed[name] = (self.describe(key), WAITING_FOR_ROOM)
         else:
             self.failed[name] = (self.describe(key), f"{type(error).__name__}: {error}")
 

@@ -171,21 +171,35 @@ def test_store_full_enospc(private_mount, fresh_server):
 
 def test_full_store_uploads_waiting_creates_once_room_appears(private_mount, fresh_server):
     """Issue 11 item 6: a create refused because the store is full waits for room; directory
-    fsync says ENOSPC while it waits and retries it; the change feed's deletes retry it too."""
+    fsync (of any directory) says ENOSPC while it waits and retries it; an unmount meanwhile
+    says so and keeps it in the journal for the next mount; the change feed's deletes retry it
+    too."""
     waiting = "waits for room"
     # a mount whose change feed would not notice deletes for 30 s: room found by fsync alone
     slow_feed = ("--change-feed", "poll", "--poll-interval", "30", "--idle-poll-interval", "30")
     m = private_mount(*slow_feed, mount=False)
     ids = seed(fresh_server.db, m.store_id, 2_000)
     assert m.mount().returncode == 0
-    (m.path / "newfile.md").write_text("new\n")  # closed: uploaded in the background
+    os.mkdir(m.path / "sub")
+    (m.path / "sub" / "newfile.md").write_text("new\n")  # closed: uploaded in the background
     wait_for(lambda: m.log().count(waiting) == 1, timeout=10)
     expect_errno(errno.ENOSPC, m.settle)  # still waiting: directory fsync says so
-    line = "waiting for room (the store is full): /newfile.md"
+    sub = os.open(m.path / "sub", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        expect_errno(errno.ENOSPC, os.fsync, sub)  # ... the fsync of its own directory too
+    finally:
+        os.close(sub)
+    line = "waiting for room (the store is full): /sub/newfile.md"
+    wait_for(lambda: line in memfs("status", str(m.path), env=m.env).stdout, timeout=5)
+    result = m.umount()  # still no room: it names the file, kept for the next mount
+    assert result.returncode == 1
+    assert "/sub/newfile.md: waiting for room (the store is full)" in result.stderr, result.stderr
+    assert "(replayed at next mount)" in result.stderr
+    assert m.mount().returncode == 0  # replays it: it waits for room again
     wait_for(lambda: line in memfs("status", str(m.path), env=m.env).stdout, timeout=5)
     m.sdk.beta.memory_stores.memories.delete(ids[0], memory_store_id=m.store_id)
     m.settle()  # retries the waiting create
-    assert m.content("/newfile.md") == "new\n"
+    assert m.content("/sub/newfile.md") == "new\n"
     assert m.umount().returncode == 0
     # a mount that follows the change feed: deletes made elsewhere retry it with no fsync
     m2 = private_mount(store_id=m.store_id)
