@@ -768,7 +768,9 @@ def test_allow_other(mount_factory, sdk, server, tmp_path):
             )
             try:
                 assert mounted.mount().returncode == 0, mounted.log()
-                assert ("allow_other" in mount_options(point)) is allow
+                options = mount_options(point)
+                assert ("allow_other" in options) is allow
+                assert "default_permissions" in options  # always: the kernel checks modes
                 result = read_as_nobody(point)
                 if allow:
                     assert result.returncode == 0 and result.stdout == "shared", result.stderr
