@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import errno
+import importlib.machinery
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from memfs.api.config import shown_url
 
 from .helpers import Api, mounts_under, run_memfs, unique
 
@@ -40,6 +44,37 @@ def test_fstab_options_become_memfs_mount_arguments() -> None:
         f"ANTHROPIC_BASE_URL=http://10.0.0.1:8080 {MEMFS} mount memstore_abc /mnt/memory/notes "
         "--api-key-file /etc/memfs/key --read-only --session-id sesn_1 --debug\n"
     )
+
+
+def test_dry_run_masks_the_password_of_a_base_url() -> None:
+    url = "http://agent:s3cret@10.0.0.1:8080/v1"
+    done = helper("memstore_abc", "/mnt/x", "-o", f"api_key_file=/k,base_url={url}", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert done.stdout.startswith("ANTHROPIC_BASE_URL=http://agent:***@10.0.0.1:8080/v1 ")
+    # ... from the environment too, and on stderr with -v (then it mounts: no memfs here)
+    env = {"PATH": "/usr/bin:/bin", "MEMFS": "/bin/true", "ANTHROPIC_BASE_URL": url}
+    done = helper("memstore_abc", "/mnt/x", "-v", "-o", "api_key_file=/k", env=env)
+    assert done.returncode == 0 and "s3cret" not in done.stdout + done.stderr
+    assert "ANTHROPIC_BASE_URL=http://agent:***@10.0.0.1:8080/v1 " in done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:pw@h:1/p?q=a@b#f",
+        "https://token@h",
+        "http://h:8080",
+        "http://u:p:w@h/",
+        "http://a@b:c@h",
+        "no-scheme:pw@h",
+    ],
+)
+def test_the_helper_masks_urls_as_memfs_does(url: str) -> None:
+    loader = importlib.machinery.SourceFileLoader("mount_fuse_memfs", str(HELPER))
+    module = types.ModuleType(loader.name)
+    loader.exec_module(module)
+    assert module.shown_url(url) == shown_url(url)
 
 
 def test_allow_other_passes_through() -> None:
