@@ -171,6 +171,8 @@ def test_write_crossing_the_limit_uploads_nothing(
     assert m.content("/old.md") == "previous\n"  # the store keeps the previous content
     status = m.status()["refused"]
     assert status["count"] == 2 and status["files"] == ["/old.md", "/x.md"]
+    text = memfs("status", str(m.path), env=m.env).stdout  # and in words, one line each
+    assert "\n  refused: /old.md\n  refused: /x.md\n" in text, text
     # truncated and rewritten below the limit: an ordinary file again
     (m.path / "old.md").write_text("small\n")
     m.settle()
