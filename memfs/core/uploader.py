@@ -7,7 +7,7 @@ conflict (``_lost_race``: the local content saved as a conflict copy, the file r
 winner); a full store parks a create until room appears (``waiting_for_room``); a failure for
 good reaches the opens that wrote (``OpenFiles.upload_failed``) and a directory fsync. Also the
 fsync side of the queue: ``settle`` (one key, with patience) and the moves of a directory
-rename (``move_tree``).
+rename (``move_tree``, after ``check_move`` found every new path valid).
 
 It must not decide POSIX semantics (``vfs``) nor journal anything itself (the queue's hooks
 call ``durable``). Every ``await`` here may see other operations run meanwhile: state read
