@@ -10,11 +10,14 @@ replay after a reconnect and live streaming are the same code path.
   ``wait()`` (or the hub closed). Subscribe *before* reading storage: a publish that lands
   during the read then wakes the next ``wait()`` at once, so nothing slips between.
 - ``NotifyingStorage``: wraps a ``Storage`` and publishes to the hub after each successful
-  mutation that appends a version (or deletes a store). This is the SQLite feed: one server
-  process owns a SQLite file, so every write passes through it.
+  mutation that appends a version (or deletes a store); its ``databricks`` is a
+  ``NotifyingDatabricks``, which publishes ``databricks_storage.change_topic(store)`` after each
+  entry write and store delete. This is the SQLite feed: one server process owns a SQLite file,
+  so every write passes through it.
 - ``PgListener``: the PostgreSQL feed. A dedicated connection in a worker thread ``LISTEN``s
   on ``postgres.CHANNEL``; the backend sends ``pg_notify`` inside each mutation transaction,
-  so only committed changes are announced, by whichever replica wrote them, to every replica.
+  so only committed changes are announced, by whichever replica wrote them, to every replica
+  (the payload is the topic: a Memory Stores store id, or a Databricks store's topic).
   After a lost connection it reconnects and wakes every subscriber (they re-read storage).
 
 Cursors: a stream position is the ``created_at`` of the last version seen, in integer
@@ -37,7 +40,19 @@ from typing import Any
 import trio
 
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
-from memfs.server.databricks_storage import DatabricksStorage
+from memfs.server.databricks_storage import (
+    DatabricksStorage,
+    DbxChange,
+    DbxEntry,
+    DbxStore,
+    EntryFilter,
+    EntryPatch,
+    EntryPosition,
+    NewEntry,
+    Page,
+    SearchRequest,
+    change_topic,
+)
 from memfs.server.sql import from_us, to_us
 from memfs.server.storage import (
     ListItem,
@@ -147,6 +162,7 @@ class NotifyingStorage(Storage):
     def __init__(self, inner: Storage, hub: ChangeHub) -> None:
         self.inner = inner
         self.hub = hub
+        self._databricks = NotifyingDatabricks(inner.databricks, hub)
 
     async def create_store(
         self, *, name: str, description: str, metadata: dict[str, str]
@@ -182,8 +198,7 @@ class NotifyingStorage(Storage):
 
     @property
     def databricks(self) -> DatabricksStorage:
-        # Databricks stores have no change stream (the mount compares listings instead).
-        return self.inner.databricks
+        return self._databricks
 
     async def create_memory(
         self, store_id: str, *, path: str, content: str, actor: Actor
@@ -285,6 +300,75 @@ class NotifyingStorage(Storage):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class NotifyingDatabricks(DatabricksStorage):
+    """A ``DatabricksStorage`` that publishes a store's topic after each committed change."""
+
+    def __init__(self, inner: DatabricksStorage, hub: ChangeHub) -> None:
+        self.inner = inner
+        self.hub = hub
+
+    async def create_store(
+        self, store_id: str, *, description: str | None, creator: str
+    ) -> DbxStore:
+        return await self.inner.create_store(store_id, description=description, creator=creator)
+
+    async def get_store(self, store_id: str) -> DbxStore:
+        return await self.inner.get_store(store_id)
+
+    async def list_stores(self, *, after: str | None, limit: int) -> Page[DbxStore, str]:
+        return await self.inner.list_stores(after=after, limit=limit)
+
+    async def update_store(self, store_id: str, *, description: str | None) -> DbxStore:
+        return await self.inner.update_store(store_id, description=description)
+
+    async def delete_store(self, store_id: str) -> None:
+        await self.inner.delete_store(store_id)
+        self.hub.publish(change_topic(store_id))
+
+    async def create_entry(self, store_id: str, entry: NewEntry) -> DbxEntry:
+        created = await self.inner.create_entry(store_id, entry)
+        self.hub.publish(change_topic(store_id))
+        return created
+
+    async def get_entry(self, store_id: str, entry_id: str, *, with_content: bool) -> DbxEntry:
+        return await self.inner.get_entry(store_id, entry_id, with_content=with_content)
+
+    async def list_entries(
+        self,
+        store_id: str,
+        flt: EntryFilter,
+        *,
+        after: EntryPosition | None,
+        limit: int,
+        with_content: bool,
+    ) -> Page[DbxEntry, EntryPosition]:
+        return await self.inner.list_entries(
+            store_id, flt, after=after, limit=limit, with_content=with_content
+        )
+
+    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
+        updated = await self.inner.update_entry(store_id, entry_id, patch)
+        self.hub.publish(change_topic(store_id))  # a no-op update wakes streams harmlessly
+        return updated
+
+    async def delete_entry(self, store_id: str, entry_id: str) -> None:
+        await self.inner.delete_entry(store_id, entry_id)
+        self.hub.publish(change_topic(store_id))
+
+    async def search_entries(
+        self, store_id: str, request: SearchRequest, *, with_content: bool
+    ) -> list[tuple[DbxEntry, float]]:
+        return await self.inner.search_entries(store_id, request, with_content=with_content)
+
+    async def list_changes(
+        self, store_id: str, *, after: int, actor_id: str | None, limit: int
+    ) -> list[DbxChange]:
+        return await self.inner.list_changes(store_id, after=after, actor_id=actor_id, limit=limit)
+
+    async def newest_change(self, store_id: str) -> int:
+        return await self.inner.newest_change(store_id)
 
 
 class PgListener:

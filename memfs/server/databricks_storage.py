@@ -13,6 +13,11 @@ transaction, so these checks cannot race. Nothing here knows about HTTP or SQL.
 
 ``session_id`` is ``None`` for an entry without a session (stored as ``""``: an empty
 ``session_id`` on the wire means "unset" too).
+
+The change log (a memfs extension, served by ``databricks_stream``): every entry create, update
+(that changes something), delete and every store delete appends one ``DbxChange`` in the same
+transaction. Its ``seq`` grows in commit order within a store; a backend also announces the
+change on ``change_topic(store_id)`` (``memfs.server.changes``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import abc
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from memfs.errors import ApiError
 
@@ -32,6 +37,13 @@ P = TypeVar("P")
 
 SOURCE_AGENT = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_AGENT"
 SOURCE_DREAMER = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_DREAMER"
+# The change hub's name of a Databricks store (the Memory Stores side uses the bare store id,
+# which never holds a "/", nor does a Databricks store id).
+TOPIC_PREFIX = "databricks/"
+
+
+def change_topic(store_id: str) -> str:
+    return TOPIC_PREFIX + store_id
 
 
 class AlreadyExistsError(ApiError):
@@ -116,6 +128,42 @@ class DbxEntry:
             body["content"] = self.content
         if self.description is not None:
             body["description"] = self.description
+        return body
+
+
+ChangeKind = Literal["created", "updated", "deleted", "store_deleted"]
+
+
+@dataclass(frozen=True)
+class DbxChange:
+    """One change of a store's entries (or the store's deletion: ``entry_id`` "")."""
+
+    seq: int
+    store_id: str
+    kind: ChangeKind
+    entry_id: str
+    actor_id: str
+    session_id: str | None
+    path: str
+    update_time: datetime  # the entry's update_time after the change; a delete's own time
+    content_sha256: str | None  # of the content written (None for deletes)
+    content_size: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The change stream's ``data`` (unset fields omitted, as entries are)."""
+        body: dict[str, Any] = {
+            "type": "entry_change",
+            "kind": self.kind,
+            "name": f"memory-stores/{self.store_id}/entries/{self.entry_id}",
+            "actor_id": self.actor_id,
+            "path": self.path,
+            "update_time": format_timestamp(self.update_time),
+        }
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        if self.content_sha256 is not None:
+            body["content_sha256"] = self.content_sha256
+            body["content_size_bytes"] = self.content_size
         return body
 
 
@@ -231,3 +279,17 @@ class DatabricksStorage(abc.ABC):
         self, store_id: str, request: SearchRequest, *, with_content: bool
     ) -> list[tuple[DbxEntry, float]]:
         """The actor's best entries for the query, best first (higher score = better)."""
+
+    # -- the change log (memfs extension) ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def list_changes(
+        self, store_id: str, *, after: int, actor_id: str | None, limit: int
+    ) -> list[DbxChange]:
+        """The store's changes with ``seq`` > ``after``, oldest first, at most ``limit``: only
+        ``actor_id``'s entries if given, and always the store's deletion."""
+
+    @abc.abstractmethod
+    async def newest_change(self, store_id: str) -> int:
+        """The ``seq`` of the store's newest change (0: none yet); NotFoundError if the store
+        does not exist."""

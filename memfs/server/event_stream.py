@@ -1,7 +1,8 @@
 """The change stream (a memfs extension): Server-Sent Events of a store's new versions.
 
 Offered only when ``create_app`` gets a ``changes.ChangeHub``; ``GET /v1/memfs/capabilities``
-says whether it is (``EventStream.capabilities``). ``GET
+says whether it is (``EventStream.capabilities``), and whether the Databricks routes' change
+stream (``databricks_stream``) is. ``GET
 /v1/memory_stores/{store_id}/memfs/changes`` (``EventStream.change_stream``) answers
 ``text/event-stream``:
 - ``event: ready`` first, once subscribed: every change committed after it will be sent; its
@@ -37,6 +38,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from memfs.errors import BadRequestError, NotFoundError, OverloadedError
 from memfs.models import MemoryVersion
 from memfs.server import changes
+from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH, SSE_HEADERS
 from memfs.server.envelope import error_body
 from memfs.server.query import MAX_LIMIT, query_text, query_view
 from memfs.server.storage import Storage, VersionFilter
@@ -62,6 +64,9 @@ class EventStream:
                 "change_stream_path": CHANGE_STREAM_PATH,
                 "search": True,  # the reference server always indexes (memfs.server.search)
                 "search_path": SEARCH_PATH,
+                # the Databricks routes' change stream (memfs.server.databricks_stream)
+                "databricks_change_stream": self.hub is not None,
+                "databricks_change_stream_path": DBX_CHANGE_STREAM_PATH,
             }
         )
 
@@ -102,11 +107,7 @@ class EventStream:
         return StreamingResponse(
             self._change_events(sub, start, full),
             media_type="text/event-stream",
-            headers={
-                "cache-control": "no-store",
-                "x-accel-buffering": "no",
-                "connection": "close",  # a reconnect opens a fresh connection (another replica)
-            },
+            headers=SSE_HEADERS,
         )
 
     async def _versions_after(

@@ -13,7 +13,7 @@ Times are integer microseconds since the Unix epoch (UTC). Paths compare in byte
 SQLite's default BINARY collation does that; on PostgreSQL every text column that is sorted or
 compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
-the memories that existed before the search index).
+the memories that existed before the search index; step 4, the Databricks change log, has none).
 """
 
 from __future__ import annotations
@@ -162,6 +162,30 @@ MIGRATIONS: list[tuple[int, str]] = [
             JOIN memories m ON m.id = d.doc_id AND m.store_id = d.store_id;
         """,
     ),
+    (
+        4,
+        # The Databricks change stream (memfs.server.databricks_stream): one row per entry
+        # create, update, delete and store delete, written in the same transaction as the change
+        # (memfs.server.sql.databricks). ``seq`` is handed out under the store's lock, so within
+        # a store it grows in commit order; AUTOINCREMENT never reuses one. No backfill: the
+        # entries that exist before this step have no history, a stream starts at "now".
+        """
+        CREATE TABLE dbx_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            store_id TEXT NOT NULL,              -- no foreign key: a store delete is a change
+            kind TEXT NOT NULL
+                CHECK (kind IN ('created', 'updated', 'deleted', 'store_deleted')),
+            entry_id TEXT NOT NULL,              -- '' for store_deleted
+            actor_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,            -- '' for "no session"
+            path TEXT NOT NULL,
+            update_us INTEGER NOT NULL,          -- the entry's update_time (a delete: its time)
+            content_sha256 TEXT,                 -- of the content written; NULL for deletes
+            content_size INTEGER
+        );
+        CREATE INDEX dbx_changes_by_store ON dbx_changes (store_id, seq);
+        """,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -288,6 +312,27 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
                    (SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(v.tsv) u)
             FROM memories m
             CROSS JOIN LATERAL (SELECT search_tsvector('', m.path, m.content) AS tsv) v;
+        """,
+    ),
+    (
+        4,
+        # The Databricks change stream (see the SQLite step 4). An identity ``seq`` drawn under
+        # the store's row lock (FOR UPDATE) grows in commit order within a store.
+        """
+        CREATE TABLE dbx_changes (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            store_id TEXT COLLATE "C" NOT NULL,
+            kind TEXT NOT NULL
+                CHECK (kind IN ('created', 'updated', 'deleted', 'store_deleted')),
+            entry_id TEXT COLLATE "C" NOT NULL,
+            actor_id TEXT COLLATE "C" NOT NULL,
+            session_id TEXT COLLATE "C" NOT NULL,
+            path TEXT COLLATE "C" NOT NULL,
+            update_us BIGINT NOT NULL,
+            content_sha256 TEXT,
+            content_size INTEGER
+        );
+        CREATE INDEX dbx_changes_by_store ON dbx_changes (store_id, seq);
         """,
     ),
 ]

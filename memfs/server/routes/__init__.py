@@ -4,8 +4,9 @@
 ``stores`` (``StoreRoutes``), ``memories`` (``MemoryRoutes``), ``versions``
 (``VersionRoutes``), ``search`` (``SearchRoutes``, the search extension), ``databricks``
 (``DatabricksRoutes``: the Databricks Agent Memory API on ``Storage.databricks``, listed by
-``databricks_route_table``), and ``memfs.server.event_stream`` (the change stream and the
-capabilities it announces). ``/healthz`` and ``/metrics`` are answered here. An endpoint reads
+``databricks_route_table``), ``memfs.server.event_stream`` (the change stream and the
+capabilities it announces) and ``memfs.server.databricks_stream`` (the Databricks one).
+``/healthz`` and ``/metrics`` are answered here. An endpoint reads
 its request with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters,
 pages), calls ``Storage`` and renders the answer; whatever it raises becomes the error envelope
 (``memfs.server.envelope``). Routes must not contain SQL or know which backend they run on.
@@ -20,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memfs.server import changes
+from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH, DatabricksChangeStream
 from memfs.server.event_stream import CHANGE_STREAM_PATH, SEARCH_PATH, EventStream
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.routes.databricks import DatabricksRoutes, databricks_route_table
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metrics) -> list[Route]:
-    """Every route of the server on ``storage``; the change stream only with a ``hub``."""
+    """Every route of the server on ``storage``; the change streams only with a ``hub``."""
 
     async def healthz(request: Request) -> Response:
         await storage.ping()
@@ -75,7 +77,14 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
             )
         ),
         *(
-            [Route(CHANGE_STREAM_PATH, events.change_stream, methods=["GET"])]
+            [
+                Route(CHANGE_STREAM_PATH, events.change_stream, methods=["GET"]),
+                Route(
+                    DBX_CHANGE_STREAM_PATH,
+                    DatabricksChangeStream(storage.databricks, hub).stream,
+                    methods=["GET"],
+                ),
+            ]
             if hub is not None
             else []
         ),

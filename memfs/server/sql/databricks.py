@@ -17,6 +17,13 @@ Search: every write of an entry (create, update, delete, store delete) updates t
 (``memfs.server.search``, kind ``databricks``) in the same transaction, so a search that starts
 after a write commits sees it; ``search_entries`` asks the index for the best ids in scope and
 reads those entries in the same snapshot.
+
+Change log: every write of an entry that changes something, and every store delete, appends one
+``dbx_changes`` row in its transaction (``_record``), after the store's row lock, so ``seq``
+(drawn by the database) grows in commit order within a store; the transaction then announces
+the store's topic (``_announce``: PostgreSQL ``NOTIFY``, delivered only on commit). A store
+delete drops the store's older change rows and leaves one ``store_deleted`` row, which ends the
+streams of that store (and of any later store under the same id that resumes before it).
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from typing import Any, Protocol, TypeVar
 
 from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.errors import NotFoundError
+from memfs.models import sha256_hex
 from memfs.server.databricks_storage import (
     AlreadyExistsError,
+    ChangeKind,
     DatabricksStorage,
+    DbxChange,
     DbxEntry,
     DbxStore,
     EntryFilter,
@@ -40,6 +50,7 @@ from memfs.server.databricks_storage import (
     Page,
     ResourceExhaustedError,
     SearchRequest,
+    change_topic,
 )
 from memfs.server.search import DocumentKind, SearchDocument, SearchIndex, SearchScope
 from memfs.server.sql.rows import from_us
@@ -60,6 +71,8 @@ class Backend(Protocol):
 
     def _now_us(self) -> int: ...
 
+    def _announce(self, tx: Tx, topic: str) -> None: ...
+
     async def _warm_search(self, description: str, content: str | None) -> None: ...
 
     async def _read(self, fn: Callable[[Tx], R]) -> R: ...
@@ -72,6 +85,10 @@ _ENTRY_TAIL = "description, source_type, created_us, updated_us"
 _ENTRY_FULL = f"store_id, id, actor_id, session_id, path, content, {_ENTRY_TAIL}"
 _ENTRY_BASIC = f"store_id, id, actor_id, session_id, path, NULL AS content, {_ENTRY_TAIL}"
 KIND: DocumentKind = "databricks"  # the search index's name for these documents
+_CHANGE_COLUMNS = (
+    "seq, store_id, kind, entry_id, actor_id, session_id, path, update_us, content_sha256, "
+    "content_size"
+)
 
 
 def _store(row: Row) -> DbxStore:
@@ -96,6 +113,21 @@ def _entry(row: Row) -> DbxEntry:
         source_type=row["source_type"],
         create_time=from_us(row["created_us"]),
         update_time=from_us(row["updated_us"]),
+    )
+
+
+def _change(row: Row) -> DbxChange:
+    return DbxChange(
+        seq=int(row["seq"]),
+        store_id=row["store_id"],
+        kind=row["kind"],
+        entry_id=row["entry_id"],
+        actor_id=row["actor_id"],
+        session_id=row["session_id"] or None,
+        path=row["path"],
+        update_time=from_us(row["update_us"]),
+        content_sha256=row["content_sha256"],
+        content_size=row["content_size"],
     )
 
 
@@ -205,6 +237,8 @@ class SqlDatabricks(DatabricksStorage):
             self._backend.search.remove_store(tx, KIND, store_id)
             tx.execute("DELETE FROM dbx_entries WHERE store_id = ?", (store_id,))
             tx.execute("DELETE FROM dbx_stores WHERE id = ?", (store_id,))
+            tx.execute("DELETE FROM dbx_changes WHERE store_id = ?", (store_id,))
+            self._record(tx, "store_deleted", store_id, None, self._now_us())
 
         await self._backend._write(run)
 
@@ -262,6 +296,7 @@ class SqlDatabricks(DatabricksStorage):
             )
             row = self._load_entry(tx, store_id, entry_id)
             self._backend.search.index(tx, _document(row))
+            self._record(tx, "created", store_id, row, int(row["updated_us"]))
             return _entry(row)
 
         return await self._backend._write(run)
@@ -337,6 +372,7 @@ class SqlDatabricks(DatabricksStorage):
             row = self._load_entry(tx, store_id, entry_id)
             if changed:
                 self._backend.search.index(tx, _document(row))
+                self._record(tx, "updated", store_id, row, int(row["updated_us"]))
             return _entry(row)
 
         return await self._backend._write(run)
@@ -344,10 +380,11 @@ class SqlDatabricks(DatabricksStorage):
     async def delete_entry(self, store_id: str, entry_id: str) -> None:
         def run(tx: Tx) -> None:
             self._load_store(tx, store_id, lock=True)
-            self._load_entry(tx, store_id, entry_id, with_content=False)
+            gone = self._load_entry(tx, store_id, entry_id, with_content=False)
             tx.execute(
                 "DELETE FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
             )
+            self._record(tx, "deleted", store_id, gone, self._next_us(gone))
             self._backend.search.remove(tx, KIND, store_id, entry_id)
             tx.execute(
                 "UPDATE dbx_stores SET entry_count = entry_count - 1 WHERE id = ?", (store_id,)
@@ -378,6 +415,60 @@ class SqlDatabricks(DatabricksStorage):
             return [(by_id[hit.doc_id], hit.score) for hit in hits if hit.doc_id in by_id]
 
         return await self._backend._read(run)
+
+    # -- the change log ---------------------------------------------------------------------------
+
+    async def list_changes(
+        self, store_id: str, *, after: int, actor_id: str | None, limit: int
+    ) -> list[DbxChange]:
+        clauses = "store_id = ? AND seq > ?"
+        params: list[Any] = [store_id, after]
+        if actor_id is not None:
+            clauses += " AND (actor_id = ? OR kind = 'store_deleted')"
+            params.append(actor_id)
+        sql = f"SELECT {_CHANGE_COLUMNS} FROM dbx_changes WHERE {clauses} ORDER BY seq LIMIT ?"
+
+        def run(tx: Tx) -> list[DbxChange]:
+            return [_change(row) for row in tx.execute(sql, (*params, limit)).fetchall()]
+
+        return await self._backend._read(run)
+
+    async def newest_change(self, store_id: str) -> int:
+        def run(tx: Tx) -> int:
+            self._load_store(tx, store_id)
+            row = tx.one("SELECT MAX(seq) AS seq FROM dbx_changes WHERE store_id = ?", (store_id,))
+            return int(row["seq"]) if row is not None and row["seq"] is not None else 0
+
+        return await self._backend._read(run)
+
+    @staticmethod
+    def prune_changes(tx: Tx, cutoff_us: int) -> None:
+        """Retention (in the caller's transaction): drop changes made before ``cutoff_us``."""
+        tx.execute("DELETE FROM dbx_changes WHERE update_us < ?", (cutoff_us,))
+
+    def _record(
+        self, tx: Tx, kind: ChangeKind, store_id: str, row: Row | None, update_us: int
+    ) -> None:
+        """Append the change ``kind`` of the entry ``row`` (None: the store) and announce it;
+        inside the transaction of the change, after the store's lock (see the module doc)."""
+        written = row is not None and kind in ("created", "updated")
+        content = (row["content"] or "") if row is not None and written else None
+        tx.execute(
+            "INSERT INTO dbx_changes (store_id, kind, entry_id, actor_id, session_id, path, "
+            "update_us, content_sha256, content_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                store_id,
+                kind,
+                row["id"] if row is not None else "",
+                row["actor_id"] if row is not None else "",
+                row["session_id"] if row is not None else "",
+                row["path"] if row is not None else "",
+                update_us,
+                None if content is None else sha256_hex(content),
+                None if content is None else len(content.encode("utf-8")),
+            ),
+        )
+        self._backend._announce(tx, change_topic(store_id))
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ actor and time; the page position is the last ``seq``. A redaction clears a vers
 content and records who redacted it; the head of a live memory is never redacted (400), and
 redacting a redacted version returns it unchanged. Retention (``prune_versions``) deletes old
 versions but never a memory's newest one, and on PostgreSQL only one replica prunes at a time
-(``_claim_pruning``).
+(``_claim_pruning``); the Databricks change log is pruned with them.
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ class VersionQueries(SqlBase):
                 "AND newer.memory_id = versions.memory_id)",
                 (cutoff,),
             )
-            return int(cursor.rowcount)
+            pruned = int(cursor.rowcount)
+            self._databricks.prune_changes(tx, cutoff)  # the same retention for its change log
+            return pruned
 
         return await self._write(run)

@@ -1,0 +1,122 @@
+"""The Databricks change stream (a memfs extension): Server-Sent Events of a store's entry changes.
+
+The hosted Databricks API has no such thing; a client learns whether a server offers it from
+``GET /v1/memfs/capabilities`` (``databricks_change_stream``, ``event_stream.EventStream``).
+Offered only when ``create_app`` gets a ``changes.ChangeHub``. ``GET
+/api/2.0/agents/memory-stores/{store_id}/memfs/changes`` (``DatabricksChangeStream.stream``)
+takes the Databricks routes' key (``Authorization: Bearer``) and answers ``text/event-stream``:
+- ``event: ready`` first, once subscribed: every change committed after it will be sent; its
+  ``id:`` is the position the stream starts after;
+- one ``event: entry_change`` per committed change of the store's entries (``?actor_id=``: of
+  that actor's only), oldest first in commit order, ``data:`` ``DbxChange.to_json`` (no
+  content: its SHA-256 and size; read the entry for the rest), ``id:`` its resume cursor (the
+  change's ``seq``, decimal);
+- ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
+- ``event: error`` with the Databricks envelope (``NOT_FOUND``) when the store is deleted, which
+  ends the stream.
+
+Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor; ``0`` replays the whole
+retained log), else after the store's newest change (no replay). An unknown store is a 404
+before the stream starts; a closing hub (shutdown) gets 503 ``UNAVAILABLE``, so clients
+reconnect elsewhere. As the Memory Stores stream (``event_stream``): subscribe to the hub
+*before* reading storage, then after each wake-up read every change after the position, a page
+at a time, so a lost or coalesced notification delays an event but never loses one. This module
+must not contain SQL or feed the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import trio
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from memfs.errors import BadRequestError, OverloadedError
+from memfs.server import changes
+from memfs.server import databricks_validation as check
+from memfs.server.databricks_storage import DatabricksStorage, change_topic
+from memfs.server.query import MAX_LIMIT, query_text
+
+log = logging.getLogger(__name__)
+
+DBX_CHANGE_STREAM_PATH = "/api/2.0/agents/memory-stores/{store_id}/memfs/changes"
+SSE_HEADERS = {
+    "cache-control": "no-store",
+    "x-accel-buffering": "no",
+    "connection": "close",  # a reconnect opens a fresh connection (another replica)
+}
+_MAX_CURSOR_DIGITS = 18  # below 2**63: a PostgreSQL BIGINT
+
+
+def _cursor(raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > _MAX_CURSOR_DIGITS:
+        raise BadRequestError("after: expected a change-stream cursor (the id of an event)")
+    return int(raw)
+
+
+class DatabricksChangeStream:
+    """The Databricks change stream's endpoint, on one ``DatabricksStorage`` and its hub."""
+
+    def __init__(self, storage: DatabricksStorage, hub: changes.ChangeHub) -> None:
+        self.storage = storage
+        self.hub = hub
+
+    async def stream(self, request: Request) -> Response:
+        store_id = request.path_params["store_id"]
+        raw_actor = request.query_params.get("actor_id")
+        actor = check.actor_id(raw_actor) if raw_actor is not None else None
+        raw = request.headers.get("last-event-id") or query_text(request, "after")
+        after = _cursor(raw) if raw is not None else None
+        if self.hub.closed:
+            raise OverloadedError("the server is shutting down; reconnect to another replica")
+        sub = self.hub.subscribe(change_topic(store_id))  # before reading: nothing slips between
+        try:
+            newest = await self.storage.newest_change(store_id)  # 404 before the stream starts
+        except BaseException:
+            sub.__exit__(None, None, None)
+            raise
+        return StreamingResponse(
+            self._events(sub, store_id, actor, newest if after is None else after),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
+        )
+
+    async def _events(
+        self, sub: changes.Subscription, store_id: str, actor: str | None, position: int
+    ) -> AsyncIterator[str]:
+        hub = sub.hub
+        with sub:
+            ready = json.dumps({"type": "ready", "cursor": str(position)})
+            yield f"event: ready\nid: {position}\ndata: {ready}\n\n"
+            while True:
+                while True:  # the backlog a page at a time, then what is new
+                    page = await self.storage.list_changes(
+                        store_id, after=position, actor_id=actor, limit=MAX_LIMIT
+                    )
+                    for change in page:
+                        position = change.seq
+                        if change.kind == "store_deleted":
+                            body = json.dumps(
+                                {
+                                    "error_code": "NOT_FOUND",
+                                    "message": f"memory store 'memory-stores/{store_id}' "
+                                    "was deleted",
+                                }
+                            )
+                            yield f"event: error\ndata: {body}\n\n"
+                            return
+                        data = json.dumps(change.to_json(), separators=(",", ":"))
+                        yield f"event: entry_change\nid: {position}\ndata: {data}\n\n"
+                    if len(page) < MAX_LIMIT:
+                        break
+                if hub.closed:
+                    return
+                with trio.move_on_after(hub.heartbeat) as idle:
+                    await sub.wait()
+                if hub.closed:
+                    return
+                if idle.cancelled_caught:
+                    yield ": heartbeat\n\n"
