@@ -17,6 +17,8 @@ change is missed or repeated. ``stream.cursor`` is the last position seen: persi
 after a restart (``after=``). A cursor, or a ``memver_…`` id, is accepted as ``after``; without
 it the stream starts at the store's newest version (no replay).
 
+``SseStream`` is the reader both APIs share (the Databricks change stream:
+``memfs.api.databricks.stream``); a subclass turns each SSE message into a ``ChangeEvent``.
 The stream is one more request of the ``StoreClient``: the same credentials (``x-api-key`` or
 bearer), pool and ``RequestStats``; reconnects wait as the client's ``RetryPolicy`` says (full
 jitter, the server's ``retry-after``), and only failures ``is_transient`` calls transient are
@@ -33,11 +35,13 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import Self
 
 import trio
 
 from memfs.api.client import StoreClient
 from memfs.api.retry import RetryPolicy, is_transient
+from memfs.api.transport import Transport
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError
 from memfs.models import MemoryVersion
 from memfs.store_api import ChangeEvent
@@ -57,32 +61,37 @@ async def server_offers_change_stream(client: StoreClient) -> bool:
     return body.get("change_stream") is True
 
 
-class ChangeStream:
-    """Async iterator of one store's changes that reconnects and resumes (module docstring)."""
+class SseStream:
+    """Async iterator of ``ChangeEvent``s read from one Server-Sent Events endpoint, which
+    reconnects and resumes (module docstring). A subclass reads its events (``_dispatch``)."""
 
     def __init__(
         self,
-        client: StoreClient,
-        store_id: str,
+        client: Transport,
+        route: str,
+        path_args: dict[str, str],
         *,
+        query: dict[str, str] | None = None,
         after: str | None = None,
         read_timeout: float = 45.0,  # three missed server heartbeats
         retry: RetryPolicy | None = None,  # default: the client's
     ) -> None:
-        self.store_id = store_id
         self.cursor = after
         self.reconnects = 0
         self._client = client
+        self._route = route
+        self._path_args = path_args
+        self._query = query
         self._retry = retry or client.retry
         self._read_timeout = read_timeout
 
     def __repr__(self) -> str:
-        return f"ChangeStream(store_id={self.store_id!r}, cursor={self.cursor!r})"
+        return f"{type(self).__name__}({self._path_args!r}, cursor={self.cursor!r})"
 
     async def aclose(self) -> None:
         """Nothing to release: the connection belongs to the client's pool."""
 
-    async def __aenter__(self) -> ChangeStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -109,7 +118,7 @@ class ChangeStream:
                     if event.kind == "ready":
                         failures = 0  # a healthy connection resets the backoff
                     yield event
-                log.debug("change stream of %s ended; reconnecting", self.store_id)
+                log.debug("change stream %r ended; reconnecting", self)
             except (ApiError, ApiConnectionError) as exc:
                 if not is_transient(exc):
                     raise  # a reconnect cannot fix it
@@ -122,8 +131,8 @@ class ChangeStream:
             if error is not None:
                 self._client.stats.record_retry()
                 log.info(
-                    "change stream of %s interrupted (%s); reconnecting in %.1f s",
-                    self.store_id,
+                    "change stream %r interrupted (%s); reconnecting in %.1f s",
+                    self,
                     type(error).__name__,
                     delay,
                 )
@@ -134,7 +143,11 @@ class ChangeStream:
         if self.cursor:
             headers["last-event-id"] = self.cursor
         async with self._client.open_stream(
-            CHANGES, {"store": self.store_id}, headers=headers, read_timeout=self._read_timeout
+            self._route,
+            self._path_args,
+            headers=headers,
+            query=self._query,
+            read_timeout=self._read_timeout,
         ) as response:
             fields: dict[str, str] = {}
             data: list[str] = []
@@ -149,15 +162,41 @@ class ChangeStream:
                     else:
                         fields[name] = value
                     continue
-                event = self._dispatch(fields, "\n".join(data))
+                cursor = fields.get("id") or self.cursor or ""
+                event = self._dispatch(fields.get("event", "message"), cursor, "\n".join(data))
                 fields, data = {}, []
+                self.cursor = cursor  # also past an event the subclass skips
                 if event is not None:
-                    self.cursor = event.cursor
                     yield event
 
-    def _dispatch(self, fields: dict[str, str], data: str) -> ChangeEvent | None:
-        kind = fields.get("event", "message")
-        cursor = fields.get("id") or self.cursor or ""
+    def _dispatch(self, kind: str, cursor: str, data: str) -> ChangeEvent | None:
+        """The event of one SSE message (None: nothing for the caller); raises to end."""
+        raise NotImplementedError
+
+
+class ChangeStream(SseStream):
+    """One Memory Stores store's changes (``memory_version`` events; module docstring)."""
+
+    def __init__(
+        self,
+        client: StoreClient,
+        store_id: str,
+        *,
+        after: str | None = None,
+        read_timeout: float = 45.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(
+            client,
+            CHANGES,
+            {"store": store_id},
+            after=after,
+            read_timeout=read_timeout,
+            retry=retry,
+        )
+        self.store_id = store_id
+
+    def _dispatch(self, kind: str, cursor: str, data: str) -> ChangeEvent | None:
         if kind == "memory_version":
             return ChangeEvent("memory_version", cursor, MemoryVersion.from_json(json.loads(data)))
         if kind == "ready":

@@ -385,6 +385,7 @@ class Transport:
         path_args: dict[str, str],
         *,
         headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
         read_timeout: float,
     ) -> AsyncIterator[httpx.Response]:
         """``GET route`` as a stream (the change stream), on this client's pool, headers and
@@ -396,7 +397,9 @@ class Transport:
         timeout = httpx.Timeout(read_timeout, connect=self._config.connect_timeout)
         answered = False
         try:
-            async with self._http.stream("GET", url, headers=headers, timeout=timeout) as response:
+            async with self._http.stream(
+                "GET", url, headers=headers, params=query, timeout=timeout
+            ) as response:
                 answered = True
                 status = response.status_code
                 self.stats.record("GET", route, outcomes.outcome_for_status(status), status)

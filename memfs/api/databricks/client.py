@@ -23,6 +23,7 @@ from typing import TypedDict, Unpack
 import httpx
 import trio
 
+from memfs.api.client import CAPABILITIES
 from memfs.api.pagination import Pager
 from memfs.api.retry import retry_after_seconds
 from memfs.api.transport import Transport, parse_answer, query_params
@@ -177,6 +178,11 @@ class DatabricksClient(DatabricksTransport):
 
     async def get_store(self, store_id: str) -> JsonObject:
         return await self._call("GET", STORE, {"store": store_id})
+
+    async def capabilities(self) -> JsonObject:
+        """memfs server's extensions (``GET /v1/memfs/capabilities``, one try): a Databricks
+        workspace has no such route (404)."""
+        return await self.with_options(max_retries=0)._call("GET", CAPABILITIES, {})
 
     async def list_entries_page(
         self,

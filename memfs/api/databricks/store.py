@@ -16,7 +16,9 @@ What the API lacks is made up here, where the window it leaves is known (docs/se
   deletes the old entry; the answer is the new entry (a new id: ``rename_keeps_identity``);
 - no directories: ``list_directory_page`` derives them from the flat entry paths;
 - no versions and no change listing: ``recent_changes`` compares listings (BASIC view)
-  (``memfs.api.databricks.changes``); each change is one made-up version.
+  (``memfs.api.databricks.changes``); each change is one made-up version. memfs server pushes
+  changes instead (``memfs.api.databricks.stream``) when its capabilities say so: each becomes
+  the same made-up version (the id of the entry's state), with the hash the server computed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from memfs import databricks_limits
 from memfs.api.databricks.changes import ListingDiff
 from memfs.api.databricks.client import VIEW_BASIC, VIEW_FULL, DatabricksClient, Entry
+from memfs.api.databricks.stream import EntryChange, EntryChangeStream, server_offers_entry_stream
 from memfs.errors import NotFoundError, NotSupportedError, PreconditionFailedError
 from memfs.models import (
     ListItem,
@@ -272,11 +275,36 @@ class DatabricksStore:
         self.diff.compare(self._store_id, listed, hashes)
         return self.diff.recent(since, limit)
 
+    # -- changes: pushed by memfs server (an extension) -------------------------------------------
+
     async def offers_change_stream(self) -> bool:
-        return False
+        return await server_offers_entry_stream(self.client)
 
     def change_stream(self) -> AbstractAsyncContextManager[AsyncIterable[ChangeEvent]]:
-        raise NotSupportedError("Databricks stores push no changes")
+        return EntryChangeStream(self.client, self._store_id, self.actor_id, self._version_of)
+
+    def _version_of(self, change: EntryChange) -> MemoryVersion | None:
+        """The made-up version of a pushed change; None if the entry is not this mount's (the
+        stream has the actor's changes, of every session)."""
+        if change.actor_id != self.actor_id or change.session_id != self.session_id:
+            return None
+        if change.content_sha256 is not None and change.content_size is not None:
+            # a BASIC listing of this state then needs no read (``_hash_of``)
+            self._hashes[change.entry_id] = (
+                change.update_time,
+                change.content_sha256,
+                change.content_size,
+            )
+        return MemoryVersion(
+            id=version_id(change.entry_id, change.update_time),
+            memory_id=change.entry_id,
+            memory_store_id=self._store_id,
+            operation="modified" if change.kind == "updated" else change.kind,
+            created_at=change.update_time,
+            path=change.path,
+            content_sha256=change.content_sha256,
+            content_size_bytes=change.content_size,
+        )
 
     async def offers_search(self) -> bool:
         return True  # entries:search is part of the API
