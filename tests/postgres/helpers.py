@@ -6,9 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import trio
 from support.servers import ServerProcess
 
+from memfs.api.changes import SseStream
 from memfs.api.config import ClientConfig, Secret
+from memfs.store_api import ChangeEvent
 
 
 def config_for(server: ServerProcess, **overrides: Any) -> ClientConfig:
@@ -31,3 +34,36 @@ def new_store(server: ServerProcess, name: str = "changes") -> str:
 
 
 MakeHttp = Callable[[ServerProcess], httpx.Client]
+
+
+class Collector:
+    """Reads a change stream (either API's) in the background; ``ready`` is set on each
+    (re)connection."""
+
+    def __init__(self, stream: SseStream) -> None:
+        self.stream = stream
+        self.events: list[ChangeEvent] = []
+        self.ready = trio.Event()
+        self.error: BaseException | None = None
+        self.changed = trio.Event()
+
+    async def run(self) -> None:
+        try:
+            async for event in self.stream:
+                if event.kind == "ready":
+                    self.ready.set()
+                elif event.kind == "memory_version":
+                    self.events.append(event)
+                    self.changed.set()
+                    self.changed = trio.Event()
+        except Exception as exc:
+            self.error = exc
+
+    @property
+    def version_ids(self) -> list[str]:
+        return [e.version.id for e in self.events if e.version is not None]
+
+    async def wait_for(self, count: int, timeout: float = 10) -> None:
+        with trio.fail_after(timeout):
+            while len(self.events) < count:
+                await self.changed.wait()

@@ -12,7 +12,7 @@ import trio
 from support.servers import ServerProcess
 
 from memfs.api import RetryPolicy, StoreClient
-from memfs.api.changes import ChangeEvent, ChangeStream, server_offers_change_stream
+from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.config import ClientConfig, Secret
 from memfs.errors import BadRequestError, NotFoundError
 from memfs.models import Actor
@@ -20,7 +20,7 @@ from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
-from .helpers import config_for, new_store
+from .helpers import Collector, config_for, new_store
 
 
 def aclient(server: ServerProcess) -> httpx.AsyncClient:
@@ -65,38 +65,6 @@ async def change_stream(
 async def offers(config: ClientConfig, transport: httpx.AsyncBaseTransport | None = None) -> bool:
     async with StoreClient(config, transport=transport) as client:
         return await server_offers_change_stream(client)
-
-
-class Collector:
-    """Reads a ChangeStream in the background; ``ready`` is set on each (re)connection."""
-
-    def __init__(self, stream: ChangeStream) -> None:
-        self.stream = stream
-        self.events: list[ChangeEvent] = []
-        self.ready = trio.Event()
-        self.error: BaseException | None = None
-        self.changed = trio.Event()
-
-    async def run(self) -> None:
-        try:
-            async for event in self.stream:
-                if event.kind == "ready":
-                    self.ready.set()
-                elif event.kind == "memory_version":
-                    self.events.append(event)
-                    self.changed.set()
-                    self.changed = trio.Event()
-        except Exception as exc:
-            self.error = exc
-
-    @property
-    def version_ids(self) -> list[str]:
-        return [e.version.id for e in self.events if e.version is not None]
-
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        with trio.fail_after(timeout):
-            while len(self.events) < count:
-                await self.changed.wait()
 
 
 async def replayed(
