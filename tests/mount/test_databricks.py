@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from databricks.sdk import WorkspaceClient
+from databricks.sdk.common.types.fieldmask import FieldMask
+from databricks.sdk.service.agentkit import ManagedMemoryEntry
 from support.databricks import ACTOR, Workspace
 from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
@@ -306,7 +309,7 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     assert [e["content"] for e in copies] == ["mine\n"]
     wait_for(lambda: (root / "kept.md").read_text() == "theirs\n")
 
-    # changes made elsewhere appear: the change feed compares listings
+    # changes made elsewhere appear (memfs server pushes them)
     workspace.put(store, "/remote.md", "from elsewhere\n")
     workspace.patch(store, tone, "changed elsewhere\n")
     wait_for(lambda: (root / "remote.md").exists())
@@ -330,7 +333,8 @@ def test_a_session_mount_and_a_read_only_mount(
         store,
         f"{store} (actor {ACTOR}, session s1)",
     )
-    wait_for(lambda: session.status()["change_feed"].get("state") == "polling")
+    # memfs server pushes changes (its Databricks change stream): no polling
+    wait_for(lambda: session.status()["change_feed"].get("state") == "connected")
     (session.path / "made.md").write_text("in s1\n")
     session.settle()
     assert workspace.content(store, "/made.md", session="s1") == "in s1\n"
@@ -349,6 +353,42 @@ def test_a_session_mount_and_a_read_only_mount(
             change()
         assert refused.value.errno == errno.EROFS
     assert workspace.content(store, "/shared.md") == "no session\n"
+
+
+def test_changes_made_elsewhere_are_pushed_by_memfs_server(
+    server: ServerProcess, dbx_mount: Callable[..., MountedStore], workspace: Workspace
+) -> None:
+    """On memfs server a Databricks mount follows the server's change stream: with polls an
+    hour apart, a change made through databricks-sdk still shows at once; another actor's or
+    another session's entries never do."""
+    store = workspace.create_store()
+    mounted = dbx_mount(store, "--poll-interval", "3600", "--idle-poll-interval", "3600")
+    root = mounted.path
+    feed = mounted.status()["change_feed"]
+    assert (feed["state"], feed["source"]) == ("connected", "stream")
+    assert feed["health"] == "connected (the server's change stream)"
+    assert os.listdir(root) == []
+    sdk = WorkspaceClient(host=server.base_url, token=server.api_key)
+    agent_kit = sdk.agent_kit
+    name = f"memory-stores/{store}"
+    agent_kit.create_memory(name, ManagedMemoryEntry(actor_id="other", path="/theirs.md"))
+    agent_kit.create_memory(name, ManagedMemoryEntry(actor_id=ACTOR, path="/s.md", session_id="s"))
+    pushed = agent_kit.create_memory(
+        name, ManagedMemoryEntry(actor_id=ACTOR, path="/notes/pushed.md", content="pushed\n")
+    )
+    wait_for(lambda: os.listdir(root) == ["notes"])  # the later change arrived: not the others
+    assert os.listdir(root / "notes") == ["pushed.md"]
+    assert (root / "notes" / "pushed.md").read_text() == "pushed\n"
+    agent_kit.update_memory(
+        pushed.name,
+        ManagedMemoryEntry(actor_id=ACTOR, path="/notes/pushed.md", content="changed\n"),
+        FieldMask(["content"]),
+    )
+    wait_for(lambda: (root / "notes" / "pushed.md").read_text() == "changed\n")
+    agent_kit.delete_memory(pushed.name)
+    wait_for(lambda: not (root / "notes" / "pushed.md").exists())
+    feed = mounted.status()["change_feed"]
+    assert (feed["state"], feed["errors"], feed["resyncs"]) == ("connected", 0, 0)
 
 
 def test_search_shows_the_mounts_entries_only(
