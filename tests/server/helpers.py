@@ -63,3 +63,35 @@ def assert_error(
 
 
 MakeMemory = Callable[..., Any]
+
+
+# What each migration step added (memfs.server.schema), newest first, so that a database made by
+# this memfs can be taken back to an older step and its upgrade tested.
+_UNDO: dict[int, dict[str, list[str]]] = {
+    4: {"sqlite": ["DROP TABLE dbx_changes"], "postgres": ["DROP TABLE dbx_changes"]},
+    3: {
+        "sqlite": ["DROP TABLE search_text", "DROP TABLE search_docs"],
+        "postgres": [
+            "DROP TABLE search_docs",
+            "DROP FUNCTION search_tsvector(text, text, text)",
+            "DROP FUNCTION search_fold(text)",
+        ],
+    },
+    2: {
+        "sqlite": ["DROP TABLE dbx_entries", "DROP TABLE dbx_stores"],
+        "postgres": ["DROP TABLE dbx_entries", "DROP TABLE dbx_stores"],
+    },
+}
+
+
+def back_to_step(step: int, backend: str) -> Callable[[Any], None]:
+    """A write transaction (``SqlStorage._write``) that undoes every migration after ``step``."""
+
+    def undo(tx: Any) -> None:
+        for newer in sorted(_UNDO, reverse=True):
+            if newer > step:
+                for statement in _UNDO[newer][backend]:
+                    tx.execute(statement)
+        tx.execute("DELETE FROM schema_version WHERE version > ?", (step,))
+
+    return undo

@@ -19,7 +19,7 @@ from memfs.server.sql import SqlStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
-from .helpers import MakeMemory, assert_error
+from .helpers import MakeMemory, assert_error, back_to_step
 
 ACTOR = Actor("api_actor", "apikey_test")
 
@@ -262,17 +262,6 @@ async def test_the_interface_scopes_by_kind_actor_and_session(storage: Storage) 
     assert [hit.doc_id for hit in hits] == ["m1"]
 
 
-# What step 3 added, to be dropped so a database looks as before it (step 1 only).
-_UNDO_STEP_3 = {
-    "sqlite": ["DROP TABLE search_text", "DROP TABLE search_docs"],
-    "postgres": [
-        "DROP TABLE search_docs",
-        "DROP FUNCTION search_tsvector(text, text, text)",
-        "DROP FUNCTION search_fold(text)",
-    ],
-}
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_the_migration_indexes_existing_memories(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -288,12 +277,7 @@ async def test_the_migration_indexes_existing_memories(
     store = await storage.create_store(name="old", description="", metadata={})
     await storage.create_memory(store.id, path="/old/notes.md", content="an okapi", actor=ACTOR)
 
-    def back_to_step_2(tx: Any) -> None:
-        for statement in _UNDO_STEP_3[backend]:
-            tx.execute(statement)
-        tx.execute("DELETE FROM schema_version WHERE version > 2")  # undo step 3 only
-
-    await storage._write(back_to_step_2)
+    await storage._write(back_to_step(2, backend))
     await storage.aclose()
     storage = await open_storage()
     try:

@@ -1,0 +1,108 @@
+"""Upgrades of older databases on both backends (``memfs.server.schema``): data written at an
+older step is served after the upgrade, by every API, and the steps are recorded once each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memfs.models import Actor
+from memfs.server import schema
+from memfs.server.databricks_storage import EntryFilter, NewEntry, SearchRequest
+from memfs.server.postgres import PostgresStorage
+from memfs.server.sql import SqlStorage, Tx
+from memfs.server.sqlite import SqliteStorage
+
+from .helpers import back_to_step
+
+ACTOR = Actor("api_actor", "apikey_test")
+AGENT = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_AGENT"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return request.getfixturevalue("pg_url") if backend == "postgres" else str(tmp_path / "db")
+
+
+async def open_storage(database: str) -> SqlStorage:
+    if database.startswith("postgresql://"):
+        return await PostgresStorage.open(database, pool_size=2)
+    return await SqliteStorage.open(database)
+
+
+def steps_recorded(tx: Tx) -> list[int]:
+    return [int(row["version"]) for row in tx.execute("SELECT version FROM schema_version")]
+
+
+def entry(path: str, content: str) -> NewEntry:
+    return NewEntry(None, "agent", None, path, content, None, AGENT)
+
+
+async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
+    backend: str, database: str
+) -> None:
+    storage = await open_storage(database)
+    dbx = storage.databricks
+    await dbx.create_store("old", description=None, creator="apikey_test")
+    old = await dbx.create_entry("old", entry("/old/notes.md", "an okapi"))
+    await storage._write(back_to_step(3, backend))  # as a memfs of step 3 left it
+    await storage.aclose()
+
+    storage = await open_storage(database)  # upgrades
+    try:
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4]
+        dbx = storage.databricks
+        page = await dbx.list_entries(
+            "old", EntryFilter("agent"), after=None, limit=10, with_content=True
+        )
+        assert [(e.id, e.content) for e in page.items] == [(old.id, "an okapi")]
+        hits = await dbx.search_entries(
+            "old", SearchRequest("agent", "okapi", 5), with_content=False
+        )
+        assert [e.id for e, _ in hits] == [old.id]
+        # No history before the upgrade: the change log starts empty, then records each write.
+        assert await dbx.newest_change("old") == 0
+        await dbx.delete_entry("old", old.id)
+        changes = await dbx.list_changes("old", after=0, actor_id="agent", limit=10)
+        assert [(c.kind, c.entry_id, c.path) for c in changes] == [
+            ("deleted", old.id, "/old/notes.md")
+        ]
+    finally:
+        await storage.aclose()
+
+
+async def test_a_database_from_before_step_2_upgrades_through_every_step(
+    backend: str, database: str
+) -> None:
+    """Memory Stores data only (step 1): steps 2, 3 and 4 add Databricks stores, the search
+    index (the memories indexed) and the change log."""
+    storage = await open_storage(database)
+    store = await storage.create_store(name="old", description="", metadata={})
+    memory = await storage.create_memory(store.id, path="/a/okapi.md", content="x", actor=ACTOR)
+    await storage._write(back_to_step(1, backend))
+    assert await storage._read(steps_recorded) == [1]
+    await storage.aclose()
+
+    storage = await open_storage(database)
+    try:
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4]
+        assert (await storage.get_memory(store.id, memory.id)).content == "x"
+        hits = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
+        assert [m.id for m, _ in hits] == [memory.id]
+        dbx = storage.databricks
+        await dbx.create_store("fresh", description=None, creator="apikey_test")
+        made = await dbx.create_entry("fresh", entry("/n.md", "new"))
+        changes = await dbx.list_changes("fresh", after=0, actor_id=None, limit=10)
+        assert [(c.kind, c.entry_id) for c in changes] == [("created", made.id)]
+    finally:
+        await storage.aclose()
+
+
+def test_both_backends_have_the_same_steps() -> None:
+    assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == [1, 2, 3, 4]
