@@ -158,15 +158,18 @@ async def test_replicas_serve_one_anothers_databricks_writes(
     """Written through replica A: streamed by B (PostgreSQL NOTIFY), read and found by C."""
     a, b, c = (Workspace(server) for server in replicas)
     store = a.create_store()
-    async with adapter(replicas[1], store) as on_b, trio.open_nursery() as nursery:
-        async with on_b.change_stream() as stream:
-            collector = Collector(stream)
-            nursery.start_soon(collector.run)
-            with trio.fail_after(10):
-                await collector.ready.wait()
-            a.put(store, "/garden.md", "tomatoes need full sun", description="vegetables")
-            await collector.wait_for(1)
-            nursery.cancel_scope.cancel()
+    async with (
+        adapter(replicas[1], store) as on_b,
+        trio.open_nursery() as nursery,
+        on_b.change_stream() as stream,
+    ):
+        collector = Collector(stream)
+        nursery.start_soon(collector.run)
+        with trio.fail_after(10):
+            await collector.ready.wait()
+        a.put(store, "/garden.md", "tomatoes need full sun", description="vegetables")
+        await collector.wait_for(1)
+        nursery.cancel_scope.cancel()
     assert [(e.version.operation, e.version.path) for e in collector.events if e.version] == [
         ("created", "/garden.md")
     ]
