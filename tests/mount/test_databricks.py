@@ -25,7 +25,7 @@ import pytest
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.service.agentkit import ManagedMemoryEntry
-from support.databricks import ACTOR, Workspace
+from support.databricks import ACTOR, Workspace, databricks_env
 from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
@@ -44,13 +44,7 @@ def workspace(server: ServerProcess) -> Iterator[Workspace]:
 def dbx_mount(
     server: ServerProcess, tmp_path: Path, sdk: Any
 ) -> Iterator[Callable[..., MountedStore]]:
-    env = dict(os.environ)
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        env.pop(name, None)
-    env["DATABRICKS_HOST"] = server.base_url
-    env["DATABRICKS_TOKEN"] = server.api_key
-    env["HOME"] = str(tmp_path / "home")  # no ~/.databrickscfg of the machine's
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    env = databricks_env(server, tmp_path)
     made: list[MountedStore] = []
 
     def mount(store: str, *args: str) -> MountedStore:

@@ -16,25 +16,34 @@ import trio
 from support.databricks import ACTOR, API, Workspace
 from support.servers import ServerProcess
 
+from memfs.api import RetryPolicy
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.databricks.client import DatabricksClient
 from memfs.api.databricks.store import DatabricksStore
 from memfs.api.databricks.stream import EntryChangeStream, server_offers_entry_stream
 from memfs.errors import AuthenticationError, BadRequestError, NotFoundError
 from memfs.models import sha256_hex
+from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
+from memfs.server.postgres import PostgresStorage
+from memfs.server.sql import SqlStorage
+from memfs.server.sqlite import SqliteStorage
 
 from .helpers import Collector
 
 
 @asynccontextmanager
 async def adapter(
-    server: ServerProcess, store: str, session: str | None = None, token: str | None = None
+    server: ServerProcess,
+    store: str,
+    session: str | None = None,
+    token: str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> AsyncIterator[DatabricksStore]:
     """The mount's adapter of ``store`` (actor ``ACTOR``) on a client of its own."""
     config = ClientConfig(
         api_key=Secret(token or server.api_key), base_url=server.base_url, auth_scheme="bearer"
     )
-    async with DatabricksClient(config) as client:
+    async with DatabricksClient(config, retry=retry) as client:
         yield DatabricksStore(client, store, ACTOR, session)
 
 
@@ -109,6 +118,45 @@ async def test_entry_changes_follow_and_replay_for_the_mounts_actor_and_session(
             space.put(store, path, "")
         replayed = await replay(mine, collector.events[-1].cursor, len(backlog))
         assert replayed == [("created", path) for path in backlog]
+
+
+async def test_a_reconnect_after_a_server_restart_misses_nothing(
+    backend_server: ServerProcess,
+) -> None:
+    """The stream reconnects with the client's retry policy and resumes after its cursor: a
+    change written while no server ran arrives, once, in order."""
+    store = Workspace(backend_server).create_store()
+    fast = RetryPolicy(base_delay=0.05, max_delay=0.2)
+    async with (
+        adapter(backend_server, store, retry=fast) as mine,
+        trio.open_nursery() as nursery,
+        mine.change_stream() as stream,
+    ):
+        collector = Collector(stream)
+        nursery.start_soon(collector.run)
+        with trio.fail_after(10):
+            await collector.ready.wait()
+        Workspace(backend_server).put(store, "/before.md", "")
+        await collector.wait_for(1)
+        await trio.to_thread.run_sync(backend_server.stop)
+        collector.ready = trio.Event()
+        storage: SqlStorage
+        if backend_server.db_url:  # written while no server runs, straight into the database
+            storage = await PostgresStorage.open(backend_server.db_url, pool_size=2)
+        else:
+            storage = await SqliteStorage.open(backend_server.db)
+        during = NewEntry(None, ACTOR, None, "/during.md", "", None, SOURCE_AGENT)
+        await storage.databricks.create_entry(store, during)
+        await storage.aclose()
+        await trio.to_thread.run_sync(backend_server.start)
+        with trio.fail_after(15):
+            await collector.ready.wait()
+        Workspace(backend_server).put(store, "/after.md", "")
+        await collector.wait_for(3, timeout=15)
+        nursery.cancel_scope.cancel()
+    paths = [e.version.path for e in collector.events if e.version is not None]
+    assert paths == ["/before.md", "/during.md", "/after.md"]
+    assert isinstance(stream, EntryChangeStream) and stream.reconnects >= 1
 
 
 async def test_errors_of_the_databricks_change_stream(backend_server: ServerProcess) -> None:

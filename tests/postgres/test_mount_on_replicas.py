@@ -1,4 +1,5 @@
-"""A change committed through one replica reaches a mount attached to another, fast.
+"""A change committed through one replica reaches a mount attached to another, fast (of either
+API: a Databricks store's too).
 
 Three ``memfs server`` replicas share one PostgreSQL database. A mount talks to replica B and
 follows the server's change stream (``--change-feed auto``); writes go through replica A with the
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from databricks.sdk import WorkspaceClient
+from databricks.sdk.service.agentkit import ManagedMemoryEntry
+from support.databricks import ACTOR, Workspace, databricks_env
 from support.mounts import MountedStore, MountMaker
 from support.servers import ServerProcess
 from support.waiting import wait_for
@@ -68,3 +72,37 @@ def test_write_on_replica_a_shows_in_a_mount_on_replica_b(
     delays.append(time.monotonic() - started)
     assert max(delays) < 1.0, f"visibility delays (s): {delays}"
     assert statistics.median(delays) < 0.5, f"visibility delays (s): {delays}"
+
+
+def test_a_databricks_write_on_replica_a_shows_in_a_mount_on_replica_b(
+    replicas: list[ServerProcess], tmp_path: Path
+) -> None:
+    """The mount on B follows B's Databricks change stream (polls an hour apart): an entry
+    written through A with databricks-sdk shows at once (LISTEN/NOTIFY from A to B)."""
+    store = Workspace(replicas[1]).create_store()
+    point = tmp_path / "dbx"
+    point.mkdir()
+    reader = anthropic.Anthropic(api_key=replicas[1].api_key, base_url=replicas[1].base_url)
+    mounted = MountedStore(
+        path=point,
+        store_id=store,
+        store_name=store,
+        sdk=reader,
+        env=databricks_env(replicas[1], tmp_path),
+        log_file=tmp_path / "dbx.log",
+        extra_args=["--api", "databricks", "--actor", ACTOR, "--poll-interval", "3600"],
+    )
+    try:
+        result = mounted.mount("--idle-poll-interval", "3600")
+        assert result.returncode == 0, result.stderr
+        assert mounted.status()["change_feed"]["state"] == "connected"
+        writer = WorkspaceClient(host=replicas[0].base_url, token=replicas[0].api_key)
+        writer.agent_kit.create_memory(
+            f"memory-stores/{store}",
+            ManagedMemoryEntry(actor_id=ACTOR, path="/from-a.md", content="written on A\n"),
+        )
+        wait_for(lambda: (point / "from-a.md").exists(), timeout=5)
+        assert (point / "from-a.md").read_text() == "written on A\n"
+    finally:
+        mounted.cleanup()
+        reader.close()

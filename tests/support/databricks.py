@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,6 +13,20 @@ from support.servers import ServerProcess
 
 ACTOR = "agent-7"
 API = "/api/2.0/agents/memory-stores"
+
+
+def databricks_env(server: ServerProcess, tmp_path: Path) -> dict[str, str]:
+    """The environment of a client (``memfs mount --api databricks``) of ``server``'s Databricks
+    API: ``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN``, no Anthropic settings, no
+    ``~/.databrickscfg`` of the machine's, journals under ``tmp_path``."""
+    env = dict(os.environ)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        env.pop(name, None)
+    env["DATABRICKS_HOST"] = server.base_url
+    env["DATABRICKS_TOKEN"] = server.api_key
+    env["HOME"] = str(tmp_path / "home")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    return env
 
 
 class Workspace:
