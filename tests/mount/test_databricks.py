@@ -334,8 +334,12 @@ def test_a_session_mount_and_a_read_only_mount(
     assert workspace.content(store, "/made.md", session="s1") == "in s1\n"
     assert workspace.content(store, "/made.md") is None
 
-    read_only = dbx_mount(store, "--read-only")
+    # without the server's stream (as on a Databricks workspace) the mount polls the listing
+    read_only = dbx_mount(store, "--read-only", "--change-feed", "poll")
     assert os.listdir(read_only.path) == ["shared.md"]
+    assert read_only.status()["change_feed"]["state"] == "polling"
+    workspace.put(store, "/polled.md", "found by polling\n")
+    wait_for(lambda: sorted(os.listdir(read_only.path)) == ["polled.md", "shared.md"])
     for change in (
         lambda: (read_only.path / "shared.md").write_text("x"),
         lambda: (read_only.path / "new.md").write_text("x"),
@@ -347,6 +351,7 @@ def test_a_session_mount_and_a_read_only_mount(
             change()
         assert refused.value.errno == errno.EROFS
     assert workspace.content(store, "/shared.md") == "no session\n"
+    assert (read_only.path / "polled.md").read_text() == "found by polling\n"
 
 
 def test_changes_made_elsewhere_are_pushed_by_memfs_server(
