@@ -23,11 +23,7 @@ from databricks.sdk.service.agentkit import ManagedMemoryStore
 from databricks_agentkit import AgentKitClient
 from support.servers import ServerProcess, free_port
 
-from .helpers import new_store_id
-
-
-def workspace_for(server: ServerProcess, token: str | None = None) -> WorkspaceClient:
-    return WorkspaceClient(host=server.base_url, token=token or server.api_key)
+from .helpers import new_store_id, workspace_for
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

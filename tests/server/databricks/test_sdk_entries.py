@@ -12,14 +12,17 @@ from collections.abc import Iterable
 import pytest
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
-from databricks.sdk.errors import AlreadyExists, InvalidParameterValue, NotFound
+from databricks.sdk.errors import AlreadyExists, InvalidParameterValue, NotFound, Unauthenticated
 from databricks.sdk.service.agentkit import (
     ManagedMemoryEntry,
     ManagedMemoryEntrySourceType,
     ManagedMemoryEntryView,
 )
+from support.servers import ServerProcess
 
 from memfs.databricks_limits import MAX_CONTENT_BYTES, MAX_DESCRIPTION_BYTES, MAX_PATH_BYTES
+
+from .helpers import workspace_for
 
 BASIC = ManagedMemoryEntryView.MANAGED_MEMORY_ENTRY_VIEW_BASIC
 
@@ -117,6 +120,8 @@ def test_list_rules(workspace: WorkspaceClient, store: str) -> None:
     ]
     # The default view carries content (agentkit's append reads it from a plain list).
     assert all(e.content == e.path for e in everything)
+    # An empty session_id is unset (docs/server.md, decision 8): the whole actor.
+    assert keys(ak.list_memories(store, actor_id="a", session_id="")) == keys(everything)
     # session_id: that session only, session-less entries excluded.
     assert keys(ak.list_memories(store, actor_id="a", session_id="s1")) == [
         ("/dir/r.md", "s1"),
@@ -275,6 +280,22 @@ def test_entries_of_an_absent_store(workspace: WorkspaceClient) -> None:
         ak.get_memory(f"{gone}/entries/e")
     with pytest.raises(NotFound, match="no-such-store"):
         list(ak.search_memories(gone, "a", "x"))
+
+
+def test_a_wrong_token_is_unauthenticated(dbx_server: ServerProcess, store: str) -> None:
+    """The SDK's own error class, for stores and entries alike; the token is never echoed."""
+    ak = workspace_for(dbx_server, token="not-the-token").agent_kit
+    for call in (
+        lambda: ak.get_memory_store(store),
+        lambda: list(ak.list_memories(store, actor_id="a")),
+        lambda: ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/x")),
+        lambda: list(ak.search_memories(store, "a", "x")),
+    ):
+        with pytest.raises(Unauthenticated) as caught:
+            call()
+        assert caught.value.error_code == "UNAUTHENTICATED"
+        assert "not-the-token" not in str(caught.value)
+    assert list(workspace_for(dbx_server).agent_kit.list_memories(store, actor_id="a")) == []
 
 
 @pytest.mark.parametrize(

@@ -85,6 +85,10 @@ def test_ranking_and_scope(workspace: WorkspaceClient, store: str) -> None:
         "/kitchen/jam.md",
     }
     assert paths(workspace, store, "roses", session_id="s1") == ["/kitchen/jam.md"]
+    # An empty session_id is unset (docs/server.md, decision 8): the whole actor.
+    assert sorted(paths(workspace, store, "roses", session_id="")) == sorted(
+        r.managed_memory_entry.path for r in results
+    )
     assert set(paths(workspace, store, "roses", path_prefix="/garden/")) == {
         "/garden/roses.md",
         "/garden/tulips.md",

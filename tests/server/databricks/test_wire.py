@@ -20,7 +20,9 @@ import pytest
 from support.servers import ServerProcess
 
 from memfs.server.app import create_app
+from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import Storage
 
 BASE = "/api/2.0/agents/memory-stores"
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -193,9 +195,19 @@ def test_errors_use_the_databricks_envelope(dbx_server: ServerProcess, http: htt
     )
 
 
-async def test_a_full_store_is_resource_exhausted_not_retryable(tmp_path: Path) -> None:
-    """400, not 429 or 503, which databricks-sdk would retry for minutes."""
-    storage = await SqliteStorage.open(tmp_path / "full.db", max_dbx_entries=2)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_full_store_is_resource_exhausted_not_retryable(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """400, not 429 or 503, which databricks-sdk would retry for minutes (it raises its
+    ``ResourceExhausted`` for the code). In process, on each backend: the limit is an argument
+    of the storage, not of ``memfs server``."""
+    storage: Storage
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_url")
+        storage = await PostgresStorage.open(url, max_dbx_entries=2, pool_size=2)
+    else:
+        storage = await SqliteStorage.open(tmp_path / "full.db", max_dbx_entries=2)
     key = "sk-dbx-full-" + "f" * 24
     try:
         app = create_app(storage, [key])
