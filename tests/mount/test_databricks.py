@@ -30,6 +30,8 @@ from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
+from memfs.databricks_limits import MAX_CONTENT_BYTES
+
 
 @pytest.fixture
 def workspace(server: ServerProcess) -> Iterator[Workspace]:
@@ -206,7 +208,7 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
 ) -> None:
     store = workspace.create_store()
     notes = workspace.put(store, "/notes.md", "line one\n", description="what I noted")
-    workspace.put(store, "/prefs/tone.md", "be brief\n")
+    tone_before = workspace.put(store, "/prefs/tone.md", "be brief\n")
     workspace.put(store, "/s.md", "a session's\n", session="s1")
     workspace.put(store, "/other.md", "another actor's\n", actor="someone-else")
     mounted = dbx_mount(store)
@@ -266,6 +268,7 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     assert entries[(None, "/notes.md")]["content"] == "line one\nline two\n"
     assert entries[(None, "/notes.md")]["description"] == "what I noted"
     tone = entries[(None, "/prefs/tone.md")]
+    assert entry_id(tone) == entry_id(tone_before)
     assert (tone["content"], tone["description"]) == ("be very brief\n", "the tone to use")
     assert entries[(None, "/new.md")]["content"] == "fresh\n"
     assert "session_id" not in entries[(None, "/new.md")]
@@ -311,6 +314,42 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     wait_for(lambda: (root / "prefs" / "tone.md").read_text() == "changed elsewhere\n")
     unmounted = mounted.umount()  # and the unmount report says so
     assert unmounted.returncode == 1 and "/kept.conflict-" in unmounted.stderr
+
+
+def test_a_content_over_the_limit_is_efbig_and_the_entry_keeps_its_own(
+    dbx_mount: Callable[..., MountedStore], workspace: Workspace
+) -> None:
+    """MAX_CONTENT_BYTES of the server's Databricks entries, as on Memory Stores
+    (docs/semantics.md, "Refused files"): the crossing write and the close fail with EFBIG, the
+    entry is never updated, and a truncate back to a size the store takes ends the refusal."""
+    store = workspace.create_store()
+    before = workspace.put(store, "/big.md", "small\n")
+    mounted = dbx_mount(store)
+    big = mounted.path / "big.md"
+    fd = os.open(big, os.O_WRONLY | os.O_APPEND)
+    try:
+        with pytest.raises(OSError) as too_big:
+            while True:  # the kernel may take the rest of a page first: a short write
+                os.write(fd, b"x" * 20_000)
+        assert too_big.value.errno == errno.EFBIG
+        assert os.fstat(fd).st_size <= MAX_CONTENT_BYTES
+    finally:
+        with pytest.raises(OSError) as refused:
+            os.close(fd)
+    assert refused.value.errno == errno.EFBIG
+    wait_for(lambda: mounted.status()["refused"]["files"] == ["/big.md"], timeout=10)
+    mounted.settle()
+    entry = workspace.entries(store)[(None, "/big.md")]
+    assert (entry_id(entry), entry["content"]) == (entry_id(before), "small\n")
+    with pytest.raises(OSError) as absurd:
+        os.truncate(big, MAX_CONTENT_BYTES + 1)
+    assert absurd.value.errno == errno.EFBIG
+    os.truncate(big, len("small\n"))  # the content the store has: the refusal ends
+    assert big.read_text() == "small\n"
+    wait_for(lambda: mounted.status()["refused"]["files"] == [], timeout=10)
+    unmounted = mounted.umount()
+    assert (unmounted.returncode, unmounted.stderr) == (0, "")
+    assert workspace.content(store, "/big.md") == "small\n"
 
 
 def test_a_session_mount_and_a_read_only_mount(
