@@ -280,3 +280,88 @@ async def test_a_description_set_with_a_save_that_lost_the_race_still_reaches_th
         "theirs\n",
         "why it matters",
     )
+
+
+# -- a delete or a rename racing a write made through the API: the remote change wins ----------
+
+
+async def test_a_delete_racing_an_api_write_leaves_the_entry_and_it_reappears(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """The adapter's precondition on delete (docs/semantics.md, "Databricks stores"): the
+    entry is read right before the DELETE; changed since it was removed here, it is kept."""
+    api = FakeDatabricks()
+    entry = api.put(ACTOR, "/d.md", "base\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        await core.vfs.unlink(ROOT_INODE, "d.md")
+        api.before_next("get_entry", lambda api: api.edit(entry.id, content="theirs\n"))
+        await core.vfs.fsync_dir()
+        assert api.calls["delete_entry"] == 0
+        assert await core.read("d.md") == b"theirs\n"  # it reappears with the winner
+        assert core.records() == []
+    assert api.entries[entry.id].content == "theirs\n"
+
+
+async def test_a_rename_racing_an_api_write_moves_the_winners_content(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """A rename is a create at the new path with the content read right before it, then a
+    delete of the old entry: the API's write moves along, nothing is lost."""
+    api = FakeDatabricks()
+    entry = api.put(ACTOR, "/m.md", "base\n", description="kept")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        api.before_next("get_entry", lambda api: api.edit(entry.id, content="theirs\n"))
+        await core.vfs.fsync_dir()
+        assert core.vfs.durable.conflict_count == 0
+        assert await core.read("n.md") == b"theirs\n"
+    assert [(e.path, e.content, e.description) for e in api.entries.values()] == [
+        ("/n.md", "theirs\n", "kept")
+    ]
+
+
+async def test_a_rename_with_new_content_racing_an_api_write_is_a_conflict(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """The local content was based on the old one: the winner is moved to the new path, the
+    local content becomes a conflict copy, and the writer hears ESTALE."""
+    api = FakeDatabricks()
+    entry = api.put(ACTOR, "/m.md", "base\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        fh, _ = await core.vfs.open(await core.ino("n.md"), os.O_WRONLY | os.O_TRUNC)
+        await core.vfs.write(fh, 0, b"mine\n")
+        api.edit(entry.id, content="theirs\n")
+        with pytest.raises(RemoteConflictError) as raised:
+            await core.vfs.fsync(fh)
+        assert errno_of(raised.value) == errno.ESTALE
+        await core.vfs.release(fh)
+        assert await core.vfs.flush_all() == []
+        assert core.vfs.durable.conflict_count == 1
+        assert await core.read("n.md") == b"theirs\n"
+    contents = {e.path: e.content for e in api.entries.values()}
+    copies = [p for p in contents if p.startswith("/n.conflict-")]
+    assert [contents[p] for p in copies] == ["mine\n"]
+    assert contents == {"/n.md": "theirs\n", copies[0]: "mine\n"}
+
+
+async def test_a_write_made_through_the_api_while_a_rename_moves_the_entry_is_kept(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """The API changes the old entry after the move read it (between the create at the new path
+    and the delete of the old one): the old entry is not deleted, the change wins and shows
+    at the old path again; only a change inside the last read-to-delete round trip is lost."""
+    api = FakeDatabricks()
+    entry = api.put(ACTOR, "/m.md", "base\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
+        api.before_next("create_entry", lambda api: api.edit(entry.id, content="theirs\n"))
+        await core.vfs.fsync_dir()
+        assert api.calls["delete_entry"] == 0
+        assert await core.read("n.md") == b"base\n"
+        await core.vfs.resync()
+        assert await core.read("m.md") == b"theirs\n"
+    assert sorted((e.path, e.content) for e in api.entries.values()) == [
+        ("/m.md", "theirs\n"),
+        ("/n.md", "base\n"),
+    ]

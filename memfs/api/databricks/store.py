@@ -13,7 +13,8 @@ What the API lacks is made up here, where the window it leaves is known (docs/se
   raise ``PreconditionFailedError`` if its content is no longer the expected one; a change
   made elsewhere between that read and the write is not detected (the window);
 - no rename: ``update(path=...)`` creates at the new path (content and description kept) and
-  deletes the old entry; the answer is the new entry (a new id: ``rename_keeps_identity``);
+  deletes the old entry if it is still as read (else it stays: its change wins); the answer
+  is the new entry (a new id: ``rename_keeps_identity``);
 - no directories: ``list_directory_page`` derives them from the flat entry paths;
 - no versions and no change listing: ``recent_changes`` compares listings (BASIC view)
   (``memfs.api.databricks.changes``); each change is one made-up version. memfs server pushes
@@ -244,7 +245,18 @@ class DatabricksStore:
             current.description if description is None else description,
         )
         with contextlib.suppress(NotFoundError):  # deleted elsewhere meanwhile: moved all the same
-            await self.client.delete_entry(self._store_id, current.id)
+            # the old entry is deleted only as it was read (the delete's precondition): changed
+            # elsewhere since, it stays and its change wins; the window is this read's round trip
+            latest = await self.client.get_entry(self._store_id, current.id, view=VIEW_BASIC)
+            if latest.update_time != current.update_time:
+                log.warning(
+                    "%s (%s) was changed elsewhere while it was moved to %s: not deleted",
+                    current.path,
+                    current.id,
+                    path,
+                )
+            else:
+                await self.client.delete_entry(self._store_id, current.id)
         return self._memory(moved)
 
     def _check_precondition(self, current: Entry, expected_sha256: str | None) -> None:
