@@ -174,3 +174,40 @@ def test_databricks_refusals_are_one_line_each_before_anything_mounts(
     )
     assert said.startswith("memfs session: the Databricks workspace refused the token")
     assert said.count("\n") == 1 and "not-the-token" not in said
+
+
+def test_a_databricks_store_with_a_session_id_shows_and_writes_that_session_only(
+    tmp_path: Path, server: ServerProcess
+) -> None:
+    """``"session_id"`` of a Databricks resource: the mount gets ``--session`` (the supervisor
+    passes it), lists that session's entries only and creates new files in it."""
+    workspace = Workspace(server)
+    team = workspace.create_store()
+    workspace.put(team, "/shared.md", "no session\n")
+    workspace.put(team, "/mine.md", "in s1\n", session="s1")
+    workspace.put(team, "/theirs.md", "in s2\n", session="s2")
+    env = databricks_env(server, tmp_path)
+    root = tmp_path / "memory"
+    config = write_config(
+        tmp_path / "session.json",
+        [{"type": "memory_store", "api": "databricks", "memory_store_id": team,
+          "actor_id": ACTOR, "session_id": "s1"}],
+    )  # fmt: skip
+    mount = root / team
+    try:
+        done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
+        assert done.returncode == 0, done.stderr
+        argv = daemon_argv(mount)
+        assert argv[argv.index("--session") + 1] == "s1"
+        assert os.listdir(mount) == ["mine.md"]
+        assert (mount / "mine.md").read_text() == "in s1\n"
+        fsync(mount / "new.md", "written in s1\n")
+        assert workspace.content(team, "/new.md", session="s1") == "written in s1\n"
+        assert workspace.content(team, "/new.md") is None
+        assert workspace.content(team, "/new.md", session="s2") is None
+        stopped = run_memfs(["session", "stop", "--root", str(root)], env, timeout=90)
+        assert (stopped.returncode, stopped.stderr) == (0, "")
+    finally:
+        force_unmount(root)
+        workspace.http.close()
+    assert mounts_under(root) == []
