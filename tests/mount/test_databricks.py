@@ -467,8 +467,8 @@ def test_search_shows_the_mounts_entries_only(
 def test_memfs_search_databricks(
     server: ServerProcess, workspace: Workspace, tmp_path: Path
 ) -> None:
-    """``memfs search STORE QUERY --api databricks --actor A [--session S]``: the actor's
-    entries ranked by ``entries:search`` (no mount needed)."""
+    """``memfs search STORE QUERY --api databricks --actor A [--session S] [--limit N]``: the
+    actor's entries ranked by ``entries:search`` (no mount needed), at most N, best first."""
     store = workspace.create_store()
     workspace.put(store, "/garden.md", "tomatoes need sun", description="vegetable notes")
     workspace.put(store, "/s1.md", "a tomato of the session", session="s1")
@@ -489,6 +489,23 @@ def test_memfs_search_databricks(
     assert done.stdout.rstrip("\n").split("\t")[2:] == ["vegetable notes", "tomatoes need sun"]
     done = search(*dbx, "--session", "s1", "--json")
     assert [hit["path"] for hit in json.loads(done.stdout)] == ["/s1.md"]
+    # --limit N: at most N, best first, counted among the mount's entries only (a better match
+    # in a session or of another actor takes no place)
+    ranked = workspace.create_store()
+    for path, content in [
+        ("/once.md", "a tomato and a cucumber"),
+        ("/twice.md", "tomato, tomato"),
+        ("/thrice.md", "tomato tomato tomato"),
+        ("/none.md", "cucumber"),
+    ]:
+        workspace.put(ranked, path, content)
+    workspace.put(ranked, "/s1.md", "tomato tomato tomato tomato", session="s1")
+    workspace.put(ranked, "/b.md", "tomato tomato tomato tomato", actor="agent-8")
+    done = memfs("search", ranked, "tomato", *dbx, "--limit", "2", "--json", env=env, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    hits = json.loads(done.stdout)
+    assert [hit["path"] for hit in hits] == ["/thrice.md", "/twice.md"]
+    assert hits[0]["score"] > hits[1]["score"] > 0
     done = search("--actor", ACTOR)
     assert (done.returncode, done.stderr) == (2, "memfs: --actor needs --api databricks\n")
     done = search("--api", "databricks")
