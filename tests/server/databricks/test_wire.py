@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from support.servers import ServerProcess
+import trio
+from databricks.sdk import WorkspaceClient
+from databricks.sdk.errors import ResourceExhausted
+from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+from support.servers import ServerProcess, free_port
 
 from memfs.server.app import create_app
 from memfs.server.postgres import PostgresStorage
@@ -199,9 +205,9 @@ def test_errors_use_the_databricks_envelope(dbx_server: ServerProcess, http: htt
 async def test_a_full_store_is_resource_exhausted_not_retryable(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """400, not 429 or 503, which databricks-sdk would retry for minutes (it raises its
-    ``ResourceExhausted`` for the code). In process, on each backend: the limit is an argument
-    of the storage, not of ``memfs server``."""
+    """400, not 429 or 503, which databricks-sdk would retry for minutes: the SDK raises its
+    ``ResourceExhausted`` at the first answer. The limit is an argument of the storage, not of
+    ``memfs server``: the server's app on each backend, served over real HTTP in process."""
     storage: Storage
     if backend == "postgres":
         url = request.getfixturevalue("pg_url")
@@ -209,24 +215,35 @@ async def test_a_full_store_is_resource_exhausted_not_retryable(
     else:
         storage = await SqliteStorage.open(tmp_path / "full.db", max_dbx_entries=2)
     key = "sk-dbx-full-" + "f" * 24
+    config = Config()
+    config.bind = [f"127.0.0.1:{free_port()}"]
+    config.accesslog = None
+    stop = trio.Event()
     try:
-        app = create_app(storage, [key])
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://memfs.test",
-            headers={"Authorization": f"Bearer {key}"},
-        ) as client:
-            r = await client.post(BASE, params={"managed_memory_store_id": "full"}, json={})
-            assert r.status_code == 200, r.text
-            url = f"{BASE}/full/entries"
-            responses: list[Any] = []
-            for path in ("/a", "/b", "/c"):
-                responses.append(await client.post(url, json={"actor_id": "a", "path": path}))
-            assert [r.status_code for r in responses[:2]] == [200, 200]
-            assert "full" in error_of(responses[2], 400, "RESOURCE_EXHAUSTED")
-            # Deleting one makes room again.
-            await client.delete(f"/api/2.0/agents/{responses[0].json()['name']}")
-            r = await client.post(url, json={"actor_id": "a", "path": "/c"})
-            assert r.status_code == 200, r.text
+        async with trio.open_nursery() as nursery:
+            serve = partial(hypercorn_serve, create_app(storage, [key]), config)
+            await nursery.start(partial(serve, shutdown_trigger=stop.wait))
+            base_url = "http://" + config.bind[0]
+            try:
+                await trio.to_thread.run_sync(fill_a_full_store, base_url, key)
+            finally:
+                stop.set()
     finally:
         await storage.aclose()
+
+
+def fill_a_full_store(base_url: str, key: str) -> None:
+    ak = WorkspaceClient(host=base_url, token=key).agent_kit
+    store = ak.create_memory_store(ManagedMemoryStore(), "full").name
+    first = ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/a"))
+    ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/b"))
+    with pytest.raises(ResourceExhausted, match="full") as caught:
+        ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/c"))
+    assert caught.value.error_code == "RESOURCE_EXHAUSTED"
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}) as http:
+        r = http.post(f"/api/2.0/agents/{store}/entries", json={"actor_id": "a", "path": "/c"})
+        assert "full" in error_of(r, 400, "RESOURCE_EXHAUSTED")
+        assert "retry-after" not in r.headers
+    # Deleting one makes room again.
+    ak.delete_memory(first.name)
+    ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/c"))
