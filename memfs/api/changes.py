@@ -39,6 +39,7 @@ from typing import Self
 
 import trio
 
+from memfs.api.capabilities import server_offers
 from memfs.api.client import StoreClient
 from memfs.api.retry import RetryPolicy, is_transient
 from memfs.api.transport import Transport
@@ -53,12 +54,7 @@ CHANGES = "/v1/memory_stores/{store}/memfs/changes"
 
 async def server_offers_change_stream(client: StoreClient) -> bool:
     """True if the server of ``client`` offers the change stream (one try, no retries)."""
-    try:
-        body = await client.capabilities()
-    except (ApiError, ApiConnectionError) as exc:
-        log.debug("no change stream: capabilities check failed (%s)", type(exc).__name__)
-        return False
-    return body.get("change_stream") is True
+    return await server_offers(client, "change_stream")
 
 
 class SseStream:

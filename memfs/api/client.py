@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import logging
 
+from memfs.api.capabilities import server_offers
 from memfs.api.memories import MemoryEndpoints
 from memfs.api.memory_stores import AmbiguousStoreError, StoreEndpoints
 from memfs.api.memory_versions import VersionEndpoints
 from memfs.api.search import SearchEndpoints
-from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import JsonObject
 
 __all__ = ["CAPABILITIES", "AmbiguousStoreError", "StoreClient"]
@@ -62,9 +62,4 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SearchEndpo
     async def offers_search(self) -> bool:
         """True if the server offers the search extension (``memfs.api.search``); any doubt
         (404 on the hosted API, an error, a timeout) is a no. One try, no retries."""
-        try:
-            body = await self.capabilities()
-        except (ApiError, ApiConnectionError) as exc:
-            log.debug("no search: capabilities check failed (%s)", type(exc).__name__)
-            return False
-        return body.get("search") is True
+        return await server_offers(self, "search")

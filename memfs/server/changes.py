@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -104,6 +104,18 @@ class Subscription:
             await self._event.wait()
         self._pending = False
         self._event = trio.Event()
+
+    async def next_news(self) -> Literal["news", "idle", "closed"]:
+        """What a stream sends next, after its backlog: ``news`` once something was published
+        (read the store again), ``idle`` after ``hub.heartbeat`` seconds of nothing (send a
+        heartbeat), ``closed`` when the hub closed (end the stream: the server is stopping)."""
+        if self.hub.closed:
+            return "closed"
+        with trio.move_on_after(self.hub.heartbeat) as idle:
+            await self.wait()
+        if self.hub.closed:
+            return "closed"
+        return "idle" if idle.cancelled_caught else "news"
 
     def __enter__(self) -> Subscription:
         return self

@@ -30,7 +30,6 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-import trio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -87,7 +86,6 @@ class DatabricksChangeStream:
     async def _events(
         self, sub: changes.Subscription, store_id: str, actor: str | None, position: int
     ) -> AsyncIterator[str]:
-        hub = sub.hub
         with sub:
             ready = json.dumps({"type": "ready", "cursor": str(position)})
             yield f"event: ready\nid: {position}\ndata: {ready}\n\n"
@@ -112,11 +110,8 @@ class DatabricksChangeStream:
                         yield f"event: entry_change\nid: {position}\ndata: {data}\n\n"
                     if len(page) < MAX_LIMIT:
                         break
-                if hub.closed:
+                news = await sub.next_news()
+                if news == "closed":
                     return
-                with trio.move_on_after(hub.heartbeat) as idle:
-                    await sub.wait()
-                if hub.closed:
-                    return
-                if idle.cancelled_caught:
+                if news == "idle":
                     yield ": heartbeat\n\n"

@@ -31,7 +31,6 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
-import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -129,7 +128,6 @@ class EventStream:
     async def _change_events(
         self, sub: changes.Subscription, position: datetime, full: bool
     ) -> AsyncIterator[str]:
-        hub = sub.hub
         with sub:
             cursor_text = changes.encode_cursor(position)
             ready = json.dumps({"type": "ready", "cursor": cursor_text})
@@ -148,11 +146,8 @@ class EventStream:
                     body = json.dumps(error_body(exc.error_type, exc.message, ""))
                     yield f"event: error\ndata: {body}\n\n"
                     return
-                if hub.closed:
+                news = await sub.next_news()
+                if news == "closed":
                     return
-                with trio.move_on_after(hub.heartbeat) as idle:
-                    await sub.wait()
-                if hub.closed:
-                    return
-                if idle.cancelled_caught:
+                if news == "idle":
                     yield ": heartbeat\n\n"

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from memfs.api.capabilities import server_offers
 from memfs.api.changes import SseStream
 from memfs.api.databricks.client import DatabricksClient
-from memfs.errors import ApiConnectionError, ApiError, NotFoundError
+from memfs.errors import NotFoundError
 from memfs.models import JsonObject, MemoryVersion, parse_time
 from memfs.store_api import ChangeEvent
 
@@ -37,12 +38,7 @@ CHANGES = "/api/2.0/agents/memory-stores/{store}/memfs/changes"
 
 async def server_offers_entry_stream(client: DatabricksClient) -> bool:
     """True if the server of ``client`` offers the Databricks change stream (one try)."""
-    try:
-        body = await client.capabilities()
-    except (ApiError, ApiConnectionError) as exc:
-        log.debug("no change stream: capabilities check failed (%s)", type(exc).__name__)
-        return False
-    return body.get("databricks_change_stream") is True
+    return await server_offers(client, "databricks_change_stream")
 
 
 @dataclass(frozen=True)
