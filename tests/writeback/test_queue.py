@@ -9,12 +9,14 @@ Mutants left alive (``make mutate``): ``False`` flags set to ``None`` (as false)
 ``<`` between due times (equal due times keep the same one), ``running = False`` of the cut run
 (the ``finally`` sets it again), ``patience >= 0`` in ``flush_all`` (a patience of 0 is no
 patience either way), the unreachable ``RuntimeError`` guard of ``_run_one`` and its default,
-and the default policy's ``base_delay``/``max_delay`` (only visible through its random jitter).
+and the default policy's ``base_delay`` left out (0.5 s is ``RetryPolicy``'s own default).
+docs/mutation.md lists them all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Hashable
 
 import pytest
@@ -211,6 +213,25 @@ async def test_the_default_policy_retries_within_half_a_second(clock):
         first, second = script.times("a")
         assert 0 <= second - first <= 0.5 and not wb.pending("a")
         nursery.cancel_scope.cancel()
+
+
+async def test_the_default_policy_backs_off_up_to_thirty_seconds(clock):
+    """docs/semantics.md: "full jitter below 0.5 s doubling to 30 s". From the seventh failure
+    on, every wait is drawn between 0 and 30 s: over hundreds of them, none is longer and some
+    come within a second of it. The draws are random (the default policy's own source), but a
+    ceiling of 31 s goes unseen only if 590 draws all stay below 30 s, (30/31)**590 < 1e-8;
+    one of 29 s or less, if they all do with a 30 s ceiling, (29/30)**590 < 1e-8."""
+    script = Script()
+    wb = script.queue(is_transient=is_transient)
+    script.fail["a"] = [DOWN] * 600
+    wb.schedule("a", 0)
+    await wb.flush("a", patience=1e9)  # retries after each backoff, until the upload succeeds
+    times = script.times("a")
+    assert len(times) == 601 and not wb.pending("a")
+    waits = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert max(waits) <= 30.0 + 1e-6
+    assert max(waits[10:]) > 29.0
+    assert max(waits[:6]) <= 16.0 + 1e-6  # before: 0.5 s doubling
 
 
 async def test_four_uploads_run_at_once_by_default(clock):
