@@ -5,19 +5,20 @@ No mount and no server: the journal is files in a directory. A lock "held by ano
 is a ``flock`` on a separate open file description, which is what ``flock`` tells apart (two
 processes, or two ``open``s in one, conflict alike).
 
-Mutants left alive on purpose (``make mutate``): ``missing_ok``, ``same = False`` and the
-``OSError`` close in ``_try_lock`` only matter in a race with another process between two system
-calls; ``O_RDONLY & O_DIRECTORY`` opens the directory all the same; ``create``/``parents``/
-``tighten`` flags where the path always exists or ``False``/``None`` mean the same; the compact
-JSON separators and ``"UTF-8"`` are spellings. In the log: the flags of the compacted log's
-``open`` (it is written from its start either way), the cleanup when a failed append's
-``ftruncate`` or a failed open's ``close`` fails as well, the message of an ``open`` of the log
-that fails after its checks passed (a race), and ``<=`` against ``<`` at the end of the log (an
-entry with an empty payload, which is never written, is unreadable either way).
+Mutants left alive on purpose (``make mutate``; docs/mutation.md lists them): ``missing_ok`` on
+files just listed (the slot is locked), and on the lock file as the last step of a ``try`` that
+ignores ``OSError``; ``same = None`` (false as ``False``) and ``suppress(None)`` around a
+``close`` that cannot fail in ``_try_lock``; ``O_RDONLY & O_DIRECTORY`` opens the directory all
+the same; ``create``/``parents``/``tighten`` flags where the path always exists or
+``False``/``None`` mean the same; the compact JSON separators and ``"UTF-8"`` are spellings; the
+message of an ``open`` of the log that fails after its checks passed (a race); and ``<`` for
+``<=`` at the end of the log (an entry with an empty payload, which is never written, is
+unreadable either way).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -430,6 +431,83 @@ def test_every_slot_in_use(tmp_path: Path) -> None:
         for fd in fds:
             os.close(fd)
     Journal.open(tmp_path, STORE).close()  # the last slot is usable: 64 means 64
+
+
+def test_a_lock_file_removed_by_its_leaving_daemon_is_not_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon leaving an empty slot removes its lock file, then lets go of its lock. A mount
+    that opened that file just before, and locks it just after, holds a lock nobody else can
+    see (the next mount makes the file anew and takes the same slot): it must start over."""
+    lock = tmp_path / STORE / "journal-0.lock"
+    real = fcntl.flock
+    removed: list[Path] = []
+
+    def after_the_leaving_daemon(fd: int, operation: int) -> None:
+        if not removed:  # the file the first open found: the other daemon removes it meanwhile
+            lock.unlink()
+            removed.append(lock)
+        real(fd, operation)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fcntl, "flock", after_the_leaving_daemon)
+        first = Journal.open(tmp_path, STORE)
+    second = Journal.open(tmp_path, STORE)
+    try:
+        assert (first.directory.name, second.directory.name) == ("journal-0", "journal-1")
+        assert lock.exists()
+    finally:
+        second.close()
+        first.close()
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_cache_directory_without_locks_refuses_with_the_system_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flock failing for another reason than a lock held (a file system without locks): the
+    mount fails with that error (the daemon's one line), and keeps no descriptor open."""
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    before = open_descriptors()
+    with monkeypatch.context() as patched:
+        patched.setattr(fcntl, "flock", no_locks)
+        with pytest.raises(OSError, match=r"No locks available"):
+            Journal.open(tmp_path, STORE)
+    assert open_descriptors() == before
+
+
+def test_a_log_that_cannot_be_repaired_refuses_the_mount_and_frees_the_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A torn tail whose cut cannot be flushed (an I/O error): ``open`` fails with that error,
+    closes what it opened and leaves the records for the next try."""
+    journal = Journal.open(tmp_path, STORE)
+    journal.put(Record(name="a", op="delete", written_at="1"))
+    journal.close()
+    with (journal.directory / "log").open("ab") as log:
+        log.write(b"mjl1torn")  # the start of an entry a crash cut short
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    before = open_descriptors()
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fdatasync", broken)
+        with pytest.raises(OSError, match=r"Input/output error"):
+            Journal.open(tmp_path, STORE)
+    assert open_descriptors() == before
+    again = Journal.open(tmp_path, STORE)
+    try:
+        assert again.directory == journal.directory
+        assert [r.name for r in again.load()] == ["a"]
+    finally:
+        again.close()
 
 
 def test_pending_counts_every_slot_and_changes_nothing(tmp_path: Path) -> None:
