@@ -16,8 +16,10 @@ from support.waiting import wait_until
 from trio.testing import MockClock
 
 from memfs.core.build import build_core
+from memfs.core.descriptions import DESCRIPTION
 from memfs.core.inodes import ROOT_INODE
 from memfs.models import sha256_hex
+from memfs.store_api import Capabilities
 from memfs.writeback.journal import Journal, Record
 
 from .helpers import CONFIG, replay, running_core
@@ -130,6 +132,25 @@ async def test_a_replayed_create_whose_answer_was_lost_is_not_made_twice(
     assert store.contents() == {"/n.md": content}
     assert store.writes == [("create", {"path": "/n.md", "content": content})]
     assert store.calls["find"] == 0  # the conflict names the memory: one read, no listing
+
+
+async def test_a_replayed_new_file_is_created_with_its_description(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """A new file given a description (``user.description``) before the daemon died: the next
+    core creates the memory with both, as the upload it replaces would have."""
+    store = FakeStore(capabilities=Capabilities(descriptions=True, max_description_bytes=4096))
+    async with running_core(store, cache_dir, queue=False) as core:
+        ino = await core.save("n.md", b"fresh\n")
+        await core.vfs.descriptions.set(ino, DESCRIPTION, b"what it is for")
+        [record] = core.records()
+        assert (record.memory_id, record.description) == (None, "what it is for")
+
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+        assert core.records() == []
+    assert store.contents() == {"/n.md": "fresh\n"}
+    assert store.head("/n.md").description == "what it is for"
 
 
 async def test_a_replayed_create_whose_path_another_writer_took_keeps_both(
