@@ -382,7 +382,7 @@ class Durable:
         except NotFoundError:
             if record.data is not None:  # deleted on the server: the local content lives on
                 try:
-                    await store.create(record.path, text or "")
+                    await store.create(record.path, text or "", **described)
                 except PathConflictError as exc:
                     if not await self._is_same(exc, record.path, text or ""):
                         self.save_conflict(record.path, None, record.data)

@@ -218,6 +218,27 @@ async def test_a_replayed_save_of_a_memory_deleted_elsewhere_creates_it_again(
     assert store.head("/a.md").id != memory.id
 
 
+async def test_a_memory_deleted_elsewhere_is_created_again_with_its_description(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """A save and a description waiting in the journal for a memory deleted elsewhere: the
+    memory made again carries both (the description was dropped before)."""
+    store = FakeStore(capabilities=Capabilities(descriptions=True, max_description_bytes=4096))
+    memory = store.seed("/a.md", "base\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        ino = await core.save("a.md", b"still wanted\n")
+        await core.vfs.descriptions.set(ino, DESCRIPTION, b"what it is for")
+        [record] = core.records()
+        assert (record.memory_id, record.description) == (memory.id, "what it is for")
+    store.remove(memory.id)
+
+    async with running_core(store, cache_dir) as core:
+        assert await replay(core) == 1
+        assert core.records() == []
+    assert store.contents() == {"/a.md": "still wanted\n"}
+    assert store.head("/a.md").description == "what it is for"
+
+
 @pytest.mark.parametrize("content", ["still wanted\n", ""])
 async def test_a_replayed_save_of_a_deleted_memory_is_created_once_despite_a_lost_answer(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path, content: str
