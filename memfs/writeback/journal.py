@@ -230,7 +230,12 @@ class Journal:
                 if mine is not None and not lock.exists() and not directory.exists():
                     continue  # never used: nothing to adopt (and no lock file to leave behind)
                 if os.path.lexists(directory):
-                    _private_dir(directory, "journal directory", create=False)
+                    try:
+                        _private_dir(directory, "journal directory", create=False)
+                    except JournalError:
+                        if os.path.lexists(directory):
+                            raise  # there, and not ours alone
+                        # gone meanwhile: its daemon left it empty, so the slot is free
                 fd = _try_lock(lock)
                 if fd is None:
                     continue

@@ -461,6 +461,32 @@ def test_a_lock_file_removed_by_its_leaving_daemon_is_not_a_lock(
         first.close()
 
 
+def test_a_slot_removed_by_its_leaving_daemon_during_open_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon leaving an empty slot removes its directory: a mount starting at that moment
+    saw the directory a moment before, and must take the slot as free, not fail the mount."""
+    leaving = Journal.open(tmp_path, STORE)
+    slot = leaving.directory
+    real = os.path.lexists
+
+    def seen_just_before_it_went(path: str | os.PathLike[str]) -> bool:
+        found = real(path)
+        if Path(path) == slot and found:
+            leaving.close()  # empty: its directory and lock file go
+        return found
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os.path, "lexists", seen_just_before_it_went)
+        starting = Journal.open(tmp_path, STORE)
+    try:
+        assert not real(slot) or starting.directory == slot
+        starting.put(Record(name="a", op="delete"))
+        assert starting.has("a")
+    finally:
+        starting.close()
+
+
 def open_descriptors() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
