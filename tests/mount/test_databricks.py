@@ -26,6 +26,7 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.service.agentkit import ManagedMemoryEntry
 from support.databricks import ACTOR, Workspace, databricks_env
+from support.editors import vim_append_line
 from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
@@ -249,17 +250,7 @@ def test_files_are_the_actors_entries_and_saves_keep_the_entry(
     assert absent.value.errno == errno.ENODATA
 
     # vim and sed -i save the same entry
-    subprocess.run(
-        [
-            *("vim", "-N", "-i", "NONE", "--not-a-term"),
-            *("-c", "normal Goline two", "-c", "wq", str(root / "notes.md")),
-        ],
-        check=True,
-        timeout=20,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        env=dict(os.environ, HOME=str(tmp_path)),
-    )
+    vim_append_line(root / "notes.md", "line two", home=tmp_path)
     subprocess.run(["sed", "-i", "s/brief/very brief/", str(root / "prefs/tone.md")], check=True)
     (root / "new.md").write_text("fresh\n")
     mounted.settle()

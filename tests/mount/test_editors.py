@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from support.editors import vim_append_line
 from support.mounts import MountedStore
 from support.waiting import wait_for
 
@@ -162,17 +163,7 @@ def test_emacs_batch(doc, tmp_path):
 def test_vim_defaults(doc, tmp_path):
     """vim with its defaults.vim (swap file on, backup while writing)."""
     memory_id = doc.memories()["/notes.md"].id
-    subprocess.run(
-        [
-            *("vim", "-N", "-i", "NONE", "--not-a-term"),
-            *("-c", "normal Goline two", "-c", "wq", str(doc.path / "notes.md")),
-        ],
-        check=True,
-        timeout=20,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        env=dict(os.environ, HOME=str(tmp_path)),
-    )
+    vim_append_line(doc.path / "notes.md", "line two", home=tmp_path)
     assert (doc.path / "notes.md").read_text() == SAVED
     assert_one_save(doc, memory_id)
 
