@@ -47,6 +47,16 @@ class Collector:
         self.error: BaseException | None = None
         self.changed = trio.Event()
 
+    @classmethod
+    async def connected(cls, stream: SseStream, nursery: trio.Nursery) -> Collector:
+        """A collector reading ``stream`` in ``nursery``, once the stream has connected (every
+        change committed from then on will arrive)."""
+        collector = cls(stream)
+        nursery.start_soon(collector.run)
+        with trio.fail_after(10):
+            await collector.ready.wait()
+        return collector
+
     async def run(self) -> None:
         try:
             async for event in self.stream:

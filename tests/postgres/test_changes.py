@@ -87,10 +87,7 @@ async def test_capabilities_and_live_events_in_commit_order(backend_server: Serv
     assert await offers(config)
     store_id = new_store(backend_server)
     async with change_stream(config, store_id) as stream, trio.open_nursery() as nursery:
-        collector = Collector(stream)
-        nursery.start_soon(collector.run)
-        with trio.fail_after(10):
-            await collector.ready.wait()
+        collector = await Collector.connected(stream, nursery)
         async with aclient(backend_server) as c:
             first = await create(c, store_id, "/a.md", "one")
             r = await c.patch(
@@ -145,10 +142,7 @@ async def test_reconnect_after_a_server_restart_misses_nothing(
         change_stream(config, store_id, retry=fast) as stream,
         trio.open_nursery() as nursery,
     ):
-        collector = Collector(stream)
-        nursery.start_soon(collector.run)
-        with trio.fail_after(10):
-            await collector.ready.wait()
+        collector = await Collector.connected(stream, nursery)
         async with aclient(backend_server) as c:
             await create(c, store_id, "/before")
             await collector.wait_for(1)

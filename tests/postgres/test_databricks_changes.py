@@ -75,10 +75,7 @@ async def test_entry_changes_follow_and_replay_for_the_mounts_actor_and_session(
         assert await mine.offers_change_stream()
         async with mine.change_stream() as stream:
             assert isinstance(stream, EntryChangeStream)
-            collector = Collector(stream)
-            nursery.start_soon(collector.run)
-            with trio.fail_after(10):
-                await collector.ready.wait()
+            collector = await Collector.connected(stream, nursery)
             a = space.put(store, "/a.md", "one")
             space.put(store, "/theirs.md", "x", actor="someone-else")  # another actor
             space.put(store, "/s.md", "x", session="s1")  # another session
@@ -132,10 +129,7 @@ async def test_a_reconnect_after_a_server_restart_misses_nothing(
         trio.open_nursery() as nursery,
         mine.change_stream() as stream,
     ):
-        collector = Collector(stream)
-        nursery.start_soon(collector.run)
-        with trio.fail_after(10):
-            await collector.ready.wait()
+        collector = await Collector.connected(stream, nursery)
         Workspace(backend_server).put(store, "/before.md", "")
         await collector.wait_for(1)
         await trio.to_thread.run_sync(backend_server.stop)
@@ -211,10 +205,7 @@ async def test_replicas_serve_one_anothers_databricks_writes(
         trio.open_nursery() as nursery,
         on_b.change_stream() as stream,
     ):
-        collector = Collector(stream)
-        nursery.start_soon(collector.run)
-        with trio.fail_after(10):
-            await collector.ready.wait()
+        collector = await Collector.connected(stream, nursery)
         a.put(store, "/garden.md", "tomatoes need full sun", description="vegetables")
         await collector.wait_for(1)
         nursery.cancel_scope.cancel()
