@@ -12,6 +12,7 @@ from memfs.core.cache import ContentCache
 from memfs.core.inodes import Node
 from memfs.core.prefetch import BulkFetcher
 from memfs.core.state import CoreState
+from memfs.errors import NoEntryError
 from memfs.store_api import StoreAPI
 from memfs.writeback.queue import WriteBack
 
@@ -40,10 +41,13 @@ class LocalCopies:
             return cached
         if node.memory_id is None:
             return b""
-        if node.path is not None and self.state.store_path(node) == node.remote_path:
-            bulk = await self.bulk.get(paths.parent(node.path), node.base_sha)
+        path = node.path
+        if path is not None and self.state.store_path(node) == node.remote_path:
+            bulk = await self.bulk.get(paths.parent(path), node.base_sha)
             if bulk is not None:
                 return bulk
+            if node.memory_id is None:  # the change feed saw it deleted while the prefetch ran
+                raise NoEntryError(f"{path} was deleted on the server meanwhile")
         memory_id = node.memory_id
         memory = await self.store.read(memory_id)
         content = (memory.content or "").encode("utf-8")

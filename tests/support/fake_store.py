@@ -351,6 +351,8 @@ class FakeStore:
         return f"{kind}_fake_{self._ids}"
 
     def _memory(self, memory_id: str) -> Memory:
+        if not isinstance(memory_id, str):  # the real client quotes it into a URL
+            raise TypeError(f"quote() doesn't support {type(memory_id).__name__!r} objects")
         memory = self.memories.get(memory_id)
         if memory is None:
             raise NotFoundError(f"memory {memory_id!r} not found in store {self._store_id!r}")
