@@ -1,12 +1,30 @@
-"""Directories and files that only the user running memfs may change.
+"""Directories and files that only the user running memfs may change, and the one way memfs
+writes a file where another user might have planted something.
 
 A mount reads back what it finds in its state and cache directories: a pid file that
 ``memfs umount`` signals, journal records that it uploads with the user's key. Anything another
 local user could have put there (a directory they own or can write to, a record they planted, a
 symbolic link) is refused, with one line saying which path and why (``NotPrivateError``), never
 used. ``private_dir`` makes or checks a directory, ``check_private_file`` a file before it is
-read, ``create_private_file`` makes a file (a log) that only its owner can read,
-``write_private_file`` replaces one (a report) atomically.
+read.
+
+Every file memfs writes (as root, often) goes through this module too, so that it never writes
+through a link another user planted (docs/sandbox.md, "Files memfs writes as root"):
+
+- the directory is reached without following a symbolic link that another user owns
+  (``_open_directory``; links of root or of ours are followed) and then used by descriptor, so
+  a component swapped afterwards changes nothing;
+- a directory that other users can write to without the sticky bit is refused: they could swap
+  the file under us;
+- a whole file (``replace_file``: a prompt, a report, a status, a state file) is written to a
+  new temporary file (``tempfile.mkstemp``: ``O_CREAT | O_EXCL | O_NOFOLLOW``, an unguessable
+  name) and renamed over the target: a link planted at the target is replaced, never followed,
+  and nothing is ever opened at a predictable name;
+- a new file that must not replace anything (``create_file``: kept and orphaned copies) is
+  opened ``O_CREAT | O_EXCL | O_NOFOLLOW``;
+- a log (``open_append``) is opened ``O_APPEND | O_NOFOLLOW | O_NONBLOCK``, never truncated,
+  and refused unless it is a regular file of ours with one name (a hard link planted at its
+  name would have us append to, and chmod, the file it names).
 
 This module must not know what the paths are for: callers name them (``what``) and say why
 they matter (``why``), and turn the error into their own.
@@ -14,16 +32,22 @@ they matter (``why``), and turn the error into their own.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 
-class NotPrivateError(Exception):
-    """A path is not ours alone; the message is one line for a person."""
+class NotPrivateError(OSError):
+    """A path is not ours alone, or not safe to write; the message is one line for a person.
+
+    An ``OSError``: a writer that copes with a failed write (a status written again next
+    second, a copy not kept) copes with a refused one alike."""
 
 
 def _check(path: Path, info: os.stat_result, what: str, why: str) -> None:
@@ -71,37 +95,194 @@ def check_private_file(path: Path, what: str, *, why: str = "") -> None:
     _check(path, info, what, why)
 
 
-def create_private_file(path: Path, what: str) -> None:
-    """Make sure ``path`` exists as a file only we can read and write (0600), for appending.
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_MAX_LINKS = 40  # as the kernel's ELOOP limit
 
-    An existing file of ours is made 0600; one that is not ours, or not a regular file, is
-    refused (a log planted as a link would make us write through it)."""
+
+def _trusted_link(info: os.stat_result) -> bool:
+    """A link root or we made: no other user could have planted it."""
+    return info.st_uid in (0, os.getuid())
+
+
+def _open_directory(path: Path, what: str, *, create_mode: int | None) -> int:
+    """A descriptor of the directory of ``path``, reached one component at a time
+    (``O_NOFOLLOW``) from ``/``; a symbolic link on the way is followed only if root or we own
+    it. ``create_mode``: make missing directories with this mode (else one is refused)."""
+    todo = list(reversed(Path(os.path.abspath(path)).parent.parts[1:]))
+    fd = os.open("/", _DIRECTORY_FLAGS)
+    here = "/"  # for messages: where the walk is
+    links = 0
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        while todo:
+            name = todo.pop()
+            if name in ("", "."):
+                continue
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if create_mode is None:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, create_mode, dir_fd=fd)
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                link = os.path.join(here, name)
+                if not _trusted_link(info):
+                    raise NotPrivateError(
+                        f"the {what} {path} is reached through {link}, a symbolic link of uid "
+                        f"{info.st_uid}: memfs never follows a link another user could have made"
+                    )
+                links += 1
+                if links > _MAX_LINKS:
+                    raise NotPrivateError(f"cannot use the {what} {path}: too many links")
+                target = os.readlink(name, dir_fd=fd)
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", _DIRECTORY_FLAGS)
+                    here = "/"
+                todo.extend(reversed(Path(target).parts[1 if target.startswith("/") else 0 :]))
+                continue
+            inner = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            here = os.path.normpath(os.path.join(here, name))
+    except NotPrivateError:
+        os.close(fd)
+        raise
     except OSError as exc:
+        os.close(fd)
+        raise NotPrivateError(f"cannot use the {what} {path}: {exc.strerror}") from None
+    return fd
+
+
+def _open_parent(path: Path, what: str, *, create_mode: int | None) -> int:
+    """The directory of ``path`` as ``_open_directory`` reaches it, refused if users other
+    than its owner may write to it without the sticky bit (they could swap our file)."""
+    fd = _open_directory(path, what, create_mode=create_mode)
+    info = os.fstat(fd)
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        os.close(fd)
+        raise NotPrivateError(
+            f"the {what} {path} is in a directory other users can write to (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, no sticky bit): put it in a directory only its "
+            "owner can write to"
+        )
+    return fd
+
+
+def check_directory_of(path: Path, what: str, *, create_mode: int | None = None) -> None:
+    """Refuse now (``NotPrivateError``) the directory that ``replace_file``, ``create_file``
+    or ``open_append`` would refuse for ``path`` later: a check before anything starts."""
+    os.close(_open_parent(path, what, create_mode=create_mode))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _check_own_file(fd: int, path: Path, what: str) -> None:
+    """Refuse what ``fd`` opened unless it is a regular file of ours with one name."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotPrivateError(f"the {what} {path} is not a regular file")
+    if info.st_uid != os.getuid():
+        raise NotPrivateError(f"the {what} {path} is owned by uid {info.st_uid}, not us")
+    if info.st_nlink != 1:
+        raise NotPrivateError(
+            f"the {what} {path} has {info.st_nlink} names (a hard link): memfs never writes to "
+            "a file another name reaches"
+        )
+
+
+def open_append(path: Path, what: str, *, create_mode: int | None = None) -> int:
+    """A descriptor of ``path`` for appending (a log), created 0600 if missing; an existing
+    one is made 0600. Refused (``NotPrivateError``) as the module docstring says: never a
+    link, another user's file, a file with two names, or a directory others could swap it in.
+    ``create_mode``: for missing directories above it (None: refuse them)."""
+    directory = _open_parent(path, what, create_mode=create_mode)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path.name, flags, 0o600, dir_fd=directory)  # NONBLOCK: a planted FIFO
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise NotPrivateError(
+                f"the {what} {path} is a symbolic link: memfs never writes through one"
+            ) from None
         raise NotPrivateError(f"cannot open the {what} {path}: {exc.strerror}") from None
+    finally:
+        os.close(directory)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotPrivateError(f"the {what} {path} is not a regular file")
-        if info.st_uid != os.getuid():
-            raise NotPrivateError(f"the {what} {path} is owned by uid {info.st_uid}, not us")
-        if stat.S_IMODE(info.st_mode) != 0o600:
+        _check_own_file(fd, path, what)
+        os.set_blocking(fd, True)
+        if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
             os.fchmod(fd, 0o600)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
-def write_private_file(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically by a file holding ``data`` that only we can read (0600):
-    a reader sees the old file or the whole new one, never a part."""
-    temp = path.with_name(path.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+def create_private_file(path: Path, what: str) -> None:
+    """Make sure ``path`` exists as a log only we can read and write (0600), as
+    ``open_append`` opens it (``NotPrivateError`` otherwise)."""
+    os.close(open_append(path, what))
+
+
+def replace_file(
+    path: Path,
+    data: bytes,
+    what: str,
+    *,
+    mode: int = 0o600,
+    durable: bool = False,
+    create_mode: int | None = None,
+) -> None:
+    """Replace ``path`` atomically by a file of ``mode`` holding ``data``: a reader sees the
+    old file or the whole new one, never a part, and a link planted at ``path`` is replaced,
+    never written through. ``durable``: on disk (file and directory synced) when this returns.
+    ``create_mode``: make missing directories above it with this mode (None: refuse them).
+    ``NotPrivateError`` if the directory is refused; ``OSError`` if the write fails."""
+    directory = _open_parent(path, what, create_mode=create_mode)
     try:
-        os.fchmod(fd, 0o600)  # an earlier temp file of other modes is made ours alone
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        # /proc/self/fd/N is the directory we walked to: mkstemp and the rename work in it
+        # whatever happens to the path meanwhile
+        fd, temp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=f"/proc/self/fd/{directory}"
+        )
+        name = os.path.basename(temp)
+        try:
+            try:
+                os.fchmod(fd, mode)
+                _write_all(fd, data)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(name, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=directory)
+            raise
+        if durable:
+            os.fsync(directory)
     finally:
-        os.close(fd)
-    os.replace(temp, path)
+        os.close(directory)
+
+
+def create_file(path: Path, data: bytes, what: str, *, create_mode: int | None = 0o700) -> None:
+    """Write ``data`` to the new file ``path`` (0600), durably, never over anything already
+    there (``FileExistsError``): a copy handed to the user. ``NotPrivateError`` if the directory
+    is refused; ``OSError`` if the write fails."""
+    directory = _open_parent(path, what, create_mode=create_mode)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path.name, flags, 0o600, dir_fd=directory)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(directory)

@@ -48,7 +48,7 @@ from memfs.mount.status import (
     report_problems,
     unmount_report,
 )
-from memfs.private import NotPrivateError, private_dir, write_private_file
+from memfs.private import NotPrivateError, private_dir, replace_file
 from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
 
@@ -223,7 +223,7 @@ class Daemon:
                 pyfuse3.init(ops, opts.mountpoint, options)
             except RuntimeError as exc:
                 raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
-            pid_file.write_text(f"{os.getpid()}\n{opts.mountpoint}\n")
+            replace_file(pid_file, f"{os.getpid()}\n{opts.mountpoint}\n".encode(), "pid file")
             log.info(
                 "mounted store %s on %s%s",
                 store.described,
@@ -439,7 +439,8 @@ class Daemon:
         if report_problems(report):
             log.error("%s", render_report(report).rstrip())
         try:
-            write_private_file(self._report_file, json.dumps(report, indent=1).encode("utf-8"))
+            report_bytes = json.dumps(report, indent=1).encode("utf-8")
+            replace_file(self._report_file, report_bytes, "unmount report", durable=True)
         except OSError as exc:
             log.error("unmount report not written to %s: %s", self._report_file, exc)
 
