@@ -22,6 +22,7 @@ from pathlib import Path
 from memfs import paths
 from memfs.core.clashes import derived_name
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
+from memfs.private import create_file, private_dir
 from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
@@ -76,14 +77,14 @@ def hand_over(
     fit: the file then takes the derived name of ``memfs.core.clashes`` (``x.file-clash``)."""
     stamp = when or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = base / f"orphaned-{stamp}"
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(directory, "directory of orphaned copies")
     lines = []
     for path, data in sorted(items, key=lambda item: (-item[0].count("/"), item[0])):
         if data is None:
             lines.append(f"{path}: no local content to hand over")
             continue
         target = _target(directory, path)
-        _write_durably(target, data)
+        create_file(target, data, "orphaned copy", create_mode=0o700)
         lines.append(f"{path} -> {target}")
     return directory, lines
 
@@ -94,8 +95,7 @@ def _target(directory: Path, path: str) -> Path:
     if not paths.is_valid_path(path):  # not a memory path: one plain name, nothing above it
         flat = "_".join(segments)
         segments = [flat if flat not in ("", ".", "..") else "unnamed"]
-    parent = directory.joinpath(*segments[:-1])
-    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    parent = directory.joinpath(*segments[:-1])  # made by create_file
 
     def taken(candidate: str) -> bool:
         return os.path.lexists(parent / candidate)
@@ -104,12 +104,3 @@ def _target(directory: Path, path: str) -> Path:
     if taken(name):
         name = derived_name(name, taken)
     return parent / name
-
-
-def _write_durably(target: Path, data: bytes) -> None:
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -24,12 +24,12 @@ touch FUSE.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from pathlib import Path
 
 from memfs.core.inodes import Node
+from memfs.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +81,8 @@ class Refusals:
         name = f"{self.life}-{node.ino}-{_SAFE.sub('_', node.path.strip('/'))[:150]}"
         target = self.directory / name
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            temp = target.with_name(target.name + ".tmp")
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, bytes(node.data))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, target)
-        except OSError as exc:
+            replace_file(target, bytes(node.data), "kept copy", durable=True, create_mode=0o700)
+        except OSError as exc:  # memfs.private.NotPrivateError too
             log.error("cannot keep a copy of refused %s in %s: %s", node.path, target, exc)
             return
         old = self.copies.get(node.ino)
