@@ -50,6 +50,9 @@ class Capabilities:
     max_content_bytes: int = 102_400
     max_memories: int | None = 2_000
     max_description_bytes: int = 0
+    # characters the store refuses in a content or a description (a request holding one is a
+    # 400): a save holding one is refused by the mount (EINVAL), never journaled nor uploaded
+    refused_characters: str = ""
 
 
 @dataclass(frozen=True)

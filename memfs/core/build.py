@@ -63,6 +63,7 @@ def build_core(
         config,
         max_content_bytes=capabilities.max_content_bytes,
         max_memories=capabilities.max_memories or UNLIMITED_MEMORIES,
+        refused_characters=capabilities.refused_characters,
     )
     contents = ContentCache(config.cache_bytes)
     listings = ListingCache(ttl=config.listing_ttl)
@@ -159,7 +160,7 @@ def build_core(
         attrs=Attributes(config, state.table),
         uploader=uploader,
         renames=renames,
-        descriptions=Descriptions(state, store, writeback, gone),
+        descriptions=Descriptions(state, store, writeback, gone, refusals),
         search=SearchTree(
             # a search after a write finds it: what is pending is uploaded first
             StoreSearch(

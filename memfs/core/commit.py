@@ -1,5 +1,6 @@
 """Commits: what ``close``, ``fsync``, ``rename`` and a truncate of a closed file do to a file's
-new content: validate it (size, UTF-8), refuse it (``memfs.core.refusals``), or queue its upload.
+new content: validate it (size, UTF-8, characters the store refuses), refuse it
+(``memfs.core.refusals``), or queue its upload.
 
 Owns the rule "a commit of a refused content raises the refusal's error again; a commit of
 other valid content ends the refusal" (never sticky). It must not upload anything (the queue
@@ -11,9 +12,9 @@ from __future__ import annotations
 from memfs.core.handles import OpenFiles
 from memfs.core.inodes import Kind, Node
 from memfs.core.namespace import Namespace
-from memfs.core.refusals import NOT_UTF8, TOO_LARGE, Refusals
+from memfs.core.refusals import NOT_UTF8, REFUSED_CHARACTER, TOO_LARGE, Refusals
 from memfs.core.state import CoreState
-from memfs.errors import FileTooLargeError, NotUtf8Error
+from memfs.errors import FileTooLargeError, FsError, InvalidArgumentError, NotUtf8Error
 from memfs.writeback.queue import WriteBack
 
 
@@ -55,9 +56,15 @@ class Commits:
     def too_large(self) -> FileTooLargeError:
         return FileTooLargeError(f"a memory holds at most {self.state.max_content_bytes} bytes")
 
+    def holds_refused(self, node: Node, character: str) -> InvalidArgumentError:
+        return InvalidArgumentError(
+            f"{node.path} holds U+{ord(character):04X}, which the store refuses"
+        )
+
     def validate(self, node: Node) -> str:
-        """The text of a new content being committed; refuse it (EILSEQ) if it is not UTF-8.
-        Valid content ends any refusal: it is a new save (memfs.core.refusals)."""
+        """The text of a new content being committed; refuse it if it is not UTF-8 (EILSEQ) or
+        holds a character the store refuses (EINVAL). Valid content ends any refusal: it is a
+        new save (memfs.core.refusals)."""
         data = node.data if node.data is not None else bytearray()
         if len(data) > self.state.max_content_bytes:
             raise self.too_large()
@@ -65,6 +72,10 @@ class Commits:
         if text is None:
             self.refuse(node, NOT_UTF8)
             raise NotUtf8Error(f"{node.path} is not UTF-8 text")
+        character = self.state.refused_character(text)
+        if character is not None:
+            self.refuse(node, REFUSED_CHARACTER)
+            raise self.holds_refused(node, character)
         self.end_refusal(node)
         return text
 
@@ -83,15 +94,19 @@ class Commits:
         for handle in self.files.of(node):
             handle.refused = False
 
-    def refusal(self, node: Node) -> FileTooLargeError | NotUtf8Error | None:
+    def refusal(self, node: Node) -> FsError | None:
         """The error of a commit of ``node``'s current content if it is the refused one."""
         if node.refused is None or node.refused_gen != node.gen:
             return None
-        if node.refused == TOO_LARGE and utf8(node.data or b"") is not None:
+        text = utf8(node.data or b"")
+        if node.refused == TOO_LARGE and text is not None:
             return FileTooLargeError(
                 f"a write to {node.path} crossed {self.state.max_content_bytes} bytes: what it "
                 "left is not uploaded"
             )
+        character = None if text is None else self.state.refused_character(text)
+        if character is not None:
+            return self.holds_refused(node, character)
         return NotUtf8Error(f"{node.path} is not UTF-8 text")
 
     def closed(self, node: Node) -> None:

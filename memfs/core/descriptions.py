@@ -5,7 +5,9 @@ entries) each file of a memory has the attribute ``user.description``: ``getfatt
 ``listxattr`` lists it when it is not empty, ``setfattr`` changes it and ``setfattr -x``
 empties it. A change is a write like any other: journaled before the call returns, uploaded by
 the write-back queue after the update delay (``Uploader``), refused with the mount's errno rules
-(EROFS, ENODEV, EILSEQ for a value that is not UTF-8, E2BIG past the store's limit).
+(EROFS, ENODEV, EILSEQ for a value that is not UTF-8, E2BIG past the store's limit, EINVAL for
+a character the store refuses: NUL on Databricks, counted and logged by ``refusals``, so that no
+description the store would refuse is ever journaled or blocks the file's later saves).
 
 Other names are answered as a filesystem without them answers: ENODATA to read, ENOTSUP to
 set. Directories, symbolic links and local-only files have no description. An API without
@@ -19,11 +21,13 @@ import time
 
 from memfs.core.inodes import InodeTable, Kind, Node
 from memfs.core.orphans import StoreGone
+from memfs.core.refusals import Refusals
 from memfs.core.state import CoreState
 from memfs.errors import (
     AttributeNotSupportedError,
     AttributeTooLargeError,
     ExistsError,
+    InvalidArgumentError,
     NoAttributeError,
     NoEntryError,
     NotUtf8Error,
@@ -41,13 +45,19 @@ class Descriptions:
     """The ``user.description`` attribute of one mount's files; see the module docstring."""
 
     def __init__(
-        self, state: CoreState, store: StoreAPI, writeback: WriteBack, gone: StoreGone
+        self,
+        state: CoreState,
+        store: StoreAPI,
+        writeback: WriteBack,
+        gone: StoreGone,
+        refusals: Refusals,
     ) -> None:
         self.state = state
         self.table: InodeTable = state.table
         self.store = store  # short deadlines: a syscall waits on a read
         self.writeback = writeback
         self.gone = gone
+        self.refusals = refusals
         self.enabled = store.capabilities.descriptions
         self.max_bytes = store.capabilities.max_description_bytes
 
@@ -99,6 +109,13 @@ class Descriptions:
             raise NotUtf8Error(f"the description of {node.path} is not UTF-8 text") from None
         if len(value) > self.max_bytes:
             raise AttributeTooLargeError(f"a description holds at most {self.max_bytes} bytes")
+        character = self.state.refused_character(text)
+        if character is not None:
+            self.refusals.refuse_description(node, character)
+            raise InvalidArgumentError(
+                f"the description of {node.path} holds U+{ord(character):04X}, which the store "
+                "refuses"
+            )
         exists = bool(await self._current(node))
         if flags & XATTR_CREATE and exists:
             raise ExistsError(f"{node.path} has a description")

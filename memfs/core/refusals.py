@@ -1,4 +1,5 @@
-"""Files the mount refuses to upload: over 102,400 bytes (EFBIG) or not UTF-8 (EILSEQ).
+"""Files the mount refuses to upload: over 102,400 bytes (EFBIG), not UTF-8 (EILSEQ), or holding
+a character the store refuses (EINVAL: NUL on Databricks, ``Capabilities.refused_characters``).
 
 Owns the ``refused`` state of file nodes, what happens to refused content, and how refusals are
 counted and reported (docs/semantics.md, "Refused files"). A refusal is about one content: the
@@ -6,6 +7,8 @@ content of the node at generation ``refused_gen`` (``Node.gen``):
 - ``TOO_LARGE``: a ``write`` crossed the limit after its open had changed the file (wrote,
   truncated or created it): what the open left is a part of what the program meant to write;
 - ``NOT_UTF8``: a commit (``fsync``, ``close``, rename) found bytes that are not UTF-8;
+- ``REFUSED_CHARACTER``: a commit found a character the store refuses (the API would answer
+  400 for good: an upload of it would fail at every retry);
 - while ``refused`` is set, the file's committed content is refused: it is never uploaded nor
   journaled (so never replayed), and a commit of that same content raises the refusal's error
   again (to the writer: ``vfs`` decides who hears it);
@@ -16,6 +19,9 @@ content of the node at generation ``refused_gen`` (``Node.gen``):
   (written and fsynced when the refusal is answered), the copy is removed when the refusal
   ends or the file is removed, and every refused file still there at unmount is listed in the
   unmount report with its copy; ``memfs status`` lists the same paths (``files``).
+
+A description the store refuses (``setfattr`` of one holding a refused character) changes
+nothing: it is counted and logged here (``DESCRIPTION``), and the call fails (EINVAL).
 
 It must not decide when content is refused (``commit`` and ``vfs`` do), talk to the server or
 touch FUSE.
@@ -35,10 +41,13 @@ log = logging.getLogger(__name__)
 
 TOO_LARGE = "too large"
 NOT_UTF8 = "not UTF-8"
+REFUSED_CHARACTER = "refused character"
+DESCRIPTION = "description"
 
 _WHY = {
     TOO_LARGE: "a write over 102,400 bytes was refused (EFBIG)",
     NOT_UTF8: "not UTF-8 text (EILSEQ)",
+    REFUSED_CHARACTER: "holds a character the store refuses, such as NUL (EINVAL)",
 }
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -50,7 +59,12 @@ class Refusals:
         self.directory = directory
         self.life = f"{int(time.time() * 1000):x}"
         self.count = 0  # refusals answered since the mount started
-        self.by_reason: dict[str, int] = {TOO_LARGE: 0, NOT_UTF8: 0}
+        self.by_reason: dict[str, int] = {
+            TOO_LARGE: 0,
+            NOT_UTF8: 0,
+            REFUSED_CHARACTER: 0,
+            DESCRIPTION: 0,
+        }
         self.nodes: dict[int, Node] = {}  # refused file nodes by inode
         self.copies: dict[int, Path] = {}
         self._kept: dict[int, tuple[int, str]] = {}  # inode -> (gen, path) of its copy
@@ -70,6 +84,17 @@ class Refusals:
         node.refused_gen = node.gen
         self.nodes[node.ino] = node
         self.keep(node)
+
+    def refuse_description(self, node: Node, character: str) -> None:
+        """A description holding ``character`` (which the store refuses) was not set."""
+        self.count += 1
+        self.by_reason[DESCRIPTION] += 1
+        log.warning(
+            "refused the description of %s: it holds U+%04X, which the store refuses; the "
+            "description is unchanged",
+            node.path,
+            ord(character),
+        )
 
     def keep(self, node: Node) -> None:
         """Copy the local content of refused ``node`` to the kept directory (durably; again

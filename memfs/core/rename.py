@@ -1,7 +1,7 @@
 """Renames: what moving a file or a directory does to its content, its memory and the server.
 
-A file renamed onto a memory path commits its content (validated: EILSEQ at the rename, a file
-over the limit moves still refused); it keeps its memory (moved on the server after the grace
+A file renamed onto a memory path commits its content (validated: EILSEQ or EINVAL at the rename,
+a file over the limit moves still refused); it keeps its memory (moved on the server after the grace
 window, rule 3) unless it takes another: the target's, or one that just left the new path
 (``identity``). A directory rename moves every memory below it on the server at once (one
 request each, not atomic: ``Uploader.move_tree``) and re-binds the nodes below.
@@ -22,7 +22,12 @@ from memfs.core.inodes import Kind, Node
 from memfs.core.namespace import Namespace
 from memfs.core.state import CoreState
 from memfs.core.uploader import Uploader
-from memfs.errors import DirectoryNotEmptyError, NotPermittedError, NotUtf8Error
+from memfs.errors import (
+    DirectoryNotEmptyError,
+    InvalidArgumentError,
+    NotPermittedError,
+    NotUtf8Error,
+)
 from memfs.writeback.queue import WriteBack
 
 
@@ -61,8 +66,8 @@ class Renames:
             if src.data is None:
                 await self.copies.ensure_data(src)
             refusal = self.commits.refusal(src)
-            if isinstance(refusal, NotUtf8Error):
-                raise refusal  # EILSEQ at rename onto a memory path
+            if isinstance(refusal, NotUtf8Error | InvalidArgumentError):
+                raise refusal  # EILSEQ (EINVAL) at rename onto a memory path
             if refusal is None:  # (over the limit: it moves, still refused, not uploaded)
                 self.commits.validate(src)
         if src.memory_id is not None and (

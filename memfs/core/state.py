@@ -51,11 +51,19 @@ def delete_key(memory_id: str) -> tuple[str, str]:
 class CoreState:
     """See the module docstring."""
 
-    def __init__(self, config: VfsConfig, *, max_content_bytes: int, max_memories: int) -> None:
+    def __init__(
+        self,
+        config: VfsConfig,
+        *,
+        max_content_bytes: int,
+        max_memories: int,
+        refused_characters: str = "",
+    ) -> None:
         self.config = config
         # the store's limits: a write over them is refused here, with the errno (EFBIG...)
         self.max_content_bytes = max_content_bytes
         self.max_memories = max_memories
+        self.refused_characters = refused_characters  # in content and descriptions (EINVAL)
         self.table = InodeTable()
         self.read_only = config.read_only  # also once the store is archived while mounted
         self.pending_deletes: dict[str, PendingDelete] = {}  # by memory id
@@ -87,6 +95,13 @@ class CoreState:
         if clash is not None and node.path == clash.shown_path:
             return clash.memory_path
         return node.path
+
+    def refused_character(self, text: str) -> str | None:
+        """A character of ``text`` the store refuses (Databricks: NUL), else None."""
+        for character in self.refused_characters:
+            if character in text:
+                return character
+        return None
 
     def is_local_path(self, path: str) -> bool:
         """A local-only name (editor scratch files): never uploaded (``localfiles``)."""

@@ -239,10 +239,15 @@ class Vfs:
                 raise self.commits.too_large()
             old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
             new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
-            if node.open_count == 0 and self.commits.committed(node) and utf8(new) is None:
+            if node.open_count == 0 and self.commits.committed(node):
                 # nobody has it open: this is the commit of the new content, and it would be
                 # refused; a failing call changes nothing
-                raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
+                text = utf8(new)
+                if text is None:
+                    raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
+                character = self.state.refused_character(text)
+                if character is not None:  # a file extended with NULs (Databricks)
+                    raise self.commits.holds_refused(node, character)
             node.data = new
             if node.refused == TOO_LARGE:
                 self.commits.end_refusal(node)  # truncated: an ordinary dirty file again
@@ -425,7 +430,7 @@ class Vfs:
         node.open_count -= 1
         if handle.wrote and node.dirty:
             # a refusal was reported by flush already; the content stays local
-            with contextlib.suppress(NotUtf8Error, FileTooLargeError):
+            with contextlib.suppress(NotUtf8Error, FileTooLargeError, InvalidArgumentError):
                 self.commits.commit(node)
         if node.open_count == 0:
             self.commits.closed(node)

@@ -394,9 +394,11 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(f"  waiting for room (the store is full): {path}")
     refused = doc.get("refused")
     if refused:
+        why = refused["by_reason"]
         lines.append(
-            f"refused          {refused['count']} (too large {refused['by_reason']['too large']}"
-            f", not UTF-8 {refused['by_reason']['not UTF-8']}); never uploaded, copies kept"
+            f"refused          {refused['count']} (too large {why['too large']}"
+            f", not UTF-8 {why['not UTF-8']}, a refused character {why.get('refused character', 0)}"
+            f", descriptions {why.get('description', 0)}); never uploaded, copies kept"
         )
         for path in refused["files"]:
             lines.append(f"  refused: {path}")

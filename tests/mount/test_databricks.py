@@ -503,3 +503,71 @@ def test_memfs_search_databricks(
     assert done.returncode == 2 and "needs --actor ACTOR" in done.stderr
     done = memfs("search", "no-such-store", "tomato", *dbx, env=env, timeout=60)
     assert done.returncode == 3 and done.stderr.count("\n") == 1
+
+
+def test_a_nul_the_api_refuses_is_einval_at_close_and_setfattr_and_blocks_nothing(
+    dbx_mount: Callable[..., MountedStore], workspace: Workspace
+) -> None:
+    """The API refuses NUL in a content or a description (``Capabilities.refused_characters``):
+    the close (and fsync) of such a content, and the setfattr of such a description, fail with
+    EINVAL and one log line; nothing is journaled or uploaded, ``memfs status`` counts them,
+    and the file's later saves go as usual (docs/semantics.md, "Refused files")."""
+    store = workspace.create_store()
+    before = workspace.put(store, "/f.md", "one\n", description="kept")
+    mounted = dbx_mount(store)
+    f = mounted.path / "f.md"
+    fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"a\0b")
+        with pytest.raises(OSError) as at_fsync:
+            os.fsync(fd)
+        assert at_fsync.value.errno == errno.EINVAL
+    finally:
+        with pytest.raises(OSError) as at_close:
+            os.close(fd)
+    assert at_close.value.errno == errno.EINVAL
+    new = mounted.path / "new.md"
+    # printf 'x\0y' > new.md: the shell never asks
+    with pytest.raises(OSError) as new_file, open(new, "wb") as out:
+        out.write(b"x\0y")
+    assert new_file.value.errno == errno.EINVAL
+    assert f.read_bytes() == b"a\0b"  # kept locally, readable
+    with pytest.raises(OSError) as described:
+        os.setxattr(f, "user.description", b"x\0y")
+    assert described.value.errno == errno.EINVAL
+    assert os.getxattr(f, "user.description") == b"kept"  # unchanged
+    status = wait_for(
+        lambda: (s := mounted.status())["refused"]["files"] == ["/f.md", "/new.md"] and s,
+        timeout=10,
+    )
+    assert status["uploads"]["journal_records"] == 0  # never journaled for replay
+    assert status["refused"]["by_reason"]["refused character"] == 2
+    assert status["refused"]["by_reason"]["description"] == 1
+    text = memfs("status", str(mounted.path), env=mounted.env).stdout
+    assert "a refused character 2, descriptions 1" in text
+    mounted.settle()  # nothing failed: nothing was sent
+    entry = workspace.entries(store)[(None, "/f.md")]
+    assert (entry_id(entry), entry["content"], entry["description"]) == (
+        entry_id(before),
+        "one\n",
+        "kept",
+    )
+    assert (None, "/new.md") not in workspace.entries(store)
+    log = mounted.log()
+    assert log.count("refused /f.md: holds a character the store refuses") == 1
+    assert log.count("refused the description of /f.md") == 1
+
+    # the next valid saves go, description included
+    f.write_text("fixed\n")
+    with pytest.raises(OSError) as extended:  # truncate(path) would add NULs: changes nothing
+        os.truncate(f, 20)
+    assert extended.value.errno == errno.EINVAL and f.read_text() == "fixed\n"
+    os.setxattr(f, "user.description", b"new words")
+    new.write_text("now valid\n")
+    mounted.settle()
+    entry = workspace.entries(store)[(None, "/f.md")]
+    assert (entry["content"], entry["description"]) == ("fixed\n", "new words")
+    assert workspace.content(store, "/new.md") == "now valid\n"
+    wait_for(lambda: mounted.status()["refused"]["files"] == [], timeout=10)
+    unmounted = mounted.umount()
+    assert (unmounted.returncode, unmounted.stderr) == (0, "")

@@ -57,6 +57,7 @@ DATABRICKS = Capabilities(
     max_content_bytes=databricks_limits.MAX_CONTENT_BYTES,
     max_description_bytes=databricks_limits.MAX_DESCRIPTION_BYTES,
     max_memories=databricks_limits.MAX_ENTRIES_PER_STORE,
+    refused_characters=databricks_limits.REFUSED_CHARACTERS,
 )
 
 
