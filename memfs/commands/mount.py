@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
 from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra, needs_extra
-from memfs.commands.parsing import complete_paths
+from memfs.commands.parsing import byte_size, complete_paths
 from memfs.private import NotPrivateError, create_private_file
 
 if TYPE_CHECKING:
@@ -114,6 +114,15 @@ def register(subparsers: Any) -> None:
     )
     mount.add_argument(
         "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
+    )
+    mount.add_argument(
+        "--local-bytes",
+        type=byte_size,
+        default="64M",
+        metavar="SIZE",
+        help="what the mount keeps of files that never reach the store: local-only files "
+        "(.git/, editor swaps), refused content (not UTF-8, too large) and its kept copies; "
+        "past it, creates and writes that grow a file get ENOSPC (bytes, or 512K, 64M, 1G)",
     )
     mount.add_argument(
         "--readahead-dirs",
@@ -255,7 +264,7 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
     argv += ["--fsync-timeout", str(args.fsync_timeout)]
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
-    argv += ["--readahead-dirs", str(args.readahead_dirs)]
+    argv += ["--readahead-dirs", str(args.readahead_dirs), "--local-bytes", str(args.local_bytes)]
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed, "--api", args.api, "--search", args.search]
     argv += owner.mount_arguments()
@@ -339,6 +348,7 @@ def _run_daemon(
         fsync_timeout=args.fsync_timeout,
         cache_dir=cache_dir,
         cache_mb=args.cache_size,
+        local_bytes=args.local_bytes,
         readahead_dirs=max(0, args.readahead_dirs),
         poll_interval=args.poll_interval,
         idle_poll_interval=args.idle_poll_interval,

@@ -69,3 +69,19 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def byte_size(text: str) -> int:
+    """An argparse ``type``: a number of bytes, with an optional binary unit (``1048576``,
+    ``512K``, ``64M``, ``64MiB``, ``1G``)."""
+    spelled = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = spelled[-1:] if spelled[-1:] in _UNITS else ""
+    number = spelled[: len(spelled) - len(unit)]
+    if not number.isascii() or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size in bytes (e.g. 1048576, 512K, 64M, 1G)"
+        )
+    return int(number) * _UNITS[unit]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from memfs.api.retry import is_transient
 from memfs.core.attrs import Attributes
+from memfs.core.budget import LocalBudget
 from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import Commits
 from memfs.core.config import RESERVED_ROOT_NAMES, UNLIMITED_MEMORIES, VfsConfig
@@ -93,7 +94,8 @@ def build_core(
         on_done=lambda key, error: uploader.done(key, error),
         on_retry=lambda key, error: durable.retry(key, error),
     )
-    refusals = Refusals(kept_dir)
+    budget = LocalBudget(config.local_bytes)
+    refusals = Refusals(kept_dir, budget)
     durable = Durable(
         state,
         writeback=writeback,
@@ -105,7 +107,7 @@ def build_core(
         untouched=untouched,
     )
     files = OpenFiles()
-    copies = LocalCopies(state, store, contents, bulk, writeback)
+    copies = LocalCopies(state, store, contents, bulk, writeback, refusals)
     namespace = Namespace(state, store, listings, bulk, gone, writeback)
     commits = Commits(state, writeback, refusals, files, namespace)
     identities = Identities(state, writeback, copies)
@@ -157,6 +159,7 @@ def build_core(
         copies=copies,
         commits=commits,
         files=files,
+        budget=budget,
         attrs=Attributes(config, state.table),
         uploader=uploader,
         renames=renames,

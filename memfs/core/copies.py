@@ -1,5 +1,6 @@
-"""The local copy of a file (``Node.data``): loaded from the clean caches or the store, and
-handed back to the clean content cache once nothing depends on it any more.
+"""The local copy of a file (``Node.data``): loaded from the clean caches or the store (or, for
+refused content moved out of memory, from its kept copy: ``memfs.core.refusals``), and handed
+back to the clean content cache once nothing depends on it any more.
 
 It must not change what a file's content is (writes are ``vfs``'s), and it never puts dirty
 data in a cache: only a copy equal to the server's content (``base_sha``) goes there.
@@ -11,6 +12,7 @@ from memfs import paths
 from memfs.core.cache import ContentCache
 from memfs.core.inodes import Node
 from memfs.core.prefetch import BulkFetcher
+from memfs.core.refusals import Refusals
 from memfs.core.state import CoreState
 from memfs.errors import NoEntryError
 from memfs.store_api import StoreAPI
@@ -27,8 +29,10 @@ class LocalCopies:
         contents: ContentCache,
         bulk: BulkFetcher,
         writeback: WriteBack,
+        refusals: Refusals,
     ) -> None:
         self.state = state
+        self.refusals = refusals
         self.store = store  # short deadlines: a syscall waits on these calls
         self.contents = contents
         self.bulk = bulk
@@ -65,6 +69,7 @@ class LocalCopies:
 
     async def ensure_data(self, node: Node) -> bytearray:
         """The local copy of ``node``, loaded first if it has none."""
+        self.refusals.restore(node)
         if node.data is None:
             content = await self.fetch(node)
             if node.data is None:
@@ -74,6 +79,8 @@ class LocalCopies:
     async def content_for_read(self, node: Node) -> bytes:
         if node.data is not None:
             return bytes(node.data)
+        if node.kept_size is not None:
+            return self.refusals.load(node)
         return await self.fetch(node)
 
     def drop_clean_data(self, node: Node) -> None:

@@ -53,6 +53,9 @@ class Node:
     description: str | None = None  # the memory's description as last heard (None: unknown)
     # -- local state --
     data: bytearray | None = None  # the local copy, shared by every open handle (never cached)
+    # refused content moved out of memory into its kept copy (memfs.core.refusals): its size
+    # (``data`` is None meanwhile, till an open loads it back); None: not moved out
+    kept_size: int | None = None
     local_only: bool = False
     target: bytes = b""  # symlinks only
     mtime: float | None = None  # client-set (utimens) or last local write
@@ -88,6 +91,8 @@ class Node:
             return len(self.target)
         if self.data is not None:
             return len(self.data)
+        if self.kept_size is not None:
+            return self.kept_size
         return self.remote_size if self.kind is Kind.FILE else 0
 
 

@@ -15,10 +15,17 @@ content of the node at generation ``refused_gen`` (``Node.gen``):
 - the refusal ends at the next commit of other content that is valid (which is uploaded as
   usual), at a truncate that ends a ``TOO_LARGE`` refusal, or when the file is removed; it is
   never sticky;
-- the content of a refused file (if any) is copied to ``<cache dir>/<store id>/kept/``
-  (written and fsynced when the refusal is answered), the copy is removed when the refusal
-  ends or the file is removed, and every refused file still there at unmount is listed in the
-  unmount report with its copy; ``memfs status`` lists the same paths (``files``).
+- the content of a refused file (if any) is copied to the mount's kept directory,
+  ``<cache dir>/<store id>/kept/slot-<n>/`` (``n``: its journal slot; written and fsynced when
+  the refusal is answered), the copy is removed when the refusal ends or the file is removed,
+  and every refused file still there at unmount is listed in the unmount report with its copy;
+  ``memfs status`` lists the same paths (``files``) and their copies (``copies``);
+- once the file is closed its content lives in the copy only (``spill``; an open loads it back,
+  ``load``): refused content does not stay in the daemon's memory;
+- content and copies count against the mount's local budget (``memfs.core.budget``). Copies
+  left by earlier mounts in the kept directory count too until a write needs their room: then
+  the oldest are removed (``reclaim``, one log line). A copy that cannot be written (the disk
+  is full...) leaves the content in memory: ``memfs status`` says "not kept".
 
 A description the store refuses (``setfattr`` of one holding a refused character) changes
 nothing: it is counted and logged here (``DESCRIPTION``), and the call fails (EINVAL).
@@ -30,10 +37,12 @@ touch FUSE.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from pathlib import Path
 
+from memfs.core.budget import LocalBudget
 from memfs.core.inodes import Node
 from memfs.private import replace_file
 
@@ -55,9 +64,17 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class Refusals:
     """See the module docstring. ``directory`` None: no copies are kept (tests of the core)."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, budget: LocalBudget | None = None) -> None:
         self.directory = directory
+        self.budget = budget or LocalBudget()
         self.life = f"{int(time.time() * 1000):x}"
+        # copies earlier mounts left in ``directory``, oldest first: (mtime, path, size)
+        self._earlier: list[tuple[float, Path, int]] = self._find_earlier()
+        self.budget.earlier = sum(size for _, _, size in self._earlier)
+        self.budget.reclaim = self.reclaim
+        self.reclaimed = 0  # earlier copies removed to make room
+        if self.budget.earlier > self.budget.limit:
+            self.reclaim(self.budget.earlier - self.budget.limit)
         self.count = 0  # refusals answered since the mount started
         self.by_reason: dict[str, int] = {
             TOO_LARGE: 0,
@@ -83,6 +100,7 @@ class Refusals:
         node.refused = reason
         node.refused_gen = node.gen
         self.nodes[node.ino] = node
+        self.budget.charge(node)
         self.keep(node)
 
     def refuse_description(self, node: Node, character: str) -> None:
@@ -99,33 +117,120 @@ class Refusals:
     def keep(self, node: Node) -> None:
         """Copy the local content of refused ``node`` to the kept directory (durably; again
         only if the content or the path changed since the last copy)."""
-        if self.directory is None or node.path is None or not node.data:
+        if self.directory is None or node.path is None:
             return
         if self._kept.get(node.ino) == (node.gen, node.path):
             return
         name = f"{self.life}-{node.ino}-{_SAFE.sub('_', node.path.strip('/'))[:150]}"
         target = self.directory / name
+        old = self.copies.get(node.ino)
+        if node.data is None and old is not None:  # spilled, then renamed: the copy follows
+            try:
+                os.replace(old, target)
+            except OSError as exc:
+                log.error("cannot rename the kept copy %s of refused %s: %s", old, node.path, exc)
+                return
+            self.copies[node.ino] = target
+            self._kept[node.ino] = (node.gen, node.path)
+            return
+        if not node.data:
+            return
         try:
             replace_file(target, bytes(node.data), "kept copy", durable=True, create_mode=0o700)
         except OSError as exc:  # memfs.private.NotPrivateError too
             log.error("cannot keep a copy of refused %s in %s: %s", node.path, target, exc)
             return
-        old = self.copies.get(node.ino)
         if old is not None and old != target:
             old.unlink(missing_ok=True)
         self.copies[node.ino] = target
         self._kept[node.ino] = (node.gen, node.path)
+        self.budget.kept(node, len(node.data))
+
+    def spill(self, node: Node) -> None:
+        """``node`` was closed: its refused content leaves memory if its copy holds it."""
+        kept = self._kept.get(node.ino)
+        if (
+            node.refused is None
+            or node.open_count > 0
+            or not node.data
+            or kept is None
+            or kept[0] != node.gen
+        ):
+            return
+        node.kept_size = len(node.data)
+        node.data = None
+        self.budget.charge(node)
+
+    def load(self, node: Node) -> bytes:
+        """The content of spilled ``node``, read from its kept copy (empty, and logged, if the
+        copy cannot be read: it was removed from outside)."""
+        copy = self.copies.get(node.ino)
+        try:
+            if copy is None:
+                raise FileNotFoundError("no copy")
+            fd = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                with os.fdopen(fd, "rb", closefd=False) as file:
+                    return file.read()
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.error("cannot read the kept copy of refused %s (%s): %s", node.path, copy, exc)
+            return b""
+
+    def restore(self, node: Node) -> None:
+        """Load spilled ``node``'s content back into memory (an open for writing, a rename)."""
+        if node.data is None and node.kept_size is not None:
+            node.data = bytearray(self.load(node))
+            node.kept_size = None
+            self.budget.charge(node)
 
     def clear(self, node: Node) -> None:
         """The refusal of ``node`` ends (saved validly, truncated, or removed)."""
         if node.refused is None:
             return
+        self.restore(node)  # the content outlives its copy (``vfs`` drops a removed file's)
         node.refused = None
         self.nodes.pop(node.ino, None)
         self._kept.pop(node.ino, None)
         copy = self.copies.pop(node.ino, None)
         if copy is not None:
             copy.unlink(missing_ok=True)
+        self.budget.kept(node, 0)
+
+    def _find_earlier(self) -> list[tuple[float, Path, int]]:
+        if self.directory is None:
+            return []
+        found = []
+        try:
+            with os.scandir(self.directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(self.life) or not entry.is_file(follow_symlinks=False):
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    found.append((info.st_mtime, Path(entry.path), info.st_size))
+        except FileNotFoundError:
+            return []
+        return sorted(found)
+
+    def reclaim(self, wanted: int) -> None:
+        """Remove copies earlier mounts left, oldest first, until ``wanted`` bytes are free."""
+        freed = dropped = 0
+        while self._earlier and freed < wanted:
+            _, path, size = self._earlier.pop(0)
+            path.unlink(missing_ok=True)
+            freed += size
+            dropped += 1
+        self.budget.earlier -= freed
+        self.reclaimed += dropped
+        if dropped:
+            log.warning(
+                "removed the %d oldest kept copies of refused files of earlier mounts from %s "
+                "(%s bytes): this mount's local budget needed their room",
+                dropped,
+                self.directory,
+                f"{freed:,}",
+            )
 
     def refused(self) -> list[Node]:
         """The refused files still in the mount, by path (status and unmount report agree)."""
@@ -151,8 +256,17 @@ class Refusals:
         return out
 
     def status(self) -> dict[str, object]:
+        refused = self.refused()
         return {
             "count": self.count,
             "by_reason": dict(self.by_reason),
-            "files": [n.path for n in self.refused()],
+            "files": [n.path for n in refused],
+            # where each one's text is; None: not kept on disk (empty, or the copy failed)
+            "copies": {n.path: _str(self.copies.get(n.ino)) for n in refused},
+            "kept_dir": _str(self.directory),
+            "earlier_copies_removed": self.reclaimed,
         }
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 
 from memfs import paths
 from memfs.core.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
+from memfs.core.budget import NODE_BYTES, LocalBudget
 from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import Commits, utf8
 from memfs.core.config import VfsConfig as VfsConfig  # the public import path of the options
@@ -91,6 +92,7 @@ class Vfs:
         copies: LocalCopies,
         commits: Commits,
         files: OpenFiles,
+        budget: LocalBudget,
         attrs: Attributes,
         uploader: Uploader,
         renames: Renames,
@@ -120,6 +122,7 @@ class Vfs:
         self.copies = copies
         self.commits = commits
         self.files = files
+        self.budget = budget  # local-only files, refused content, kept copies: or ENOSPC
         self.attrs = attrs
         self.uploader = uploader
         self.renames = renames
@@ -188,6 +191,12 @@ class Vfs:
     def attr(self, node: Node) -> Attr:
         return self.attrs.of(node)
 
+    def _drop_unreachable(self, node: Node) -> None:
+        """A file removed (or replaced) and closed: nobody can read its content again."""
+        if node.path is None and node.open_count == 0 and node.memory_id is None:
+            node.data, node.kept_size = None, None
+        self.budget.charge(node)
+
     # =========================================================================================
     # the file operations
 
@@ -237,6 +246,7 @@ class Vfs:
                 raise InvalidArgumentError("negative size")
             if size > self.state.max_content_bytes:
                 raise self.commits.too_large()
+            self.budget.check_growth(node, size - node.size())
             old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
             new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
             if node.open_count == 0 and self.commits.committed(node):
@@ -252,8 +262,10 @@ class Vfs:
             if node.refused == TOO_LARGE:
                 self.commits.end_refusal(node)  # truncated: an ordinary dirty file again
             self._changed(node)
+            self.budget.charge(node)
             if node.open_count == 0:
                 self.commits.commit(node)
+                self.commits.refusals.spill(node)
         # kept locally, never uploaded (after the size: a failing call changes nothing); the
         # kernel checked who may (default_permissions)
         set_mode_and_owner(node, mode, (uid, gid))
@@ -281,6 +293,7 @@ class Vfs:
                 truncated = True
             if node.refused == TOO_LARGE:
                 self.commits.end_refusal(node)
+            self.budget.charge(node)
         elif writable:
             await self.copies.ensure_data(node)
         elif node.kind is Kind.FILE:
@@ -338,9 +351,12 @@ class Vfs:
         self, directory: str, name: str, mode: int | None, owner: tuple[int, int] | None
     ) -> Node:
         path = self.namespace.new_path(directory, name)
+        local_only = self.state.is_local_path(path)
+        self.budget.check_create(NODE_BYTES if local_only else 0)
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
-        node.local_only = self.state.is_local_path(path)
+        node.local_only = local_only
+        self.budget.charge(node)
         set_new_owner(node, mode, owner, self.attrs.of_path(directory))
         self._changed(node)
         self.state.removed_dirs.pop(directory, None)
@@ -367,6 +383,8 @@ class Vfs:
         if handle.flags & os.O_APPEND:
             offset = len(data)
         end = offset + len(buf)
+        if end <= self.state.max_content_bytes:
+            self.budget.check_growth(node, end - len(data))
         if end > self.state.max_content_bytes:
             if handle.changed and self.commits.committed(node):
                 # what this open left is a part of what the program meant: never uploaded
@@ -380,6 +398,7 @@ class Vfs:
         data[offset:end] = buf
         handle.wrote = handle.changed = True
         self._changed(node)
+        self.budget.charge(node)
         if handle.refused and node.refused == TOO_LARGE:
             node.refused_gen = node.gen  # still the refused writer's content
         return len(buf)
@@ -434,6 +453,8 @@ class Vfs:
                 self.commits.commit(node)
         if node.open_count == 0:
             self.commits.closed(node)
+            self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
+            self._drop_unreachable(node)
         self.copies.drop_clean_data(node)
         deferred = None
         if node.open_count == 0:
@@ -455,8 +476,11 @@ class Vfs:
             self.identities.detach_memory(node, path)
         self.writeback.cancel(node.ino)
         node.dirty = False
+        if node.open_count == 0:
+            node.data, node.kept_size = None, None  # nobody can read it again
         self.commits.end_refusal(node)  # its kept copy goes with it
         self.table.unbind(node)
+        self.budget.charge(node)
         self.namespace.keep_parent(path)
         # the cached listing stays: its item is skipped while the delete is pending, then
         # removed when the server has deleted it (``Uploader._run_delete``)
@@ -475,6 +499,7 @@ class Vfs:
         if await self.namespace.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
         path = self.namespace.new_path(directory, name)
+        self.budget.check_create()
         node = self.table.new(Kind.DIR, path)
         node.subdirs_known = True  # empty
         set_new_owner(node, mode, owner, self.attrs.of_path(directory))
@@ -511,9 +536,11 @@ class Vfs:
             raise NotPermittedError("symbolic links are only allowed for local-only names")
         if await self.namespace.child(directory, name) is not None:
             raise ExistsError(f"{path} exists")
+        self.budget.check_create(NODE_BYTES + len(target))
         node = self.table.new(Kind.SYMLINK, path)
         node.local_only = True
         node.target = target
+        self.budget.charge(node)
         self.namespace.drop_listing(directory)
         self.table.remember(node)
         return self.attr(node)
@@ -551,10 +578,18 @@ class Vfs:
             if paths.is_below(new_path, old_path):
                 raise InvalidArgumentError("cannot move a directory below itself")
             await self.renames.directory(src, old_path, new_path, dst)
+            for node in self.table.below(new_path):  # some may be local-only no more, or now
+                self.budget.charge(node)
         else:
             if dst is not None and dst.is_dir:
                 raise IsDirectoryError(f"{new_path} is a directory")
-            await self.renames.file(src, old_path, new_path, dst)
+            try:
+                await self.renames.file(src, old_path, new_path, dst)
+            finally:
+                self.commits.refusals.spill(src)  # loaded to be checked: back to its copy
+                self.budget.charge(src)
+            if dst is not None:
+                self._drop_unreachable(dst)
         self.namespace.keep_parent(old_path)
         self.state.removed_dirs.pop(new_dir, None)
         # cached listings stay (a directory's rename clears them all): a moved file is

@@ -27,6 +27,7 @@ import trio
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI
+from memfs.core.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.build import build_core
 from memfs.core.namespace import Invalidation
 from memfs.core.vfs import Vfs, VfsConfig
@@ -74,6 +75,7 @@ class MountOptions:
     fsync_timeout: float = FINAL_FLUSH_SECONDS  # fsync retries transient failures this long
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
+    local_bytes: int = DEFAULT_LOCAL_BYTES  # local-only files, refused content: else ENOSPC
     readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.core.prefetch)
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
@@ -177,6 +179,7 @@ class Daemon:
                     update_delay=opts.update_delay,
                     fsync_timeout=opts.fsync_timeout,
                     cache_bytes=int(opts.cache_mb * 1024 * 1024),
+                    local_bytes=opts.local_bytes,
                     walk_lookahead=opts.readahead_dirs,
                     server_search=opts.server_search,
                     uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
@@ -350,17 +353,19 @@ class Daemon:
             writer.write()  # `memfs status` names the feed at once
 
     def _open_journal(self, store_id: str) -> tuple[Journal, Path]:
-        """The store's journal, and the directory of refused files beside it."""
+        """The store's journal, and this mount's directory of refused files beside it (one per
+        journal slot: no other running mount writes there or removes what is in it)."""
         cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
         try:
             journal = Journal.open(cache_dir or default_cache_dir(), store_id)
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
-        kept = journal.directory.parent / "kept"
+        kept = journal.directory.parent / "kept" / journal.directory.name
         try:
-            if os.path.lexists(kept):
-                why = ": refused content copied there would be theirs to read"
-                private_dir(kept, "directory of refused files", why=why, create=False)
+            for directory in (kept.parent, kept):
+                if os.path.lexists(directory):
+                    why = ": refused content copied there would be theirs to read"
+                    private_dir(directory, "directory of refused files", why=why, create=False)
         except NotPrivateError as exc:
             journal.close()
             raise MountError(f"write-back journal: {exc}") from None

@@ -160,6 +160,7 @@ def collect(
             "untouched": durable.untouched,
         },
         "refused": durable.refusals.status(),
+        "local_budget": vfs.budget.status(),
         "conflicts": {
             "count": durable.conflict_count,
             "recent": [_conflict(c) | {"saved": c.saved} for c in recent],
@@ -402,6 +403,30 @@ def render(doc: dict[str, Any]) -> str:
         )
         for path in refused["files"]:
             lines.append(f"  refused: {path}")
+        copies = refused.get("copies", {})
+        if refused["files"]:
+            lines.append(f"  copies of refused text in {refused.get('kept_dir')}")
+        for path in refused["files"]:
+            if path in copies and copies[path] is None:
+                lines.append(f"  not kept (empty, or its copy failed; in memory only): {path}")
+        if refused.get("earlier_copies_removed"):
+            lines.append(
+                f"  {refused['earlier_copies_removed']} copies of earlier mounts removed to "
+                "make room (the oldest first)"
+            )
+    budget = doc.get("local_budget")
+    if budget:
+        since = f" since {budget['full_since']}" if budget.get("full_since") else ""
+        state = (
+            f"FULL{since}: creates and writes that grow a file get ENOSPC"
+            if budget["full"]
+            else "room left"
+        )
+        lines.append(
+            f"local bytes      {budget['used_bytes']:,} of {budget['limit_bytes']:,} "
+            f"(--local-bytes: local-only files, refused content, kept copies); {state}; "
+            f"{budget['enospc']} ENOSPC answered"
+        )
     conflicts = doc["conflicts"]
     lines.append(f"conflicts        {conflicts['count']}")
     for item in conflicts["recent"]:

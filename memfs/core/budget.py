@@ -1,0 +1,146 @@
+"""The local budget of one mount: the bytes it keeps for files that never reach the store.
+
+Local-only files (``localfiles``: ``.git/``, editor swaps) live in the daemon's memory; refused
+content (``refusals``) lives in its kept copy on disk, and in memory too while the file is
+open. An agent, or another local user of an ``--allow-other`` mount, can make as many of both
+as it likes, so they count against one budget per mount (``--local-bytes``, 64 MiB by default;
+docs/semantics.md, "Local bytes"):
+
+- a file is charged what it holds: its content in memory or its kept copy, whichever is larger
+  (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name (a million empty
+  files cost memory too). A node nobody can reach any more (removed and closed) is charged
+  nothing: ``vfs`` drops its content;
+- kept copies that earlier mounts left in this mount's kept directory count too; they are
+  dropped, oldest first, when a write or create needs their room (``reclaim``, from
+  ``refusals``);
+- past the budget, every create and every write or truncate that grows a file gets ENOSPC, as
+  on a full disk, until files are removed; a write that would take a charged file past it gets
+  ENOSPC as well. Content already written into open files when the budget fills may still be
+  refused at ``close``: it is charged and kept, never dropped, so the budget can be overshot by
+  at most one file's content (the store's limit) per file open for writing;
+- that the budget is full is logged once (again at most once a minute, with the count of
+  ENOSPC answered meanwhile), never once per write; ``memfs status`` shows the figures.
+
+It holds numbers only: it must not touch content, disks or FUSE. ``charge`` is told a node's
+state after each change that may alter what it holds (by ``vfs`` and ``refusals``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from memfs.core.inodes import Kind, Node
+from memfs.errors import NoSpaceError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_BYTES = 64 * 1024 * 1024
+NODE_BYTES = 512  # what a local-only name costs besides its content (the node, its indexes)
+FULL_LOG_INTERVAL = 60.0  # seconds between two "the budget is full" lines
+
+
+class LocalBudget:
+    """See the module docstring."""
+
+    def __init__(self, limit: int = DEFAULT_LOCAL_BYTES) -> None:
+        self.limit = limit
+        self.used = 0  # the sum of ``_charges``
+        self._charges: dict[int, int] = {}  # by inode: what each charged node holds
+        self._kept: dict[int, int] = {}  # by inode: the size of its kept copy on disk
+        self.earlier = 0  # bytes of kept copies earlier mounts left (``refusals`` keeps it)
+        # frees at least the bytes asked of earlier mounts' kept copies if it can (refusals)
+        self.reclaim: Callable[[int], None] | None = None
+        self.enospc = 0  # writes and creates answered ENOSPC
+        self.full_since: str | None = None  # UTC time of the first ENOSPC since it filled
+        self._logged_at: float | None = None  # monotonic
+        self._enospc_logged = 0
+
+    @property
+    def total(self) -> int:
+        return self.used + self.earlier
+
+    @property
+    def full(self) -> bool:
+        return self.total >= self.limit
+
+    def charge(self, node: Node) -> None:
+        """Charge ``node`` what it holds now (nothing if it holds nothing the budget counts)."""
+        held = 0
+        counted = node.local_only or node.refused is not None
+        reachable = node.path is not None or node.open_count > 0
+        if counted and reachable and node.kind is not Kind.DIR:
+            if node.kind is Kind.SYMLINK:
+                memory = len(node.target)
+            else:
+                memory = len(node.data) if node.data is not None else 0
+            held = max(memory, self._kept.get(node.ino, 0))
+            if node.local_only:
+                held += NODE_BYTES
+        old = self._charges.pop(node.ino, 0)
+        if held:
+            self._charges[node.ino] = held
+        self.used += held - old
+        if self.full_since is not None and not self.full:
+            self.full_since = None
+
+    def kept(self, node: Node, size: int) -> None:
+        """``node``'s kept copy now holds ``size`` bytes (0: it has none)."""
+        if size:
+            self._kept[node.ino] = size
+        else:
+            self._kept.pop(node.ino, None)
+        self.charge(node)
+
+    def check_create(self, node_bytes: int = 0) -> None:
+        """Before a create: ENOSPC past the budget (``node_bytes``: what the new node costs)."""
+        self._check(node_bytes, "a create")
+
+    def check_growth(self, node: Node, growth: int) -> None:
+        """Before ``node`` grows by ``growth`` bytes (a write or truncate): ENOSPC if the budget
+        is full, or if ``node`` is charged and this would take it past the budget."""
+        if growth <= 0:
+            return
+        charged = node.local_only or node.refused is not None
+        self._check(growth if charged else 0, f"a write to {node.path}")
+
+    def _check(self, extra: int, what: str) -> None:
+        if self._fits(extra):
+            return
+        if self.earlier and self.reclaim is not None:
+            self.reclaim(self.total + max(extra, 1) - self.limit)
+            if self._fits(extra):
+                return
+        self.enospc += 1
+        if self.full_since is None:
+            self.full_since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = time.monotonic()
+        if self._logged_at is None or now - self._logged_at >= FULL_LOG_INTERVAL:
+            log.warning(
+                "the local budget of this mount is full (%s of %s bytes: local-only files, "
+                "refused content and kept copies; --local-bytes): %s and %d more write(s) or "
+                "create(s) got ENOSPC; remove such files to make room (memfs status)",
+                f"{self.total:,}",
+                f"{self.limit:,}",
+                what,
+                self.enospc - self._enospc_logged - 1,
+            )
+            self._logged_at = now
+            self._enospc_logged = self.enospc
+        raise NoSpaceError(
+            f"{what}: the mount's local budget ({self.limit:,} bytes, --local-bytes) is full"
+        )
+
+    def _fits(self, extra: int) -> bool:
+        return self.total + extra <= self.limit if extra else self.total < self.limit
+
+    def status(self) -> dict[str, object]:
+        return {
+            "limit_bytes": self.limit,
+            "used_bytes": self.total,
+            "earlier_kept_bytes": self.earlier,
+            "full": self.full,
+            "full_since": self.full_since,
+            "enospc": self.enospc,
+        }

@@ -1,0 +1,174 @@
+"""The local budget of a mount (memfs.core.budget): local-only files, refused content and kept
+copies are charged; past the budget creates and growing writes get ENOSPC; removing the files
+frees it; refused content of a closed file lives in its kept copy, not in memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from support.fake_store import FakeStore
+
+from memfs.core.budget import NODE_BYTES
+from memfs.core.build import build_core
+from memfs.core.inodes import ROOT_INODE
+from memfs.core.vfs import Vfs
+from memfs.errors import FileTooLargeError, NoSpaceError, NotUtf8Error
+
+from .helpers import CONFIG
+
+LIMIT = 10_000
+NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+
+
+@asynccontextmanager
+async def budget_core(store: FakeStore, kept: Path | None) -> AsyncIterator[Vfs]:
+    vfs = build_core(store, dataclasses.replace(CONFIG, local_bytes=LIMIT), kept_dir=kept)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(vfs.writeback.run)
+        yield vfs
+        nursery.cancel_scope.cancel()
+
+
+async def write_new(vfs: Vfs, name: str, data: bytes) -> int:
+    """``printf data > name``: returns the inode; raises what write or close raised."""
+    fh, attr = await vfs.create(ROOT_INODE, name, NEW)
+    try:
+        await vfs.write(fh, 0, data)
+        await vfs.flush(fh)
+    finally:
+        await vfs.release(fh)
+    return attr.ino
+
+
+async def read(vfs: Vfs, ino: int) -> bytes:
+    fh, _ = await vfs.open(ino, os.O_RDONLY)
+    try:
+        return await vfs.read(fh, 0, 1 << 20)
+    finally:
+        await vfs.release(fh)
+
+
+async def test_local_only_files_are_charged_until_removed(
+    store: FakeStore, autojump_clock: trio.abc.Clock
+) -> None:
+    async with budget_core(store, None) as vfs:
+        await write_new(vfs, "a~", b"a" * 3000)
+        await write_new(vfs, "b~", b"b" * 3000)
+        assert vfs.budget.used == 2 * (3000 + NODE_BYTES)
+        fh, _ = await vfs.create(ROOT_INODE, "c~", NEW)  # room for the name
+        with pytest.raises(NoSpaceError):  # not for its content
+            await vfs.write(fh, 0, b"c" * 3000)
+        await vfs.write(fh, 0, b"c" * 2000)  # what fits is written
+        await vfs.release(fh)
+        assert vfs.budget.used == 3 * NODE_BYTES + 8000 and vfs.budget.enospc == 1
+        with pytest.raises(NoSpaceError):  # a truncate that grows is a write
+            await vfs.setattr((await vfs.lookup(ROOT_INODE, "c~")).ino, size=4000)
+        await vfs.unlink(ROOT_INODE, "a~")
+        assert vfs.budget.used == 2 * NODE_BYTES + 5000
+        await write_new(vfs, "d~", b"d" * 3000)  # the room is back
+        assert vfs.budget.used == 3 * NODE_BYTES + 8000
+
+
+async def test_past_the_budget_every_create_and_growing_write_is_enospc(
+    store: FakeStore, autojump_clock: trio.abc.Clock
+) -> None:
+    store.seed("/memory.md", "short\n")
+    async with budget_core(store, None) as vfs:
+        memory = (await vfs.lookup(ROOT_INODE, "memory.md")).ino
+        with pytest.raises(NotUtf8Error):  # refused at close: kept, charged
+            await write_new(vfs, "bin.md", b"\xff" * (LIMIT + 10))
+        assert vfs.budget.used == LIMIT + 10 and vfs.budget.full
+        for attempt in (
+            write_new(vfs, "new.md", b"text\n"),
+            vfs.mkdir(ROOT_INODE, "dir"),
+            vfs.symlink(ROOT_INODE, "link~", b"target"),
+            vfs.setattr(memory, size=100),
+        ):
+            with pytest.raises(NoSpaceError):
+                await attempt
+        fh, _ = await vfs.open(memory, os.O_WRONLY)
+        await vfs.write(fh, 0, b"SHORT\n")  # overwriting without growing is fine
+        with pytest.raises(NoSpaceError):
+            await vfs.write(fh, 6, b"more\n")
+        await vfs.flush(fh)
+        await vfs.release(fh)
+        await vfs.setattr(memory, size=2)  # so is shrinking
+        await vfs.unlink(ROOT_INODE, "bin.md")
+        assert vfs.budget.used == 0 and not vfs.budget.full
+        await write_new(vfs, "new.md", b"text\n")
+        await vfs.fsync_dir()
+    assert store.contents() == {"/memory.md": "SH", "/new.md": "text\n"}
+
+
+async def test_refused_content_lives_in_its_kept_copy_once_closed(
+    store: FakeStore, tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    kept = tmp_path / "kept"
+    content = b"\xff\xfe" * 2000
+    async with budget_core(store, kept) as vfs:
+        with pytest.raises(NotUtf8Error):
+            ino = await write_new(vfs, "bin.md", content)
+        ino = (await vfs.lookup(ROOT_INODE, "bin.md")).ino
+        node = vfs.table.nodes[ino]
+        assert node.data is None and node.kept_size == len(content)  # not in memory
+        (copy,) = kept.iterdir()
+        assert copy.read_bytes() == content
+        assert (await vfs.getattr(ino)).size == len(content)
+        assert await read(vfs, ino) == content  # read from the copy
+        assert node.data is None and vfs.budget.used == len(content)  # counted once
+        with pytest.raises(NotUtf8Error):  # loaded to be checked, then out of memory again
+            await vfs.rename(ROOT_INODE, "bin.md", ROOT_INODE, "moved.md")
+        assert node.data is None
+        fh, _ = await vfs.open(ino, os.O_WRONLY | os.O_APPEND)  # loaded back to be written
+        await vfs.write(fh, 0, b"\xff")
+        with pytest.raises(NotUtf8Error):
+            await vfs.flush(fh)
+        await vfs.release(fh)
+        assert node.data is None and vfs.budget.used == len(content) + 1
+        assert vfs.durable.refusals.status()["copies"] == {"/bin.md": str(next(kept.iterdir()))}
+        await vfs.unlink(ROOT_INODE, "bin.md")
+        assert list(kept.iterdir()) == [] and vfs.budget.used == 0
+
+
+async def test_a_closed_file_refused_as_too_large_moves_with_its_copy(
+    store: FakeStore, tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    kept = tmp_path / "kept"
+    limit = store.capabilities.max_content_bytes
+    async with budget_core(store, kept) as vfs:
+        fh, attr = await vfs.create(ROOT_INODE, "big.md", NEW)
+        await vfs.write(fh, 0, b"a" * limit)
+        with pytest.raises(FileTooLargeError):
+            await vfs.write(fh, limit, b"a")
+        with pytest.raises(FileTooLargeError):
+            await vfs.flush(fh)
+        await vfs.release(fh)
+        node = vfs.table.nodes[attr.ino]
+        assert node.data is None and vfs.budget.used == limit  # over the budget: charged
+        await vfs.rename(ROOT_INODE, "big.md", ROOT_INODE, "moved.md")  # still refused
+        (copy,) = kept.iterdir()
+        assert copy.name.endswith("moved.md") and copy.read_bytes() == b"a" * limit
+        assert node.data is None and await read(vfs, attr.ino) == b"a" * limit
+
+
+async def test_copies_of_earlier_mounts_make_room_oldest_first(
+    store: FakeStore, tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir(mode=0o700)
+    for age, name in enumerate(("newest", "middle", "oldest")):
+        (kept / name).write_bytes(b"x" * 4000)
+        os.utime(kept / name, (1_000_000 - age, 1_000_000 - age))
+    async with budget_core(store, kept) as vfs:
+        # 12,000 bytes left by earlier mounts: the oldest goes at once, the next when needed
+        assert sorted(p.name for p in kept.iterdir()) == ["middle", "newest"]
+        assert vfs.budget.total == 8000
+        await write_new(vfs, "a~", b"a" * 2000)
+        assert sorted(p.name for p in kept.iterdir()) == ["newest"]
+        assert vfs.budget.total == 4000 + 2000 + NODE_BYTES
