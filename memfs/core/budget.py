@@ -53,7 +53,7 @@ class LocalBudget:
         # frees at least the bytes asked of earlier mounts' kept copies if it can (refusals)
         self.reclaim: Callable[[int], None] | None = None
         self.enospc = 0  # writes and creates answered ENOSPC
-        self.full_since: str | None = None  # UTC time of the first ENOSPC since it filled
+        self.full_since: str | None = None  # UTC time of the first ENOSPC since room was made
         self._logged_at: float | None = None  # monotonic
         self._enospc_logged = 0
 
@@ -63,7 +63,8 @@ class LocalBudget:
 
     @property
     def full(self) -> bool:
-        return self.total >= self.limit
+        """Past the budget, or a write or create was refused and nothing was freed since."""
+        return self.total >= self.limit or self.full_since is not None
 
     def charge(self, node: Node) -> None:
         """Charge ``node`` what it holds now (nothing if it holds nothing the budget counts)."""
@@ -82,8 +83,8 @@ class LocalBudget:
         if held:
             self._charges[node.ino] = held
         self.used += held - old
-        if self.full_since is not None and not self.full:
-            self.full_since = None
+        if held < old and self.total < self.limit:
+            self.full_since = None  # room was made: the next ENOSPC says so again
 
     def kept(self, node: Node, size: int) -> None:
         """``node``'s kept copy now holds ``size`` bytes (0: it has none)."""

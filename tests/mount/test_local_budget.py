@@ -1,0 +1,104 @@
+"""Another user of an ``--allow-other`` mount cannot grow the root daemon without bound: local-only
+files, refused content and its kept copies count against ``--local-bytes`` (memfs.core.budget);
+past it, creates and writes get ENOSPC; removing the files frees the budget."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.mounts import MountedStore, memfs
+from support.waiting import wait_for
+
+NOBODY = 65534
+BUDGET = 1024 * 1024
+FILE = 100_000
+LIMIT = 102_400  # the store's content limit: the most one open file may overshoot by
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every user can enter (pytest's tmp_path is private to root)."""
+    shared = Path(tempfile.mkdtemp(prefix="memfs-budget-"))
+    os.chmod(shared, 0o755)
+    try:
+        yield shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def as_nobody(script: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["sh", "-c", script], cwd=cwd, user=NOBODY, group=NOBODY, extra_groups=[],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def fill(target: str, byte: str) -> str:
+    """Write ``FILE`` bytes of ``byte`` to target0, target1...: "stopped N: <error>" at the
+    first ENOSPC (other errors, EILSEQ of a refused file, go on)."""
+    return f"""
+        i=0
+        while [ $i -lt 40 ]; do
+            err=$( {{ head -c {FILE} /dev/zero | tr '\\0' '{byte}' > {target}$i; }} 2>&1 )
+            case $err in *"No space left"*) echo "stopped $i: $err"; exit 0;; esac
+            i=$((i+1))
+        done
+        echo "never stopped"
+    """
+
+
+def kept_bytes(cache: Path) -> int:
+    return sum(p.stat().st_size for p in cache.rglob("kept/*/*") if p.is_file())
+
+
+def test_another_user_fills_the_local_budget_then_gets_enospc_until_rm(
+    mount_factory: Callable[..., MountedStore], shared_dir: Path, tmp_path: Path
+) -> None:
+    m = mount_factory(mount=False)
+    point = shared_dir / "mnt"
+    point.mkdir()
+    cache = tmp_path / "cache"
+    mounted = MountedStore(
+        path=point, store_id=m.store_id, store_name=m.store_name, sdk=m.sdk, env=m.env,
+        log_file=tmp_path / "budget.log",
+        extra_args=["--allow-other", "--uid", str(NOBODY), "--gid", str(NOBODY),
+                    "--local-bytes", "1M", "--cache-dir", str(cache)],
+    )  # fmt: skip
+    try:
+        assert mounted.mount().returncode == 0, mounted.log()
+        # local-only files (a repository inside the mount): the tenth file no longer fits
+        stopped = as_nobody("mkdir .git && " + fill(".git/f", "a"), point)
+        assert stopped.startswith("stopped 10: "), stopped
+        # the status file is written every second
+        status = wait_for(lambda: (s := mounted.status()["local_budget"])["enospc"] and s)
+        assert status["full"] and status["limit_bytes"] == BUDGET
+        text = memfs("status", str(point), env=m.env).stdout
+        assert f"local bytes      {status['used_bytes']:,} of {BUDGET:,} " in text, text
+        assert "FULL since" in text and "get ENOSPC" in text, text
+        assert as_nobody("rm -rf .git && echo x > .x.swp && echo done", point) == "done"
+        wait_for(lambda: not mounted.status()["local_budget"]["full"])
+
+        # refused content (not UTF-8): each close is EILSEQ and charged; then creates fail
+        stopped = as_nobody("rm .x.swp && " + fill("bin", "\\377"), point)
+        assert stopped.startswith("stopped 11: "), stopped
+        assert "cannot create bin11" in stopped, stopped  # the create itself: ENOSPC
+        assert kept_bytes(cache) == 11 * FILE <= BUDGET + LIMIT
+        status = wait_for(lambda: (s := mounted.status())["local_budget"]["enospc"] > 1 and s)
+        assert len(status["refused"]["files"]) == 11 and status["local_budget"]["full"]
+        assert all(status["refused"]["copies"].values())  # where each one's text is
+        assert mounted.log().count("the local budget of this mount is full") == 1  # not per write
+
+        as_nobody("rm bin* && echo done", point)
+        assert kept_bytes(cache) == 0
+        wait_for(lambda: mounted.status()["local_budget"]["used_bytes"] == 0)
+        assert as_nobody("echo again > .y.swp && cat .y.swp", point) == "again"
+    finally:
+        mounted.cleanup()
