@@ -462,7 +462,7 @@ def run_umount(args: argparse.Namespace) -> int:
         return 1
     report = state_path(mountpoint, "report.json")
     if pid is None and is_dead_mount(mountpoint):
-        return _detach_dead(mountpoint)
+        return _detach_dead(mountpoint, report, args.json)
     if pid is None:
         if not os.path.ismount(mountpoint):
             print(f"memfs umount: {mountpoint} is not mounted", file=sys.stderr)
@@ -486,14 +486,18 @@ def run_umount(args: argparse.Namespace) -> int:
     if _alive(pid):
         print(f"memfs umount: the daemon (pid {pid}) did not exit in time", file=sys.stderr)
         return 1
+    if is_dead_mount(mountpoint):  # its connection was aborted: the daemon cannot unmount it
+        return _detach_dead(mountpoint, report, args.json)
     code = _print_report(report, args.json)
     if code == 0:  # all uploaded: nothing of this mount is worth keeping, not even its log
         remove_state(mountpoint, logs=True)
     return code
 
 
-def _detach_dead(mountpoint: str) -> int:
-    """Unmount a mount point whose daemon died (ENOTCONN); its log stays, for the post-mortem."""
+def _detach_dead(mountpoint: str, report: Path, as_json: bool) -> int:
+    """Unmount a mount point whose daemon is gone (ENOTCONN); its log stays, for the
+    post-mortem. A daemon whose kernel connection was aborted exited after its final flush: its
+    report says what it could not upload."""
     from memfs.mount.statedir import remove_state, state_path
 
     fusermount = shutil.which("fusermount3") or "fusermount3"
@@ -504,6 +508,11 @@ def _detach_dead(mountpoint: str) -> int:
         reason = result.stderr.strip().splitlines()[-1:] or ["fusermount3 failed"]
         print(f"memfs umount: {reason[0]}", file=sys.stderr)
         return 1
+    if report.exists():
+        code = _print_report(report, as_json)
+        if code == 0:
+            remove_state(mountpoint, logs=True)
+        return code
     remove_state(mountpoint, logs=False)
     log_file = state_path(mountpoint, "log")
     print(

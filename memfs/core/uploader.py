@@ -389,9 +389,9 @@ class Uploader:
 
     # -- what fsync and a directory rename wait for --------------------------------------------
 
-    async def flush_all(self) -> list[BaseException]:
+    async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Upload everything pending now (deferred deletes and moves included)."""
-        return await self.writeback.flush_all()
+        return await self.writeback.flush_all(patience=patience)
 
     async def settle(self, key: Hashable) -> None:
         """fsync: upload ``key`` now, retrying transient failures for ``fsync_timeout``."""

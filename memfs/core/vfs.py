@@ -650,6 +650,7 @@ class Vfs:
     def retry_waiting_for_room(self) -> None:
         self.uploader.retry_waiting_for_room()
 
-    async def flush_all(self) -> list[BaseException]:
-        """Upload everything pending now (deferred deletes and moves included)."""
-        return await self.uploader.flush_all()
+    async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
+        """Upload everything pending now (deferred deletes and moves included); with
+        ``patience``, transient failures are retried that long."""
+        return await self.uploader.flush_all(patience=patience)

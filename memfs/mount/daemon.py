@@ -11,6 +11,7 @@ It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -41,7 +42,7 @@ from memfs.errors import (
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.owner import Owner
-from memfs.mount.statedir import MountError, check_mountpoint, state_path
+from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
     RecentErrors,
     StatusWriter,
@@ -161,8 +162,10 @@ class Daemon:
         self._stopping = False
         self._report_file = Path("/nonexistent")
         self._about: dict[str, str] = {}  # the report's mountpoint and store name, once known
-        self._flush_started = False  # the final flush runs once (signal or unmount)
-        self._flush_done = trio.Event()
+        # the flushes of a signal and of the end of the FUSE loop: one at a time, one deadline
+        self._flush_lock = trio.Lock()
+        self._flush_deadline: float | None = None
+        self._flush_errors: list[str] = []
 
     async def run(self) -> int:
         opts = self.options
@@ -258,8 +261,14 @@ class Daemon:
                     # "ready" (up to 10 s) never delay the mount
                     nursery.start_soon(self._start_change_feed, vfs, writer, nursery)
                     self._ready("ok")
-                    await pyfuse3.main()
-                    unmounted = not self._stopping
+                    unmounted = await self._serve() and not self._stopping
+                    if unmounted and is_dead_mount(opts.mountpoint):  # its connection is gone
+                        log.warning(
+                            "the kernel connection of %s was aborted; the mount point stays "
+                            "disconnected until: memfs umount %s",
+                            opts.mountpoint,
+                            opts.mountpoint,
+                        )
                     await self._final_flush(vfs)
                     nursery.cancel_scope.cancel()
             finally:
@@ -400,34 +409,47 @@ class Daemon:
             for error in errors:
                 log.warning("replay: %s (kept, retried in the background)", error)
 
-    async def _final_flush(self, vfs: Vfs) -> None:
-        """Upload what is pending (bounded) and write the report, once per daemon.
-
-        A signal runs it before unmounting and ``run`` after ``pyfuse3.main`` returns: the
-        second call waits for the first instead of flushing and reporting again.
-        """
-        if self._flush_started:
-            await self._flush_done.wait()
-            return
-        self._flush_started = True
+    async def _serve(self) -> bool:
+        """Run the FUSE loop until the mount ends, however it ends (unmounted, the connection
+        aborted, a signal, an error): what is pending is uploaded next all the same. True if
+        the kernel connection is gone (a syscall on the mount point cannot wait for us then)."""
         try:
-            await self._flush_and_report(vfs)
-        finally:
-            self._flush_done.set()
+            await pyfuse3.main()
+        except Exception as exc:  # an ExceptionGroup of pyfuse3's nursery, or one error
+            if not _connection_lost(exc):
+                log.error("the FUSE loop failed; flushing before exiting", exc_info=exc)
+                return False
+            log.warning("the kernel connection ended (%s); flushing before exiting", exc)
+        return True
 
-    async def _flush_and_report(self, vfs: Vfs) -> None:
-        vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
-        errors: list[str] = []  # the report carries them: its readers need not read our log
-        if len(vfs.writeback):
+    async def _flush(self, vfs: Vfs) -> None:
+        """Upload what is pending, deferred renames and deletes included, retrying transient
+        failures; every flush of this daemon ends by one deadline (``FINAL_FLUSH_SECONDS`` from
+        the first). A signal flushes while the mount still serves, and ``run`` again once the
+        FUSE loop has ended (what was changed meanwhile); their outcome is the report's."""
+        async with self._flush_lock:
+            if self._flush_deadline is None:
+                self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
+            vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
+            if not len(vfs.writeback) or trio.current_time() >= self._flush_deadline:
+                return  # nothing left, or no time: the report lists what is pending
             log.info("flushing %d pending uploads", len(vfs.writeback))
-            with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
-                for failure in await vfs.flush_all():
-                    errors.append(f"final upload failed: {failure}")
+            self._flush_errors = []  # a later pass supersedes: what it left is what counts
+            with trio.move_on_at(self._flush_deadline) as scope:
+                left = self._flush_deadline - trio.current_time()
+                for failure in await vfs.flush_all(patience=left):
+                    self._flush_errors.append(f"final upload failed: {failure}")
             if scope.cancelled_caught:
-                errors.append(f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s")
-            for line in errors:
-                log.error("%s", line)
-        self._write_report(vfs, errors)
+                self._flush_errors.append(
+                    f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
+                )
+
+    async def _final_flush(self, vfs: Vfs) -> None:
+        """Upload what is left (``_flush``), then write the report: once the mount has ended."""
+        await self._flush(vfs)
+        for line in self._flush_errors:  # the report carries them too: no need to read our log
+            log.error("%s", line)
+        self._write_report(vfs, self._flush_errors)
 
     def _write_report(self, vfs: Vfs, errors: list[str]) -> None:
         """Leave the unmount report (``memfs.mount.status.unmount_report``) for ``memfs umount``."""
@@ -456,9 +478,17 @@ class Daemon:
                 log.info("signal %s: flushing and unmounting", signal.Signals(signum).name)
                 self._stopping = True
                 if self.vfs is not None:
-                    await self._final_flush(self.vfs)
+                    await self._flush(self.vfs)  # while it still serves; ``run`` reports
                 pyfuse3.terminate()
                 return
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """True if ``exc`` (or every error of a group) says the kernel connection is gone."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_connection_lost(inner) for inner in exc.exceptions)
+    lost = (errno.ECONNABORTED, errno.ENODEV, errno.ENOTCONN)
+    return isinstance(exc, OSError) and exc.errno in lost
 
 
 def run_foreground(options: MountOptions, ready: Callable[[str], None]) -> int:

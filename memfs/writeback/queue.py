@@ -31,6 +31,7 @@ This module must not import the client, pyfuse3 or the filesystem core (only the
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 from collections.abc import Awaitable, Callable, Hashable
@@ -43,6 +44,10 @@ from memfs.api.retry import RetryPolicy
 log = logging.getLogger(__name__)
 
 UploadFn = Callable[[Hashable], Awaitable[None]]
+
+# runs of one key in one ``flush_all``: a key re-requested by every run (a writer that never
+# stops) must not keep a directory fsync or an unmount from returning
+FLUSH_RUNS = 3
 
 
 def _never_transient(exc: BaseException) -> bool:
@@ -196,26 +201,29 @@ class WriteBack:
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Run everything pending now (deferred work too); return the errors of this pass.
 
-        Keys re-requested while they ran are run again; keys that keep failing transiently are
-        tried once per pass, or for ``patience`` seconds (see ``flush``). Without patience,
-        callers bound this with a deadline.
+        Keys re-requested while they ran (a file renamed while its create ran) are run again,
+        up to ``FLUSH_RUNS`` times; keys that keep failing transiently are tried once, or for
+        ``patience`` seconds (see ``flush``). Without patience, callers bound this with a
+        deadline.
         """
         errors: list[BaseException] = []
-        tried: set[Hashable] = set()
+        runs: collections.Counter[Hashable] = collections.Counter()
+        failed: set[Hashable] = set()
         give_up = trio.current_time() + patience
 
         async def one(key: Hashable) -> None:
             left = give_up - trio.current_time()
+            runs[key] += 1
             try:
                 await self.flush(key, patience=left if patience > 0 else 0.0)
             except Exception as exc:
                 errors.append(exc)
+                failed.add(key)
 
         while True:
-            todo = [k for k in self._entries if k not in tried]
+            todo = [k for k in self._entries if k not in failed and runs[k] < FLUSH_RUNS]
             if not todo:
                 return errors
-            tried.update(todo)
             async with trio.open_nursery() as nursery:
                 for key in todo:
                     nursery.start_soon(one, key)

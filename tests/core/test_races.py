@@ -10,9 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs
 from memfs.errors import NoEntryError
 
@@ -46,3 +48,27 @@ async def test_a_read_racing_a_remote_delete_is_enoent(
             await vfs.open(b, os.O_RDONLY)  # a second miss: the directory's bulk fetch
         assert store.calls["list_directory_page"] == 3  # the listings of / and /d, the bulk fetch
         assert [op for op, _ in store.raised] == []  # no retrieve of a memory id of None
+
+
+async def test_a_rename_made_while_a_flush_uploads_the_file_is_flushed_too(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # The create answers for the old path; the rename made meanwhile queues the file again.
+    # A flush (directory fsync, unmount) runs it again instead of leaving it queued.
+    async with running_core(store, cache_dir, queue=False) as core:
+        vfs = core.vfs
+        await core.save("a.md", b"A\n")
+        gate = store.hold_next("create")
+        errors: list[BaseException] = []
+
+        async def flush() -> None:
+            errors.extend(await vfs.flush_all())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush)
+            await store.wait_calls("create", 1)
+            await vfs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md")
+            gate.set()
+        assert errors == []
+        assert len(vfs.writeback) == 0 and core.records() == []
+        assert store.contents() == {"/b.md": "A\n"}

@@ -23,7 +23,8 @@ Faults, one call of one operation (``"create"``, ``"update"``, ...) at a time, i
 ``lose_answer`` applies the call, then raises a transient error (the reply was lost: what the
 client raises when its own retries ran out); ``before_next`` runs a hook first, for a change
 made "elsewhere" (by another writer) between two calls. ``seed``, ``edit`` and ``remove`` are
-such changes: they touch no counter and meet no fault.
+such changes: they touch no counter and meet no fault. ``hold_next`` makes the next call of an
+operation wait for the test (another operation runs in its middle).
 
 Every call is an ``await`` point (like a request), and each one ends by waking ``wait_calls``,
 so a test waits for the store to have been asked instead of sleeping.
@@ -98,6 +99,7 @@ class FakeStore:
         self.writes: list[tuple[str, dict[str, Any]]] = []  # create/update/delete, as asked
         self._faults: dict[str, list[_Fault]] = {}
         self._hooks: dict[str, list[Hook]] = {}
+        self._holds: dict[str, trio.Event] = {}
         self._ids = 0
         self._last = datetime(2026, 1, 1, tzinfo=UTC)
         self._progress = trio.Event()
@@ -122,6 +124,13 @@ class FakeStore:
     def before_next(self, op: str, hook: Hook) -> None:
         """Run ``hook(store)`` once, right before the next call of ``op`` is applied."""
         self._hooks.setdefault(op, []).append(hook)
+
+    def hold_next(self, op: str) -> trio.Event:
+        """The next call of ``op`` waits, before it is applied, until the returned event is set:
+        another operation runs in its middle (``wait_calls`` sees the call arrive)."""
+        gate = trio.Event()
+        self._holds[op] = gate
+        return gate
 
     def delete_store(self) -> None:
         """The store is deleted (elsewhere): from now on every call gets a 404."""
@@ -321,6 +330,10 @@ class FakeStore:
         request about something in the store (a gone store answers it with a 404)."""
         await trio.lowlevel.checkpoint()  # a request is an await point
         self.calls[op] += 1
+        gate = self._holds.pop(op, None)
+        if gate is not None:
+            self._woken()
+            await gate.wait()
         try:
             for hook in self._hooks.pop(op, []):
                 hook(self)
@@ -338,8 +351,12 @@ class FakeStore:
             self.raised.append((op, exc))
             raise
         finally:
-            self._progress.set()
-            self._progress = trio.Event()
+            self._woken()
+
+    def _woken(self) -> None:
+        """Wake ``wait_calls``."""
+        self._progress.set()
+        self._progress = trio.Event()
 
     def _now(self) -> datetime:
         now = max(datetime.now(UTC), self._last + timedelta(microseconds=1))
