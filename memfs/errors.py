@@ -110,6 +110,13 @@ class RequestTooLargeError(ApiError):
     error_type = "request_too_large"
 
 
+class RequestTimeoutError(ApiError):
+    """The request's body did not arrive in time (the server's 408; the request's own fault)."""
+
+    status = 408
+    error_type = "invalid_request_error"
+
+
 class RateLimitError(ApiError):
     status = 429
     error_type = "rate_limit_error"
@@ -123,6 +130,13 @@ class InternalServerError(ApiError):
 class OverloadedError(ApiError):
     status = 529
     error_type = "overloaded_error"
+
+
+class ServiceUnavailableError(ApiError):
+    """The server cannot answer now (its database is unreachable): 503, with ``retry-after``."""
+
+    status = 503
+    error_type = "api_error"
 
 
 class ApiConnectionError(MemfsError):

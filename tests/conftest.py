@@ -6,7 +6,8 @@ API keys travel by environment variable only, never argv.
 
 ``pg_cluster`` is a throwaway PostgreSQL cluster (``tests/pgcluster.py``) started once per
 session for the tests that run on the PostgreSQL backend; they skip only if the PostgreSQL
-binaries are absent. ``pg_url`` is a fresh empty database on it for one test.
+binaries are absent. ``pg_url`` is a fresh empty database on it for one test. A test that
+restarts PostgreSQL takes ``own_pg_cluster``, a cluster of its own.
 
 ``XDG_CACHE_HOME`` points at a session temp directory for the whole run (autouse), so a mount
 started by any test (``client_env()`` copies the environment) keeps its write-back journal
@@ -78,8 +79,7 @@ def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
         proc.stop()
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
+def _throwaway_cluster() -> Iterator[PgCluster]:
     bindir = PgCluster.find_bin()
     if bindir is None:
         pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
@@ -89,6 +89,17 @@ def pg_cluster() -> Iterator[PgCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    yield from _throwaway_cluster()
+
+
+@pytest.fixture
+def own_pg_cluster() -> Iterator[PgCluster]:
+    """A cluster of the test's own, which it may stop and start again (``shut_down``)."""
+    yield from _throwaway_cluster()
 
 
 @pytest.fixture

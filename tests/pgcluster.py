@@ -75,6 +75,10 @@ class PgCluster:
             check=True,
             capture_output=True,
         )
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start the initialised cluster (after ``shut_down``)."""
         options = (
             f"-k {self.root} -c listen_addresses='' -p {self.port} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
@@ -97,6 +101,18 @@ class PgCluster:
             capture_output=True,
         )
         self.running = True
+
+    def shut_down(self) -> None:
+        """Stop the server and keep its data (a restart: ``start_again``); clients connected
+        to it lose their connections, new ones are refused."""
+        subprocess.run(
+            self._as_owner(
+                str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"
+            ),
+            check=True,
+            capture_output=True,
+        )
+        self.running = False
 
     def stop(self) -> None:
         if self.running:

@@ -104,6 +104,28 @@ def register(subparsers: Any) -> None:
         "id; never keys, ids or paths) to FILE, or - for standard output (default: none)",
     )
     parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body must arrive within this many seconds of its first read, else the "
+        "request gets 408 and its connection is closed",
+    )
+    parser.add_argument(
+        "--max-streams-per-key",
+        type=int,
+        default=64,
+        metavar="N",
+        help="open change streams (both APIs together) one API key may hold on this server; "
+        "one more gets 429 with retry-after",
+    )
+    parser.add_argument(
+        "--h2c",
+        action="store_true",
+        help="also speak HTTP/2 cleartext (an Upgrade: h2c request or the HTTP/2 preface); "
+        "off by default: HTTP/1.1 only",
+    )
+    parser.add_argument(
         "--semantic",
         action="store_true",
         help="rank searches by meaning too: an embedding model bundled in the semantic extra, "
@@ -190,6 +212,12 @@ def run(args: argparse.Namespace) -> int:
     if args.pool_size < 1:
         print("memfs server: --pool-size must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    if not 0 < args.body_timeout <= 3600:  # also refuses nan
+        print("memfs server: --body-timeout must be from 0 to 3600 seconds", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_streams_per_key < 1:
+        print("memfs server: --max-streams-per-key must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
     if args.db.startswith(("postgresql://", "postgres://")):
         message = missing_extra("memfs server --db postgresql://…", "postgres")
         if message is not None:
@@ -238,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
         faults=faults,
         admin_key=admin_key,
         semantic=args.semantic,
+        body_timeout=args.body_timeout,
+        max_streams_per_key=args.max_streams_per_key,
+        h2c=args.h2c,
     )
     try:
         trio.run(serve, settings)

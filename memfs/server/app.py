@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 from memfs.server import changes
 from memfs.server.envelope import EXCEPTION_HANDLERS
 from memfs.server.metrics import Metrics
-from memfs.server.middleware import ApiMiddleware
+from memfs.server.middleware import DEFAULT_BODY_TIMEOUT, ApiMiddleware
 from memfs.server.routes import build_routes
 from memfs.server.storage import Storage
 
@@ -41,13 +41,14 @@ def create_app(
     fault_middleware: FaultMiddleware | None = None,
     change_hub: changes.ChangeHub | None = None,
     admin_key: str | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> ApiMiddleware:
     """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
 
     With ``change_hub`` the change stream is offered; the hub must be fed (``NotifyingStorage``
     around ``storage``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
     (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
-    alone."""
+    alone. A request body gets ``body_timeout`` seconds to arrive (else 408)."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
     if admin_key is not None and admin_key in api_keys:
@@ -57,7 +58,9 @@ def create_app(
     starlette = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
     starlette.router.redirect_slashes = False
     inner: ASGIApp = starlette if fault_middleware is None else fault_middleware(starlette)
-    return ApiMiddleware(inner, api_keys, metrics, routes, admin_key=admin_key)
+    return ApiMiddleware(
+        inner, api_keys, metrics, routes, admin_key=admin_key, body_timeout=body_timeout
+    )
 
 
 __all__ = ["ApiMiddleware", "FaultMiddleware", "create_app"]

@@ -9,6 +9,10 @@ replay after a reconnect and live streaming are the same code path.
   whose ``wait()`` returns once something was published for that store since the previous
   ``wait()`` (or the hub closed). Subscribe *before* reading storage: a publish that lands
   during the read then wakes the next ``wait()`` at once, so nothing slips between.
+  It also bounds the open streams of each API key (``max_streams_per_key``): one more
+  ``subscribe(…, key=…)`` raises ``TooManyStreamsError`` (a 429 with ``retry-after``), so a
+  client cannot hold unbounded connections, subscriptions and tasks. The bound is per process
+  (each PostgreSQL replica counts its own).
 - ``NotifyingStorage``: wraps a ``Storage`` and publishes to the hub after each successful
   mutation that appends a version (or deletes a store); its ``databricks`` is a
   ``NotifyingDatabricks``, which publishes ``databricks_storage.change_topic(store)`` after each
@@ -18,7 +22,8 @@ replay after a reconnect and live streaming are the same code path.
   on ``postgres.CHANNEL``; the backend sends ``pg_notify`` inside each mutation transaction,
   so only committed changes are announced, by whichever replica wrote them, to every replica
   (the payload is the topic: a Memory Stores store id, or a Databricks store's topic).
-  After a lost connection it reconnects and wakes every subscriber (they re-read storage).
+  After a lost connection it reconnects (every ``reconnect_delay`` seconds; a warning when it is
+  lost, an info line when it is back) and wakes every subscriber (they re-read storage).
 
 Cursors: a stream position is the ``created_at`` of the last version seen, in integer
 microseconds since the epoch (``encode_cursor``). ``created_at`` strictly increases within a
@@ -39,6 +44,7 @@ from typing import Any, Literal
 
 import trio
 
+from memfs.errors import RateLimitError
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
 from memfs.server.databricks_storage import (
     DatabricksStorage,
@@ -68,6 +74,8 @@ from memfs.server.storage import (
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT = 15.0
+DEFAULT_MAX_STREAMS_PER_KEY = 64  # a mount holds one per store; a key serves many mounts
+STREAMS_RETRY_AFTER = 10.0  # seconds a refused stream is asked to wait before trying again
 ORIGIN = from_us(0)  # the position before every version
 
 
@@ -85,12 +93,17 @@ def decode_cursor(text: str) -> datetime | None:
         return None
 
 
+class TooManyStreamsError(RateLimitError):
+    """An API key already holds ``ChangeHub.max_streams_per_key`` open change streams."""
+
+
 class Subscription:
     """One subscriber's view of one store (see ``ChangeHub``)."""
 
-    def __init__(self, hub: ChangeHub, store_id: str) -> None:
+    def __init__(self, hub: ChangeHub, store_id: str, key: str | None) -> None:
         self.hub = hub
         self.store_id = store_id
+        self.key = key  # the API key (its id) whose stream this is; None: not counted
         self._event = trio.Event()
         self._pending = False
 
@@ -132,22 +145,54 @@ class Subscription:
 class ChangeHub:
     """In-process fan-out of "store S changed" to the subscribers of S (trio thread only)."""
 
-    def __init__(self, *, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
+    def __init__(
+        self,
+        *,
+        heartbeat: float = DEFAULT_HEARTBEAT,
+        max_streams_per_key: int = DEFAULT_MAX_STREAMS_PER_KEY,
+    ) -> None:
         self.heartbeat = heartbeat
+        self.max_streams_per_key = max_streams_per_key
         self.closed = False
         self._subscribers: dict[str, set[Subscription]] = {}
+        # Invariant: _streams_of[k] is the number of subscriptions in _subscribers with key k
+        # (absent when 0), never more than max_streams_per_key.
+        self._streams_of: dict[str, int] = {}
 
-    def subscribe(self, store_id: str) -> Subscription:
-        sub = Subscription(self, store_id)
+    def subscribe(self, store_id: str, *, key: str | None = None) -> Subscription:
+        """A subscription to ``store_id``'s news, counted against ``key``'s streams (None: not
+        counted); ``TooManyStreamsError`` if ``key`` already holds its maximum."""
+        if key is not None:
+            held = self._streams_of.get(key, 0)
+            if held >= self.max_streams_per_key:
+                raise TooManyStreamsError(
+                    f"this API key already holds {held} open change streams (the most this "
+                    "server allows per key); close one, or retry later",
+                    retry_after=STREAMS_RETRY_AFTER,
+                )
+            self._streams_of[key] = held + 1
+        sub = Subscription(self, store_id, key)
         self._subscribers.setdefault(store_id, set()).add(sub)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
+        """Drop ``sub`` (again: nothing happens)."""
         subs = self._subscribers.get(sub.store_id)
-        if subs is not None:
-            subs.discard(sub)
-            if not subs:
-                del self._subscribers[sub.store_id]
+        if subs is None or sub not in subs:
+            return
+        subs.discard(sub)
+        if not subs:
+            del self._subscribers[sub.store_id]
+        if sub.key is not None:
+            left = self._streams_of[sub.key] - 1
+            if left:
+                self._streams_of[sub.key] = left
+            else:
+                del self._streams_of[sub.key]
+
+    def streams_of(self, key: str) -> int:
+        """How many counted subscriptions ``key`` holds."""
+        return self._streams_of.get(key, 0)
 
     @property
     def subscriber_count(self) -> int:
@@ -444,12 +489,16 @@ class PgListener:
         import psycopg
 
         first = True
+        lost = False  # the connection was lost and not yet regained: one warning per outage
         try:
             while not self._stop.is_set():
                 try:
                     with psycopg.connect(self.url, autocommit=True) as conn:
                         conn.execute(f'LISTEN "{self.channel}"')
                         log.debug("listening for changes on %s", self.channel)
+                        if lost:
+                            log.info("change listener reconnected to PostgreSQL")
+                            lost = False
                         # Changes committed while we were not listening: everyone re-reads.
                         if not call(on_listening if first else self.hub.publish_all):
                             return
@@ -459,10 +508,12 @@ class PgListener:
                                 if not call(functools.partial(self.hub.publish, note.payload)):
                                     return
                 except psycopg.Error as exc:
-                    log.warning(
+                    log.log(
+                        logging.DEBUG if lost else logging.WARNING,
                         "change listener lost its PostgreSQL connection (%s); reconnecting",
                         type(exc).__name__,
                     )
+                    lost = True
                     self._stop.wait(self.reconnect_delay)
         finally:
             self._done.set()

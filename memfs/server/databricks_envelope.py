@@ -12,6 +12,7 @@ This module renders errors; it must not decide which error a request gets.
 from __future__ import annotations
 
 import logging
+import math
 
 from starlette.responses import JSONResponse
 
@@ -24,7 +25,9 @@ from memfs.errors import (
     OverloadedError,
     PermissionDeniedError,
     RateLimitError,
+    RequestTimeoutError,
     RequestTooLargeError,
+    ServiceUnavailableError,
 )
 from memfs.server.databricks_storage import AlreadyExistsError, ResourceExhaustedError
 
@@ -42,9 +45,11 @@ _TABLE: list[tuple[type[ApiError], int, str]] = [
     (AuthenticationError, 401, "UNAUTHENTICATED"),
     (PermissionDeniedError, 403, "PERMISSION_DENIED"),
     (NotFoundError, 404, "NOT_FOUND"),
+    (RequestTimeoutError, 408, "DEADLINE_EXCEEDED"),  # the body came too slowly
     (ConflictError, 409, "ABORTED"),
     (RateLimitError, 429, "REQUEST_LIMIT_EXCEEDED"),
     (OverloadedError, 503, "UNAVAILABLE"),
+    (ServiceUnavailableError, 503, "UNAVAILABLE"),  # the database is unreachable
 ]
 
 
@@ -59,10 +64,21 @@ def status_and_code(exc: ApiError) -> tuple[int, str]:
     return 500, "INTERNAL_ERROR"
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error_code": code, "message": message}, status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error_code": code, "message": message}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def answer_headers(exc: ApiError) -> dict[str, str]:
+    """The headers an error answer carries in either envelope: ``retry-after`` (whole seconds,
+    what databricks-sdk reads) when the error asks the client to wait."""
+    if exc.retry_after is None:
+        return {}
+    return {"retry-after": str(max(1, math.ceil(exc.retry_after)))}
 
 
 def api_error_response(exc: ApiError) -> JSONResponse:
     status, code = status_and_code(exc)
-    return error_response(status, code, exc.message)
+    return error_response(status, code, exc.message, answer_headers(exc))

@@ -13,15 +13,16 @@ takes the Databricks routes' key (``Authorization: Bearer``) and answers ``text/
   change's ``seq``, decimal);
 - ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
 - ``event: error`` with the Databricks envelope (``NOT_FOUND``) when the store is deleted, which
-  ends the stream.
+  ends the stream. A database that stops answering ends the stream without an event.
 
 Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor; ``0`` replays the whole
 retained log), else after the store's newest change (no replay). An unknown store is a 404
 before the stream starts; a closing hub (shutdown) gets 503 ``UNAVAILABLE``, so clients
-reconnect elsewhere. As the Memory Stores stream (``event_stream``): subscribe to the hub
-*before* reading storage, then after each wake-up read every change after the position, a page
-at a time, so a lost or coalesced notification delays an event but never loses one. This module
-must not contain SQL or feed the hub.
+reconnect elsewhere; a key that holds ``hub.max_streams_per_key`` streams (of either API)
+already gets 429 ``REQUEST_LIMIT_EXCEEDED`` with ``retry-after``. As the Memory Stores stream
+(``event_stream``): subscribe to the hub *before* reading storage, then after each wake-up read
+every change after the position, a page at a time, so a lost or coalesced notification delays
+an event but never loses one. This module must not contain SQL or feed the hub.
 """
 
 from __future__ import annotations
@@ -31,22 +32,19 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
-from memfs.errors import BadRequestError, OverloadedError
+from memfs.errors import BadRequestError, OverloadedError, ServiceUnavailableError
 from memfs.server import changes
 from memfs.server import databricks_validation as check
+from memfs.server.auth import api_actor_of
 from memfs.server.databricks_storage import DatabricksStorage, change_topic
 from memfs.server.query import MAX_LIMIT, query_text
+from memfs.server.sse import SubscriptionStream
 
 log = logging.getLogger(__name__)
 
 DBX_CHANGE_STREAM_PATH = "/api/2.0/agents/memory-stores/{store_id}/memfs/changes"
-SSE_HEADERS = {
-    "cache-control": "no-store",
-    "x-accel-buffering": "no",
-    "connection": "close",  # a reconnect opens a fresh connection (another replica)
-}
 _MAX_CURSOR_DIGITS = 18  # below 2**63: a PostgreSQL BIGINT
 
 
@@ -71,16 +69,15 @@ class DatabricksChangeStream:
         after = _cursor(raw) if raw is not None else None
         if self.hub.closed:
             raise OverloadedError("the server is shutting down; reconnect to another replica")
-        sub = self.hub.subscribe(change_topic(store_id))  # before reading: nothing slips between
+        # Before reading: nothing slips between.
+        sub = self.hub.subscribe(change_topic(store_id), key=api_actor_of(request).id)
         try:
             newest = await self.storage.newest_change(store_id)  # 404 before the stream starts
         except BaseException:
             sub.__exit__(None, None, None)
             raise
-        return StreamingResponse(
-            self._events(sub, store_id, actor, newest if after is None else after),
-            media_type="text/event-stream",
-            headers=SSE_HEADERS,
+        return SubscriptionStream(
+            sub, self._events(sub, store_id, actor, newest if after is None else after)
         )
 
     async def _events(
@@ -91,9 +88,12 @@ class DatabricksChangeStream:
             yield f"event: ready\nid: {position}\ndata: {ready}\n\n"
             while True:
                 while True:  # the backlog a page at a time, then what is new
-                    page = await self.storage.list_changes(
-                        store_id, after=position, actor_id=actor, limit=MAX_LIMIT
-                    )
+                    try:
+                        page = await self.storage.list_changes(
+                            store_id, after=position, actor_id=actor, limit=MAX_LIMIT
+                        )
+                    except ServiceUnavailableError:  # logged by the storage; clients reconnect
+                        return
                     for change in page:
                         position = change.seq
                         if change.kind == "store_deleted":

@@ -26,6 +26,7 @@ from memfs.databricks_limits import (
 )
 from memfs.errors import BadRequestError
 from memfs.server.databricks_storage import SOURCE_AGENT, SOURCE_DREAMER
+from memfs.server.query import decimal
 from memfs.server.validation import text_field, type_name
 
 log = logging.getLogger(__name__)
@@ -179,16 +180,17 @@ def full_view(value: Any) -> bool:
 
 def page_size(value: Any, name: str = "page_size") -> int | None:
     """1 to ``MAX_PAGE_SIZE``; ``None`` for absent or 0 (proto3's unset). A query parameter
-    arrives as text, a body field as a number (or a numeric string, as proto3 JSON allows)."""
+    arrives as text, a body field as a number (or a numeric string, as proto3 JSON allows):
+    text must be ASCII digits (``query.decimal``)."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
+        number = decimal(value)
+        if number is None:
             raise BadRequestError(
                 f"{name}: expected an integer from 1 to {MAX_PAGE_SIZE}, got {value[:40]!r}"
-            ) from None
+            )
+        value = number
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequestError(f"{name}: expected an integer, got {type_name(value)}")
     if value == 0:

@@ -3,7 +3,8 @@
 ``{"type": "error", "error": {"type": T, "message": M, …}, "request_id": R}``. ``error_body``
 builds it, ``api_error_response`` renders a ``memfs.errors.ApiError`` with its status (extra
 fields of ``ApiError.body["error"]``, such as a path conflict's ``conflicting_memory_id``, are
-kept), and ``EXCEPTION_HANDLERS`` are the Starlette handlers that render what a route raises:
+kept; an error that asks the client to wait, a 429 or 503, carries ``retry-after``), and
+``EXCEPTION_HANDLERS`` are the Starlette handlers that render what a route raises:
 an ``ApiError``, a routing error (404 unknown route, 405 with its ``Allow`` header), or anything
 unexpected (a 500 ``api_error``; ``middleware.ApiMiddleware`` logs its traceback). Under the
 Databricks paths every one of them is rendered as Databricks does (``databricks_envelope``):
@@ -43,7 +44,9 @@ def api_error_response(exc: ApiError, request_id: str) -> JSONResponse:
     if isinstance(details, dict):
         extra = {k: v for k, v in details.items() if k not in ("type", "message")}
     return JSONResponse(
-        error_body(exc.error_type, exc.message, request_id, extra), status_code=exc.status
+        error_body(exc.error_type, exc.message, request_id, extra),
+        status_code=exc.status,
+        headers=databricks_envelope.answer_headers(exc),
     )
 
 

@@ -12,11 +12,14 @@ stream (``databricks_stream``) is. ``GET
   default), ``id:`` a resume cursor (``changes.encode_cursor``: the version's ``created_at`` in
   microseconds);
 - ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
-- ``event: error`` with the 404 envelope when the store is deleted, which ends the stream.
+- ``event: error`` with the 404 envelope (its ``request_id`` the stream request's) when the
+  store is deleted, which ends the stream. A database that stops answering ends the stream
+  without an event (the client reconnects and gets 503 while it is down).
 
 Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor, or a ``memver_…`` id: 400
 if that version is gone), else at the newest version (no replay). An unknown store is a 404
-before the stream starts; a closing hub (shutdown) gets 529 so clients reconnect elsewhere.
+before the stream starts; a closing hub (shutdown) gets 529 so clients reconnect elsewhere;
+a key that holds ``hub.max_streams_per_key`` streams already gets 429 with ``retry-after``.
 
 Replay and live streaming are one code path: the stream subscribes to the hub *before* it reads
 storage, then after each wake-up reads every version after its position from storage, a page
@@ -32,14 +35,16 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from memfs.errors import BadRequestError, NotFoundError, OverloadedError
+from memfs.errors import BadRequestError, NotFoundError, OverloadedError, ServiceUnavailableError
 from memfs.models import MemoryVersion
 from memfs.server import changes
-from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH, SSE_HEADERS
-from memfs.server.envelope import error_body
+from memfs.server.auth import api_actor_of
+from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH
+from memfs.server.envelope import error_body, request_id_of
 from memfs.server.query import MAX_LIMIT, query_text, query_view
+from memfs.server.sse import SubscriptionStream
 from memfs.server.storage import Storage, VersionFilter
 
 log = logging.getLogger(__name__)
@@ -78,7 +83,8 @@ class EventStream:
         if hub.closed:
             raise OverloadedError("the server is shutting down; reconnect to another replica")
         await self.storage.get_store(store_id)  # 404 before the stream starts
-        sub = hub.subscribe(store_id)  # before reading storage: no change slips between
+        # Before reading storage: no change slips between.
+        sub = hub.subscribe(store_id, key=api_actor_of(request).id)
         try:
             if raw is None:
                 newest = await self.storage.list_versions(
@@ -103,10 +109,8 @@ class EventStream:
         except BaseException:
             sub.__exit__(None, None, None)
             raise
-        return StreamingResponse(
-            self._change_events(sub, start, full),
-            media_type="text/event-stream",
-            headers=SSE_HEADERS,
+        return SubscriptionStream(
+            sub, self._change_events(sub, start, full, request_id_of(request.scope))
         )
 
     async def _versions_after(
@@ -126,7 +130,7 @@ class EventStream:
             page = result.next
 
     async def _change_events(
-        self, sub: changes.Subscription, position: datetime, full: bool
+        self, sub: changes.Subscription, position: datetime, full: bool, request_id: str
     ) -> AsyncIterator[str]:
         with sub:
             cursor_text = changes.encode_cursor(position)
@@ -143,8 +147,10 @@ class EventStream:
                                 f"data: {data}\n\n"
                             )
                 except NotFoundError as exc:  # the store was deleted
-                    body = json.dumps(error_body(exc.error_type, exc.message, ""))
+                    body = json.dumps(error_body(exc.error_type, exc.message, request_id))
                     yield f"event: error\ndata: {body}\n\n"
+                    return
+                except ServiceUnavailableError:  # logged by the storage; the client reconnects
                     return
                 news = await sub.next_news()
                 if news == "closed":

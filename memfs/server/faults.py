@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memfs.errors import ApiError, BadRequestError
 from memfs.server.auth import FAULTS_PATH
 from memfs.server.envelope import api_error_response, error_body, request_id_of
+from memfs.server.query import decimal
 from memfs.server.validation import check_fields, read_json_object, text_field
 
 log = logging.getLogger(__name__)
@@ -121,9 +122,9 @@ def _parse_value(key: str, raw: str) -> Any:
             return False
         raise FaultSpecError(f"invalid value for outage: {raw!r} (expected 1 or 0)")
     if key == "seed":
-        # The length bound keeps int() from refusing in its own words (it limits digits too).
-        if len(raw) <= 40 and raw.lstrip("-").isdigit():
-            return int(raw)
+        seed = decimal(raw)  # ASCII digits only, as every integer the server reads
+        if seed is not None:
+            return seed
         raise FaultSpecError(f"invalid value for seed: {raw[:40]!r} (expected an integer)")
     limit = MAX_SECONDS if key in _SECONDS else 1.0
     expected = f"seconds from 0 to {limit:g}" if key in _SECONDS else "a fraction from 0 to 1"

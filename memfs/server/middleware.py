@@ -5,11 +5,15 @@
    and the ``request_id`` of every error envelope (kept in ``scope["state"]``);
 2. admits it or refuses it (``auth.Gatekeeper``: keys, admin key, beta and session headers,
    actors); a refusal is answered here with the envelope and never reaches the routes;
-3. records it in ``metrics.Metrics`` under its route template (``route_of``: ``unmatched``
+3. gives its body ``body_timeout`` seconds to arrive, from the first time the app reads it
+   (``_BodyClock``): past that the read raises ``RequestTimeoutError``, a 408, and an answer
+   that starts before the whole body came says ``connection: close`` (the rest is not read);
+4. records it in ``metrics.Metrics`` under its route template (``route_of``: ``unmatched``
    when no route matched), whatever the outcome, and in the access log when there is one
-   (``access_log``);
-4. turns any exception that escapes into a logged 500 ``api_error`` envelope (when the answer
-   has not started yet), so one bad request never takes the server down.
+   (``access_log``). A client that hung up before its answer (mid-body, say) is counted and logged
+   with ``CLIENT_CLOSED`` (499, nginx's "client closed request"; never sent), an info line;
+5. turns any other exception that escapes into a logged 500 ``api_error`` envelope (when the
+   answer has not started yet), so one bad request never takes the server down.
 
 This module must not know the routes' URLs or validate bodies.
 """
@@ -20,11 +24,14 @@ import logging
 import time
 from collections.abc import Sequence
 
-from starlette.datastructures import MutableHeaders
+import trio
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memfs.errors import RequestTimeoutError
 from memfs.server import ids
 from memfs.server.access_log import log_request
 from memfs.server.auth import Gatekeeper
@@ -33,6 +40,44 @@ from memfs.server.envelope import error_body, error_response_for
 from memfs.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds for a whole body (at most 1 MiB) to arrive
+CLIENT_CLOSED = 499  # the status counted for a client that hung up; never sent
+
+
+class _BodyClock:
+    """``receive`` with a deadline for the request body: ``timeout`` seconds from the first
+    read until the last chunk (a client that sends a byte a minute holds no handler for ever).
+    Reads after the body (a stream waiting for the client to hang up) have no deadline."""
+
+    def __init__(self, receive: Receive, scope: Scope, timeout: float, request_id: str) -> None:
+        self._receive = receive
+        self._timeout = timeout
+        self._request_id = request_id
+        self._deadline: float | None = None
+        self._timed_out = False
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "0").strip()
+        # True once the whole body has arrived (or the client is gone).
+        self.received = declared in ("", "0") and "transfer-encoding" not in headers
+
+    async def __call__(self) -> Message:
+        if self.received or self._timed_out:
+            return await self._receive()
+        if self._deadline is None:
+            self._deadline = trio.current_time() + self._timeout
+        with trio.move_on_at(self._deadline):
+            message = await self._receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                self.received = True
+            return message
+        self._timed_out = True  # what is left of the body is not read: the connection closes
+        log.info(
+            "a request body did not arrive within %g s: answering 408 (request_id %s)",
+            self._timeout,
+            self._request_id,
+        )
+        raise RequestTimeoutError(f"the request body did not arrive within {self._timeout:g} s")
 
 
 class ApiMiddleware:
@@ -45,11 +90,13 @@ class ApiMiddleware:
         metrics: Metrics,
         routes: Sequence[Route] = (),
         admin_key: str | None = None,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
     ) -> None:
         self.app = app
         self._routes = list(routes)
         self._gate = Gatekeeper(api_keys, admin_key)
         self.metrics = metrics
+        self.body_timeout = body_timeout
 
     def _match(self, scope: Scope) -> Route | None:
         """The route a refused request was meant for (for its metrics label)."""
@@ -68,13 +115,17 @@ class ApiMiddleware:
         started = time.perf_counter()
         status = 500
         response_started = False
+        body_clock = _BodyClock(receive, scope, self.body_timeout, request_id)
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status, response_started
             if message["type"] == "http.response.start":
                 response_started = True
                 status = int(message["status"])
-                MutableHeaders(scope=message)["request-id"] = request_id
+                headers = MutableHeaders(scope=message)
+                headers["request-id"] = request_id
+                if not body_clock.received:  # answered before the body came: it is not read
+                    headers["connection"] = "close"
             await send(message)
 
         try:
@@ -82,9 +133,20 @@ class ApiMiddleware:
             if refusal is not None:
                 scope.setdefault("route", self._match(scope))
                 response = error_response_for(scope, refusal, request_id)
-                await response(scope, receive, send_wrapper)
+                await response(scope, body_clock, send_wrapper)
             else:
-                await self.app(scope, receive, send_wrapper)
+                await self.app(scope, body_clock, send_wrapper)
+        except ClientDisconnect:
+            status = CLIENT_CLOSED
+            log.info(
+                "client closed the connection before its answer: %s %s (request_id %s)",
+                scope["method"],
+                route_of(scope),
+                request_id,
+            )
+        except RequestTimeoutError as exc:  # read outside a route (logged by ``_BodyClock``)
+            if not response_started:
+                await error_response_for(scope, exc, request_id)(scope, body_clock, send_wrapper)
         except Exception:
             log.exception(
                 "unexpected error answering %s %s (request_id %s)",

@@ -25,6 +25,11 @@ process-local locks):
 - a transaction that meets a serialization failure or a deadlock is retried from the start;
 - retention prunes under a transaction-level advisory lock (``_claim_pruning``): one replica
   prunes at a time, the others skip that round.
+
+A database that cannot be reached (stopped, restarting, refusing connections: ``unreachable``)
+is a 503 with ``retry-after`` (``storage.Availability``), never a 500. The pool checks a
+connection before lending it (a restart leaves every pooled connection dead) and waits at most
+``POOL_WAIT`` seconds for one.
 Paths and ids are ``COLLATE "C"`` (byte order, as on SQLite), so cursors (which are positions in
 that order, not per-process state) work on any replica.
 
@@ -42,15 +47,20 @@ import psycopg
 import trio
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
-from memfs.server.storage import MAX_MEMORIES_PER_STORE, utc_now
+from memfs.server.storage import MAX_MEMORIES_PER_STORE, Availability, utc_now
 
 log = logging.getLogger(__name__)
+# psycopg's pool warns at every failed reconnect, in two lines naming the socket; an outage is
+# logged once, by ``storage.Availability``. An explicit setting by the application wins.
+_pool_log = logging.getLogger("psycopg.pool")
+if _pool_log.level == logging.NOTSET:
+    _pool_log.setLevel(logging.ERROR)
 
 R = TypeVar("R")
 Conn = psycopg.Connection[dict[str, Any]]
@@ -59,6 +69,10 @@ CHANNEL = "memfs_changes"  # NOTIFY channel; the payload is the store id
 PRUNE_LOCK = 0x6D656D6670  # advisory lock key: one pruning replica at a time
 _RETRIES = 8
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+POOL_WAIT = 2.0  # seconds a request waits for a connection before it is answered 503
+# SQLSTATEs of a server that is away: connection exceptions (08…), a shutdown, a crash, a start
+# (57P…: not 57014, a cancelled statement), too many connections (53300).
+_AWAY_STATES = ("08", "57P", "53300")
 
 # psycopg reads a whole result at once: a ``depth=1`` seek fetches a few rows at a time, since a
 # subdirectory ends the batch.
@@ -67,6 +81,19 @@ POSTGRES = Dialect(name="postgresql", placeholder="%s", lock_clause=" FOR UPDATE
 
 def is_postgres_url(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """Why ``exc`` means the database cannot be reached now, or None if it means anything else
+    (a bug, a constraint, a limit: a retry would fail the same way)."""
+    if isinstance(exc, PoolTimeout):
+        return f"no connection within {POOL_WAIT:g} s"
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate
+        if state is None or state.startswith(_AWAY_STATES):
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return f"{type(exc).__name__}: {first_line[:200]}"
+    return None
 
 
 class PostgresStorage(SqlStorage):
@@ -95,10 +122,13 @@ class PostgresStorage(SqlStorage):
             kwargs={"row_factory": dict_row, "autocommit": True},
             open=False,
             name="memfs",
+            check=ConnectionPool.check_connection,
+            timeout=POOL_WAIT,
         )
         # One worker thread per pooled connection at most: a thread never waits for the pool.
         self._limiter = trio.CapacityLimiter(pool_size)
         self._closed = False
+        self.availability = Availability("PostgreSQL", unreachable)
 
     @classmethod
     async def open(cls, url: str, **kwargs: Any) -> PostgresStorage:
@@ -138,8 +168,10 @@ class PostgresStorage(SqlStorage):
     async def _in_thread(self, fn: Callable[[Tx], R], *, read_only: bool) -> R:
         if self._closed:
             raise RuntimeError("storage is closed")
-        return await trio.to_thread.run_sync(
-            lambda: self._run(fn, read_only=read_only), limiter=self._limiter
+        return await self.availability.attempt(
+            lambda: trio.to_thread.run_sync(
+                lambda: self._run(fn, read_only=read_only), limiter=self._limiter
+            )
         )
 
     async def _write(self, fn: Callable[[Tx], R]) -> R:

@@ -1,7 +1,9 @@
 """Query parameters and pages: how the reference server reads a URL's query and shapes a listing.
 
 Each ``query_*`` reads one parameter, treats an absent or empty one as "not given", and refuses
-a bad one with a 400 ``BadRequestError`` that names it: ``limit`` (1 to ``MAX_LIMIT``, default
+a bad one with a 400 ``BadRequestError`` that names it. An integer is written in ASCII digits
+(``decimal``): ``int()`` would also take ``1_0``, ``+5``, `` 5 `` and other scripts' digits
+(``١٠``), which no client means. The parameters: ``limit`` (1 to ``MAX_LIMIT``, default
 ``DEFAULT_LIMIT``, and silently at most ``MAX_FULL_VIEW_LIMIT`` with ``view=full``), ``view``
 (``basic`` or ``full``), booleans, RFC 3339 times, a listing's ``path_prefix`` (ends in ``/``)
 and ``depth`` (0 or 1), and a version listing's ``operation``.
@@ -15,6 +17,7 @@ touch storage.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, cast
 
 from starlette.requests import Request
@@ -31,6 +34,12 @@ log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 MAX_FULL_VIEW_LIMIT = 20
+_DECIMAL = re.compile(r"-?[0-9]{1,18}")  # fits in 64 bits, a PostgreSQL BIGINT
+
+
+def decimal(text: str) -> int | None:
+    """The integer ``text`` writes in ASCII digits (with an optional ``-``), else None."""
+    return int(text) if _DECIMAL.fullmatch(text) else None
 
 
 def query_limit(request: Request, *, full: bool = False) -> int:
@@ -38,10 +47,10 @@ def query_limit(request: Request, *, full: bool = False) -> int:
     if raw is None or raw == "":
         limit = DEFAULT_LIMIT
     else:
-        try:
-            limit = int(raw)
-        except ValueError:
-            raise BadRequestError(f"limit: expected an integer from 1 to {MAX_LIMIT}") from None
+        number = decimal(raw)
+        if number is None:
+            raise BadRequestError(f"limit: expected an integer from 1 to {MAX_LIMIT}")
+        limit = number
         if not 1 <= limit <= MAX_LIMIT:
             raise BadRequestError(f"limit: must be from 1 to {MAX_LIMIT}, got {limit}")
     return min(limit, MAX_FULL_VIEW_LIMIT) if full else limit

@@ -18,6 +18,11 @@ documents indexed without it are embedded before the server listens (``backfill_
 Change feed: on SQLite the storage is wrapped in ``NotifyingStorage`` (every write passes
 through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every replica.
 
+HTTP: Hypercorn speaks HTTP/1.1 only, unless ``h2c`` (``http2``); a request body gets
+``body_timeout`` seconds (408 past it), and each API key at most ``max_streams_per_key`` open
+change streams (429 past it). Headers are Hypercorn's to bound: a connection that has not sent
+a whole request head within ``keep_alive_timeout`` seconds is closed.
+
 Retention rule: a version older than ``retention_days`` is pruned, except the newest version of
 each memory (which is also the head of every live memory), so a memory's latest state and the
 ``deleted`` record of a deleted memory are kept regardless of age. Pruning runs at start-up and
@@ -36,13 +41,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import trio
-from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from memfs.errors import ServiceUnavailableError
+from memfs.server import http2
 from memfs.server.app import create_app
-from memfs.server.changes import ChangeHub, NotifyingStorage, PgListener
+from memfs.server.changes import (
+    DEFAULT_HEARTBEAT,
+    DEFAULT_MAX_STREAMS_PER_KEY,
+    ChangeHub,
+    NotifyingStorage,
+    PgListener,
+)
 from memfs.server.faults import FaultMiddleware, FaultSpec
 from memfs.server.metrics import Metrics
+from memfs.server.middleware import DEFAULT_BODY_TIMEOUT
 from memfs.server.search import SearchIndex
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage, utc_now
@@ -120,7 +133,12 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
             )
             await pg.backfill_search()
             return pg
-        except (psycopg.Error, psycopg_pool.PoolTimeout, RuntimeError) as exc:
+        except (
+            psycopg.Error,
+            psycopg_pool.PoolTimeout,
+            ServiceUnavailableError,
+            RuntimeError,
+        ) as exc:
             message = _one_line(str(exc)) or type(exc).__name__
             password = settings.db_password
             if password:
@@ -130,7 +148,7 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
         lite = await SqliteStorage.open(settings.db, search=search)
         await lite.backfill_search()
         return NotifyingStorage(lite, hub)
-    except (sqlite3.Error, RuntimeError, OSError) as exc:
+    except (sqlite3.Error, ServiceUnavailableError, RuntimeError, OSError) as exc:
         message = _one_line(str(exc)) or type(exc).__name__
         parent = os.path.dirname(os.path.abspath(settings.db))
         if not os.path.isdir(parent):
@@ -149,7 +167,10 @@ class ServerSettings:
     retention_days: float = DEFAULT_RETENTION_DAYS
     prune_interval: float = DEFAULT_PRUNE_INTERVAL
     pool_size: int = 10  # PostgreSQL connections per replica
-    heartbeat: float = 15.0  # seconds between change-stream heartbeats
+    heartbeat: float = DEFAULT_HEARTBEAT  # seconds between change-stream heartbeats
+    body_timeout: float = DEFAULT_BODY_TIMEOUT  # seconds for a request body to arrive (408)
+    max_streams_per_key: int = DEFAULT_MAX_STREAMS_PER_KEY  # open change streams (429)
+    h2c: bool = False  # speak HTTP/2 cleartext too (``http2``)
     faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
     admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
     semantic: bool = False  # fuse BM25 with the embedding model (the semantic extra)
@@ -205,6 +226,8 @@ class Retention:
         while True:
             try:
                 await self.prune_once()
+            except ServiceUnavailableError:
+                pass  # the storage logged the outage; the next round tries again
             except Exception:
                 log.exception("pruning memory versions failed; will retry")
             await trio.sleep(self.interval)
@@ -246,7 +269,7 @@ async def _serve(
     trigger: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
-    hub = ChangeHub(heartbeat=settings.heartbeat)
+    hub = ChangeHub(heartbeat=settings.heartbeat, max_streams_per_key=settings.max_streams_per_key)
     sock = bind_socket(settings.host, settings.port)
     try:
         storage = await open_storage(settings, hub)
@@ -270,8 +293,11 @@ async def _serve(
             change_hub=hub,
             fault_middleware=fault_middleware,
             admin_key=settings.admin_key,
+            body_timeout=settings.body_timeout,
         )
-        config = Config()
+        http2.install()
+        config = http2.ServerConfig()
+        config.h2c = settings.h2c
         # Hypercorn wraps this descriptor in a socket of its own, which owns it from now on.
         config.bind = [f"fd://{sock.detach()}"]
         config.accesslog = None

@@ -16,6 +16,10 @@ Connection discipline (the invariant that makes this correct under concurrency):
 A worker thread is never abandoned on cancellation (``trio.to_thread.run_sync`` default), so a
 connection is never used by two threads at once.
 
+A database that cannot be used now (locked by another process past the busy timeout, a file
+that cannot be opened or read: ``unavailable``) is a 503 with ``retry-after``
+(``storage.Availability``), never a 500.
+
 Changes are announced by ``changes.NotifyingStorage`` around this backend (one process owns the
 file), so ``_announce`` stays a no-op. SQL lives only in ``sql``, here and in ``schema``.
 """
@@ -27,6 +31,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +41,7 @@ from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
-from memfs.server.storage import MAX_MEMORIES_PER_STORE, utc_now
+from memfs.server.storage import MAX_MEMORIES_PER_STORE, Availability, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,24 @@ R = TypeVar("R")
 
 # sqlite3 steps a result lazily, so a ``depth=1`` seek may ask for the whole page.
 SQLITE = Dialect(name="sqlite", placeholder="?", lock_clause="", rollup_batch=None)
+# Primary result codes of a database that is busy or cannot be used now, not of a bad statement.
+_AWAY_CODES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+
+
+def unavailable(exc: BaseException) -> str | None:
+    """Why ``exc`` means the database cannot be used now, or None if it means anything else."""
+    if isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in _AWAY_CODES:
+        return f"{exc.sqlite_errorname}: {exc}"
+    return None
 
 
 class SqliteStorage(SqlStorage):
@@ -72,6 +95,7 @@ class SqliteStorage(SqlStorage):
         self._write_lock = trio.Lock()
         self._readers: list[sqlite3.Connection] = []
         self._pool_send, self._pool_receive = trio.open_memory_channel[sqlite3.Connection](readers)
+        self.availability = Availability("SQLite", unavailable)
 
     @classmethod
     async def open(cls, path: str | Path, **kwargs: Any) -> SqliteStorage:
@@ -117,11 +141,13 @@ class SqliteStorage(SqlStorage):
         async with self._write_lock:
             if self._writer is None:
                 raise RuntimeError("storage is closed")
-            return await trio.to_thread.run_sync(_transaction, self._writer, "BEGIN IMMEDIATE", fn)
+            begin = partial(_transaction, self._writer, "BEGIN IMMEDIATE", fn)
+            return await self.availability.attempt(partial(trio.to_thread.run_sync, begin))
 
     async def _read(self, fn: Callable[[Tx], R]) -> R:
         async with self._reader() as conn:
-            return await trio.to_thread.run_sync(_transaction, conn, "BEGIN", fn)
+            begin = partial(_transaction, conn, "BEGIN", fn)
+            return await self.availability.attempt(partial(trio.to_thread.run_sync, begin))
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[sqlite3.Connection]:
@@ -137,8 +163,9 @@ def _transaction(conn: sqlite3.Connection, begin: str, fn: Callable[[Tx], R]) ->
     conn.execute(begin)
     try:
         result = fn(Tx(conn, SQLITE))
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # also after a COMMIT that failed (busy): the next BEGIN works
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
     return result

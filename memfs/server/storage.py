@@ -9,7 +9,10 @@ Each mutation is one transaction, so these checks cannot race.
 
 Backends raise ``memfs.errors`` ApiError subclasses (``NotFoundError``, ``StoreArchivedError``,
 ``StoreFullError``, ``PathConflictError``, ``PreconditionFailedError``, ``BadRequestError``);
-the HTTP layer turns them into the error envelope. Nothing here knows about HTTP or SQL.
+the HTTP layer turns them into the error envelope. A database that cannot be reached (locked by
+another process, restarting, refusing connections) is ``ServiceUnavailableError``, a 503 with
+``retry-after``, through ``Availability``, which logs when an outage starts and ends (a line
+each, no traceback) rather than a traceback per request. Nothing here knows about HTTP or SQL.
 
 Invariants every backend keeps:
 - a memory's ``memory_version_id`` is its newest version; a no-op update writes no version
@@ -27,10 +30,13 @@ from __future__ import annotations
 
 import abc
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
+from memfs.errors import ServiceUnavailableError
 from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Operation
 from memfs.server.databricks_storage import DatabricksStorage
 
@@ -38,9 +44,11 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORIES_PER_STORE = 2000
 MAX_METADATA_PAIRS = 16
+UNAVAILABLE_RETRY_AFTER = 2.0  # seconds a client is asked to wait while the database is away
 
 T = TypeVar("T")
 P = TypeVar("P")
+R = TypeVar("R")
 
 
 def utc_now() -> datetime:
@@ -101,6 +109,56 @@ class MetadataPatch:
 
 
 ListItem = Memory | MemoryPrefix
+
+
+class Availability:
+    """Whether a backend's database answers (trio thread only).
+
+    ``attempt(work)`` awaits ``work()`` (a transaction); when it fails in a way ``away`` names
+    (the reason the database cannot be reached now; None for any other failure, which
+    propagates), it raises the 503 instead. The first refusal of an outage logs a warning with
+    the reason; the first success after it one info line. The reason (driver words, socket
+    paths) goes to the log only: the client is told to retry.
+    """
+
+    def __init__(self, database: str, away: Callable[[BaseException], str | None]) -> None:
+        self.database = database
+        self._away = away
+        self._down_since: float | None = None  # monotonic time of the first refusal
+        self._refusals = 0  # requests answered 503 since then
+
+    async def attempt(self, work: Callable[[], Awaitable[R]]) -> R:
+        try:
+            result = await work()
+        except Exception as exc:
+            reason = self._away(exc)
+            if reason is None:
+                raise
+            raise self._refused(reason) from None
+        if self._down_since is not None:
+            log.info(
+                "the %s database answers again after %.1f s (requests answered 503 meanwhile: %d)",
+                self.database,
+                time.monotonic() - self._down_since,
+                self._refusals,
+            )
+            self._down_since = None
+            self._refusals = 0
+        return result
+
+    def _refused(self, reason: str) -> ServiceUnavailableError:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning(
+                "the %s database cannot be reached (%s): answering 503 until it can",
+                self.database,
+                reason,
+            )
+        self._refusals += 1
+        return ServiceUnavailableError(
+            "the database is unavailable; retry later",
+            retry_after=UNAVAILABLE_RETRY_AFTER,
+        )
 
 
 class Storage(abc.ABC):

@@ -15,6 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from memfs import paths
 from memfs.errors import BadRequestError
 from memfs.server.search import validate_query
 from memfs.server.storage import Storage
@@ -37,7 +38,9 @@ def search_limit(value: Any) -> int:
 
 
 def search_prefix(value: Any) -> str | None:
-    """A raw prefix of paths (``/notes/co`` matches ``/notes/coffee.md``), or None."""
+    """A raw prefix of paths (``/notes/co`` matches ``/notes/coffee.md``), or None. It obeys the
+    rules of a listing's prefix (``memfs.paths``: no NUL or other control character, no empty,
+    ``.`` or ``..`` segment, NFC), with the same 400s, except that it may end inside a name."""
     if value is None:
         return None
     prefix = text_field(value, "path_prefix")
@@ -45,6 +48,13 @@ def search_prefix(value: Any) -> str | None:
         raise BadRequestError("path_prefix: must start with '/'")
     if len(prefix) > MAX_PREFIX_CHARS:
         raise BadRequestError(f"path_prefix: at most {MAX_PREFIX_CHARS} characters")
+    whole, _, partial = prefix.rpartition("/")
+    try:
+        paths.validate_prefix(whole + "/")  # the whole segments, as a listing's
+        if partial not in ("", ".", ".."):  # the start of a name ("/notes/." finds ".bashrc")
+            paths.check_segment(partial)
+    except paths.PathError as exc:
+        raise BadRequestError(f"path_prefix: {exc}") from None
     return prefix
 
 
