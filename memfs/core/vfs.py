@@ -249,9 +249,14 @@ class Vfs:
             self.budget.check_growth(node, size - node.size())
             old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
             new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
-            if node.open_count == 0 and self.commits.committed(node):
-                # nobody has it open: this is the commit of the new content, and it would be
-                # refused; a failing call changes nothing
+            if self.commits.committed(node):
+                # truncate(2) and ftruncate(2) alike, open or not: a result the store would
+                # refuse fails at once, changing nothing (as EFBIG above). A write may be the
+                # first half of a character that the next write completes, so writes are judged
+                # at the save (close, fsync); a truncate states the whole new content, a failing
+                # call changes nothing (POSIX), programs check ftruncate's answer where many
+                # ignore close's (a shell redirection), and truncate(path) of a closed file has
+                # no later save to report it
                 text = utf8(new)
                 if text is None:
                     raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")

@@ -450,6 +450,54 @@ def test_not_utf8_eilseq_kept_locally(mount_factory):
     assert m.content("/bin.md") == "fixed"
 
 
+def test_truncate_and_ftruncate_of_refused_content_alike(mount_factory):
+    """Issue 20 item 11: ``truncate(2)`` and ``ftruncate(2)`` to content the store refuses
+    (not UTF-8) fail alike, at once, changing nothing; to valid text, both end the refusal."""
+    m = mount_factory()
+
+    def truncate_by_path(path: Path, size: int) -> list[object]:
+        try:
+            os.truncate(path, size)
+        except OSError as exc:
+            return ["truncate", errno.errorcode[exc.errno or 0]]
+        return ["truncate", 0]
+
+    def truncate_by_fd(path: Path, size: int) -> list[object]:
+        seen: list[object] = []
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            seen += ["truncate", 0]
+        except OSError as exc:
+            seen += ["truncate", errno.errorcode[exc.errno or 0]]
+        finally:
+            try:
+                os.close(fd)  # an open for writing hears a refusal still standing
+            except OSError as exc:
+                seen += ["close", errno.errorcode[exc.errno or 0]]
+        return seen
+
+    outcomes = {}
+    for name, cut in (("path", truncate_by_path), ("fd", truncate_by_fd)):
+        t = m.path / name
+        subprocess.run(["bash", "-c", f"printf 'a\\xff\\xfe' > {t}"], check=True)
+        refused = cut(t, 2)  # still not UTF-8
+        after_refused = t.read_bytes()
+        valid = cut(t, 1)  # valid text: the refusal ends
+        outcomes[name] = (refused, after_refused, valid, t.read_bytes())
+    assert outcomes["path"][0] == ["truncate", "EILSEQ"]
+    assert outcomes["fd"] == (
+        ["truncate", "EILSEQ", "close", "EILSEQ"],
+        b"a\xff\xfe",
+        ["truncate", 0],
+        b"a",
+    )
+    assert outcomes["path"][1:] == outcomes["fd"][1:]
+    m.settle()
+    assert (m.content("/path"), m.content("/fd")) == ("a", "a")
+    wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
+
+
 def write_or_efbig(fd: int, data: bytes) -> int:
     """Bytes written by a write that crosses the limit: 0 for EFBIG, or a short count.
 
