@@ -203,9 +203,7 @@ class Vfs:
     async def lookup(self, parent_ino: int, name: str) -> Attr:
         self._active()
         if name in (".", ".."):
-            node = self._node(parent_ino)
-            if name == ".." and node.path not in (None, "/"):
-                node = self.table.by_path.get(paths.parent(node.path or "/"), node)
+            node = self.parent_of(parent_ino) if name == ".." else self._node(parent_ino)
         else:
             node = await self._child(parent_ino, name)
         self.table.remember(node)
@@ -213,6 +211,13 @@ class Vfs:
 
     async def getattr(self, ino: int) -> Attr:
         return self.attr(self._node(ino))
+
+    def parent_of(self, ino: int) -> Node:
+        """The directory holding ``ino`` (its ``..``); the root's is the root."""
+        node = self._node(ino)
+        if node.path in (None, "/"):
+            return node
+        return self.table.by_path.get(paths.parent(node.path or "/"), node)
 
     def forget(self, ino: int, count: int) -> None:
         self.table.forget(ino, count)

@@ -115,6 +115,8 @@ class FuseOperations(pyfuse3.Operations):
         self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
         self._vdirs: dict[int, list[tuple[str, int]]] = {}
         self.search = vfs.search  # the read-only /.search tree: own inodes and handles
+        # each open directory's "." and ".." (offsets 0 and 1 of its listing)
+        self._dots: dict[int, list[tuple[bytes, pyfuse3.EntryAttributes]]] = {}
 
     def _in_versions(self, parent: int, name: bytes = b"") -> bool:
         """True for a node of /.versions, or the name .versions in the mount root."""
@@ -210,54 +212,85 @@ class FuseOperations(pyfuse3.Operations):
 
     async def opendir(self, inode: int, ctx: Any) -> int:
         try:
+            listing: list[tuple[str, Node]] | None = None  # a store directory's
+            tree_listing: list[tuple[str, int]] = []  # a directory of .versions or .search
             if self.versions.owns(inode):
-                fh = self._next_dir_fh
-                self._next_dir_fh += 1
-                self._vdirs[fh] = await self.versions.readdir(inode)
-                return fh
-            if self.search.owns(inode):
-                fh = self._next_dir_fh
-                self._next_dir_fh += 1
-                self._vdirs[fh] = await self.search.readdir(inode)  # always empty
-                return fh
-            entries = await self.vfs.readdir(inode)
+                tree_listing = await self.versions.readdir(inode)
+                up = self.versions.parent_ino(inode)
+            elif self.search.owns(inode):
+                tree_listing = await self.search.readdir(inode)  # always empty
+                up = None
+            else:
+                listing = await self.vfs.readdir(inode)
+                up = self.vfs.parent_of(inode).ino
+            dots = [
+                (b".", await self._dir_entry(inode)),
+                (b"..", await self._dir_entry(ROOT_INODE if up is None else up)),
+            ]
+            # no await from here on: the handle number is taken and filled at once
             fh = self._next_dir_fh
             self._next_dir_fh += 1
-            self._dirs[fh] = entries
+            self._dots[fh] = dots
+            if listing is None:
+                self._vdirs[fh] = tree_listing
+            else:
+                self._dirs[fh] = listing
             return fh
         except Exception as exc:
             _fail("opendir", exc)
 
+    async def _dir_entry(self, inode: int) -> pyfuse3.EntryAttributes:
+        """The attributes of a directory, for its ``.`` or ``..`` entry (no request: the trees'
+        own ``getattr`` may ask the store)."""
+        if self.versions.owns(inode):
+            return entry(self.versions.attr(self.versions.nodes[inode]))
+        if self.search.owns(inode):
+            return entry(await self.search.getattr(inode))
+        return entry(await self.vfs.getattr(inode))
+
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        """Offsets (``start_id``, ``next_id``) index the listing taken at ``opendir``: ``.``
+        and ``..`` are 0 and 1, its entries follow, so a listing resumed from any offset the
+        kernel was given neither repeats nor skips an entry."""
         try:
+            dots = self._dots.get(fh, [])
+            for index in range(start_id, len(dots)):
+                dot, dot_attr = dots[index]
+                # never counted as a lookup: the kernel does not take a reference for them
+                if not pyfuse3.readdir_reply(token, dot, dot_attr, index + 1):
+                    return
+            start = max(0, start_id - len(dots))
             if fh in self._vdirs:
-                self._readdir_versions(fh, start_id, token)
+                self._readdir_versions(fh, start, len(dots), token)
                 return
             entries = self._dirs.get(fh, [])
-            for index in range(start_id, len(entries)):
+            for index in range(start, len(entries)):
                 name, node = entries[index]
                 attr = self.vfs.attr(node)
-                if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), index + 1):
+                next_id = len(dots) + index + 1
+                if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), next_id):
                     break
                 self.vfs.table.remember(node)  # readdirplus counts as a lookup
         except Exception as exc:
             _fail("readdir", exc)
 
-    def _readdir_versions(self, fh: int, start_id: int, token: Any) -> None:
+    def _readdir_versions(self, fh: int, start: int, before: int, token: Any) -> None:
         entries = self._vdirs[fh]
-        for index in range(start_id, len(entries)):
+        for index in range(start, len(entries)):
             name, ino = entries[index]
             node = self.versions.nodes.get(ino)
             if node is None:
                 continue
             attr = self.versions.attr(node)
-            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), index + 1):
+            next_id = before + index + 1
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), next_id):
                 break
             self.versions.remember(ino)  # readdirplus counts as a lookup
 
     async def releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
         self._vdirs.pop(fh, None)
+        self._dots.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         try:

@@ -397,6 +397,25 @@ class VersionsTree:
             result.append((name, child.ino))
         return result
 
+    def parent_ino(self, ino: int) -> int | None:
+        """The inode of the directory holding ``ino`` (its ``..``); None for ``.versions``
+        itself, whose parent is the mount root (not this tree's)."""
+        node = self._get(ino)
+        if node is self.root:
+            return None
+        if node.kind in ("view", "log"):
+            return self.root.ino
+        if node.kind in ("vdir", "vfile"):
+            up = paths.parent(node.path)
+            if up == "/":
+                return node.view
+            # the kernel holds a directory's parent while it holds the directory: known
+            return self._node(("vdir", node.view, up), "vdir", path=up, view=node.view).ino
+        directory = node.path if node.kind in ("hfile", "hlog") else paths.parent(node.path)
+        if node.kind == "hdir" and node.path == "/":
+            return self.root.ino
+        return self._node(("hdir", directory), "hdir", path=directory).ino
+
     # -- files --------------------------------------------------------------------------------
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:

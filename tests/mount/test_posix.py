@@ -6,10 +6,13 @@ lifetime, like client-set times, and the kernel checks them (``default_permissio
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -77,6 +80,79 @@ def test_directory_nlink_counts_its_subdirectories(mount_factory):
     finally:
         os.close(fd)
     assert links(p) == 3
+
+
+# -- "." and ".." -------------------------------------------------------------------------------
+
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_GETDENTS64 = {"x86_64": 217, "aarch64": 61}[platform.machine()]
+DIRENT_HEAD = struct.Struct("QqHB")  # d_ino, d_off, d_reclen, d_type; then the name
+DT_DIR = 4
+
+
+def raw_listing(directory: Path, buffer: int = 4096) -> list[tuple[str, int, int]]:
+    """(name, d_ino, d_type) of every entry getdents64(2) returns, "." and ".." included (which
+    ``os.listdir`` and ``os.scandir`` drop). A small ``buffer`` takes a few entries per call, so
+    every later call resumes from the offset of the last entry the one before returned."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    out: list[tuple[str, int, int]] = []
+    try:
+        buf = ctypes.create_string_buffer(buffer)
+        while True:
+            got = libc.syscall(SYS_GETDENTS64, fd, buf, buffer)
+            if got < 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+            if got == 0:
+                return out
+            at = 0
+            while at < got:
+                ino, _, reclen, kind = DIRENT_HEAD.unpack_from(buf.raw, at)
+                name = buf.raw[at + DIRENT_HEAD.size : at + reclen].split(b"\0", 1)[0]
+                out.append((name.decode(), ino, kind))
+                at += reclen
+    finally:
+        os.close(fd)
+
+
+def dots(directory: Path, parent: Path, *, buffer: int = 4096) -> list[str]:
+    """The names of ``directory``'s raw listing after checking its "." and ".." entries: first,
+    directories, with the inode numbers of ``directory`` and ``parent``."""
+    listing = raw_listing(directory, buffer)
+    assert listing[:2] == [
+        (".", os.stat(directory).st_ino, DT_DIR),
+        ("..", os.stat(parent).st_ino, DT_DIR),
+    ], (directory, listing[:2])
+    names = [name for name, _, _ in listing[2:]]
+    assert len(names) == len(set(names)), names  # none repeated
+    assert sorted(names) == sorted(os.listdir(directory))  # none skipped
+    return names
+
+
+def test_readdir_has_dot_and_dotdot_everywhere(mount_factory):
+    """Issue 20 item 11: ``ls -a`` shows "." and ".." with the right inode numbers (the root's
+    ".." is itself) in store directories, ``.versions/`` and ``.search/``, and a listing read
+    a few entries at a time neither repeats nor skips one."""
+    names = [f"/d/entry-{i:02d}.md" for i in range(30)]
+    m = mount_factory(memories={path: "x" for path in [*names, "/d/e/f.md"]})
+    root, d = m.path, m.path / "d"
+    assert os.stat(root).st_ino == 1
+    dots(root, root)
+    assert len(dots(d, root, buffer=160)) == 31  # resumed about 15 times
+    dots(d / "e", d)
+    ls = subprocess.run(["ls", "-a1", str(d / "e")], capture_output=True, text=True, check=True)
+    assert ls.stdout.split() == [".", "..", "f.md"]
+    versions = root / ".versions"
+    dots(versions, root)
+    history = versions / "history"
+    dots(history, versions)
+    dots(history / "d", history)
+    assert len(dots(history / "d" / "entry-00.md", history / "d")) == 2  # a version, the log
+    [instant] = [n for n in os.listdir(versions) if n[0].isdigit()][-1:]
+    dots(versions / instant, versions)
+    assert len(dots(versions / instant / "d", versions / instant, buffer=160)) == 31
+    dots(versions / instant / "d" / "e", versions / instant / "d")
+    search = root / ".search"
+    assert dots(search, root) == []
 
 
 # -- mknod ------------------------------------------------------------------------------------
