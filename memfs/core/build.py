@@ -105,6 +105,9 @@ def build_core(
         refusals=refusals,
         journal=journal,
         untouched=untouched,
+        waits_as_file=lambda path, data, description: uploader.waits_as_file(
+            path, data, description
+        ),
     )
     files = OpenFiles()
     copies = LocalCopies(state, store, contents, bulk, writeback, refusals)

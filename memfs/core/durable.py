@@ -13,6 +13,10 @@ Owns the link between the write-back queue and the on-disk journal (``memfs.writ
 - a conflict (the memory changed on the server) keeps the remote head and saves the local
   content as a sibling memory ``<name>.conflict-<UTC time>[.<ext>]``, itself a queued, journaled
   create (``("conflict", n)`` keys), counted in ``conflicts``;
+- a create of content that lives nowhere else (a conflict copy, a replayed new file) that the
+  full store refuses becomes a new file of the mount (``waits_as_file``): visible and readable
+  at its name while it waits for room, journaled as that file before the record it came from
+  is dropped, and uploaded when room appears as any new file (``CoreState.waiting_for_room``);
 - records left by an earlier daemon (``kill -9``, power cut, outage at unmount) are replayed as
   ``("replay", name)`` keys with their preconditions; a create whose answer was lost is
   recognised (same path, same content) and not repeated.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +36,7 @@ from typing import Any
 
 from memfs import paths
 from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.inodes import Kind
+from memfs.core.inodes import Kind, Node
 from memfs.core.orphans import hand_over
 from memfs.core.refusals import Refusals
 from memfs.core.state import CoreState
@@ -91,6 +95,7 @@ class Durable:
         refusals: Refusals,
         journal: Journal | None = None,
         untouched: int = 0,
+        waits_as_file: Callable[[str, bytes, str | None], Node] | None = None,
     ) -> None:
         self.state = state  # the inode table and pending deletes the queue's keys stand for
         self.writeback = writeback
@@ -114,6 +119,11 @@ class Durable:
         # read-only mount: records of an earlier mount left in the journal
         self.untouched = untouched
         self.refusals = refusals  # files refused (EFBIG, EILSEQ): kept, never uploaded
+        # makes (path, content, description) a new file of the mount, queued (None: such a
+        # create waits for room in the journal only, unseen: tests of the queue alone)
+        self.waits_as_file = waits_as_file
+        # conflict copies waiting for room as files, by inode: saved once that file is created
+        self._copies_waiting: dict[int, ConflictInfo] = {}
 
     # -- names --------------------------------------------------------------------------------
 
@@ -158,6 +168,11 @@ class Durable:
         self._journaled[record.name] = state
 
     def done(self, key: Hashable, error: BaseException | None) -> None:
+        if error is None and isinstance(key, int) and key in self._copies_waiting:
+            info = self._copies_waiting.pop(key)  # created, or removed before it could be
+            node = self.state.table.get(key)
+            if node is not None and node.memory_id is not None:
+                info.saved, info.saved_as = True, node.remote_path or info.saved_as
         if self.journal is None:
             return
         name = self.name_of(key)
@@ -260,17 +275,27 @@ class Durable:
         )
         self.writeback.schedule(("conflict", number), 0)
 
-    async def _create_sibling(self, path: str, data: bytes) -> str:
+    async def _create_sibling(self, path: str, data: bytes) -> tuple[str, Node | None]:
+        """Create the conflict copy ``path`` (or a numbered name if that one is taken); returns
+        the name it got and, if the store is full, the file of the mount it waits as."""
         text = data.decode("utf-8")
         for attempt in range(20):
             target = path if attempt == 0 else _numbered(path, attempt)
+            local = self.state.table.by_path.get(target)
+            if local is not None and local.memory_id is None:
+                continue  # a file of this mount not on the server has it (a copy waiting)
             try:
                 await self.upload_store.create(target, text)
                 self.listings.drop(paths.parent(target))
-                return target
+                return target, None
             except PathConflictError as exc:
                 if await self._is_same(exc, target, text):
-                    return target
+                    return target, None
+            except StoreFullError:
+                if self.waits_as_file is None:
+                    raise
+                # the store checks the path before the room: ``target`` is free there
+                return target, self.waits_as_file(target, data, None)
         # not a PathConflictError: that would count as a conflict already kept (``done`` drops
         # the record), and this content exists nowhere else. Its record stays and is reported.
         raise ExistsError(f"no free name for the conflict copy of {path}: kept in the journal")
@@ -305,8 +330,11 @@ class Durable:
             if saved is None:
                 return
             sibling, data, info = saved
-            info.saved_as = await self._create_sibling(sibling, data)
-            info.saved = True
+            info.saved_as, waiting = await self._create_sibling(sibling, data)
+            if waiting is None:
+                info.saved = True
+            else:
+                self._copies_waiting[waiting.ino] = info
             del self._conflict_saves[int(key[1])]
             return
         if key[0] == "replay":
@@ -354,11 +382,7 @@ class Durable:
         text = record.data.decode("utf-8") if record.data is not None else None
         described = {} if record.description is None else {"description": record.description}
         if record.memory_id is None:
-            try:
-                await store.create(record.path, text or "", **described)
-            except PathConflictError as exc:
-                if not await self._is_same(exc, record.path, text or ""):
-                    self.save_conflict(record.path, None, record.data)
+            await self._replay_create(record)
             return
         content = text if text is not None and sha256_hex(text) != record.base_sha else None
         new_path = record.path if record.path != record.remote_path else None
@@ -381,11 +405,7 @@ class Durable:
             self.save_conflict(record.path, record.memory_id, record.data)
         except NotFoundError:
             if record.data is not None:  # deleted on the server: the local content lives on
-                try:
-                    await store.create(record.path, text or "", **described)
-                except PathConflictError as exc:
-                    if not await self._is_same(exc, record.path, text or ""):
-                        self.save_conflict(record.path, None, record.data)
+                await self._replay_create(record)
         except PathConflictError:
             if content is None:
                 log.warning(
@@ -395,6 +415,29 @@ class Durable:
                 )
                 return
             self.save_conflict(record.path, record.memory_id, record.data)
+
+    async def _replay_create(self, record: Record) -> None:
+        """Create the memory of a record (a new file, or one deleted on the server since):
+        another memory at its path makes it a conflict copy; a full store, a new file of the
+        mount that waits for room (a file of this mount at that path: a conflict copy)."""
+        assert record.path is not None
+        text = record.data.decode("utf-8") if record.data is not None else ""
+        described = {} if record.description is None else {"description": record.description}
+        try:
+            await self.upload_store.create(record.path, text, **described)
+        except PathConflictError as exc:
+            if not await self._is_same(exc, record.path, text):
+                self.save_conflict(record.path, None, record.data)
+        except StoreFullError:
+            if self.waits_as_file is None:
+                raise
+            data = record.data or b""
+            local = self.state.table.by_path.get(record.path)
+            if local is None:
+                self.waits_as_file(record.path, data, record.description)
+            elif local.data is None or bytes(local.data) != data:  # made here since
+                self.save_conflict(record.path, None, data)
+            # else: the same content waits already (two records of one file after a crash)
 
     # -- the store is gone ---------------------------------------------------------------------
 

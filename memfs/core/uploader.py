@@ -4,10 +4,12 @@ Owns the requests that make the server match a file (create, update with the pre
 the content it was based on, move), deferred deletes, and the answers: the inode is bound to
 the memory's new state (``_took``); a failed precondition or a path taken by another writer is a
 conflict (``_lost_race``: the local content saved as a conflict copy, the file re-based on the
-winner); a full store parks a create until room appears (``waiting_for_room``); a failure for
-good reaches the opens that wrote (``OpenFiles.upload_failed``) and a directory fsync. Also the
-fsync side of the queue: ``settle`` (one key, with patience) and the moves of a directory
-rename (``move_tree``, after ``check_move`` found every new path valid).
+winner); a full store parks a create until room appears (``waiting_for_room``; content that
+lives in no file, a conflict copy or a replayed create, first becomes a new file of the mount:
+``waits_as_file``); a failure for good reaches the opens that wrote
+(``OpenFiles.upload_failed``) and a directory fsync. Also the fsync side of the queue:
+``settle`` (one key, with patience) and the moves of a directory rename (``move_tree``, after
+``check_move`` found every new path valid).
 
 It must not decide POSIX semantics (``vfs``) nor journal anything itself (the queue's hooks
 call ``durable``). Every ``await`` here may see other operations run meanwhile: state read
@@ -334,6 +336,25 @@ class Uploader:
         self.retry_waiting_for_room()
         self.listings.remove(memory_id)
         self.listings.vacated(paths.parent(pending.remote_path or "/"))
+
+    def waits_as_file(self, path: str, data: bytes, description: str | None) -> Node:
+        """A new file of the mount at ``path`` (free here) holding ``data``: content the full
+        store refused that lives in no file (a conflict copy, a replayed create). Visible and
+        readable while it waits for room, queued (so journaled before the record it came from
+        is dropped) and uploaded as any new file; the mount's owner and mode."""
+        node = self.table.new(Kind.FILE, path)
+        node.data = bytearray(data)
+        node.new_description = description
+        node.dirty = True
+        node.gen += 1
+        node.mtime = node.ctime = time.time()
+        parent_ino = self.namespace.parent_ino(path)
+        if parent_ino is not None:  # a negative entry the kernel may keep for the name
+            name = paths.basename(path).encode()
+            self.namespace.queue_invalidations([("entry", parent_ino, name)])
+        self.writeback.schedule(node.ino, 0)
+        log.warning("%s waits for room as a file of the mount (the store is full)", path)
+        return node
 
     def retry_waiting_for_room(self) -> None:
         """Room may have appeared (deletes seen, directory fsync, unmount): queue the creates

@@ -50,13 +50,7 @@ def faulty_mount(
 ) -> Iterator[Callable[..., MountedStore]]:
     """``make(*args, memories={...})``: a fresh store mounted through the faulty server, with
     its journal in ``tmp_path/cache`` (``--cache-dir``)."""
-    maker = MountMaker(
-        faulty_sdk,
-        faulty_server.client_env(),
-        tmp_path,
-        prefix="faults",
-        extra_args=("--cache-dir", str(tmp_path / "cache")),
-    )
+    maker = MountMaker.with_cache(faulty_sdk, faulty_server.client_env(), tmp_path, "faults")
     try:
         yield maker
     finally:

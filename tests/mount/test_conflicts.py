@@ -12,6 +12,8 @@ import pytest
 from support.mounts import MountedStore, memfs
 from support.waiting import wait_for
 
+from .test_errnos import seed
+
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:
     with pytest.raises(OSError) as info:
@@ -107,3 +109,40 @@ def test_background_conflict_then_append_keeps_the_winner(mount_factory):
     assert result.returncode == 1
     assert "/conc.md: changed on the server by another writer" in result.stderr
     assert f"the local content is saved as {copy}" in result.stderr
+
+
+def test_a_conflict_copy_waiting_for_room_is_a_file_of_the_mount(private_mount, fresh_server):
+    """Issue 20 item 11: in a full store the conflict copy cannot be created; it waits for room
+    as a file of the mount (listed, readable, in ``memfs status``), also after a remount (its
+    journal record replayed), and is uploaded once there is room."""
+    quiet = ("--change-feed", "poll", "--poll-interval", "30", "--idle-poll-interval", "30")
+    m = private_mount("--update-delay", "30", *quiet, memories={"/conc.md": "base\n"}, mount=False)
+    ids = seed(fresh_server.db, m.store_id, 1_999)  # full: 2,000 memories
+    assert m.mount().returncode == 0
+    conc = m.path / "conc.md"
+    assert conc.read_text() == "base\n"
+    conc.write_text("mine\n")  # queued for 30 s
+    m.put("/conc.md", "theirs\n")
+    with pytest.raises(OSError) as raised:
+        m.settle()  # the upload loses the race; its copy finds no room
+    assert raised.value.errno in (errno.ENOSPC, errno.ESTALE)
+
+    def the_copy() -> str:
+        [copy] = [n for n in os.listdir(m.path) if n.startswith("conc.conflict-")]
+        assert (m.path / copy).read_text() == "mine\n"  # the user's own text, readable
+        assert conc.read_text() == "theirs\n"
+        return copy
+
+    copy = the_copy()
+    line = f"waiting for room (the store is full): /{copy}"
+    wait_for(lambda: line in memfs("status", str(m.path), env=m.env).stdout, timeout=5)
+    result = m.umount()  # still no room: kept in the journal
+    assert result.returncode == 1
+    assert f"/{copy}: waiting for room (the store is full)" in result.stderr, result.stderr
+    assert m.mount().returncode == 0  # replayed: a file of the mount again
+    assert the_copy() == copy
+    m.sdk.beta.memory_stores.memories.delete(ids[0], memory_store_id=m.store_id)
+    m.settle()  # room: the copy is uploaded
+    assert m.content(f"/{copy}") == "mine\n"
+    assert m.content("/conc.md") == "theirs\n"
+    assert m.umount().returncode == 0

@@ -17,14 +17,14 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
 import trio
-from support.mounts import MountedStore, MountMaker, memfs
+from support.mounts import MountedStore, memfs
 from support.servers import OTHER_KEY
 from support.waiting import wait_for
 
@@ -74,26 +74,6 @@ def mount_options(point: Path) -> set[str]:
 
 
 # -- mounts on a private server ----------------------------------------------------------------
-
-
-@pytest.fixture
-def private_mount(fresh_server: Any, tmp_path: Path) -> Iterator[Callable[..., MountedStore]]:
-    """Like ``mount_factory``, on ``fresh_server`` (which a test may stop or restart)."""
-    sdk = anthropic.Anthropic(
-        api_key=fresh_server.api_key, base_url=fresh_server.base_url, max_retries=0
-    )
-    maker = MountMaker(
-        sdk,
-        fresh_server.client_env(),
-        tmp_path,
-        prefix="errno",
-        extra_args=("--cache-dir", str(tmp_path / "cache")),
-    )
-    try:
-        yield maker
-    finally:
-        maker.close()
-        sdk.close()
 
 
 def seed(db: Path, store_id: str, count: int, prefix: str = "/seed/") -> list[str]:

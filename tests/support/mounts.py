@@ -197,6 +197,15 @@ class MountMaker:
         self.prefix, self.extra_args = prefix, extra_args
         self.made: list[MountedStore] = []
 
+    @classmethod
+    def with_cache(
+        cls, sdk: anthropic.Anthropic, env: dict[str, str], tmp_path: Path, prefix: str
+    ) -> MountMaker:
+        """Mounts that keep their journal (and kept copies) in ``tmp_path/cache``."""
+        return cls(
+            sdk, env, tmp_path, prefix=prefix, extra_args=("--cache-dir", str(tmp_path / "cache"))
+        )
+
     def __call__(
         self,
         *args: str,
