@@ -365,3 +365,26 @@ async def test_a_write_made_through_the_api_while_a_rename_moves_the_entry_is_ke
         ("/m.md", "theirs\n"),
         ("/n.md", "base\n"),
     ]
+
+
+async def test_a_truncate_adding_nuls_fails_at_once_by_path_or_descriptor(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """Issue 20 item 11: truncate(2) and ftruncate(2) alike: extending a file with NULs, which
+    the API refuses, is EINVAL at once and changes nothing, the file open or not."""
+    api = FakeDatabricks()
+    api.put(ACTOR, "/a.md", "a\n")
+    async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
+        vfs = core.vfs
+        ino = await core.ino("a.md")
+        fh, _ = await vfs.open(ino, os.O_RDWR)
+        for open_by in (fh, None):  # ftruncate, then truncate(path) of the file still open
+            with pytest.raises(Exception) as raised:
+                await vfs.setattr(ino, size=10, fh=open_by)
+            assert errno_of(raised.value) == errno.EINVAL
+            assert (await vfs.getattr(ino)).size == 2
+        await vfs.release(fh)  # nothing changed: a clean close
+        with pytest.raises(Exception) as raised:
+            await vfs.setattr(ino, size=10)  # truncate(path), nobody has it open
+        assert errno_of(raised.value) == errno.EINVAL
+        assert await core.read("a.md") == b"a\n"
