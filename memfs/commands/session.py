@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import complete_paths
-from memfs.private import NotPrivateError, create_private_file, private_dir
+from memfs.private import (
+    NotPrivateError,
+    check_directory_of,
+    open_append,
+    private_dir,
+    replace_file,
+)
 
 # The session package and the client are imported by the functions that run a session, not
 # here: they bring trio and httpx, which `memfs session --help` does not need.
@@ -60,6 +66,7 @@ DEFAULT_ROOT = "/mnt/memory"  # where a sandbox session's stores are mounted
 # The supervisor's flush bound (memfs.session.supervisor.FLUSH_TIMEOUT, 30 s) plus lazy
 # unmounts; a number here, not a sum, so that --help need not import the supervisor.
 STOP_TIMEOUT = 45.0
+PROMPT_DIR_MODE = 0o755  # directories made for --prompt-file: the agent reads the prompt
 CHECK_RETRIES = 1  # fail fast while checking a session: a person is waiting
 
 
@@ -221,6 +228,10 @@ def _start(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_REFUSED)
     try:  # state files and logs: another user must not read them nor plant a pid to signal
         private_dir(state_dir(), "state directory")
+        if args.prompt_file:  # before anything is mounted; written later as _write_prompt does
+            check_directory_of(
+                Path(os.path.abspath(args.prompt_file)), "prompt file", create_mode=PROMPT_DIR_MODE
+            )
     except NotPrivateError as exc:
         return _fail(str(exc), EXIT_REFUSED)
     busy = _running_session(root)
@@ -324,7 +335,10 @@ async def _supervise(
 
     def ready() -> None:
         if prompt_file is not None:
-            _write_text(prompt_file, prompt)
+            try:
+                _write_prompt(prompt_file, prompt)
+            except OSError as exc:  # NotPrivateError too; the supervisor unmounts everything
+                raise MountError(f"the prompt file {prompt_file} was not written: {exc}") from None
             log.info("agent prompt written to %s", prompt_file)
         if ready_fd is not None:
             _send_ready(ready_fd, {"ok": True, "prompt": prompt, "pid": os.getpid()})
@@ -376,11 +390,10 @@ def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
     )
 
 
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _write_prompt(path: Path, text: str) -> None:
+    """The prompt, for the agent to read (0644), written as root writes any file that another
+    user may reach (``memfs.private.replace_file``: never through a link planted there)."""
+    replace_file(path, text.encode("utf-8"), "prompt file", mode=0o644, create_mode=PROMPT_DIR_MODE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,10 +412,9 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
     from memfs.session.plan import state_path
 
     log_file = Path(os.path.abspath(args.log_file or state_path(root).with_suffix(".log")))
-    try:
-        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        create_private_file(log_file, "session log")
-    except (OSError, NotPrivateError) as exc:
+    try:  # opened once, here, and handed over: never reopened by a name someone could swap
+        log_fd = open_append(log_file, "session log", create_mode=0o700)
+    except NotPrivateError as exc:
         return _fail(str(exc), EXIT_REFUSED)
     read_end, write_end = os.pipe()
     argv = [
@@ -429,7 +441,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
     for flag, value in (("--uid", args.uid), ("--gid", args.gid), ("--umask", args.umask)):
         if value is not None:
             argv += [flag, value]
-    with open(log_file, "ab") as log_stream:
+    with os.fdopen(log_fd, "ab") as log_stream:
         child = subprocess.Popen(
             argv,
             env=env,

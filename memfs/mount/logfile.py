@@ -1,9 +1,10 @@
 """The mount daemon's log file: private (0600) and size-bounded (it rotates).
 
 ``PrivateRotatingFileHandler`` is a ``RotatingFileHandler`` whose every part, the new one after
-each rotation too, is made 0600 (``memfs.private.create_private_file``) before it is opened:
-logs name stores and files, and a new part would otherwise get the process's umask. Its own
-module because ``logging.handlers`` costs the CLI ~20 ms to import: only the daemon needs it.
+each rotation too, is opened by ``memfs.private.open_append``: 0600 (logs name stores and
+files, and a new part would otherwise get the process's umask), and never through a link or a
+hard link planted at its name. Its own module because ``logging.handlers`` costs the CLI ~20 ms
+to import: only the daemon needs it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import io
 import logging.handlers
 from pathlib import Path
 
-from memfs.private import create_private_file
+from memfs.private import open_append
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
@@ -20,9 +21,8 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
 
     def __init__(self, path: Path, what: str, *, max_bytes: int, backups: int) -> None:
         self._what = what
-        create_private_file(path, what)
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
     def _open(self) -> io.TextIOWrapper:
-        create_private_file(Path(self.baseFilename), self._what)
-        return super()._open()
+        fd = open_append(Path(self.baseFilename), self._what)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)

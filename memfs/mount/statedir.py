@@ -60,7 +60,6 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         path = Path(xdg) / "memfs"
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     else:
         base = Path(f"/tmp/memfs-{os.getuid()}")
         _private_dir(base)

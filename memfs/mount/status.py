@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from memfs.private import replace_file
+
 if TYPE_CHECKING:
     from memfs.core.clashes import Clash
     from memfs.core.durable import ConflictInfo
@@ -323,9 +325,7 @@ class StatusWriter:
 
     def write(self) -> None:
         document = collect(self.vfs, self.feed, self.errors, **self.about)
-        temp = self.path.with_suffix(".tmp")
-        temp.write_text(json.dumps(document, indent=1))
-        os.replace(temp, self.path)
+        replace_file(self.path, json.dumps(document, indent=1).encode("utf-8"), "status file")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

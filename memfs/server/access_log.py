@@ -12,10 +12,12 @@ gave it a handler. It does not propagate: the server's own log stays as it was.
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import sys
 import time
+from collections.abc import Callable
 
 ACCESS = logging.getLogger("memfs.server.access")
 ACCESS.propagate = False
@@ -25,14 +27,25 @@ def _utc(seconds: float | None) -> time.struct_time:
     return time.gmtime(seconds)
 
 
-def open_access_log(target: str) -> None:
-    """Send ``ACCESS`` to ``target``: a file (appended to; reopened when logrotate moves it; the
-    command makes it 0600 first) or ``-`` (standard output). ``OSError`` if it cannot."""
-    handler: logging.Handler
-    if target == "-":
-        handler = logging.StreamHandler(sys.stdout)
-    else:
-        handler = logging.handlers.WatchedFileHandler(target, encoding="utf-8")
+class _OpenedBy(logging.handlers.WatchedFileHandler):
+    """A ``WatchedFileHandler`` that opens its file, and reopens it after logrotate, with
+    ``open_file`` (a descriptor for appending)."""
+
+    def __init__(self, target: str, open_file: Callable[[str], int]) -> None:
+        self._open_file = open_file
+        super().__init__(target, encoding="utf-8")
+
+    def _open(self) -> io.TextIOWrapper:
+        return open(self._open_file(self.baseFilename), "a", encoding=self.encoding)
+
+
+def open_access_log(target: str, open_file: Callable[[str], int]) -> None:
+    """Send ``ACCESS`` to ``target``: a file (appended to; reopened when logrotate moves it),
+    opened by ``open_file`` (the command's: ``memfs.private.open_append``, 0600 and never
+    through a planted link), or ``-`` (standard output). ``OSError`` if it cannot."""
+    handler: logging.Handler = (
+        logging.StreamHandler(sys.stdout) if target == "-" else _OpenedBy(target, open_file)
+    )
     formatter = logging.Formatter("%(asctime)s.%(msecs)03dZ %(message)s", "%Y-%m-%dT%H:%M:%S")
     formatter.converter = _utc
     handler.setFormatter(formatter)

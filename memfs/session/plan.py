@@ -37,6 +37,7 @@ from memfs.api.config import ConfigError
 from memfs.models import MemoryStore
 from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 from memfs.paths import slug
+from memfs.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -520,11 +521,10 @@ class SessionState:
         )
 
     def write(self, path: Path) -> None:
-        """Replace the state file atomically (readers never see half a file)."""
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        """Replace the state file atomically (readers never see half a file); ``OSError``
+        (``memfs.private.NotPrivateError`` included) if it cannot."""
+        data = (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
+        replace_file(path, data, "session state", create_mode=0o700)
 
     @classmethod
     def read(cls, path: Path) -> SessionState | None:
