@@ -80,6 +80,7 @@ def test_config_from_env_and_key_file(tmp_path) -> None:  # type: ignore[no-unty
     assert config.api_key.reveal() == "k1" and config.base_url == "http://h"
     key_file = tmp_path / "key"
     key_file.write_text("\n  k2  \n")
+    key_file.chmod(0o600)
     assert ClientConfig.from_env(api_key_file=key_file, env={}).api_key.reveal() == "k2"
     with pytest.raises(ConfigError, match="no API key"):
         ClientConfig.from_env(env={})

@@ -11,8 +11,8 @@ that never repeats it. A base URL may carry ``user:password@``: every message sh
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -78,18 +78,42 @@ def check_api_key(key: Secret, source: str = "the API key") -> Secret:
     return key
 
 
+def check_key_file_mode(name: str, info: os.stat_result) -> None:
+    """``ConfigError`` naming the file and the fix if a file holding a key gives group or
+    others any permission: a key others can read is no longer a secret."""
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise ConfigError(
+            f"the key file {name} is open to other users (mode {mode:04o}); make it private: "
+            f"chmod 600 {name}"
+        )
+
+
 def read_key_file(path: str | os.PathLike[str]) -> Secret:
-    """Read an API key from a file (first non-empty line, whitespace stripped; checked)."""
+    """Read a key from a file that only its owner may use (no permission for group or others)
+    holding the key alone, on one line (white space around it and empty lines are ignored;
+    checked by ``check_api_key``). Anything else is a one-line ``ConfigError`` that never
+    quotes the file's content: a key others can read is no longer a secret, and a second line
+    (a second key, a note) was silently ignored before."""
+    name = os.fspath(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        with open(path, "rb") as handle:
+            check_key_file_mode(name, os.fstat(handle.fileno()))  # of what was opened
+            raw = handle.read()
     except OSError as exc:
-        raise ConfigError(f"cannot read API key file {os.fspath(path)}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read API key file {name}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"API key file {os.fspath(path)} is not UTF-8 text") from None
-    for line in text.splitlines():
-        if line.strip():
-            return check_api_key(Secret(line.strip()), f"the API key in {os.fspath(path)}")
-    raise ConfigError(f"API key file {os.fspath(path)} is empty")
+        raise ConfigError(f"API key file {name} is not UTF-8 text") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ConfigError(f"API key file {name} is empty")
+    if len(lines) > 1:
+        raise ConfigError(
+            f"the key file {name} has {len(lines)} lines; it must hold the key alone, on one line"
+        )
+    return check_api_key(Secret(lines[0]), f"the API key in {name}")
 
 
 def shown_url(url: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -162,18 +161,10 @@ def read_admin_key(key_file: str | None, environ: dict[str, str] | os._Environ[s
     else:
         if from_env:
             raise UsageError(f"give the admin key once: {ADMIN_KEY_ENV} or --admin-key-file")
-        try:
-            mode = stat.S_IMODE(os.stat(key_file).st_mode)
+        try:  # refused if others may read it, or if it holds more than the key
             key = read_key_file(key_file).reveal()
-        except OSError as exc:
-            raise UsageError(f"--admin-key-file: cannot read {key_file}: {exc.strerror}") from None
         except ConfigError as exc:
             raise UsageError(f"--admin-key-file: {exc}") from None
-        if mode & 0o077:
-            raise UsageError(
-                f"--admin-key-file: {key_file} is open to other users (mode {mode:04o}); "
-                "make it private: chmod 600"
-            )
         source = "--admin-key-file"
     if not key:
         return None

@@ -225,6 +225,7 @@ def test_key_sources_and_auth_errors(cli: Cli, store_name: str, tmp_path: Path) 
 
     key_file = tmp_path / "key"
     key_file.write_text(cli.server.api_key + "\n")
+    key_file.chmod(0o600)
     listing = cli.run("stores", "list", "--api-key-file", str(key_file), env=env).stdout
     assert store_name in listing
 
@@ -303,6 +304,50 @@ def connections(sock: socket.socket) -> int:
         count += 1
 
 
+def _commands_given_a_key(tmp_path: Path, args: tuple[str, ...]) -> dict[str, Any]:
+    """How each command that reads a key is run with ``args``: argv, exit code, prefix."""
+    (tmp_path / "mnt").mkdir()
+    config = tmp_path / "session.json"
+    config.write_text('[{"type": "memory_store", "memory_store_id": "memstore_x"}]')
+    return {
+        "stores": (["stores", "list", *args], EXIT_USAGE, "memfs: "),
+        "mount": (
+            ["mount", "some-store", str(tmp_path / "mnt"), "--log-file",
+             str(tmp_path / "daemon.log"), *args],
+            1,
+            "memfs mount: ",
+        ),
+        "session": (
+            ["session", "--config", str(config), "--root", str(tmp_path / "r"), *args],
+            2,
+            "memfs session: ",
+        ),
+    }  # fmt: skip
+
+
+def _each_refuses(
+    commands: dict[str, Any], env: dict[str, str], expected: str, listener: socket.socket
+) -> None:
+    """Every command exits with its code and one line starting ``expected``, without the
+    secret; none of them connects (the log of the mount, if any, is without it too)."""
+    for argv, code, prefix in commands.values():
+        proc = subprocess.run(
+            [sys.executable, "-m", "memfs", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == code, output
+        assert SECRET_PART not in output and "Traceback" not in output
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(prefix + expected), proc.stderr
+    # every command has exited: none of them will ever connect
+    assert connections(listener) == 0
+
+
 @pytest.mark.parametrize(
     ("variable", "key", "what"),
     [
@@ -322,47 +367,40 @@ def test_an_unusable_key_is_one_line_without_the_key_and_sends_nothing(
     if variable == "--api-key-file":
         key_file = tmp_path / "key"
         key_file.write_text(key + "\n")
+        key_file.chmod(0o600)
         args, source = ("--api-key-file", str(key_file)), f"the API key in {key_file}"
     else:
         env[variable] = key
-    expected = f"{source} is not a usable API key: it contains {what}"
-    (tmp_path / "mnt").mkdir()
-    log = tmp_path / "daemon.log"
-    config = tmp_path / "session.json"
-    config.write_text('[{"type": "memory_store", "memory_store_id": "memstore_x"}]')
-    commands = {
-        "stores": (["stores", "list", *args], EXIT_USAGE, "memfs: "),
-        "mount": (
-            ["mount", "some-store", str(tmp_path / "mnt"), "--log-file", str(log), *args],
-            1,
-            "memfs mount: ",
-        ),
-        "session": (
-            ["session", "--config", str(config), "--root", str(tmp_path / "r"),
-             *args],
-            2,
-            "memfs session: ",
-        ),
-    }  # fmt: skip
+    commands = _commands_given_a_key(tmp_path, args)
     if what != "a line break":  # one case goes through every command; the others, one
         commands = {"stores": commands["stores"]}
-    for argv, code, prefix in commands.values():
-        proc = subprocess.run(
-            [sys.executable, "-m", "memfs", *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        output = proc.stdout + proc.stderr
-        assert proc.returncode == code, output
-        assert SECRET_PART not in output and "Traceback" not in output
-        lines = proc.stderr.splitlines()
-        assert len(lines) == 1 and lines[0].startswith(prefix + expected), proc.stderr
-    # every command has exited: none of them will ever connect
-    assert connections(listener) == 0
+    _each_refuses(commands, env, f"{source} is not a usable API key: it contains {what}", listener)
+    log = tmp_path / "daemon.log"
     assert not log.exists() or SECRET_PART not in log.read_text()
+
+
+@pytest.mark.parametrize("flaw", ["readable by others", "two lines"])
+def test_a_key_file_others_can_read_or_of_two_lines_is_refused_and_sends_nothing(
+    cli: Cli, listener: socket.socket, tmp_path: Path, flaw: str
+) -> None:
+    """Issue 20: such a key file was used silently (the first of two lines, at that)."""
+    env = {k: v for k, v in cli.env.items() if not k.startswith("ANTHROPIC_API_KEY")}
+    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    key_file = tmp_path / "key"
+    key = f"sk-memfs-{SECRET_PART}"
+    if flaw == "readable by others":
+        key_file.write_text(key + "\n")
+        key_file.chmod(0o644)
+        expected = (
+            f"the key file {key_file} is open to other users (mode 0644); make it private: "
+            f"chmod 600 {key_file}"
+        )
+    else:
+        key_file.write_text(f"{key}\n\nsk-memfs-old-{SECRET_PART}\n")
+        key_file.chmod(0o600)
+        expected = f"the key file {key_file} has 2 lines; it must hold the key alone, on one line"
+    commands = _commands_given_a_key(tmp_path, ("--api-key-file", str(key_file)))
+    _each_refuses(commands, env, expected, listener)
 
 
 def test_a_base_url_password_never_shows(cli: Cli, tmp_path: Path) -> None:

@@ -174,10 +174,18 @@ def test_cli_refuses_unusable_admin_keys(tmp_path: Path) -> None:
     key_file = tmp_path / "admin.key"
     key_file.write_text(admin + "\n")
     key_file.chmod(0o644)
+    two_lines = tmp_path / "two.key"
+    two_lines.write_text(f"{admin}\n{admin}2\n")
+    two_lines.chmod(0o600)
     base = {k: v for k, v in os.environ.items() if k not in ("MEMFS_API_KEYS", "MEMFS_ADMIN_KEY")}
     db = ["--db", str(tmp_path / "x.db")]
     cases = [
-        (["--admin-key-file", str(key_file)], {}, "open to other users"),
+        (
+            ["--admin-key-file", str(key_file)],
+            {},
+            f"open to other users (mode 0644); make it private: chmod 600 {key_file}",
+        ),
+        (["--admin-key-file", str(two_lines)], {}, "has 2 lines; it must hold the key alone"),
         ([], {"MEMFS_ADMIN_KEY": "sk-api-" + "q" * 20}, "must differ from every API key"),
         (["--admin-key-file", str(key_file)], {"MEMFS_ADMIN_KEY": admin}, "once"),
         ([], {"MEMFS_ADMIN_KEY": admin + "\u00e9"}, "printable ASCII"),

@@ -13,11 +13,20 @@ daemon inherits the environment, as it does the Memory Stores key).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from memfs.api.config import ClientConfig, ConfigError, Secret, check_api_key, check_base_url
+from memfs.api.config import (
+    ClientConfig,
+    ConfigError,
+    Secret,
+    check_api_key,
+    check_base_url,
+    check_key_file_mode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,10 @@ def resolve_workspace(profile: str | None = None) -> Workspace:
         # the SDK's message names what it tried; never a token (it masks them)
         first = str(exc).splitlines()[0] if str(exc) else "no configuration"
         raise ConfigError(f"no Databricks workspace ({where}): {first}") from None
+    if profile:  # its token came from the SDK's config file: refused if others may read it
+        config_file = Path(config.config_file or "~/.databrickscfg").expanduser()
+        with contextlib.suppress(OSError):
+            check_key_file_mode(str(config_file), config_file.stat())
     host = config.host
     if not host:
         raise ConfigError(
