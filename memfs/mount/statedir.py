@@ -33,10 +33,13 @@ LOG_MAX_BYTES = 2 * 1024 * 1024  # a daemon's log rotates at this size...
 LOG_BACKUPS = 2  # ...keeping this many older parts (.log.1, .log.2): at most 6 MiB a mount
 STALE_AFTER = 7 * 24 * 3600.0  # seconds untouched before a gone mount's files are pruned
 # the files of one mount (``state_path``), never a session's (``session-…``)
+# (a leading dot and a random part: what a write cut short left, memfs.private.replace_file;
+# tmp and report.json.tmp: what earlier versions wrote first)
 MOUNT_FILE = re.compile(
-    r"^(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status|tmp|report\.json(\.tmp)?)$"
+    r"^\.?(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status|tmp|report\.json(\.tmp)?)"
+    r"(\.\w+\.tmp)?$"
 )
-STATE_SUFFIXES = ("pid", "status", "tmp", "report.json", "report.json.tmp")  # tmp: the status's
+STATE_SUFFIXES = ("pid", "status", "tmp", "report.json", "report.json.tmp")  # tmp: see above
 
 
 class MountError(Exception):

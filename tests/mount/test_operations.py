@@ -108,6 +108,7 @@ def test_mount_prunes_what_mounts_gone_a_week_ago_left(
     directory = state_path("/", "log").parent
     digest = uuid.uuid4().hex[:16]
     old = [directory / f"{digest}.{suffix}" for suffix in ("log", "log.1", "status", "pid")]
+    old.append(directory / f".{digest}.status.k2_x9q.tmp")  # a write cut short left it
     fresh = directory / f"{uuid.uuid4().hex[:16]}.log"
     session_log = directory / f"session-x-{digest}.log"  # a session's: never ours to prune
     week_ago = time.time() - 8 * 24 * 3600
