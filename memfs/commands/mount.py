@@ -83,7 +83,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="accepted for sshfs/rclone command lines: memfs always lets the kernel check modes",
     )
-    mount.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    mount.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="read the API key from FILE (0600, the key alone on one line)",
+    )
     mount.add_argument(
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
     )

@@ -72,7 +72,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--api-key-file",
         metavar="FILE",
-        help="read the API key from FILE (default: $ANTHROPIC_API_KEY)",
+        help="read the API key from FILE (0600, the key alone on one line; default: "
+        "$ANTHROPIC_API_KEY)",
     )
     parser.add_argument(
         "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"

@@ -102,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--api-key-file",
         metavar="F",
-        help="read the API key from F (default: $ANTHROPIC_API_KEY)",
+        help="read the API key from F (0600, the key alone on one line; default: "
+        "$ANTHROPIC_API_KEY)",
     )
     parser.add_argument(
         "--base-url",
