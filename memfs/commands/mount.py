@@ -117,6 +117,12 @@ def register(subparsers: Any) -> None:
         help="write-back journal directory (default: $XDG_CACHE_HOME/memfs or ~/.cache/memfs)",
     )
     mount.add_argument(
+        "--replay-legacy-journal",
+        action="store_true",
+        help="also upload, to this mount's server, the journal an earlier memfs left for the "
+        "store, which does not record its server (never done unasked; `memfs status` lists it)",
+    )
+    mount.add_argument(
         "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
     )
     mount.add_argument(
@@ -288,6 +294,8 @@ def run_mount(args: argparse.Namespace) -> int:
         argv.append("--debug")
     if args.allow_other:
         argv.append("--allow-other")
+    if args.replay_legacy_journal:
+        argv.append("--replay-legacy-journal")
     env = None
     if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
         env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
@@ -362,6 +370,7 @@ def _run_daemon(
         actor=args.actor,
         dbx_session=args.session,
         profile=args.profile,
+        replay_legacy_journal=args.replay_legacy_journal,
     )
     ready_fd = args.ready_fd
     try:

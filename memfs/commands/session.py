@@ -140,6 +140,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="MASK",
         help="octal, for the files' default modes (default: the config's owner.umask)",
     )
+    parser.add_argument(
+        "--replay-legacy-journal",
+        action="store_true",
+        help="each mount also uploads the journal an earlier memfs left for its store, which "
+        "does not record its server (memfs mount --replay-legacy-journal)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     complete_paths(parser, files=("config", "prompt_file", "api_key_file", "log_file"))
@@ -376,6 +382,8 @@ def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
         options.append("--debug")
     if args.allow_other:
         options.append("--allow-other")  # each mount logs the warning
+    if args.replay_legacy_journal:
+        options.append("--replay-legacy-journal")
     memory_stores: tuple[str, ...] = ()
     if args.api_key_file:
         memory_stores = ("--api-key-file", os.path.abspath(args.api_key_file))
@@ -439,6 +447,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv.append("--debug")
     if args.allow_other:
         argv.append("--allow-other")
+    if args.replay_legacy_journal:
+        argv.append("--replay-legacy-journal")
     for flag, value in (("--uid", args.uid), ("--gid", args.gid), ("--umask", args.umask)):
         if value is not None:
             argv += [flag, value]

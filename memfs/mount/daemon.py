@@ -44,6 +44,7 @@ from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.owner import Owner
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
+    JournalsOfStore,
     RecentErrors,
     StatusWriter,
     render_report,
@@ -53,6 +54,7 @@ from memfs.mount.status import (
 from memfs.private import NotPrivateError, private_dir, replace_file
 from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
+from memfs.writeback.workspace import WorkspaceId
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,9 @@ class MountOptions:
     actor: str | None = None
     dbx_session: str | None = None
     profile: str | None = None
+    # upload the records of a journal of an earlier memfs, which recorded no workspace, to this
+    # mount's workspace (never done unasked: they may have been written for another server)
+    replay_legacy_journal: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class OpenStore:
     uploads: StoreAPI
     name: str  # for log lines and ``memfs status``
     journal_key: str  # the journal's directory: one per (store, actor, session) on Databricks
+    workspace: WorkspaceId  # the server: the journal's directory below the store's
     archived: bool = False
 
     @property
@@ -172,8 +178,9 @@ class Daemon:
         async with self._open_store() as store:
             read_only = opts.read_only or store.archived
             # a read-only mount never writes, not even a replay: its journal stays untouched
-            journal, kept = (None, None) if read_only else self._open_journal(store.journal_key)
-            untouched = self._leave_journal(store.journal_key) if read_only else 0
+            journal, kept = (None, None) if read_only else self._open_journal(store)
+            untouched = self._leave_journal(store) if read_only else 0
+            journals = self._journals_not_replayed(store)
             vfs = build_core(
                 store.quick,
                 VfsConfig(
@@ -252,6 +259,7 @@ class Daemon:
                         errors,
                         mountpoint=opts.mountpoint,
                         store_name=store.name,
+                        journals=journals,
                     )
                     await nursery.start(writer.run)
                     # started (handlers installed) before "ok": a SIGTERM right after a mount
@@ -311,6 +319,7 @@ class Daemon:
                 uploads=MemoryStoresAPI(client.with_options(timeout=60.0, max_retries=4), found.id),
                 name=found.name,
                 journal_key=found.id,
+                workspace=WorkspaceId.of(opts.api, config.base_url),
                 archived=found.archived,
             )
 
@@ -338,6 +347,7 @@ class Daemon:
                 uploads=opened.uploads,
                 name=f"{opts.store} (actor {opts.actor}{session})",
                 journal_key=databricks_journal_key(opts.store, opts.actor, opts.dbx_session),
+                workspace=WorkspaceId.of(opts.api, opened.base_url),
             )
 
     async def _start_change_feed(
@@ -361,12 +371,20 @@ class Daemon:
         with contextlib.suppress(OSError):  # else at the next second
             writer.write()  # `memfs status` names the feed at once
 
-    def _open_journal(self, store_id: str) -> tuple[Journal, Path]:
-        """The store's journal, and this mount's directory of refused files beside it (one per
-        journal slot: no other running mount writes there or removes what is in it)."""
-        cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
+    def _cache_dir(self) -> Path:
+        return Path(self.options.cache_dir) if self.options.cache_dir else default_cache_dir()
+
+    def _open_journal(self, store: OpenStore) -> tuple[Journal, Path]:
+        """The journal of the store on this workspace, and this mount's directory of refused
+        files beside it (one per journal slot: no other running mount writes there or removes
+        what is in it)."""
         try:
-            journal = Journal.open(cache_dir or default_cache_dir(), store_id)
+            journal = Journal.open(
+                self._cache_dir(),
+                store.journal_key,
+                store.workspace,
+                replay_legacy=self.options.replay_legacy_journal,
+            )
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
         kept = journal.directory.parent / "kept" / journal.directory.name
@@ -378,14 +396,13 @@ class Daemon:
         except NotPrivateError as exc:
             journal.close()
             raise MountError(f"write-back journal: {exc}") from None
-        log.info("write-back journal in %s", journal.directory)
+        log.info("write-back journal of %s in %s", store.workspace, journal.directory)
         return journal, kept
 
-    def _leave_journal(self, store_id: str) -> int:
+    def _leave_journal(self, store: OpenStore) -> int:
         """Read-only: leave the journal as it is (records for the next read-write mount);
         returns how many records it holds."""
-        cache_dir = Path(self.options.cache_dir) if self.options.cache_dir else None
-        directory, count = Journal.pending(cache_dir or default_cache_dir(), store_id)
+        directory, count = Journal.pending(self._cache_dir(), store.journal_key, store.workspace)
         if count:
             log.warning(
                 "read-only mount: %d write-back journal record(s) of an earlier mount in %s are "
@@ -397,6 +414,31 @@ class Daemon:
         else:
             log.info("read-only mount: no write-back journal (nothing is ever written)")
         return count
+
+    def _journals_not_replayed(self, store: OpenStore) -> JournalsOfStore:
+        """The store's journals that this mount leaves alone (other workspaces', and one of an
+        earlier memfs that recorded none), each said once in the log; for ``memfs status``."""
+        waiting = Journal.not_replayed(self._cache_dir(), store.journal_key, store.workspace)
+        for journal in waiting:
+            if journal.workspace is not None:
+                log.warning(
+                    "%d write-back journal record(s) in %s were written for %s, not this "
+                    "mount's %s: not uploaded here; a mount of that workspace uploads them",
+                    journal.records,
+                    journal.directory,
+                    journal.workspace,
+                    store.workspace,
+                )
+            else:
+                log.warning(
+                    "%d write-back journal record(s) in %s were written by an earlier memfs, "
+                    "which recorded no workspace: not uploaded; if they are for %s, mount with "
+                    "--replay-legacy-journal to upload them",
+                    journal.records,
+                    journal.directory,
+                    store.workspace,
+                )
+        return JournalsOfStore(store.workspace, waiting)
 
     async def _replay(self, vfs: Vfs) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""

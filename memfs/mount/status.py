@@ -3,7 +3,9 @@ the unmount report that ``memfs umount [--json]`` and the session supervisor rea
 
 Owns the status document (the mount point, the store's name and id, the daemon's log file,
 requests by endpoint, cache hits and misses, bytes cached, pending uploads and journal records,
-the paths waiting, refused or in conflict, the change feed's health in words and its lag,
+the workspace the journal belongs to and the store's journals the mount leaves alone (another
+workspace's, or one of an earlier memfs that recorded none: ``JournalsOfStore``), the paths
+waiting, refused or in conflict, the change feed's health in words and its lag,
 recent errors), the
 ``RecentErrors`` log handler that remembers the last warnings and errors, the ``StatusWriter``
 task that the daemon runs to publish the document every second as
@@ -29,6 +31,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from memfs.core.durable import ConflictInfo
     from memfs.core.vfs import Vfs
     from memfs.mount.changefeed import ChangeFeed
+    from memfs.writeback.journal import WaitingJournal
+    from memfs.writeback.workspace import WorkspaceId
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,41 @@ class RecentErrors(logging.Handler):
                 "message": message[:500],
             }
         )
+
+
+@dataclass(frozen=True)
+class JournalsOfStore:
+    """The workspace of a mount's journal, and the store's journals it leaves alone (found at
+    mount: other workspaces', and one of an earlier memfs that recorded no workspace)."""
+
+    workspace: WorkspaceId
+    not_replayed: list[WaitingJournal] = field(default_factory=list)
+
+    def status(self) -> dict[str, Any]:
+        """The ``uploads`` part of the status document that says so."""
+        return {
+            "workspace": {"api": self.workspace.api, "base_url": self.workspace.base_url},
+            "not_replayed": [
+                {
+                    "directory": str(journal.directory),
+                    "records": journal.records,
+                    "workspace": None
+                    if journal.workspace is None
+                    else {"api": journal.workspace.api, "base_url": journal.workspace.base_url},
+                    "why": _why_not_replayed(journal),
+                }
+                for journal in self.not_replayed
+            ],
+        }
+
+
+def _why_not_replayed(journal: WaitingJournal) -> str:
+    if journal.workspace is None:
+        return (
+            "written by an earlier memfs, which recorded no workspace: mount with "
+            "--replay-legacy-journal to upload it to this mount's workspace"
+        )
+    return f"waits for a mount of {journal.workspace}"
 
 
 def _utc(seconds: float) -> str:
@@ -104,6 +144,7 @@ def collect(
     *,
     mountpoint: str | None = None,
     store_name: str | None = None,
+    journals: JournalsOfStore | None = None,
 ) -> dict[str, Any]:
     """The status document of one mount (JSON-ready)."""
     durable = vfs.durable
@@ -160,7 +201,8 @@ def collect(
             "retrying": dict(durable.retrying.values()),
             "replayed": durable.replayed,
             "untouched": durable.untouched,
-        },
+        }
+        | (journals.status() if journals is not None else {}),
         "refused": durable.refusals.status(),
         "local_budget": vfs.budget.status(),
         "conflicts": {
@@ -316,15 +358,17 @@ class StatusWriter:
         *,
         mountpoint: str | None = None,
         store_name: str | None = None,
+        journals: JournalsOfStore | None = None,
     ) -> None:
         self.path = path
         self.vfs = vfs
         self.feed = feed
         self.errors = errors
         self.about = {"mountpoint": mountpoint, "store_name": store_name}
+        self.journals = journals
 
     def write(self) -> None:
-        document = collect(self.vfs, self.feed, self.errors, **self.about)
+        document = collect(self.vfs, self.feed, self.errors, **self.about, journals=self.journals)
         replace_file(self.path, json.dumps(document, indent=1).encode("utf-8"), "status file")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -380,6 +424,14 @@ def render(doc: dict[str, Any]) -> str:
         f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
         f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",
     ]
+    if uploads.get("workspace"):
+        workspace = uploads["workspace"]
+        lines.append(f"  workspace: {workspace['base_url']} ({workspace['api']})")
+    for journal in uploads.get("not_replayed", []):
+        lines.append(
+            f"  not replayed: {journal['records']} journal record(s) in {journal['directory']}: "
+            f"{journal['why']}"
+        )
     if uploads.get("untouched"):
         lines.append(
             f"  read-only: {uploads['untouched']} journal record(s) of an earlier mount left "

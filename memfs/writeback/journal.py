@@ -1,10 +1,20 @@
 """The write-back journal: acknowledged changes on disk until the server has them.
 
-Owns one directory per running mount, ``<cache dir>/<store id>/journal-<slot>/``, held with an
-exclusive ``flock`` on ``journal-<slot>.lock`` for the daemon's life (two mounts of one store
-take two slots; a slot whose daemon died is free again and its records are replayed by the
-next mount of the store). A slot left empty (clean unmount, records adopted) is removed with
-its lock file, so the cache directory does not fill up with them.
+Owns one directory per running mount,
+``<cache dir>/<store id>/workspace-<host>-<digest>/journal-<slot>/``, held with an exclusive
+``flock`` on ``journal-<slot>.lock`` for the daemon's life (two mounts of one store take two
+slots; a slot whose daemon died is free again and its records are replayed by the next mount of
+the store). A slot left empty (clean unmount, records adopted) is removed with its lock file, so
+the cache directory does not fill up with them.
+
+A journal belongs to a workspace (``memfs.writeback.workspace``: the API and the normalised base
+URL), as well as to its store (on Databricks the store, actor and session): the directory
+``workspace-…`` is named by all of them and records its workspace in ``workspace.json``, so a
+mount of the same store id on another server never opens it, let alone uploads its records
+there; ``not_replayed`` lists it for ``memfs status``. Earlier versions kept the slots directly
+in ``<cache dir>/<store id>/`` and recorded no workspace: those are never replayed unless the
+user asks (``open(..., replay_legacy=True)``: ``memfs mount --replay-legacy-journal``), which
+adopts them like the slots of a dead daemon.
 
 The slot holds one append-only file, ``log``: a sequence of entries, each a 12-byte frame
 header (magic ``mjl1``, payload length and CRC-32, big-endian) then the payload. A record's
@@ -50,6 +60,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memfs.private import NotPrivateError, check_private_file, private_dir
+from memfs.writeback.workspace import PREFIX as WORKSPACE_PREFIX
+from memfs.writeback.workspace import WorkspaceId, WorkspaceMismatchError
+from memfs.writeback.workspace import record as record_workspace
+from memfs.writeback.workspace import recorded as recorded_workspace
 
 log = logging.getLogger(__name__)
 
@@ -217,12 +231,45 @@ class Journal:
         self._live = {name: (start, end) for name, (_, start, end) in live.items()}
 
     @classmethod
-    def open(cls, cache_dir: Path, store_id: str) -> Journal:
-        """Take the first free slot of ``store_id``; move records of other free slots into it."""
+    def open(
+        cls,
+        cache_dir: Path,
+        store_id: str,
+        workspace: WorkspaceId | None = None,
+        *,
+        replay_legacy: bool = False,
+    ) -> Journal:
+        """Take the first free slot of ``workspace``'s journal of ``store_id``; move records of
+        its other free slots into it, and with ``replay_legacy`` those of the free slots of the
+        store's journal of an earlier memfs, which recorded no workspace (``workspace`` None:
+        that journal itself)."""
         _private_dir(cache_dir, "cache directory", tighten=False)  # the user's choice of mode
         base = cache_dir / _SAFE.sub("_", store_id)
         _private_dir(base, "journal directory")
+        home = base
+        if workspace is not None:
+            home = base / workspace.directory_name(store_id)
+            _private_dir(home, "journal directory")
+            try:
+                record_workspace(home, workspace, store_id)
+            except (NotPrivateError, WorkspaceMismatchError) as exc:
+                raise JournalError(str(exc)) from None
         mine: Journal | None = None
+        try:
+            mine = cls._take_slots(home, None)
+            if replay_legacy and workspace is not None:
+                cls._take_slots(base, mine)
+            mine._migrate()  # before anything is loaded, let alone uploaded
+        except JournalError:
+            if mine is not None:
+                mine.close()  # records stay where they are, for the user to look at
+            raise
+        return mine
+
+    @classmethod
+    def _take_slots(cls, base: Path, mine: Journal | None) -> Journal:
+        """Lock every free slot of ``base``: the first becomes ``mine`` (if None yet), the
+        records of the others are adopted by it."""
         try:
             for slot in range(MAX_SLOTS):
                 lock = base / f"journal-{slot}.lock"
@@ -254,7 +301,6 @@ class Journal:
                     os.close(fd)
             if mine is None:
                 raise JournalError(f"all {MAX_SLOTS} journal slots of {base} are in use")
-            mine._migrate()  # before anything is loaded, let alone uploaded
         except JournalError:
             if mine is not None:
                 mine.close()  # records stay where they are, for the user to look at
@@ -305,15 +351,37 @@ class Journal:
         _fsync_dir(self.directory)
 
     @staticmethod
-    def pending(cache_dir: Path, store_id: str) -> tuple[Path, int]:
-        """The store's journal directory and how many records its slots hold (changes
-        nothing: for a read-only mount, which leaves them to the next read-write mount)."""
+    def pending(
+        cache_dir: Path, store_id: str, workspace: WorkspaceId | None = None
+    ) -> tuple[Path, int]:
+        """The directory of ``workspace``'s journal of the store and how many records its slots
+        hold (changes nothing: for a read-only mount, which leaves them to the next read-write
+        mount)."""
         base = cache_dir / _SAFE.sub("_", store_id)
-        count = sum(1 for _ in base.glob("journal-*/*.rec"))
-        for path in base.glob(f"journal-*/{LOG}"):
-            with contextlib.suppress(OSError):
-                count += len(_scan(path.read_bytes())[0])
-        return base, count
+        home = base if workspace is None else base / workspace.directory_name(store_id)
+        return home, count_records(home)
+
+    @staticmethod
+    def not_replayed(
+        cache_dir: Path, store_id: str, workspace: WorkspaceId
+    ) -> list[WaitingJournal]:
+        """The journals of the store that a mount of ``workspace`` leaves alone, with records:
+        those of other workspaces, and the one of an earlier memfs that recorded no workspace
+        (changes nothing)."""
+        base = cache_dir / _SAFE.sub("_", store_id)
+        found = []
+        legacy = count_records(base)
+        if legacy:
+            found.append(WaitingJournal(base, legacy, None))
+        mine = workspace.directory_name(store_id)
+        for home in sorted(base.glob(f"{WORKSPACE_PREFIX}*")):
+            if home.name == mine or not home.is_dir() or home.is_symlink():
+                continue
+            other = recorded_workspace(home, store_id)
+            count = count_records(home) if other is not None else 0
+            if count:
+                found.append(WaitingJournal(home, count, other))
+        return found
 
     def close(self) -> None:
         """Release the slot; an empty slot (directory and lock file) is removed, records stay
@@ -401,6 +469,24 @@ class Journal:
     def __len__(self) -> int:
         """The live records, and records of the earlier format kept because unreadable."""
         return len(self._live) + sum(1 for _ in self.directory.glob("*.rec"))
+
+
+@dataclass(frozen=True)
+class WaitingJournal:
+    """A journal of the store that a mount leaves alone (``Journal.not_replayed``)."""
+
+    directory: Path
+    records: int
+    workspace: WorkspaceId | None  # None: an earlier memfs wrote it, and recorded no workspace
+
+
+def count_records(base: Path) -> int:
+    """The records in the slots of the journal directory ``base``, of any format (reads only)."""
+    count = sum(1 for _ in base.glob("journal-*/*.rec"))
+    for path in base.glob(f"journal-*/{LOG}"):
+        with contextlib.suppress(OSError):
+            count += len(_scan(path.read_bytes())[0])
+    return count
 
 
 def _replace_log(path: Path, data: bytes) -> int:

@@ -6,26 +6,16 @@ Real mounts (``memfs mount`` subprocesses) on a private server with the fault mi
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.journals import journal_records
-from support.mounts import MountedStore, daemon_alive, memfs
+from support.journals import journal_home, journal_records
+from support.mounts import MountedStore, memfs
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
-
-
-def kill_daemon(mounted: MountedStore) -> None:
-    assert mounted.pid is not None
-    os.kill(mounted.pid, signal.SIGKILL)
-    wait_for(lambda: not daemon_alive(mounted.pid or 0), timeout=10)
-    subprocess.run(["fusermount3", "-uz", str(mounted.path)], capture_output=True, check=False)
-    wait_for(lambda: not os.path.ismount(mounted.path), timeout=10)
 
 
 def journal_files(tmp_path: Path) -> int:
@@ -41,7 +31,7 @@ def test_kill_9_then_remount_replays_everything_once(
     (mounted.path / "sub").mkdir()
     (mounted.path / "sub" / "deep.md").write_text("deep\n")
     assert journal_files(tmp_path) == 3  # durable before close() returned
-    kill_daemon(mounted)
+    mounted.kill()
     assert mounted.content("/old.md") == "v1\n"  # nothing was uploaded before the crash
     assert mounted.mount().returncode == 0
     assert mounted.content("/new.md") == "brand new\n"
@@ -142,7 +132,8 @@ def test_store_deleted_while_mounted_hands_pending_content_over(
     wait_for(lambda: not os.path.ismount(mounted.path), timeout=10)
     assert result.returncode == 1
     assert "no longer exists" in result.stderr and "replayed at next mount" not in result.stderr
-    [handed] = (tmp_path / "cache" / mounted.store_id).glob("orphaned-*")
+    home = journal_home(tmp_path / "cache", mounted.store_id, mounted.env["ANTHROPIC_BASE_URL"])
+    [handed] = home.glob("orphaned-*")
     assert str(handed) in result.stderr
     assert (handed / "old.md").read_text() == "v2\n"
     assert (handed / "sub" / "new.md").read_text() == "brand new\n"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.journals import journal_records
+from support.journals import journal_home, journal_records
 from support.mounts import MountedStore, daemon_alive, memfs
 from support.waiting import wait_for
 
@@ -202,7 +202,8 @@ def test_every_refused_non_utf8_file_is_kept_and_reported(
     result = m.umount()
     assert result.returncode == 1
     assert "made.bin" in result.stderr and "shell.bin" in result.stderr, result.stderr
-    kept = {p.read_bytes() for p in (cache / m.store_id / "kept" / "journal-0").iterdir()}
+    kept_dir = journal_home(cache, m.store_id, m.env["ANTHROPIC_BASE_URL"]) / "kept" / "journal-0"
+    kept = {p.read_bytes() for p in kept_dir.iterdir()}
     assert kept == {b"\xff", b"x\xfe"}
 
 
@@ -327,7 +328,8 @@ def test_refused_content_is_never_replayed_and_its_copy_goes_with_it(
     for name in ("e2", "gone", "fixed", "old.md"):
         subprocess.run(["bash", "-c", f"printf '\\xff\\xfe' > {p}/{name}"], check=True)
     m.pass_marker()
-    kept = cache / m.store_id / "kept" / "journal-0"  # the mount's journal slot's
+    # the mount's journal slot's
+    kept = journal_home(cache, m.store_id, m.env["ANTHROPIC_BASE_URL"]) / "kept" / "journal-0"
     assert len(list(kept.iterdir())) == 4
     os.unlink(p / "gone")  # removed: its copy goes
     (p / "fixed").write_text("valid now\n")  # saved validly: its copy goes, it is uploaded

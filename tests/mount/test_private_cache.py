@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.journals import journal_records
+from support.journals import journal_home, journal_records
 from support.mounts import MountedStore
 from support.waiting import wait_for
 
@@ -21,9 +21,9 @@ NOBODY = 65534
 WHY = ": a change planted there would be uploaded with your key"
 
 
-def plant(cache: Path, store_id: str) -> Path:
+def plant(cache: Path, mounted: MountedStore) -> Path:
     """A journal record as a crashed mount leaves it: create /planted.md holding 'forged'."""
-    slot = cache / store_id / "journal-0"
+    slot = journal_home(cache, mounted.store_id, mounted.env["ANTHROPIC_BASE_URL"]) / "journal-0"
     slot.mkdir(parents=True, mode=0o700)
     header = {
         "name": "planted",
@@ -52,7 +52,7 @@ def test_a_planted_journal_is_refused_and_nothing_is_uploaded(
         pytest.skip("only root can give a file to another user")
     m = mount_factory(mount=False)
     cache = tmp_path / "cache"
-    record = plant(cache, m.store_id)
+    record = plant(cache, m)
     store_dir = record.parent.parent
     if planted_by == "group-writable cache":
         cache.chmod(0o770)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support.databricks import ACTOR, Workspace
+from support.journals import journal_home
 from support.servers import ServerProcess
 
 from memfs.mount.daemon import state_path as daemon_state_path
@@ -124,7 +125,7 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
     lines = stopped.stderr.splitlines()
     cache = tmp_path / "cache" / "memfs"
     for mount, journal in (
-        (mounts["notes"], f"{cache / notes['id']}/journal-0"),
+        (mounts["notes"], f"{journal_home(cache, notes['id'], fresh_server.base_url)}/journal-0"),
         (mounts["team"], f"{cache}/databricks-{team}-"),
     ):
         mine = [line for line in lines if line.startswith(f"memfs session: {mount}: put /late.md")]

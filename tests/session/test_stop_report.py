@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.journals import journal_records
+from support.journals import journal_home, journal_records
 
 from memfs.session.supervisor import stop_report
 
@@ -87,14 +87,15 @@ def test_server_down_at_stop_reports_each_change_once_and_the_next_mount_uploads
         force_unmount(root)
     assert stopped.returncode == 1, stopped.stderr
     lines = stopped.stderr.splitlines()
-    journal = tmp_path / "cache" / "memfs" / store["id"] / "journal-0"
+    cache = tmp_path / "cache" / "memfs"
+    journal = journal_home(cache, store["id"], fresh_server.base_url) / "journal-0"
     for change in ("put /old.md", "put /new.md"):
         mine = [line for line in lines if f": {change}: " in line]
         assert len(mine) == 1, stopped.stderr  # once, not once per report or log copy
         assert f"(kept in {journal}, uploaded by the next mount of this store)" in mine[0]
     assert len(lines) == len(set(lines)), stopped.stderr
     assert "may be lost" not in stopped.stderr
-    assert journal_records(journal.parent.parent) == 2
+    assert journal_records(cache) == 2
     assert not mount.exists()
 
     # The report's promise: the next mount of the store uploads what was kept.
@@ -109,7 +110,7 @@ def test_server_down_at_stop_reports_each_change_once_and_the_next_mount_uploads
     memories = api.memories(store["id"])
     assert memories["/old.md"]["content"] == "changed while the server went away\n"
     assert memories["/new.md"]["content"] == "created while the server went away\n"
-    assert journal_records(journal.parent.parent) == 0
+    assert journal_records(cache) == 0
     assert os.listdir(tmp_path / "state") == [] or all(
         not name.endswith(".json") for name in os.listdir(tmp_path / "state")
     )

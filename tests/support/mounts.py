@@ -83,6 +83,15 @@ class MountedStore:
             self.pid = self._daemon_pid()
         return result
 
+    def kill(self) -> None:
+        """``kill -9`` the daemon (what it acknowledged stays in its journal), then detach the
+        dead mount point as ``memfs umount`` would."""
+        assert self.pid is not None
+        os.kill(self.pid, signal.SIGKILL)
+        wait_for(lambda: not daemon_alive(self.pid or 0), timeout=10)
+        subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True, check=False)
+        wait_for(lambda: not os.path.ismount(self.path), timeout=10)
+
     def _daemon_pid(self) -> int | None:
         from memfs.mount.daemon import state_path
 

@@ -30,6 +30,7 @@ class OpenedStore:
 
     quick: DatabricksStore
     uploads: DatabricksStore
+    base_url: str  # the workspace's (its host): where the mount's journal belongs
     description: str = ""  # the store's own (what it is for), as the API gave it
 
 
@@ -54,5 +55,6 @@ async def open_store(
         yield OpenedStore(
             quick=store,
             uploads=store.with_client(client.with_options(timeout=60.0, max_retries=4)),
+            base_url=workspace.config.base_url,
             description=str(found.get("description") or ""),
         )
