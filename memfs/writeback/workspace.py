@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memfs.private import NotPrivateError, check_private_file, write_private_file
+from memfs.private import NotPrivateError, check_private_file, replace_file
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,8 @@ def record(directory: Path, workspace: WorkspaceId, store_key: str) -> None:
     mine = workspace.document(store_key)
     found = _read(path)
     if found is None:
-        write_private_file(path, (json.dumps(mine, indent=1) + "\n").encode())
+        data = (json.dumps(mine, indent=1) + "\n").encode()
+        replace_file(path, data, "journal's workspace file", durable=True)
     elif found != mine:
         raise WorkspaceMismatchError(
             f"the journal directory {directory} records the store {found.get('store')!r} of "
