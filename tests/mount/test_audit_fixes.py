@@ -28,11 +28,11 @@ def test_clean_umount_leaves_no_journal_or_lock_files(
     m = mount_factory("--cache-dir", str(cache))
     (m.path / "a.md").write_text("a\n")
     m.settle()
-    store_dir = cache / m.store_id
-    assert store_dir.is_dir()
-    assert len(list(store_dir.glob("journal-*.lock"))) <= 2  # the slot in use (and a probe)
+    home = journal_home(cache, m.store_id, m.env["ANTHROPIC_BASE_URL"])
+    assert home.is_dir()
+    assert len(list(home.glob("journal-*.lock"))) <= 2  # the slot in use (and a probe)
     assert m.umount().returncode == 0
-    assert list(store_dir.iterdir()) == []
+    assert list(home.iterdir()) == [home / "workspace.json"]  # which server, for the next mount
     # the fixtures keep journals out of ~/.cache
     assert m.env["XDG_CACHE_HOME"].startswith(str(tmp_path))
 
