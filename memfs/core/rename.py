@@ -17,10 +17,10 @@ from memfs import paths
 from memfs.core.cache import ListingCache
 from memfs.core.commit import Commits
 from memfs.core.copies import LocalCopies
-from memfs.core.identity import Identities
+from memfs.core.identity import Identities, Identity
 from memfs.core.inodes import Kind, Node
 from memfs.core.namespace import Namespace
-from memfs.core.state import CoreState
+from memfs.core.state import CoreState, PendingDelete
 from memfs.core.uploader import Uploader
 from memfs.errors import (
     DirectoryNotEmptyError,
@@ -29,6 +29,11 @@ from memfs.errors import (
     NotUtf8Error,
 )
 from memfs.writeback.queue import WriteBack
+
+
+class NamesChanged(Exception):
+    """A file rename found a name changed elsewhere after its ``await``s (the change feed moved
+    or deleted a file meanwhile): it changed nothing; ``vfs`` looks the names up again."""
 
 
 class Renames:
@@ -78,12 +83,18 @@ class Renames:
             await self.copies.ensure_data(dst)
         identity = await self.identities.for_rename(new_path, dst, new_local)
         # the source's own memory leaves when it takes another identity or becomes local
-        if (
+        leaves = (
             src.memory_id is not None
             and (identity is not None or new_local)
             and identity is not src
-        ):
+        )
+        if leaves:
             await self.copies.ensure_data(src)  # loaded above, unless the identity changed since
+        # no await from here on: what was looked up must still hold (the change feed may have
+        # moved or deleted a file meanwhile), else nothing is changed and the caller tries again
+        if not self._still(src, old_path, dst, new_path, identity):
+            raise NamesChanged(f"{old_path} or {new_path} changed elsewhere meanwhile")
+        if leaves:
             self.identities.detach_memory(src, old_path)
         # the target leaves
         if dst is not None:
@@ -116,6 +127,18 @@ class Renames:
         else:
             src.dirty = True
             self.writeback.schedule(src.ino, self.config.new_file_delay, debounce=True)
+
+    def _still(
+        self, src: Node, old_path: str, dst: Node | None, new_path: str, identity: Identity | None
+    ) -> bool:
+        """The names, and the memory ``src`` is to take, are still what ``file`` found."""
+        if src.path != old_path or (dst is not None and dst.path != new_path):
+            return False
+        if isinstance(identity, PendingDelete):
+            return self.state.pending_deletes.get(identity.memory_id) is identity
+        if identity is not None and identity is not dst:  # a memory that left new_path
+            return identity.departed_from == new_path and identity.memory_id is not None
+        return True
 
     async def directory(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
         """Rename every memory below ``old_path`` (one request each; not atomic)."""

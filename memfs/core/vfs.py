@@ -40,7 +40,7 @@ from memfs.core.orphans import StoreGone
 from memfs.core.prefetch import BulkFetcher
 from memfs.core.refusals import TOO_LARGE
 from memfs.core.remote import RemoteChanges
-from memfs.core.rename import Renames
+from memfs.core.rename import NamesChanged, Renames
 from memfs.core.searchtree import SearchTree
 from memfs.core.state import CoreState
 from memfs.core.uploader import Uploader
@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
+RENAME_TRIES = 3  # a file rename looks its names up again when they changed elsewhere meanwhile
 BLOCK_SIZE = 4096
 
 
@@ -482,7 +483,9 @@ class Vfs:
         path = paths.join(directory, name)
         if node.memory_id is not None:
             if node.open_count > 0:
-                await self.copies.ensure_data(node)
+                await self.copies.ensure_data(node)  # its readers keep it
+                if node.path != path:  # the change feed moved it meanwhile: not ours to delete
+                    raise NoEntryError(f"{path} was renamed elsewhere meanwhile")
             self.identities.detach_memory(node, path)
         self.writeback.cancel(node.ino)
         node.dirty = False
@@ -571,6 +574,17 @@ class Vfs:
     ) -> None:
         if flags & RENAME_EXCHANGE:
             raise InvalidArgumentError("RENAME_EXCHANGE is not supported")
+        for attempt in range(1, RENAME_TRIES + 1):
+            try:
+                await self._rename(old_parent, old_name, new_parent, new_name, flags)
+                return
+            except NamesChanged as exc:
+                if attempt == RENAME_TRIES:
+                    raise NoEntryError(f"{exc}; nothing was renamed") from None
+
+    async def _rename(
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
+    ) -> None:
         old_dir = self._dir_path(old_parent)
         new_dir = self._dir_path(new_parent)
         src = await self._child(old_parent, old_name)

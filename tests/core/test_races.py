@@ -5,6 +5,7 @@ of one, deterministically (a ``FakeStore`` hook runs inside the request the oper
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -18,14 +19,20 @@ from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs
 from memfs.errors import NoEntryError
 
-from .helpers import running_core
+from .helpers import CONFIG, running_core
+
+TWO_FILES = {"/a.md": "A\n", "/b.md": "B\n"}
 
 
-def deleted_elsewhere(vfs: Vfs, memory_id: str) -> Callable[[FakeStore], None]:
-    """Another writer deletes ``memory_id`` and the change feed reports it to ``vfs``."""
+def elsewhere(vfs: Vfs, memory_id: str, path: str | None = None) -> Callable[[FakeStore], None]:
+    """A hook: another writer moves ``memory_id`` to ``path`` (None: deletes it), and the change
+    feed reports it to ``vfs``."""
 
     def hook(store: FakeStore) -> None:
-        store.remove(memory_id)
+        if path is None:
+            store.remove(memory_id)
+        else:
+            store.edit(memory_id, path=path)
         vfs.apply_versions([store.versions[-1]])
 
     return hook
@@ -43,7 +50,7 @@ async def test_a_read_racing_a_remote_delete_is_enoent(
         d = await core.ino("d")
         b = await core.ino("b.md", d)
         assert await core.read("a.md", d) == b"A\n"  # a first miss: one retrieve
-        store.before_next("list_directory_page", deleted_elsewhere(vfs, gone.id))
+        store.before_next("list_directory_page", elsewhere(vfs, gone.id))
         with pytest.raises(NoEntryError):
             await vfs.open(b, os.O_RDONLY)  # a second miss: the directory's bulk fetch
         assert store.calls["list_directory_page"] == 3  # the listings of / and /d, the bulk fetch
@@ -72,3 +79,38 @@ async def test_a_rename_made_while_a_flush_uploads_the_file_is_flushed_too(
         assert errors == []
         assert len(vfs.writeback) == 0 and core.records() == []
         assert store.contents() == {"/b.md": "A\n"}
+
+
+async def test_a_rename_over_a_file_moved_elsewhere_meanwhile_leaves_it_alone(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # mv a.md b.md loads a.md's content first (it travels without its memory); the change feed
+    # moves b.md to c.md meanwhile: the rename is onto a free name now, and c.md is not touched
+    target = {path: store.seed(path, content) for path, content in TWO_FILES.items()}["/b.md"]
+    async with running_core(store, cache_dir) as core:
+        for name in ("a.md", "b.md"):
+            await core.ino(name)  # known: the kernel looked them up
+        store.before_next("read", elsewhere(core.vfs, target.id, "/c.md"))
+        await core.vfs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md")
+        await core.vfs.fsync_dir()
+        assert store.contents() == {"/b.md": "A\n", "/c.md": "B\n"}
+        assert store.head("/c.md").id == target.id
+        assert await core.read("c.md") == b"B\n" and await core.read("b.md") == b"A\n"
+
+
+async def test_an_unlink_of_an_open_file_moved_elsewhere_meanwhile_leaves_it_alone(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # rm of a file a reader holds open loads its content first (the reader keeps it); the
+    # change feed moves the file to c.md meanwhile: rm a.md does not delete c.md
+    moved = store.seed("/a.md", "A\n")
+    no_cache = dataclasses.replace(CONFIG, cache_bytes=0)  # the load is a request
+    async with running_core(store, cache_dir, config=no_cache) as core:
+        vfs = core.vfs
+        fh, _ = await vfs.open(await core.ino("a.md"), os.O_RDONLY)
+        store.before_next("read", elsewhere(vfs, moved.id, "/c.md"))
+        with pytest.raises(NoEntryError):
+            await vfs.unlink(ROOT_INODE, "a.md")
+        await vfs.release(fh)
+        await vfs.fsync_dir()
+        assert store.contents() == {"/c.md": "A\n"}
