@@ -294,6 +294,8 @@ class Durable:
             except StoreFullError:
                 if self.waits_as_file is None:
                     raise
+                if target in self.state.table.by_path:
+                    continue  # taken here while the create was asked (another copy): the next
                 # the store checks the path before the room: ``target`` is free there
                 return target, self.waits_as_file(target, data, None)
         # not a PathConflictError: that would count as a conflict already kept (``done`` drops

@@ -20,9 +20,10 @@ from trio.testing import MockClock
 
 from memfs.core.durable import MAX_CONFLICTS_KEPT, conflict_path
 from memfs.core.inodes import ROOT_INODE
-from memfs.errors import RemoteConflictError, errno_for
+from memfs.errors import NoSpaceError, RemoteConflictError, errno_for
 from memfs.models import sha256_hex
 from memfs.mount import status
+from memfs.store_api import Capabilities
 
 from .helpers import replay, running_core
 
@@ -314,3 +315,43 @@ async def test_a_new_file_that_lost_its_path_to_another_writer(
         assert list(core.conflict_copies("race").values()) == ["mine\n"]
         assert core.records() == []
     assert store.at("/race.md") == theirs
+
+
+async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
+    autojump_clock: MockClock, cache_dir: Path
+) -> None:
+    """Issue 20 item 11: two conflicts of one file in a full store (the second within the same
+    second takes the next free name): each copy is a file of the mount, readable, waiting for
+    room, journaled as that file; a delete makes room and both are uploaded."""
+    store = FakeStore(capabilities=Capabilities(max_memories=3))
+    memory = store.seed("/c.md", "base\n")
+    others = [store.seed(f"/other-{i}.md", "x\n") for i in range(2)]
+    async with running_core(store, cache_dir) as core:
+        vfs = core.vfs
+        for mine, theirs in ((b"mine 1\n", "theirs 1\n"), (b"mine 2\n", "theirs 2\n")):
+            await core.save("c.md", mine)
+            store.edit(memory.id, content=theirs)
+            with pytest.raises(NoSpaceError):  # the copy waits (said before its ESTALE)
+                await vfs.fsync_dir()
+        listed = sorted(name for name, _ in await vfs.readdir(ROOT_INODE))
+        copies = [name for name in listed if name.startswith("c.conflict-")]
+        assert listed == sorted(["c.md", "other-0.md", "other-1.md", *copies])
+        assert len(copies) == 2
+        assert sorted([await core.read(name) for name in copies]) == [b"mine 1\n", b"mine 2\n"]
+        assert await core.read("c.md") == b"theirs 2\n"
+        waiting = {vfs.durable.describe(key) for key in vfs.waiting_for_room}
+        assert waiting == {f"/{name}" for name in copies}  # what memfs status lists
+        assert sorted(r.path for r in core.records()) == [f"/{name}" for name in copies]
+        assert [info.saved for info in vfs.durable.conflicts] == [False, False]
+        for made_elsewhere in others:  # room for both: the next directory fsync takes it
+            store.remove(made_elsewhere.id)
+        await vfs.fsync_dir()
+        assert core.records() == []
+        assert [info.saved for info in vfs.durable.conflicts] == [True, True]
+        assert sorted(info.saved_as for info in vfs.durable.conflicts) == [
+            f"/{name}" for name in copies
+        ]
+    assert sorted(v for p, v in store.contents().items() if p.startswith("/c.conflict-")) == [
+        "mine 1\n",
+        "mine 2\n",
+    ]
