@@ -120,6 +120,20 @@ def test_an_owner_for_every_mount_of_the_session() -> None:
     assert Owner().mount_arguments() == []
 
 
+def test_replay_legacy_journal_is_passed_to_every_mount_of_the_session() -> None:
+    """A session mounts as ``memfs mount`` does: the option that replays a journal of an earlier
+    memfs (which recorded no workspace) reaches each mount, and only when asked."""
+    from memfs.cli import build_parser
+    from memfs.commands.session import _mount_command
+
+    def options(*argv: str) -> tuple[str, ...]:
+        args = build_parser().parse_args(["session", "--config", "c.json", *argv])
+        return _mount_command(args, Owner()).mount_options
+
+    assert "--replay-legacy-journal" in options("--replay-legacy-journal")
+    assert "--replay-legacy-journal" not in options()
+
+
 @pytest.mark.parametrize(
     ("owner", "expected"),
     [
