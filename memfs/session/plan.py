@@ -427,7 +427,11 @@ def check_root(root: Path) -> list[str]:
 
 
 def check_mount_path(path: Path) -> list[str]:
-    """A mount point must not exist, or be an empty directory (not a mount already)."""
+    """A mount point must not exist, or be an empty directory (not a mount already), never a
+    symbolic link: the mount would cover wherever it points (one planted by another user could
+    point at any empty directory of the machine)."""
+    if path.is_symlink():
+        return [f"mount path {path} is a symbolic link; remove it (memfs never mounts through one)"]
     try:
         entries = os.listdir(path)
     except FileNotFoundError:
