@@ -58,8 +58,11 @@ class _BodyClock:
         self._timed_out = False
         headers = Headers(scope=scope)
         declared = headers.get("content-length", "0").strip()
+        # HTTP/1: a connection to close when an answer starts before the body came. HTTP/2 (with
+        # --h2c) has no such header, and a body may come without a length: wait for its end.
+        self.http1 = str(scope.get("http_version", "1.1")).startswith("1")
         # True once the whole body has arrived (or the client is gone).
-        self.received = declared in ("", "0") and "transfer-encoding" not in headers
+        self.received = self.http1 and declared in ("", "0") and "transfer-encoding" not in headers
 
     async def __call__(self) -> Message:
         if self.received or self._timed_out:
@@ -124,7 +127,7 @@ class ApiMiddleware:
                 status = int(message["status"])
                 headers = MutableHeaders(scope=message)
                 headers["request-id"] = request_id
-                if not body_clock.received:  # answered before the body came: it is not read
+                if body_clock.http1 and not body_clock.received:  # the rest is not read
                     headers["connection"] = "close"
             await send(message)
 

@@ -1,5 +1,5 @@
 """A SQLite database locked by another process: 503 with ``retry-after``, logged once, never a
-500 with a traceback; served again once the lock goes.
+500 with a traceback; served again once the lock goes, and memfs's client waits as asked.
 
 The busy timeout is an argument of the storage, not of ``memfs server`` (10 s there), so the
 server's app runs over real HTTP in process with a short one (tests/postgres/test_restart.py
@@ -19,7 +19,10 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from support.servers import free_port
+from support.waiting import wait_until
 
+from memfs.api import StoreClient
+from memfs.api.config import ClientConfig, Secret
 from memfs.server.app import create_app
 from memfs.server.sqlite import SqliteStorage
 
@@ -43,8 +46,10 @@ async def test_a_locked_sqlite_database_is_503_with_retry_after(
             async with httpx.AsyncClient(
                 base_url="http://" + config.bind[0], headers={"x-api-key": KEY}
             ) as http:
+                store = await http.post("/v1/memory_stores", json={"name": "locked"})
+                store_id = store.json()["id"]
                 other_process.execute("BEGIN EXCLUSIVE")  # a writer that does not let go
-                r = await http.post("/v1/memory_stores", json={"name": "locked"})
+                r = await http.post("/v1/memory_stores", json={"name": "refused"})
                 assert r.status_code == 503, r.text
                 assert r.headers["retry-after"] == "2"
                 assert r.json()["error"]["type"] == "api_error"
@@ -54,9 +59,24 @@ async def test_a_locked_sqlite_database_is_503_with_retry_after(
                 r = await http.post(dbx, json={})
                 assert r.status_code == 503 and r.headers["retry-after"] == "2"
                 assert r.json()["error_code"] == "UNAVAILABLE"
-                other_process.execute("ROLLBACK")
-                r = await http.post("/v1/memory_stores", json={"name": "locked"})
-                assert r.status_code == 200, r.text
+                # memfs's client retries after the server's retry-after (its own backoff
+                # would wait at most 0.5 s): the lock goes meanwhile, and the memory is made.
+                config = ClientConfig(api_key=Secret(KEY), base_url="http://" + config.bind[0])
+                async with StoreClient(config) as client:
+                    waited: list[float] = []
+
+                    async def create() -> None:
+                        started = trio.current_time()
+                        await client.create_memory(store_id, "/after-the-lock", "x")
+                        waited.append(trio.current_time() - started)
+
+                    nursery.start_soon(create)
+                    await wait_until(lambda: client.stats.by_status[503] == 1)
+                    other_process.execute("ROLLBACK")
+                    await wait_until(lambda: waited)
+                assert waited[0] >= 2.0 and client.stats.retries == 1
+                r = await http.get(f"/v1/memory_stores/{store_id}/memories")
+                assert [m["path"] for m in r.json()["data"]] == ["/after-the-lock"]
             nursery.cancel_scope.cancel()
     finally:
         other_process.close()
@@ -64,5 +84,5 @@ async def test_a_locked_sqlite_database_is_503_with_retry_after(
     records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("memfs")]
     outage = [m for level, m in records if "cannot be reached" in m]
     assert len(outage) == 1 and "SQLITE_BUSY" in outage[0], records
-    assert any("answers again" in m and "answered 503 meanwhile: 2" in m for _, m in records)
+    assert any("answers again" in m and "answered 503 meanwhile: 3" in m for _, m in records)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
