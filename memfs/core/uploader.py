@@ -35,7 +35,7 @@ from memfs.core.identity import Identities
 from memfs.core.inodes import Kind, Node
 from memfs.core.namespace import Namespace, check_store_path, take_remote_state
 from memfs.core.orphans import StoreGone
-from memfs.core.state import CoreState, delete_key
+from memfs.core.state import CoreState, PendingDelete, delete_key
 from memfs.errors import (
     NoSpaceError,
     NotFoundError,
@@ -134,9 +134,16 @@ class Uploader:
                 winner = await self._head(exc.conflicting_memory_id, path)
                 if winner is None or winner.path != path or winner.id in self.table.by_id:
                     raise
+                if node.memory_id is not None or self.state.store_path(node) != path:
+                    return  # renamed (or over a memory) meanwhile: its next run decides
                 self._lost_race(node, winner)
                 return
             self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
+            if node.memory_id is not None:
+                # renamed over a memory file while this create ran: that memory is the file's
+                # (rule 3), and the one just made is nobody's
+                self._disown(memory, path)
+                return
             self.table.set_memory(node, memory.id)
             self._took(node, memory, gen, description)
             if node.path is None or node.local_only:
@@ -186,6 +193,19 @@ class Uploader:
         self.listings.record(memory)  # patched, not dropped: a big directory costs 20 requests
         if old_remote is not None and paths.parent(old_remote) != paths.parent(memory.path):
             self.listings.vacated(paths.parent(old_remote))
+
+    def _disown(self, memory: Memory, path: str) -> None:
+        """Delete ``memory``, made for a file that no longer stands for it (a deferred delete:
+        re-created at ``path`` in time, it is adopted)."""
+        self.state.pending_deletes[memory.id] = PendingDelete(
+            memory_id=memory.id,
+            expected_sha=memory.content_sha256,
+            remote_path=memory.path,
+            local_path=path,
+            at=self.state.now(),
+            created_at=memory.created_at,
+        )
+        self.writeback.schedule(delete_key(memory.id), 0)
 
     async def _update(
         self,

@@ -114,3 +114,24 @@ async def test_an_unlink_of_an_open_file_moved_elsewhere_meanwhile_leaves_it_alo
         await vfs.release(fh)
         await vfs.fsync_dir()
         assert store.contents() == {"/c.md": "A\n"}
+
+
+async def test_a_new_file_renamed_over_a_memory_while_its_create_runs_keeps_that_memory(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # cp x new.md; (a second later, while new.md is being created) mv new.md t.md: t.md keeps
+    # its memory (and history), with the new content; the memory made for new.md is deleted
+    target = store.seed("/t.md", "T\n")
+    async with running_core(store, cache_dir, queue=False) as core:
+        await core.ino("t.md")
+        await core.save("new.md", b"N\n")
+        gate = store.hold_next("create")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(core.vfs.fsync_dir)
+            await store.wait_calls("create", 1)
+            await core.vfs.rename(ROOT_INODE, "new.md", ROOT_INODE, "t.md")
+            gate.set()
+        await core.vfs.fsync_dir()
+        assert store.contents() == {"/t.md": "N\n"}
+        assert store.head("/t.md").id == target.id
+        assert core.records() == [] and await core.read("t.md") == b"N\n"
