@@ -47,7 +47,7 @@ from typing import Any
 import trio
 
 from memfs.mount.status import REPORT_TYPE, report_sections
-from memfs.session.plan import MountPlan, SessionState
+from memfs.session.plan import MountPlan, SessionState, check_mount_path
 
 log = logging.getLogger(__name__)
 
@@ -345,6 +345,8 @@ class Supervisor:
                 mount.created_dir = True
             except FileExistsError:
                 pass  # an empty directory, as checked
+            if mount.plan.path.is_symlink():  # planted since the check: never mounted through
+                raise MountError(check_mount_path(mount.plan.path)[0])
         failures: list[str] = []
 
         async def one(mount: _Mount) -> None:
