@@ -47,6 +47,7 @@ import trio
 from memfs.errors import RateLimitError
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
 from memfs.server.databricks_storage import (
+    ChangeBounds,
     DatabricksStorage,
     DbxChange,
     DbxEntry,
@@ -424,8 +425,8 @@ class NotifyingDatabricks(DatabricksStorage):
     ) -> list[DbxChange]:
         return await self.inner.list_changes(store_id, after=after, actor_id=actor_id, limit=limit)
 
-    async def newest_change(self, store_id: str) -> int:
-        return await self.inner.newest_change(store_id)
+    async def change_bounds(self, store_id: str) -> ChangeBounds:
+        return await self.inner.change_bounds(store_id)
 
 
 class PgListener:

@@ -26,7 +26,7 @@ import abc
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from memfs.errors import ApiError
 
@@ -210,6 +210,15 @@ class EntryPatch:
     fields: dict[str, str | None]
 
 
+class ChangeBounds(NamedTuple):
+    """The change log of one store, as positions (``seq``) a stream starts after."""
+
+    # after the deletion of the store that had the id before this one (0: none): a store
+    # created again under a deleted one's id has a history of its own
+    start: int
+    newest: int  # the store's newest change (``start`` if none yet)
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     actor_id: str
@@ -217,6 +226,7 @@ class SearchRequest:
     limit: int
     session_id: str | None = None
     path_prefix: str | None = None
+    session_less: bool = False  # the actor's session-less entries only (a memfs extension)
 
 
 class DatabricksStorage(abc.ABC):
@@ -290,6 +300,6 @@ class DatabricksStorage(abc.ABC):
         ``actor_id``'s entries if given, and always the store's deletion."""
 
     @abc.abstractmethod
-    async def newest_change(self, store_id: str) -> int:
-        """The ``seq`` of the store's newest change (0: none yet); NotFoundError if the store
-        does not exist."""
+    async def change_bounds(self, store_id: str) -> ChangeBounds:
+        """Where the store's own change history starts and ends (one snapshot);
+        NotFoundError if the store does not exist."""

@@ -15,8 +15,10 @@ takes the Databricks routes' key (``Authorization: Bearer``) and answers ``text/
 - ``event: error`` with the Databricks envelope (``NOT_FOUND``) when the store is deleted, which
   ends the stream. A database that stops answering ends the stream without an event.
 
-Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor; ``0`` replays the whole
-retained log), else after the store's newest change (no replay). An unknown store is a 404
+Where it starts: after ``Last-Event-ID`` or ``?after=`` (a cursor; ``0`` replays the store's
+whole retained log: a store created again under a deleted store's id starts after that deletion,
+while any other cursor of the deleted store still meets it), else after the store's newest change
+(no replay). An unknown store is a 404
 before the stream starts; a closing hub (shutdown) gets 503 ``UNAVAILABLE``, so clients
 reconnect elsewhere; a key that holds ``hub.max_streams_per_key`` streams (of either API)
 already gets 429 ``REQUEST_LIMIT_EXCEEDED`` with ``retry-after``. As the Memory Stores stream
@@ -72,13 +74,15 @@ class DatabricksChangeStream:
         # Before reading: nothing slips between.
         sub = self.hub.subscribe(change_topic(store_id), key=api_actor_of(request).id)
         try:
-            newest = await self.storage.newest_change(store_id)  # 404 before the stream starts
+            bounds = await self.storage.change_bounds(store_id)  # 404 before the stream starts
         except BaseException:
             sub.__exit__(None, None, None)
             raise
-        return SubscriptionStream(
-            sub, self._events(sub, store_id, actor, newest if after is None else after)
-        )
+        if after is None:
+            after = bounds.newest
+        elif after == 0:  # this store's whole history, not an earlier store's under its id
+            after = bounds.start
+        return SubscriptionStream(sub, self._events(sub, store_id, actor, after))
 
     async def _events(
         self, sub: changes.Subscription, store_id: str, actor: str | None, position: int

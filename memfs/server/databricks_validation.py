@@ -96,6 +96,18 @@ def session_id(value: Any) -> str | None:
     return _identifier(value, "session_id")
 
 
+def session_less(value: Any, session: str | None) -> bool:
+    """``memfs_session_less`` of a search (a memfs extension): true = the actor's session-less
+    entries only, which the contract's scopes cannot say (no session = the whole actor)."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadRequestError("memfs_session_less: expected true or false")
+    if value and session is not None:
+        raise BadRequestError("memfs_session_less: a search with a session_id has no such entries")
+    return value
+
+
 def _path_text(value: Any, name: str) -> str:
     text = text_field(value, name)
     if len(text.encode("utf-8")) > MAX_PATH_BYTES:

@@ -71,6 +71,8 @@ class EventStream:
                 # the Databricks routes' change stream (memfs.server.databricks_stream)
                 "databricks_change_stream": self.hub is not None,
                 "databricks_change_stream_path": DBX_CHANGE_STREAM_PATH,
+                # entries:search takes "memfs_session_less": true (routes.databricks)
+                "databricks_search_session_less": True,
             }
         )
 

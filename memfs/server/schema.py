@@ -13,7 +13,8 @@ Times are integer microseconds since the Unix epoch (UTC). Paths compare in byte
 SQLite's default BINARY collation does that; on PostgreSQL every text column that is sorted or
 compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
-the memories that existed before the search index; step 4, the Databricks change log, has none).
+the memories that existed before the search index; step 4, the Databricks change log, has none;
+step 5 counts the tokens of the documents indexed before it).
 """
 
 from __future__ import annotations
@@ -186,6 +187,24 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX dbx_changes_by_store ON dbx_changes (store_id, seq);
         """,
     ),
+    (
+        5,
+        # Search statistics per scope (memfs.server.search.fts_sqlite): BM25 is computed in SQL
+        # over the scope's documents, from each document's token count (``doc_len``: FTS5's
+        # count over the three columns, backfilled from the token occurrences) and the token
+        # occurrences (``search_terms``, an fts5vocab table over ``search_text``). ``doc_len``
+        # joins the scope index so a scope's count and average length come from the index alone.
+        """
+        ALTER TABLE search_docs ADD COLUMN doc_len INTEGER NOT NULL DEFAULT 0;
+        CREATE VIRTUAL TABLE search_terms USING fts5vocab (search_text, 'instance');
+        UPDATE search_docs SET doc_len = counted.n
+            FROM (SELECT doc, count(*) AS n FROM search_terms GROUP BY doc) AS counted
+            WHERE counted.doc = search_docs.id;
+        DROP INDEX search_docs_scope;
+        CREATE INDEX search_docs_scope
+            ON search_docs (kind, store_id, actor_id, session_id, path, doc_len);
+        """,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -334,6 +353,13 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX dbx_changes_by_store ON dbx_changes (store_id, seq);
         """,
+    ),
+    (
+        5,
+        # Search statistics per scope: nothing to change here, PostgreSQL's BM25 has counted
+        # them over the scope since step 3 (``doc_len`` included); the step keeps the numbers of
+        # both dialects equal.
+        "",
     ),
 ]
 PG_LATEST = PG_MIGRATIONS[-1][0]

@@ -181,8 +181,37 @@ async def test_errors_of_the_databricks_change_stream(backend_server: ServerProc
                     pass
 
 
+async def test_a_store_created_again_under_its_id_has_a_history_of_its_own(
+    backend_server: ServerProcess,
+) -> None:
+    """Deleted, then created again with the same id: ``after=0`` replays the new store's
+    changes (not the old store's deletion), while a cursor of the old store still meets it."""
+    space = Workspace(backend_server)
+    store = space.create_store()
+    space.put(store, "/old.md", "before")
+    async with adapter(backend_server, store) as mine:
+        stream = EntryChangeStream(mine.client, store, ACTOR, mine._version_of, after="0")
+        with trio.fail_after(20):
+            async for event in stream:
+                if event.version is not None:
+                    old_cursor = event.cursor
+                    break
+    assert space.http.delete(f"{API}/{store}").status_code == 200
+    again = space.http.post(API, params={"managed_memory_store_id": store}, json={})
+    assert again.status_code == 200, again.text
+    space.put(store, "/new.md", "after")
+    async with adapter(backend_server, store) as mine:
+        assert await replay(mine, "0", 1) == [("created", "/new.md")]
+        old = EntryChangeStream(mine.client, store, ACTOR, mine._version_of, after=old_cursor)
+        with pytest.raises(NotFoundError, match="deleted"), trio.fail_after(20):
+            async for _ in old:
+                pass
+
+
 async def test_a_workspace_without_the_extension_means_polling() -> None:
-    """A Databricks workspace has no ``/v1/memfs/capabilities`` (404): the store says no."""
+    """A Databricks workspace has no ``/v1/memfs/capabilities`` (404): the store says no (to
+    the stream, and to searching the session-less entries alone: a mount without a session
+    searches with its own index there)."""
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(404, json={"error_code": "ENDPOINT_NOT_FOUND", "message": "no"})
@@ -192,6 +221,8 @@ async def test_a_workspace_without_the_extension_means_polling() -> None:
     )
     async with DatabricksClient(config, transport=httpx.MockTransport(handler)) as client:
         assert not await server_offers_entry_stream(client)
+        assert not await DatabricksStore(client, "s", ACTOR).offers_search()
+        assert await DatabricksStore(client, "s", ACTOR, "session-1").offers_search()
 
 
 async def test_replicas_serve_one_anothers_databricks_writes(

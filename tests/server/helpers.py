@@ -68,6 +68,16 @@ MakeMemory = Callable[..., Any]
 # What each migration step added (memfs.server.schema), newest first, so that a database made by
 # this memfs can be taken back to an older step and its upgrade tested.
 _UNDO: dict[int, dict[str, list[str]]] = {
+    5: {
+        "sqlite": [
+            "DROP TABLE search_terms",
+            "DROP INDEX search_docs_scope",
+            "ALTER TABLE search_docs DROP COLUMN doc_len",
+            "CREATE INDEX search_docs_scope "
+            "ON search_docs (kind, store_id, actor_id, session_id, path)",
+        ],
+        "postgres": [],
+    },
     4: {"sqlite": ["DROP TABLE dbx_changes"], "postgres": ["DROP TABLE dbx_changes"]},
     3: {
         "sqlite": ["DROP TABLE search_text", "DROP TABLE search_docs"],

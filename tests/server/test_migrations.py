@@ -56,7 +56,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 
     storage = await open_storage(database)  # upgrades
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
         dbx = storage.databricks
         page = await dbx.list_entries(
             "old", EntryFilter("agent"), after=None, limit=10, with_content=True
@@ -67,7 +67,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
         )
         assert [e.id for e, _ in hits] == [old.id]
         # No history before the upgrade: the change log starts empty, then records each write.
-        assert await dbx.newest_change("old") == 0
+        assert await dbx.change_bounds("old") == (0, 0)
         await dbx.delete_entry("old", old.id)
         changes = await dbx.list_changes("old", after=0, actor_id="agent", limit=10)
         assert [(c.kind, c.entry_id, c.path) for c in changes] == [
@@ -80,8 +80,8 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 async def test_a_database_from_before_step_2_upgrades_through_every_step(
     backend: str, database: str
 ) -> None:
-    """Memory Stores data only (step 1): steps 2, 3 and 4 add Databricks stores, the search
-    index (the memories indexed) and the change log."""
+    """Memory Stores data only (step 1): steps 2, 3, 4 and 5 add Databricks stores, the search
+    index (the memories indexed), the change log and the token counts of search statistics."""
     storage = await open_storage(database)
     store = await storage.create_store(name="old", description="", metadata={})
     memory = await storage.create_memory(store.id, path="/a/okapi.md", content="x", actor=ACTOR)
@@ -91,7 +91,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
         assert (await storage.get_memory(store.id, memory.id)).content == "x"
         hits = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [m.id for m, _ in hits] == [memory.id]
@@ -105,4 +105,38 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
 
 def test_both_backends_have_the_same_steps() -> None:
-    assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == [1, 2, 3, 4]
+    steps = [1, 2, 3, 4, 5]
+    assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == steps
+
+
+def doc_lengths(tx: Tx) -> list[tuple[str, int]]:
+    rows = tx.execute("SELECT doc_id, doc_len FROM search_docs ORDER BY doc_id").fetchall()
+    return [(row["doc_id"], int(row["doc_len"])) for row in rows]
+
+
+async def test_a_step_4_database_counts_the_tokens_of_its_search_documents(
+    backend: str, database: str
+) -> None:
+    """Step 5 (per-scope search statistics) backfills each indexed document's token count:
+    after the upgrade, documents written before it score as if written after it."""
+    storage = await open_storage(database)
+    store = await storage.create_store(name="old", description="", metadata={})
+    await storage.create_memory(store.id, path="/a/okapi.md", content="an okapi", actor=ACTOR)
+    await storage.create_memory(store.id, path="/b.md", content="one okapi " * 40, actor=ACTOR)
+    dbx = storage.databricks
+    await dbx.create_store("old", description=None, creator="apikey_test")
+    await dbx.create_entry("old", entry("/old/notes.md", "the okapi of the forest"))
+    written = await storage._read(doc_lengths)
+    before = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
+    assert all(length > 0 for _, length in written)
+    await storage._write(back_to_step(4, backend))
+    await storage.aclose()
+
+    storage = await open_storage(database)
+    try:
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
+        assert await storage._read(doc_lengths) == written
+        after = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
+        assert [(m.id, score) for m, score in after] == [(m.id, score) for m, score in before]
+    finally:
+        await storage.aclose()

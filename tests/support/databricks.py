@@ -38,6 +38,12 @@ class Workspace:
             base_url=server.base_url, headers={"authorization": f"Bearer {server.api_key}"}
         )
 
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
     def create_store(self) -> str:
         store = f"dbx-{uuid.uuid4().hex[:10]}"
         answer = self.http.post(API, params={"managed_memory_store_id": store}, json={})

@@ -293,13 +293,16 @@ class DatabricksClient(DatabricksTransport):
         query: str,
         *,
         session_id: str | None = None,
+        session_less: bool = False,
         path_prefix: str | None = None,
         page_size: int = 10,
     ) -> list[tuple[Entry, float]]:
         """``entries:search``: the best ``page_size`` (1-100) entries of the actor (of the
-        session only, if given) with their contents and scores, best first. A search changes
-        nothing: retried like a read. ``results`` is the canonical answer; an answer with only
-        the deprecated ``managed_memory_entries`` has no scores (0.0 each, in its order)."""
+        session only, if given; ``session_less``: of no session, memfs server's extension
+        ``memfs_session_less``, which other servers ignore) with their contents and scores, best
+        first. A search changes nothing: retried like a read. ``results`` is the canonical
+        answer; an answer with only the deprecated ``managed_memory_entries`` has no scores (0.0
+        each, in its order)."""
         body: JsonObject = {
             "actor_id": actor_id,
             "query": query,
@@ -308,6 +311,8 @@ class DatabricksClient(DatabricksTransport):
         }
         if session_id is not None:
             body["session_id"] = session_id
+        if session_less:
+            body["memfs_session_less"] = True
         if path_prefix is not None:
             body["path_prefix"] = path_prefix
         data = await self._call("POST", SEARCH, {"store": store_id}, body=body)

@@ -19,7 +19,10 @@ What the API lacks is made up here, where the window it leaves is known (docs/se
 - no versions and no change listing: ``recent_changes`` compares listings (BASIC view)
   (``memfs.api.databricks.changes``); each change is one made-up version. memfs server pushes
   changes instead (``memfs.api.databricks.stream``) when its capabilities say so: each becomes
-  the same made-up version (the id of the entry's state), with the hash the server computed.
+  the same made-up version (the id of the entry's state), with the hash the server computed;
+- no search of the session-less entries alone (no session = the whole actor): memfs server
+  offers one (``memfs_session_less``); elsewhere a session-less mount searches with its own
+  index (``offers_search``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from memfs import databricks_limits
+from memfs.api.capabilities import server_offers
 from memfs.api.databricks.changes import ListingDiff
 from memfs.api.databricks.client import VIEW_BASIC, VIEW_FULL, DatabricksClient, Entry
 from memfs.api.databricks.stream import EntryChange, EntryChangeStream, server_offers_entry_stream
@@ -59,6 +63,10 @@ DATABRICKS = Capabilities(
     max_memories=databricks_limits.MAX_ENTRIES_PER_STORE,
     refused_characters=databricks_limits.REFUSED_CHARACTERS,
 )
+
+
+# memfs server's capability: entries:search takes "memfs_session_less": true
+SESSION_LESS_SEARCH = "databricks_search_session_less"
 
 
 class DatabricksStore:
@@ -320,27 +328,35 @@ class DatabricksStore:
         )
 
     async def offers_search(self) -> bool:
-        return True  # entries:search is part of the API
+        """``entries:search`` is part of the API, but without a session it searches the whole
+        actor: a session-less mount, which shows the session-less entries only, needs memfs
+        server's ``memfs_session_less`` (asked of its capabilities) to have them ranked among
+        themselves and none missed. Elsewhere the mount's own index searches them (keeping
+        the session-less hits of a top 100 would miss those ranked below 100 session entries,
+        and rank them by statistics that count other sessions)."""
+        if self.session_id is not None:
+            return True
+        return await server_offers(self.client, SESSION_LESS_SEARCH)
 
     async def search(
         self, query: str, *, limit: int = 10, path_prefix: str | None = None
     ) -> list[SearchResult]:
-        """``entries:search``; without a session the API searches the whole actor, so the
-        most it returns is asked and the session-less entries kept (then ``limit`` of them)."""
+        """``entries:search`` of the mount's actor and session (without one: its session-less
+        entries, ``memfs_session_less``; only if ``offers_search``)."""
         hits = await self.client.search_entries(
             self._store_id,
             self.actor_id,
             query,
             session_id=self.session_id,
+            session_less=self.session_id is None,
             path_prefix=path_prefix,
-            page_size=limit if self.session_id is not None else databricks_limits.MAX_PAGE_SIZE,
+            page_size=limit,
         )
-        found = [
+        return [
             SearchResult(entry.path, score, entry.description, entry.id, entry.content)
             for entry, score in hits
-            if self._mine(entry)
+            if self._mine(entry)  # never another session's, whatever a server answers
         ]
-        return found[:limit]
 
     def list_versions(
         self, *, memory_id: str | None = None, since: datetime | None = None

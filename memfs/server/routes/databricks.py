@@ -218,12 +218,14 @@ class DatabricksRoutes:
             raise BadRequestError(
                 f"limit ({limit}) and page_size ({size}) differ: send page_size alone"
             )
+        session = check.session_id(body.get("session_id"))
         search = SearchRequest(
             actor_id=check.actor_id(body.get("actor_id")),
             query=validate_query(body.get("query")),
             limit=check.effective_page_size(size if size is not None else limit),
-            session_id=check.session_id(body.get("session_id")),
+            session_id=session,
             path_prefix=check.path_prefix(body.get("path_prefix")),
+            session_less=check.session_less(body.get("memfs_session_less"), session),
         )
         hits = await self.storage.search_entries(
             request.path_params["store_id"],

@@ -27,14 +27,22 @@ How to use it (everything a caller needs):
 Scope rule (the Databricks contract's, used for both kinds): ``actor_id`` None = every actor
 (Memory Stores documents have ``actor_id=""``); ``session_id`` given = that session's documents
 only, session-less ones excluded; ``session_id`` None = the whole actor (with or without a
-session). ``path_prefix`` None = every path; else a raw string prefix of ``path`` (callers that
-want whole segments pass a prefix ending in ``/``).
+session), or with ``session_less`` its session-less documents only. ``path_prefix`` None = every
+path; else a raw string prefix of ``path`` (callers that want whole segments pass a prefix ending
+in ``/``).
+
+Statistics rule: a score depends on the scope's documents only. BM25's document count, average
+length and document frequencies are counted among the documents of the scope (the whole filter,
+``path_prefix`` included), and semantic ranking compares the query with the scope's vectors
+only, so no answer tells anything about another store, actor, session or API.
 
 Modules: ``document`` (the types), ``index`` (``SearchIndex``, which dispatches on the
 dialect), ``terms`` (free text to safe terms, the scope as SQL), ``fts_sqlite`` /
 ``fts_postgres`` (the BM25 of each database, on the SQL they share: ``fts_base``),
 ``semantic`` (optional embeddings fused by reciprocal rank). This package must not open
-connections or start transactions (the backends do) and must not know HTTP (the routes do).
+connections to the database or start transactions (the backends do; ``fts_sqlite`` keeps one
+private in-memory SQLite connection as its query tokenizer) and must not know HTTP (the routes
+do).
 """
 
 from __future__ import annotations

@@ -58,6 +58,9 @@ class SearchScope:
     actor_id: str | None = None
     session_id: str | None = None
     path_prefix: str | None = None
+    # only the documents without a session (``session_id`` must be None): what a session-less
+    # Databricks mount shows
+    session_less: bool = False
 
 
 class SearchHit(NamedTuple):

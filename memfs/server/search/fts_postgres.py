@@ -6,8 +6,9 @@ PostgreSQL has no BM25 (``ts_rank`` has no inverse document frequency), so the s
 computed here in SQL with FTS5's formula: for each query lexeme, IDF = max(ln((N - n + 0.5) /
 (n + 0.5)), 1e-6) times f·(k1 + 1) / (f + k1·(1 - b + b·|D| / avgdl)), k1 = 1.2, b = 0.75,
 where f is the lexeme's occurrences weighted per column (``COLUMN_WEIGHTS``, as on SQLite) and
-|D| the document's token count. Differences from SQLite (docs/server.md): N, n and avgdl are
-counted over the *scope* (SQLite: the whole table); the ``english`` configuration drops stop
+|D| the document's token count. N, n and avgdl are counted over the *scope*, as on SQLite, so a
+score never depends on another store, actor, session or API. Differences from SQLite
+(docs/server.md): the ``english`` configuration drops stop
 words and keeps URLs, e-mail addresses and numbers like ``3.14`` as single tokens; diacritics
 are folded for Latin letters only; a ``tsvector`` keeps at most 256 positions of one lexeme and
 none past 16,383, so f and |D| saturate in very long documents.

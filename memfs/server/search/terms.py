@@ -26,6 +26,8 @@ def scope_sql(scope: SearchScope, alias: str) -> tuple[str, list[Any]]:
     if scope.session_id is not None:
         clauses.append(f"{alias}.session_id = ?")
         params.append(scope.session_id)
+    elif scope.session_less:
+        clauses.append(f"{alias}.session_id IS NULL")
     if scope.path_prefix:
         clauses.append(f"substr({alias}.path, 1, ?) = ?")
         params += [len(scope.path_prefix), scope.path_prefix]

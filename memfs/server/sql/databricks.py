@@ -23,7 +23,8 @@ Change log: every write of an entry that changes something, and every store dele
 (drawn by the database) grows in commit order within a store; the transaction then announces
 the store's topic (``_announce``: PostgreSQL ``NOTIFY``, delivered only on commit). A store
 delete drops the store's older change rows and leaves one ``store_deleted`` row, which ends the
-streams of that store (and of any later store under the same id that resumes before it).
+streams of that store (and of any later store under the same id that resumes before it); a store
+created again under the id has its history after that row (``change_bounds``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from memfs.errors import NotFoundError
 from memfs.models import sha256_hex
 from memfs.server.databricks_storage import (
     AlreadyExistsError,
+    ChangeBounds,
     ChangeKind,
     DatabricksStorage,
     DbxChange,
@@ -396,7 +398,12 @@ class SqlDatabricks(DatabricksStorage):
         self, store_id: str, request: SearchRequest, *, with_content: bool
     ) -> list[tuple[DbxEntry, float]]:
         scope = SearchScope(
-            KIND, store_id, request.actor_id, request.session_id, request.path_prefix
+            KIND,
+            store_id,
+            request.actor_id,
+            request.session_id,
+            request.path_prefix,
+            session_less=request.session_less,
         )
         columns = _ENTRY_FULL if with_content else _ENTRY_BASIC
 
@@ -433,11 +440,21 @@ class SqlDatabricks(DatabricksStorage):
 
         return await self._backend._read(run)
 
-    async def newest_change(self, store_id: str) -> int:
-        def run(tx: Tx) -> int:
-            self._load_store(tx, store_id)
-            row = tx.one("SELECT MAX(seq) AS seq FROM dbx_changes WHERE store_id = ?", (store_id,))
-            return int(row["seq"]) if row is not None and row["seq"] is not None else 0
+    async def change_bounds(self, store_id: str) -> ChangeBounds:
+        # One statement, so one snapshot on PostgreSQL too: a store deleted meanwhile is either
+        # absent here or its deletion is after ``newest`` (a stream starting there sees it).
+        sql = (
+            "SELECT (SELECT 1 FROM dbx_stores WHERE id = ?) AS present, "
+            "(SELECT MAX(seq) FROM dbx_changes WHERE store_id = ? AND kind = 'store_deleted') "
+            "AS start, (SELECT MAX(seq) FROM dbx_changes WHERE store_id = ?) AS newest"
+        )
+
+        def run(tx: Tx) -> ChangeBounds:
+            row = tx.one(sql, (store_id, store_id, store_id))
+            if row is None or row["present"] is None:
+                raise _store_missing(store_id)
+            start = int(row["start"] or 0)
+            return ChangeBounds(start, max(start, int(row["newest"] or 0)))
 
         return await self._backend._read(run)
 
