@@ -508,8 +508,8 @@ class Uploader:
             if self.writeback.pending(node.ino):
                 await self.writeback.flush(node.ino)
         for key in list(self.state.pending_deletes):
-            pending = self.state.pending_deletes[key]
-            if pending.remote_path and paths.is_below(pending.remote_path, old_path):
+            pending = self.state.pending_deletes.get(key)  # done or adopted while we waited
+            if pending and pending.remote_path and paths.is_below(pending.remote_path, old_path):
                 await self.writeback.flush(delete_key(key))
         if self.state.is_local_path(old_path) or self.state.is_local_path(new_path):
             return

@@ -135,3 +135,23 @@ async def test_a_new_file_renamed_over_a_memory_while_its_create_runs_keeps_that
         assert store.contents() == {"/t.md": "N\n"}
         assert store.head("/t.md").id == target.id
         assert core.records() == [] and await core.read("t.md") == b"N\n"
+
+
+async def test_a_directory_rename_while_the_deferred_deletes_below_it_run(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # mv d e runs the deletes queued below d first; while it waits for one, the queue runs the
+    # other (its grace window ended): the rename goes on without it
+    for name in ("a.md", "b.md", "c.md"):
+        store.seed(f"/d/{name}", f"{name}\n")
+    async with running_core(store, cache_dir) as core:
+        d = await core.ino("d")
+        await core.vfs.unlink(d, "a.md")
+        await core.vfs.unlink(d, "b.md")
+        gate = store.hold_next("delete")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(core.vfs.rename, ROOT_INODE, "d", ROOT_INODE, "e")
+            await store.wait_calls("delete", 2)  # the rename's, held; the queue's, done
+            gate.set()
+        assert store.contents() == {"/e/c.md": "c.md\n"}
+        assert await core.read("c.md", await core.ino("e")) == b"c.md\n"
