@@ -79,6 +79,9 @@ class ConflictInfo:
     saved_as: str
     at: str
     saved: bool = False
+    # the losing file's mode, uid and gid (None: the mount's): a copy that waits for room as a
+    # file of the mount is as private as the file it comes from
+    access: tuple[int | None, int | None, int | None] = (None, None, None)
 
 
 class Durable:
@@ -258,6 +261,9 @@ class Durable:
         info = ConflictInfo(
             path=path, memory_id=memory_id, saved_as=sibling, at=datetime.now(UTC).isoformat()
         )
+        loser = self.state.table.by_path.get(path)
+        if loser is not None and loser.kind is Kind.FILE:
+            info.access = (loser.mode, loser.uid, loser.gid)
         self.conflicts.append(info)
         del self.conflicts[:-MAX_CONFLICTS_KEPT]
         if data is None:
@@ -336,6 +342,7 @@ class Durable:
             if waiting is None:
                 info.saved = True
             else:
+                waiting.mode, waiting.uid, waiting.gid = info.access
                 self._copies_waiting[waiting.ino] = info
             del self._conflict_saves[int(key[1])]
             return

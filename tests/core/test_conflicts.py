@@ -328,6 +328,7 @@ async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
     others = [store.seed(f"/other-{i}.md", "x\n") for i in range(2)]
     async with running_core(store, cache_dir) as core:
         vfs = core.vfs
+        await vfs.setattr(await core.ino("c.md"), mode=0o600, uid=1234, gid=1234)  # private
         for mine, theirs in ((b"mine 1\n", "theirs 1\n"), (b"mine 2\n", "theirs 2\n")):
             await core.save("c.md", mine)
             store.edit(memory.id, content=theirs)
@@ -338,6 +339,9 @@ async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
         assert listed == sorted(["c.md", "other-0.md", "other-1.md", *copies])
         assert len(copies) == 2
         assert sorted([await core.read(name) for name in copies]) == [b"mine 1\n", b"mine 2\n"]
+        for name in copies:  # as private as the file they come from
+            attr = await vfs.getattr(await core.ino(name))
+            assert (attr.mode & 0o777, attr.uid, attr.gid) == (0o600, 1234, 1234)
         assert await core.read("c.md") == b"theirs 2\n"
         waiting = {vfs.durable.describe(key) for key in vfs.waiting_for_room}
         assert waiting == {f"/{name}" for name in copies}  # what memfs status lists
