@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memfs.commands.extras import needs_extra
-from memfs.commands.parsing import complete_paths
+from memfs.commands.parsing import byte_size, complete_paths
 from memfs.private import (
     NotPrivateError,
     check_directory_of,
@@ -145,6 +145,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="each mount also uploads the journal an earlier memfs left for its store, which "
         "does not record its server (memfs mount --replay-legacy-journal)",
+    )
+    parser.add_argument(
+        "--local-bytes",
+        type=byte_size,
+        metavar="SIZE",
+        help="each mount's budget for local-only files and refused content, past which creates "
+        "and writes get ENOSPC (memfs mount --local-bytes; default: 64M)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -384,6 +391,8 @@ def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
         options.append("--allow-other")  # each mount logs the warning
     if args.replay_legacy_journal:
         options.append("--replay-legacy-journal")
+    if args.local_bytes is not None:
+        options += ["--local-bytes", str(args.local_bytes)]
     memory_stores: tuple[str, ...] = ()
     if args.api_key_file:
         memory_stores = ("--api-key-file", os.path.abspath(args.api_key_file))
@@ -449,6 +458,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv.append("--allow-other")
     if args.replay_legacy_journal:
         argv.append("--replay-legacy-journal")
+    if args.local_bytes is not None:
+        argv += ["--local-bytes", str(args.local_bytes)]
     for flag, value in (("--uid", args.uid), ("--gid", args.gid), ("--umask", args.umask)):
         if value is not None:
             argv += [flag, value]

@@ -41,6 +41,7 @@ from memfs.errors import (
 )
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
+from memfs.mount.memory import MemoryReturn
 from memfs.mount.owner import Owner
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
@@ -262,6 +263,8 @@ class Daemon:
                         journals=journals,
                     )
                     await nursery.start(writer.run)
+                    # removed local-only or refused files: their memory goes back to the system
+                    await nursery.start(MemoryReturn(lambda: vfs.budget.total).run)
                     # started (handlers installed) before "ok": a SIGTERM right after a mount
                     # reports ready must flush and unmount, not kill the process
                     await nursery.start(self._signals)

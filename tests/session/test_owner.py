@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -45,7 +46,8 @@ def test_the_agent_user_writes_a_read_write_store(
     )  # fmt: skip
     done = run_memfs(
         ["session", "--config", str(config), "--root", str(shared_root), "--detach",
-         "--allow-other", "--umask", "077", "--prompt-file", str(tmp_path / "prompt.md")],
+         "--allow-other", "--umask", "077", "--prompt-file", str(tmp_path / "prompt.md"),
+         "--local-bytes", "2M"],
         session_env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -58,6 +60,8 @@ def test_the_agent_user_writes_a_read_write_store(
         capture_output=True, text=True, timeout=20,
     )  # fmt: skip
     assert agent.returncode == 0, agent.stderr
+    status = run_memfs(["status", str(mount), "--json"], session_env)
+    assert json.loads(status.stdout)["local_budget"]["limit_bytes"] == 2 * 1024 * 1024
     assert agent.stdout == "one\ntwo\n"
     stop = run_memfs(["session", "stop", "--root", str(shared_root)], session_env, timeout=60)
     assert stop.returncode == 0, stop.stderr
