@@ -9,9 +9,10 @@ write-back queue runs, and what its outcome means); the state they share is ``st
 options ``config``'s, and ``build`` (``build_core``) makes them all and hands each its
 collaborators. Besides: ``inodes`` (numbers, lookup counts), ``cache`` and ``prefetch`` (clean,
 re-fetchable data only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept
-local), ``refusals`` (content the store cannot take), ``clashes`` (a file beside a same-named
-directory), ``durable`` (what a journal record means: replay, conflict copies, the unmount
-report), ``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
+local), ``refusals`` (content the store cannot take), ``budget`` (the bytes of local-only and
+refused files, bounded: else ENOSPC), ``clashes`` (a file beside a same-named directory),
+``durable`` (what a journal record means: replay, conflict copies, the unmount report),
+``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
 ``memfs.versions.tree`` and ``memfs.store_api``; above it: ``memfs.mount``, which adapts it to
 pyfuse3.
 
@@ -38,7 +39,8 @@ The concurrency rule
     ``schedule`` hook, so ``close``/``fsync``/``rename``/``unlink`` return only once the change
     is durable, and no other task runs between the state being decided and being recorded.
   - Kept copies of refused files (``refusals.Refusals.keep``: written and fsynced before the
-    refusal is answered) and the files ``orphans`` hands over when a store is deleted.
+    refusal is answered; read back by ``Refusals.load`` when a closed refused file is opened)
+    and the files ``orphans`` hands over when a store is deleted.
   - The status file (``memfs.mount.status.StatusWriter``, every second, not fsynced) and the
     unmount report: collected and written with no ``await`` between, so each is a consistent
     snapshot of the state.

@@ -632,7 +632,7 @@ class Vfs:
         count, used = await self.usage.figures()
         blocks = self.state.max_memories * self.state.max_content_bytes // BLOCK_SIZE
         free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
-        if self.state.read_only:
+        if self.state.read_only or self.budget.full:  # df agrees with ENOSPC
             free = 0
         return {
             "f_bsize": BLOCK_SIZE,

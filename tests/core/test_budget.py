@@ -84,6 +84,7 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
         with pytest.raises(NotUtf8Error):  # refused at close: kept, charged
             await write_new(vfs, "bin.md", b"\xff" * (LIMIT + 10))
         assert vfs.budget.used == LIMIT + 10 and vfs.budget.full
+        assert (await vfs.statfs())["f_bavail"] == 0  # df agrees
         for attempt in (
             write_new(vfs, "new.md", b"text\n"),
             vfs.mkdir(ROOT_INODE, "dir"),
@@ -101,6 +102,7 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
         await vfs.setattr(memory, size=2)  # so is shrinking
         await vfs.unlink(ROOT_INODE, "bin.md")
         assert vfs.budget.used == 0 and not vfs.budget.full
+        assert (await vfs.statfs())["f_bavail"] > 0
         await write_new(vfs, "new.md", b"text\n")
         await vfs.fsync_dir()
     assert store.contents() == {"/memory.md": "SH", "/new.md": "text\n"}
