@@ -253,29 +253,9 @@ class Vfs:
             if size > self.state.max_content_bytes:
                 raise self.commits.too_large()
             self.budget.check_growth(node, size - node.size())
-            old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
-            new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
-            if self.commits.committed(node):
-                # truncate(2) and ftruncate(2) alike, open or not: a result the store would
-                # refuse fails at once, changing nothing (as EFBIG above). A write may be the
-                # first half of a character that the next write completes, so writes are judged
-                # at the save (close, fsync); a truncate states the whole new content, a failing
-                # call changes nothing (POSIX), programs check ftruncate's answer where many
-                # ignore close's (a shell redirection), and truncate(path) of a closed file has
-                # no later save to report it
-                text = utf8(new)
-                if text is None:
-                    raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
-                character = self.state.refused_character(text)
-                if character is not None:  # a file extended with NULs (Databricks)
-                    raise self.commits.holds_refused(node, character)
-            node.data = new
-            if node.refused == TOO_LARGE:
-                self.commits.end_refusal(node)  # truncated: an ordinary dirty file again
-            self._changed(node)
-            self.budget.charge(node)
-            if node.open_count == 0:
-                self.commits.commit(node)
+            try:
+                await self._truncate(node, size)
+            finally:  # refused content loaded to be truncated: back to its kept copy
                 self.commits.refusals.spill(node)
         # kept locally, never uploaded (after the size: a failing call changes nothing); the
         # kernel checked who may (default_permissions)
@@ -285,6 +265,32 @@ class Vfs:
                 raise ReadOnlyError("read-only mount")
             set_times(node, atime, atime_ns, mtime, mtime_ns)
         return self.attr(node)
+
+    async def _truncate(self, node: Node, size: int) -> None:
+        """The content of ``node`` becomes its first ``size`` bytes (zeros past its end)."""
+        old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
+        new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
+        if self.commits.committed(node):
+            # truncate(2) and ftruncate(2) alike, open or not: a result the store would
+            # refuse fails at once, changing nothing (as EFBIG in setattr). A write may be the
+            # first half of a character that the next write completes, so writes are judged
+            # at the save (close, fsync); a truncate states the whole new content, a failing
+            # call changes nothing (POSIX), programs check ftruncate's answer where many
+            # ignore close's (a shell redirection), and truncate(path) of a closed file has
+            # no later save to report it
+            text = utf8(new)
+            if text is None:
+                raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
+            character = self.state.refused_character(text)
+            if character is not None:  # a file extended with NULs (Databricks)
+                raise self.commits.holds_refused(node, character)
+        node.data = new
+        if node.refused == TOO_LARGE:
+            self.commits.end_refusal(node)  # truncated: an ordinary dirty file again
+        self._changed(node)
+        self.budget.charge(node)
+        if node.open_count == 0:
+            self.commits.commit(node)
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         """Open a file; returns (fh, keep_cache)."""

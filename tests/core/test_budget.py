@@ -126,6 +126,8 @@ async def test_refused_content_lives_in_its_kept_copy_once_closed(
         assert node.data is None and vfs.budget.used == len(content)  # counted once
         with pytest.raises(NotUtf8Error):  # loaded to be checked, then out of memory again
             await vfs.rename(ROOT_INODE, "bin.md", ROOT_INODE, "moved.md")
+        with pytest.raises(NotUtf8Error):  # likewise
+            await vfs.setattr(ino, size=3)
         assert node.data is None
         fh, _ = await vfs.open(ino, os.O_WRONLY | os.O_APPEND)  # loaded back to be written
         await vfs.write(fh, 0, b"\xff")
