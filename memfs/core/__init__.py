@@ -31,7 +31,9 @@ The concurrency rule
   the answer is only taken as the file's state if nothing was written meanwhile, else the file
   is queued again); likewise a node's path and the holder of a memory id
   (``table.by_id.get(memory_id) is node``) are looked up again after a request ("changed while
-  fetching", "renamed elsewhere meanwhile").
+  fetching", "renamed elsewhere meanwhile"); a rename that loaded content checks its names
+  again and, if the change feed moved one meanwhile, changes nothing and starts over
+  (``rename.NamesChanged``). tests/core/test_races.py holds a race for each such place.
 - **Disk I/O on the event loop, on purpose**: it is small, and the operation that asked must not
   return before it is done.
   - Journal records (``memfs.writeback.journal.Journal.put``: one entry appended to the slot's
