@@ -7,9 +7,10 @@ as it likes, so they count against one budget per mount (``--local-bytes``, 64 M
 docs/semantics.md, "Local bytes"):
 
 - a file is charged what it holds: its content in memory or its kept copy, whichever is larger
-  (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name (a million empty
-  files cost memory too). A node nobody can reach any more (removed and closed) is charged
-  nothing: ``vfs`` drops its content;
+  (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name; a directory made
+  by ``mkdir`` is charged ``NODE_BYTES`` (a million empty files or directories cost memory
+  too). A node nobody can reach any more (removed and closed) is charged nothing: ``vfs``
+  drops its content;
 - kept copies that earlier mounts left in this mount's kept directory count too; they are
   dropped, oldest first, when a write or create needs their room (``reclaim``, from
   ``refusals``);
@@ -37,7 +38,7 @@ from memfs.errors import NoSpaceError
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_BYTES = 64 * 1024 * 1024
-NODE_BYTES = 512  # what a local-only name costs besides its content (the node, its indexes)
+NODE_BYTES = 2048  # what a name costs the daemon besides its content (a node, its indexes)
 FULL_LOG_INTERVAL = 60.0  # seconds between two "the budget is full" lines
 
 
@@ -49,6 +50,7 @@ class LocalBudget:
         self.used = 0  # the sum of ``_charges``
         self._charges: dict[int, int] = {}  # by inode: what each charged node holds
         self._kept: dict[int, int] = {}  # by inode: the size of its kept copy on disk
+        self._made_dirs: set[int] = set()  # directories made by mkdir, by inode
         self.earlier = 0  # bytes of kept copies earlier mounts left (``refusals`` keeps it)
         # frees at least the bytes asked of earlier mounts' kept copies if it can (refusals)
         self.reclaim: Callable[[int], None] | None = None
@@ -71,7 +73,12 @@ class LocalBudget:
         held = 0
         counted = node.local_only or node.refused is not None
         reachable = node.path is not None or node.open_count > 0
-        if counted and reachable and node.kind is not Kind.DIR:
+        if node.kind is Kind.DIR:
+            if node.ino in self._made_dirs:
+                held = NODE_BYTES if reachable else 0
+                if not reachable:
+                    self._made_dirs.discard(node.ino)
+        elif counted and reachable:
             if node.kind is Kind.SYMLINK:
                 memory = len(node.target)
             else:
@@ -85,6 +92,11 @@ class LocalBudget:
         self.used += held - old
         if held < old and self.total < self.limit:
             self.full_since = None  # room was made: the next ENOSPC says so again
+
+    def made_dir(self, node: Node) -> None:
+        """``node`` is a directory made by ``mkdir`` (charged until it is removed)."""
+        self._made_dirs.add(node.ino)
+        self.charge(node)
 
     def kept(self, node: Node, size: int) -> None:
         """``node``'s kept copy now holds ``size`` bytes (0: it has none)."""

@@ -518,7 +518,7 @@ class Vfs:
         if await self.namespace.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
         path = self.namespace.new_path(directory, name)
-        self.budget.check_create()
+        self.budget.check_create(NODE_BYTES)
         node = self.table.new(Kind.DIR, path)
         node.subdirs_known = True  # empty
         set_new_owner(node, mode, owner, self.attrs.of_path(directory))
@@ -527,6 +527,7 @@ class Vfs:
         self.state.removed_dirs.pop(path, None)
         self.namespace.drop_listing(directory)
         self._touch_dir(directory)
+        self.budget.made_dir(node)
         self.table.remember(node)
         return self.attr(node)
 
@@ -543,6 +544,7 @@ class Vfs:
         self.state.local_dirs.discard(path)
         self.state.removed_dirs[path] = self.state.now()
         self.table.unbind(node)
+        self.budget.charge(node)
         self.namespace.keep_parent(path)
         self.namespace.drop_listing(directory)
         self._touch_dir(directory)
@@ -608,6 +610,8 @@ class Vfs:
             if paths.is_below(new_path, old_path):
                 raise InvalidArgumentError("cannot move a directory below itself")
             await self.renames.directory(src, old_path, new_path, dst)
+            if dst is not None:
+                self.budget.charge(dst)  # replaced: no longer charged
             for node in self.table.below(new_path):  # some may be local-only no more, or now
                 self.budget.charge(node)
         else:

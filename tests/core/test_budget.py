@@ -22,7 +22,7 @@ from memfs.errors import FileTooLargeError, NoSpaceError, NotUtf8Error
 
 from .helpers import CONFIG
 
-LIMIT = 10_000
+LIMIT = 20_000
 NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
@@ -58,21 +58,26 @@ async def test_local_only_files_are_charged_until_removed(
     store: FakeStore, autojump_clock: trio.abc.Clock
 ) -> None:
     async with budget_core(store, None) as vfs:
-        await write_new(vfs, "a~", b"a" * 3000)
-        await write_new(vfs, "b~", b"b" * 3000)
-        assert vfs.budget.used == 2 * (3000 + NODE_BYTES)
+        await write_new(vfs, "a~", b"a" * 6000)
+        await write_new(vfs, "b~", b"b" * 6000)
+        assert vfs.budget.used == 2 * (6000 + NODE_BYTES)
         fh, _ = await vfs.create(ROOT_INODE, "c~", NEW)  # room for the name
         with pytest.raises(NoSpaceError):  # not for its content
-            await vfs.write(fh, 0, b"c" * 3000)
-        await vfs.write(fh, 0, b"c" * 2000)  # what fits is written
+            await vfs.write(fh, 0, b"c" * 6000)
+        await vfs.write(fh, 0, b"c" * 1800)  # what fits is written
         await vfs.release(fh)
-        assert vfs.budget.used == 3 * NODE_BYTES + 8000 and vfs.budget.enospc == 1
+        assert vfs.budget.used == 3 * NODE_BYTES + 13_800 and vfs.budget.enospc == 1
         with pytest.raises(NoSpaceError):  # a truncate that grows is a write
             await vfs.setattr((await vfs.lookup(ROOT_INODE, "c~")).ino, size=4000)
+        with pytest.raises(NoSpaceError):  # a directory is a name too
+            await vfs.mkdir(ROOT_INODE, "d")
         await vfs.unlink(ROOT_INODE, "a~")
-        assert vfs.budget.used == 2 * NODE_BYTES + 5000
-        await write_new(vfs, "d~", b"d" * 3000)  # the room is back
-        assert vfs.budget.used == 3 * NODE_BYTES + 8000
+        assert vfs.budget.used == 2 * NODE_BYTES + 7800
+        await vfs.mkdir(ROOT_INODE, "d")  # the room is back
+        await write_new(vfs, "d~", b"d" * 4000)
+        assert vfs.budget.used == 4 * NODE_BYTES + 11_800
+        await vfs.rmdir(ROOT_INODE, "d")
+        assert vfs.budget.used == 3 * NODE_BYTES + 11_800
 
 
 async def test_past_the_budget_every_create_and_growing_write_is_enospc(
@@ -167,12 +172,12 @@ async def test_copies_of_earlier_mounts_make_room_oldest_first(
     kept = tmp_path / "kept"
     kept.mkdir(mode=0o700)
     for age, name in enumerate(("newest", "middle", "oldest")):
-        (kept / name).write_bytes(b"x" * 4000)
+        (kept / name).write_bytes(b"x" * 8000)
         os.utime(kept / name, (1_000_000 - age, 1_000_000 - age))
     async with budget_core(store, kept) as vfs:
-        # 12,000 bytes left by earlier mounts: the oldest goes at once, the next when needed
+        # 24,000 bytes left by earlier mounts: the oldest goes at once, the next when needed
         assert sorted(p.name for p in kept.iterdir()) == ["middle", "newest"]
-        assert vfs.budget.total == 8000
+        assert vfs.budget.total == 16_000
         await write_new(vfs, "a~", b"a" * 2000)
         assert sorted(p.name for p in kept.iterdir()) == ["newest"]
-        assert vfs.budget.total == 4000 + 2000 + NODE_BYTES
+        assert vfs.budget.total == 8000 + 2000 + NODE_BYTES
