@@ -108,6 +108,7 @@ def build_core(
         waits_as_file=lambda path, data, description: uploader.waits_as_file(
             path, data, description
         ),
+        copy_created=lambda memory, access: uploader.copy_created(memory, access),
     )
     files = OpenFiles()
     copies = LocalCopies(state, store, contents, bulk, writeback, refusals)

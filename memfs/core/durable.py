@@ -56,6 +56,7 @@ from memfs.writeback.queue import WriteBack
 log = logging.getLogger(__name__)
 
 MAX_CONFLICTS_KEPT = 50
+Access = tuple[int | None, int | None, int | None]  # a file's mode, uid, gid (None: the mount's)
 WAITING_FOR_ROOM = "waiting for room (the store is full)"  # why a create is not uploaded yet
 
 
@@ -79,9 +80,8 @@ class ConflictInfo:
     saved_as: str
     at: str
     saved: bool = False
-    # the losing file's mode, uid and gid (None: the mount's): a copy that waits for room as a
-    # file of the mount is as private as the file it comes from
-    access: tuple[int | None, int | None, int | None] = (None, None, None)
+    # the losing file's mode, uid and gid (None: the mount's): its copy is as private
+    access: Access = (None, None, None)
 
 
 class Durable:
@@ -99,6 +99,7 @@ class Durable:
         journal: Journal | None = None,
         untouched: int = 0,
         waits_as_file: Callable[[str, bytes, str | None], Node] | None = None,
+        copy_created: Callable[[Memory, Access], None] | None = None,
     ) -> None:
         self.state = state  # the inode table and pending deletes the queue's keys stand for
         self.writeback = writeback
@@ -125,6 +126,9 @@ class Durable:
         # makes (path, content, description) a new file of the mount, queued (None: such a
         # create waits for room in the journal only, unseen: tests of the queue alone)
         self.waits_as_file = waits_as_file
+        # shows a conflict copy just created with the mode and owner of its file (None: as
+        # listed, the mount's; tests of the queue alone)
+        self.copy_created = copy_created
         # conflict copies waiting for room as files, by inode: saved once that file is created
         self._copies_waiting: dict[int, ConflictInfo] = {}
 
@@ -281,9 +285,12 @@ class Durable:
         )
         self.writeback.schedule(("conflict", number), 0)
 
-    async def _create_sibling(self, path: str, data: bytes) -> tuple[str, Node | None]:
-        """Create the conflict copy ``path`` (or a numbered name if that one is taken); returns
-        the name it got and, if the store is full, the file of the mount it waits as."""
+    async def _create_sibling(
+        self, path: str, data: bytes, access: Access = (None, None, None)
+    ) -> tuple[str, Node | None]:
+        """Create the conflict copy ``path`` (or a numbered name if that one is taken), shown
+        with ``access``, the mode and owner of its file; returns the name it got and, if the
+        store is full, the file of the mount it waits as."""
         text = data.decode("utf-8")
         for attempt in range(20):
             target = path if attempt == 0 else _numbered(path, attempt)
@@ -291,8 +298,10 @@ class Durable:
             if local is not None and local.memory_id is None:
                 continue  # a file of this mount not on the server has it (a copy waiting)
             try:
-                await self.upload_store.create(target, text)
+                memory = await self.upload_store.create(target, text)
                 self.listings.drop(paths.parent(target))
+                if self.copy_created is not None:
+                    self.copy_created(memory, access)
                 return target, None
             except PathConflictError as exc:
                 if await self._is_same(exc, target, text):
@@ -303,7 +312,9 @@ class Durable:
                 if target in self.state.table.by_path:
                     continue  # taken here while the create was asked (another copy): the next
                 # the store checks the path before the room: ``target`` is free there
-                return target, self.waits_as_file(target, data, None)
+                waiting = self.waits_as_file(target, data, None)
+                waiting.mode, waiting.uid, waiting.gid = access
+                return target, waiting
         # not a PathConflictError: that would count as a conflict already kept (``done`` drops
         # the record), and this content exists nowhere else. Its record stays and is reported.
         raise ExistsError(f"no free name for the conflict copy of {path}: kept in the journal")
@@ -338,11 +349,10 @@ class Durable:
             if saved is None:
                 return
             sibling, data, info = saved
-            info.saved_as, waiting = await self._create_sibling(sibling, data)
+            info.saved_as, waiting = await self._create_sibling(sibling, data, info.access)
             if waiting is None:
                 info.saved = True
             else:
-                waiting.mode, waiting.uid, waiting.gid = info.access
                 self._copies_waiting[waiting.ino] = info
             del self._conflict_saves[int(key[1])]
             return

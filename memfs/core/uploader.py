@@ -29,7 +29,7 @@ from memfs.api.retry import is_transient
 from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import utf8
 from memfs.core.copies import LocalCopies
-from memfs.core.durable import Durable
+from memfs.core.durable import Access, Durable
 from memfs.core.handles import OpenFiles
 from memfs.core.identity import Identities
 from memfs.core.inodes import Kind, Node
@@ -375,6 +375,24 @@ class Uploader:
         self.writeback.schedule(node.ino, 0)
         log.warning("%s waits for room as a file of the mount (the store is full)", path)
         return node
+
+    def copy_created(self, memory: Memory, access: Access) -> None:
+        """A conflict copy just created: shown with the mode and owner of the file it comes
+        from (the store keeps none), so a private file's text stays private; a file without
+        its own keeps the mount's, as listed."""
+        if access == (None, None, None):
+            return
+        node = self.table.by_id.get(memory.id)  # a listing may have shown it meanwhile
+        if node is None:
+            if memory.path in self.table.by_path:
+                return  # another file of the mount has the name: the listing decides
+            node = self.table.new(Kind.FILE, memory.path)
+            self.table.set_memory(node, memory.id)
+            take_remote_state(node, memory)
+            node.synced_at = self.state.now()
+            node.ctime = memory.updated_at.timestamp()
+        if (node.mode, node.uid, node.gid) == (None, None, None):
+            node.mode, node.uid, node.gid = access
 
     def retry_waiting_for_room(self) -> None:
         """Room may have appeared (deletes seen, directory fsync, unmount): queue the creates

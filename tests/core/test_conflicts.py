@@ -359,3 +359,29 @@ async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
         "mine 1\n",
         "mine 2\n",
     ]
+
+
+async def test_the_conflict_copy_of_a_private_file_is_private(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """The store keeps no modes: the copy of a file made private here (chmod 600, chown) shows
+    that file's mode and owner, not the mount's defaults (other users of an --allow-other
+    mount would read it); a file with the defaults gives its copy the defaults."""
+    private = store.seed("/p.md", "base\n")
+    plain = store.seed("/q.md", "base\n")
+    async with running_core(store, cache_dir) as core:
+        vfs = core.vfs
+        await vfs.setattr(await core.ino("p.md"), mode=0o600, uid=1234, gid=1234)
+        plain_attr = await vfs.getattr(await core.ino("q.md"))
+        defaults = (plain_attr.mode, plain_attr.uid, plain_attr.gid)
+        for name, memory in (("p.md", private), ("q.md", plain)):
+            await core.save(name, b"mine\n")
+            store.edit(memory.id, content="theirs\n")
+        with pytest.raises(RemoteConflictError):
+            await vfs.fsync_dir()
+        private_mode = (0o100600, 1234, 1234)
+        for stem, expected in (("p", private_mode), ("q", defaults)):
+            [copy] = core.conflict_copies(stem)
+            attr = await vfs.getattr(await core.ino(copy[1:]))
+            assert (attr.mode, attr.uid, attr.gid) == expected
+            assert await core.read(copy[1:]) == b"mine\n"
