@@ -60,6 +60,9 @@ from memfs.writeback.workspace import WorkspaceId
 log = logging.getLogger(__name__)
 
 FINAL_FLUSH_SECONDS = 30.0
+# transient failures at unmount are retried this long (a blip, a server restart), so that the
+# report reaches those who wait for it in time: `memfs umount` (45 s), a session stop (30 s in all)
+FINAL_RETRY_SECONDS = 10.0
 DATABRICKS_API = "Databricks Agent Memory API"
 
 
@@ -172,6 +175,7 @@ class Daemon:
         # the flushes of a signal and of the end of the FUSE loop: one at a time, one deadline
         self._flush_lock = trio.Lock()
         self._flush_deadline: float | None = None
+        self._retry_deadline = 0.0
         self._flush_errors: list[str] = []
 
     async def run(self) -> int:
@@ -469,20 +473,22 @@ class Daemon:
 
     async def _flush(self, vfs: Vfs) -> None:
         """Upload what is pending, deferred renames and deletes included, retrying transient
-        failures; every flush of this daemon ends by one deadline (``FINAL_FLUSH_SECONDS`` from
-        the first). A signal flushes while the mount still serves, and ``run`` again once the
-        FUSE loop has ended (what was changed meanwhile); their outcome is the report's."""
+        failures for ``FINAL_RETRY_SECONDS``; every flush of this daemon ends by one deadline
+        (``FINAL_FLUSH_SECONDS`` from the first). A signal flushes while the mount still serves,
+        and ``run`` again once the FUSE loop has ended (what was changed meanwhile); their
+        outcome is the report's."""
         async with self._flush_lock:
             if self._flush_deadline is None:
                 self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
+                self._retry_deadline = trio.current_time() + FINAL_RETRY_SECONDS
             vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
             if not len(vfs.writeback) or trio.current_time() >= self._flush_deadline:
                 return  # nothing left, or no time: the report lists what is pending
             log.info("flushing %d pending uploads", len(vfs.writeback))
             self._flush_errors = []  # a later pass supersedes: what it left is what counts
             with trio.move_on_at(self._flush_deadline) as scope:
-                left = self._flush_deadline - trio.current_time()
-                for failure in await vfs.flush_all(patience=left):
+                patience = max(0.0, self._retry_deadline - trio.current_time())
+                for failure in await vfs.flush_all(patience=patience):
                     self._flush_errors.append(f"final upload failed: {failure}")
             if scope.cancelled_caught:
                 self._flush_errors.append(
