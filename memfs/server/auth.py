@@ -9,7 +9,8 @@
   Every credential the request carries counts and they must all name the same key
   (``presented_key``). Keys are compared in constant time, each against every key;
 - the URL must not hold a NUL; ``anthropic-beta`` must not name both ``MEMORY_BETA`` and
-  ``OLD_BETA``; a session header must be a session id.
+  ``OLD_BETA``; a session header must be a session id;
+- no request may carry both ``Content-Length`` and ``Transfer-Encoding`` (checked first).
 
 It then records the actors in ``scope["state"]``: ``api_actor`` (``{"type": "api_actor",
 "api_key_id": "apikey_…"}``, a digest of the key: ``ids.api_key_id``) and ``actor``, which is
@@ -96,6 +97,13 @@ class Gatekeeper:
 
     def admit(self, scope: Scope) -> ApiError | None:
         """Check auth, beta header and session header; put the actors into ``scope['state']``."""
+        names = {name.lower() for name, _ in scope.get("headers", [])}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            # RFC 9112 §6.1: a sign of request smuggling. Refused (the answer then closes the
+            # connection: the body is not read), so no proxy in front can be desynchronised.
+            return BadRequestError(
+                "a request must not carry both Content-Length and Transfer-Encoding"
+            )
         if scope["method"] in ("GET", "HEAD") and scope["path"] in OPEN_PATHS:
             return None
         if scope["path"] in ADMIN_PATHS:

@@ -6,8 +6,8 @@
 2. admits it or refuses it (``auth.Gatekeeper``: keys, admin key, beta and session headers,
    actors); a refusal is answered here with the envelope and never reaches the routes;
 3. gives its body ``body_timeout`` seconds to arrive, from the first time the app reads it
-   (``_BodyClock``): past that the read raises ``RequestTimeoutError``, a 408, and an answer
-   that starts before the whole body came says ``connection: close`` (the rest is not read);
+   (``_BodyClock``): past that the read raises ``RequestTimeoutError``, a 408 that says
+   ``connection: close`` (the rest of the body is not read);
 4. records it in ``metrics.Metrics`` under its route template (``route_of``: ``unmatched``
    when no route matched), whatever the outcome, and in the access log when there is one
    (``access_log``). A client that hung up before its answer (mid-body, say) is counted and logged
@@ -48,33 +48,36 @@ CLIENT_CLOSED = 499  # the status counted for a client that hung up; never sent
 class _BodyClock:
     """``receive`` with a deadline for the request body: ``timeout`` seconds from the first
     read until the last chunk (a client that sends a byte a minute holds no handler for ever).
-    Reads after the body (a stream waiting for the client to hang up) have no deadline."""
+    Reads after the body (a stream waiting for the client to hang up) have no deadline.
+    ``close_connection``: the answer must end its HTTP/1 connection (the body timed out, so
+    the rest of it is not read; or its framing is ambiguous, ``auth.Gatekeeper`` refuses it)."""
 
     def __init__(self, receive: Receive, scope: Scope, timeout: float, request_id: str) -> None:
         self._receive = receive
         self._timeout = timeout
         self._request_id = request_id
         self._deadline: float | None = None
-        self._timed_out = False
         headers = Headers(scope=scope)
         declared = headers.get("content-length", "0").strip()
-        # HTTP/1: a connection to close when an answer starts before the body came. HTTP/2 (with
-        # --h2c) has no such header, and a body may come without a length: wait for its end.
-        self.http1 = str(scope.get("http_version", "1.1")).startswith("1")
-        # True once the whole body has arrived (or the client is gone).
-        self.received = self.http1 and declared in ("", "0") and "transfer-encoding" not in headers
+        # HTTP/2 (with --h2c) may send a body without a length: its end is awaited there.
+        self._http1 = str(scope.get("http_version", "1.1")).startswith("1")
+        # True once the whole body has arrived (or the client is gone), or it will not be read.
+        self._done = self._http1 and declared in ("", "0") and "transfer-encoding" not in headers
+        ambiguous = "content-length" in headers and "transfer-encoding" in headers
+        self.close_connection = self._http1 and ambiguous
 
     async def __call__(self) -> Message:
-        if self.received or self._timed_out:
+        if self._done:
             return await self._receive()
         if self._deadline is None:
             self._deadline = trio.current_time() + self._timeout
         with trio.move_on_at(self._deadline):
             message = await self._receive()
             if message["type"] != "http.request" or not message.get("more_body", False):
-                self.received = True
+                self._done = True
             return message
-        self._timed_out = True  # what is left of the body is not read: the connection closes
+        self._done = True
+        self.close_connection = self._http1  # HTTP/2 has no such header: the stream ends
         log.info(
             "a request body did not arrive within %g s: answering 408 (request_id %s)",
             self._timeout,
@@ -127,7 +130,7 @@ class ApiMiddleware:
                 status = int(message["status"])
                 headers = MutableHeaders(scope=message)
                 headers["request-id"] = request_id
-                if body_clock.http1 and not body_clock.received:  # the rest is not read
+                if body_clock.close_connection:
                     headers["connection"] = "close"
             await send(message)
 

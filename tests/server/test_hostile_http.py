@@ -137,6 +137,24 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_the_connection_closes(
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
 
 
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed(
+    hostile: ServerProcess,
+) -> None:
+    """RFC 9112 §6.1: a sign of request smuggling; nothing after it on the connection is read
+    (such as a second request that a proxy in front, going by Content-Length, would not see)."""
+    body = b'{"name":"a"}'
+    head = post_head(hostile, "/v1/memory_stores", len(body)) + "transfer-encoding: chunked\r\n"
+    chunked = b"c\r\n" + body + b"\r\n0\r\n\r\n"
+    with raw_request(hostile, head, chunked) as sock:
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"\r\nconnection: close\r\n" in answer
+    assert b"both Content-Length and Transfer-Encoding" in answer
+    smuggled = f"GET /v1/memory_stores HTTP/1.1\r\nhost: x\r\nx-api-key: {hostile.api_key}\r\n\r\n"
+    with raw_request(hostile, head, chunked + smuggled.encode()) as sock:
+        answer = read_until_closed(sock)
+    assert b"HTTP/1.1 200" not in answer, answer
+
+
 def test_http2_cleartext_is_off_unless_asked_for(hostile: ServerProcess) -> None:
     """Neither an ``Upgrade: h2c`` request nor the HTTP/2 preface switches protocols."""
     upgrade = (
