@@ -7,7 +7,9 @@ as it likes, so they count against one budget per mount (``--local-bytes``, 64 M
 docs/semantics.md, "Local bytes"):
 
 - a file is charged what it holds: its content in memory or its kept copy, whichever is larger
-  (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name; a directory made
+  (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name. Any file changed
+  while open counts too until its last close (its content is not known to be text before;
+  after, it is refused, or queued for the store, whose limits bound it); a directory made
   by ``mkdir`` is charged ``NODE_BYTES`` (a million empty files or directories cost memory
   too). A node nobody can reach any more (removed and closed) is charged nothing: ``vfs``
   drops its content;
@@ -16,9 +18,7 @@ docs/semantics.md, "Local bytes"):
   ``refusals``);
 - past the budget, every create and every write or truncate that grows a file gets ENOSPC, as
   on a full disk, until files are removed; a write that would take a charged file past it gets
-  ENOSPC as well. Content already written into open files when the budget fills may still be
-  refused at ``close``: it is charged and kept, never dropped, so the budget can be overshot by
-  at most one file's content (the store's limit) per file open for writing;
+  ENOSPC as well;
 - that the budget is full is logged once (again at most once a minute, with the count of
   ENOSPC answered meanwhile), never once per write; ``memfs status`` shows the figures.
 
@@ -71,7 +71,7 @@ class LocalBudget:
     def charge(self, node: Node) -> None:
         """Charge ``node`` what it holds now (nothing if it holds nothing the budget counts)."""
         held = 0
-        counted = node.local_only or node.refused is not None
+        counted = self._counted(node)
         reachable = node.path is not None or node.open_count > 0
         if node.kind is Kind.DIR:
             if node.ino in self._made_dirs:
@@ -115,8 +115,12 @@ class LocalBudget:
         is full, or if ``node`` is charged and this would take it past the budget."""
         if growth <= 0:
             return
-        charged = node.local_only or node.refused is not None
-        self._check(growth if charged else 0, f"a write to {node.path}")
+        self._check(growth if self._counted(node) else 0, f"a write to {node.path}")
+
+    @staticmethod
+    def _counted(node: Node) -> bool:
+        """Whether what ``node`` holds counts: local-only, refused, or written while open."""
+        return node.local_only or node.refused is not None or (node.open_count > 0 and node.dirty)
 
     def _check(self, extra: int, what: str) -> None:
         if self._fits(extra):

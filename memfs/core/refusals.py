@@ -161,22 +161,24 @@ class Refusals:
         node.data = None
         self.budget.charge(node)
 
-    def load(self, node: Node) -> bytes:
-        """The content of spilled ``node``, read from its kept copy (empty, and logged, if the
-        copy cannot be read: it was removed from outside)."""
+    def read(self, node: Node, offset: int, size: int) -> bytes:
+        """``size`` bytes at ``offset`` of spilled ``node``'s content (from its kept copy)."""
         copy = self.copies.get(node.ino)
         try:
             if copy is None:
                 raise FileNotFoundError("no copy")
             fd = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW)
             try:
-                with os.fdopen(fd, "rb", closefd=False) as file:
-                    return file.read()
+                return os.pread(fd, size, offset)
             finally:
                 os.close(fd)
         except OSError as exc:
             log.error("cannot read the kept copy of refused %s (%s): %s", node.path, copy, exc)
             return b""
+
+    def load(self, node: Node) -> bytes:
+        """The whole content of spilled ``node`` (``read``)."""
+        return self.read(node, 0, node.kept_size or 0)
 
     def restore(self, node: Node) -> None:
         """Load spilled ``node``'s content back into memory (an open for writing, a rename)."""

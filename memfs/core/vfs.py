@@ -313,7 +313,9 @@ class Vfs:
             self.budget.charge(node)
         elif writable:
             await self.copies.ensure_data(node)
-        elif node.kind is Kind.FILE:
+        elif node.kind is Kind.FILE and node.data is None and node.kept_size is None:
+            # (a local copy is read where it is: a copy per open would let a reader holding
+            # many opens of one file grow the daemon)
             snapshot = await self.copies.content_for_read(node)
         handle = self.files.new(node, flags)
         handle.snapshot = snapshot
@@ -388,6 +390,8 @@ class Vfs:
         node = handle.node
         if node.data is not None:
             return bytes(node.data[offset : offset + size])
+        if node.kept_size is not None:  # refused content of a closed file: in its kept copy
+            return self.commits.refusals.read(node, offset, size)
         if handle.snapshot is None:
             handle.snapshot = await self.copies.content_for_read(node)
         return handle.snapshot[offset : offset + size]
@@ -472,6 +476,7 @@ class Vfs:
             self.commits.closed(node)
             self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
             self._drop_unreachable(node)
+        self.budget.charge(node)  # no longer open: what waits for its upload is not counted
         self.copies.drop_clean_data(node)
         deferred = None
         if node.open_count == 0:

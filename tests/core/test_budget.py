@@ -27,8 +27,10 @@ NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
 @asynccontextmanager
-async def budget_core(store: FakeStore, kept: Path | None) -> AsyncIterator[Vfs]:
-    vfs = build_core(store, dataclasses.replace(CONFIG, local_bytes=LIMIT), kept_dir=kept)
+async def budget_core(
+    store: FakeStore, kept: Path | None, limit: int = LIMIT
+) -> AsyncIterator[Vfs]:
+    vfs = build_core(store, dataclasses.replace(CONFIG, local_bytes=limit), kept_dir=kept)
     async with trio.open_nursery() as nursery:
         await nursery.start(vfs.writeback.run)
         yield vfs
@@ -86,9 +88,8 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
     store.seed("/memory.md", "short\n")
     async with budget_core(store, None) as vfs:
         memory = (await vfs.lookup(ROOT_INODE, "memory.md")).ino
-        with pytest.raises(NotUtf8Error):  # refused at close: kept, charged
-            await write_new(vfs, "bin.md", b"\xff" * (LIMIT + 10))
-        assert vfs.budget.used == LIMIT + 10 and vfs.budget.full
+        await write_new(vfs, "fill~", b"f" * (LIMIT - NODE_BYTES))
+        assert vfs.budget.used == LIMIT and vfs.budget.full
         assert (await vfs.statfs())["f_bavail"] == 0  # df agrees
         for attempt in (
             write_new(vfs, "new.md", b"text\n"),
@@ -105,12 +106,30 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
         await vfs.flush(fh)
         await vfs.release(fh)
         await vfs.setattr(memory, size=2)  # so is shrinking
-        await vfs.unlink(ROOT_INODE, "bin.md")
+        await vfs.unlink(ROOT_INODE, "fill~")
         assert vfs.budget.used == 0 and not vfs.budget.full
         assert (await vfs.statfs())["f_bavail"] > 0
         await write_new(vfs, "new.md", b"text\n")
         await vfs.fsync_dir()
     assert store.contents() == {"/memory.md": "SH", "/new.md": "text\n"}
+
+
+async def test_a_file_counts_while_it_is_written_open(
+    store: FakeStore, autojump_clock: trio.abc.Clock
+) -> None:
+    async with budget_core(store, None) as vfs:
+        handles = [(await vfs.create(ROOT_INODE, f"f{i}.md", NEW))[0] for i in range(3)]
+        for fh in handles[:2]:
+            await vfs.write(fh, 0, b"x" * 9000)
+        with pytest.raises(NoSpaceError):  # many open files are not a way around the budget
+            await vfs.write(handles[2], 0, b"x" * 9000)
+        assert vfs.budget.used == 18_000
+        for fh in handles:
+            await vfs.flush(fh)
+            await vfs.release(fh)
+        assert vfs.budget.used == 0  # valid text: queued for the store, not counted
+        await vfs.fsync_dir()
+    assert store.contents() == {"/f0.md": "x" * 9000, "/f1.md": "x" * 9000, "/f2.md": ""}
 
 
 async def test_refused_content_lives_in_its_kept_copy_once_closed(
@@ -150,7 +169,7 @@ async def test_a_closed_file_refused_as_too_large_moves_with_its_copy(
 ) -> None:
     kept = tmp_path / "kept"
     limit = store.capabilities.max_content_bytes
-    async with budget_core(store, kept) as vfs:
+    async with budget_core(store, kept, limit=2 * limit) as vfs:
         fh, attr = await vfs.create(ROOT_INODE, "big.md", NEW)
         await vfs.write(fh, 0, b"a" * limit)
         with pytest.raises(FileTooLargeError):
@@ -159,7 +178,7 @@ async def test_a_closed_file_refused_as_too_large_moves_with_its_copy(
             await vfs.flush(fh)
         await vfs.release(fh)
         node = vfs.table.nodes[attr.ino]
-        assert node.data is None and vfs.budget.used == limit  # over the budget: charged
+        assert node.data is None and vfs.budget.used == limit
         await vfs.rename(ROOT_INODE, "big.md", ROOT_INODE, "moved.md")  # still refused
         (copy,) = kept.iterdir()
         assert copy.name.endswith("moved.md") and copy.read_bytes() == b"a" * limit
