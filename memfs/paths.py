@@ -58,6 +58,16 @@ def validate_path(path: str) -> str:
     return path
 
 
+def validate_file_path(path: str) -> str:
+    """``validate_path``, and no segment over ``MAX_NAME_BYTES``: a path a mount can create (a
+    longer name is ENAMETOOLONG there). Databricks entries are created under these rules."""
+    validate_path(path)
+    for segment in path[1:].split("/"):
+        if len(segment.encode("utf-8")) > MAX_NAME_BYTES:
+            raise PathTooLongError(f"a path segment is longer than {MAX_NAME_BYTES} bytes")
+    return path
+
+
 def validate_prefix(prefix: str) -> str:
     """Return ``prefix`` if it is a valid ``path_prefix`` (``/`` or ``/a/b/``), else raise."""
     if not prefix.startswith("/") or not prefix.endswith("/"):

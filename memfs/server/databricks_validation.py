@@ -1,7 +1,8 @@
 """Validation of Databricks Agent Memory requests: every rule that needs no stored state.
 
 Ids (``store_id``: the contract's pattern; ``entry_id``: what this server accepts for a
-caller-chosen one), actors and sessions, entry paths and path prefixes, content and description
+caller-chosen one), actors and sessions, entry paths (a new entry's under the rules a mount can
+save: ``new_entry_path``) and path prefixes, content and description
 sizes (``memfs.databricks_limits``), source types, views, page sizes and update masks. Proto3
 JSON rules: a JSON ``null`` or an empty string is an unset field, unknown fields are ignored.
 
@@ -16,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from memfs import paths
 from memfs.databricks_limits import (
     DEFAULT_PAGE_SIZE,
     MAX_CONTENT_BYTES,
@@ -128,6 +130,20 @@ def entry_path(value: Any, name: str = "path") -> str:
         raise BadRequestError(
             f"{name}: must not contain an empty, '.' or '..' segment (got {text[:80]!r})"
         )
+    return text
+
+
+def new_entry_path(value: Any) -> str:
+    """The path of an entry being created: ``entry_path``, and the rules a mount can save
+    (``memfs.paths.validate_file_path``: NFC, no control or format characters, at most 20
+    segments of at most 255 bytes), so that every entry can be a file of a mount. A path of an
+    entry stored before these rules (by an older server) is still accepted where an existing
+    entry is named: a list's exact ``path``."""
+    text = entry_path(value)
+    try:
+        paths.validate_file_path(text)
+    except paths.PathError as exc:
+        raise BadRequestError(f"path: {exc}") from None
     return text
 
 

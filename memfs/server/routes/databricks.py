@@ -128,7 +128,7 @@ class DatabricksRoutes:
             entry_id=check.entry_id(raw_id) if raw_id else None,
             actor_id=check.actor_id(body.get("actor_id")),
             session_id=check.session_id(body.get("session_id")),
-            path=check.entry_path(body.get("path")),
+            path=check.new_entry_path(body.get("path")),
             content=check.content(body.get("content")),
             description=check.description(body.get("description")),
             source_type=check.source_type(body.get("source_type")),

@@ -21,6 +21,7 @@ from databricks.sdk.service.agentkit import (
 from support.servers import ServerProcess
 
 from memfs.databricks_limits import MAX_CONTENT_BYTES, MAX_DESCRIPTION_BYTES, MAX_PATH_BYTES
+from memfs.paths import MAX_NAME_BYTES
 
 from .helpers import workspace_for
 
@@ -333,7 +334,7 @@ def test_invalid_entries_are_refused(
 def test_largest_entry_fits(workspace: WorkspaceClient, store: str) -> None:
     entry = ManagedMemoryEntry(
         actor_id="a" * 256,
-        path="/" + "p" * (MAX_PATH_BYTES - 1),
+        path="/" + "/".join(["p" * MAX_NAME_BYTES] * 4),  # 1,024 bytes: 4 longest segments
         content="x" * MAX_CONTENT_BYTES,
         description="d" * MAX_DESCRIPTION_BYTES,
         session_id="s" * 256,
@@ -347,9 +348,10 @@ def test_the_largest_key_fits_in_every_index(workspace: WorkspaceClient, store: 
     four-byte character counts as four (else a PostgreSQL index entry would overflow: a 500)."""
     ak = workspace.agent_kit
     wide = "\U0001f600"  # 4 UTF-8 bytes
-    key = ManagedMemoryEntry(
-        actor_id=wide * 64, session_id=wide * 64, path="/" + wide * 255 + "xyz", content="big"
-    )
+    segment = wide * 63 + "xyz"  # the longest a segment may be: 255 bytes
+    path = "/" + "/".join([segment] * 4)  # and the longest path: 1,024 bytes
+    assert len(path.encode()) == MAX_PATH_BYTES
+    key = ManagedMemoryEntry(actor_id=wide * 64, session_id=wide * 64, path=path, content="big")
     made = ak.create_memory(store, key)
     found = ak.search_memories(store, wide * 64, "big", session_id=wide * 64)
     assert [r.managed_memory_entry.name for r in found] == [made.name]

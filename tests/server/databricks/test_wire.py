@@ -247,3 +247,32 @@ def fill_a_full_store(base_url: str, key: str) -> None:
     # Deleting one makes room again.
     ak.delete_memory(first.name)
     ak.create_memory(store, ManagedMemoryEntry(actor_id="a", path="/c"))
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("/cafe\u0301.md", "path: path is not in Unicode Normalization Form C"),
+        ("/a\x01b.md", "path: path contains a control or format character U+0001"),
+        ("/tab\there.md", "path: path contains a control or format character U+0009"),
+        ("/zero\u200bwidth.md", "path: path contains a control or format character U+200B"),
+        ("/" + "x" * 256, "path: a path segment is longer than 255 bytes"),
+        ("/" + "/".join("abcdefghijklmnopqrstu"), "path: path has more than 20 segments"),
+    ],
+    ids=["nfd", "control", "tab", "format", "segment-256-bytes", "21-segments"],
+)
+def test_new_entry_paths_follow_the_rules_a_mount_can_save(
+    http: httpx.Client, store: str, path: str, rule: str
+) -> None:
+    """A create applies the mount's path rules (memfs/paths.py, docs/semantics.md "Errors"):
+    every entry is a file a mount can save. 400 ``INVALID_PARAMETER_VALUE`` names the rule."""
+    url = f"/api/2.0/agents/{store}/entries"
+    said = error_of(
+        http.post(url, json={"actor_id": "a", "path": path}), 400, "INVALID_PARAMETER_VALUE"
+    )
+    assert said == rule
+    listed = http.get(url, params={"actor_id": "a"}).json()
+    assert listed["managed_memory_entries"] == []
+    # at the limits: 20 segments, a 255-byte segment, NFC
+    for fine in ("/" + "/".join("abcdefghijklmnopqrst"), "/" + "x" * 255, "/caf\u00e9.md"):
+        assert http.post(url, json={"actor_id": "a", "path": fine}).status_code == 200
