@@ -5,9 +5,10 @@ Owns what a directory shows (``children``, ``child``): a memory of a listing app
 node (a clash's file at a derived name, ``memfs.core.clashes``), a prefix as a directory; local
 nodes (new files, files with changes, directories made here) win over the listing; a settled
 node missing from a newer listing was deleted on the server and is forgotten. Also the names
-an entry may have (``decode_name``, ``new_path``) and the directories kept after their last
-entry left (``keep_parent``: ``rm -r`` then ``rmdir`` works). It queues the kernel
-invalidations of the core (``queue_invalidations``); the mount runs them from a worker thread
+an entry may have (``decode_name``, ``new_path``, ``file_path``: paths outside the rules where
+an entry already has them) and the directories kept after their last entry left
+(``keep_parent``: ``rm -r`` then ``rmdir`` works). It queues the kernel invalidations of the
+core (``queue_invalidations``); the mount runs them from a worker thread
 (``Vfs.run_invalidations``). Applying the change feed's versions is ``memfs.core.remote``'s.
 
 It must not change a file's content or memory on its own (a settled node only follows the
@@ -41,10 +42,13 @@ Invalidation = tuple[str, int, bytes]  # ("inode", ino, b"") or ("entry", parent
 Invalidator = Callable[[list[Invalidation]], Awaitable[None]]
 
 
-def decode_name(raw: bytes) -> str:
-    """A name from the kernel as text; non-UTF-8 names are invalid."""
-    if len(raw) > paths.MAX_NAME_BYTES:
-        raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
+def decode_name(raw: bytes, *, max_bytes: int | None = None) -> str:
+    """A name from the kernel as text; non-UTF-8 names are invalid, and names over
+    ``max_bytes``. In the store's tree a name over 255 bytes may be an entry's (stored by an
+    older server or another implementation): it is found; a new one is refused where it would
+    be made (``Namespace.new_path``), an absent one is ENAMETOOLONG (``Vfs._child``)."""
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise NameTooLongError(f"name longer than {max_bytes} bytes")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -60,6 +64,15 @@ def check_store_path(path: str) -> None:
         raise NameTooLongError(f"{path}: {exc}") from None
     except paths.PathError as exc:
         raise InvalidNameError(f"{path}: {exc}") from None
+
+
+def _valid_name(name: str) -> bool:
+    """Whether ``name`` can be one segment of a path the store takes."""
+    try:
+        paths.check_segment(name)
+    except paths.PathError:
+        return False
+    return True
 
 
 def take_remote_state(node: Node, memory: Memory) -> None:
@@ -333,6 +346,31 @@ class Namespace:
             return path
         check_store_path(path)
         return path
+
+    def file_path(self, parent_path: str, name: str, *, entry_there: bool) -> tuple[str, bool]:
+        """The path of a file ``name`` in ``parent_path`` (created, or renamed there) and
+        whether it stays local-only. Entries stored by an older server or another implementation
+        may have paths outside the store's rules (docs/semantics.md "Databricks stores"); a
+        path outside them is accepted in two cases only:
+        - ``entry_there``: a save at the path updates an entry of the store that has it (the
+          rename target's, or one that just left it): nothing is created there;
+        - the name is valid and only its directory breaks a rule, a directory of the store's
+          (only such entries make one: a directory made here 20 levels deep still holds no
+          file): the new file stays local-only, so a tool's temporary file works (``sed -i``),
+          and its rename onto an entry saves that entry; it is never uploaded."""
+        path = paths.join(parent_path, name)
+        if entry_there:
+            return path, False
+        try:
+            return self.new_path(parent_path, name), self.state.is_local_path(path)
+        except NameTooLongError:
+            raise
+        except InvalidNameError:
+            made_here = parent_path in self.state.local_dirs and paths.is_valid_path(parent_path)
+            if parent_path == "/" or made_here or not _valid_name(name):
+                raise
+        log.info("%s: the store refuses its directory's path: a new file there stays local", path)
+        return path, True
 
     def keep_parent(self, path: str) -> None:
         """Keep the directory of ``path`` after its entry leaves (rm -r then rmdir works)."""

@@ -62,9 +62,11 @@ class Renames:
         self.commits = commits
         self.uploader = uploader
 
-    async def file(self, src: Node, old_path: str, new_path: str, dst: Node | None) -> None:
-        """``src`` (a file or symlink) moves to ``new_path``, over ``dst`` if there is one."""
-        new_local = self.state.is_local_path(new_path)
+    async def file(
+        self, src: Node, old_path: str, new_path: str, dst: Node | None, *, new_local: bool
+    ) -> None:
+        """``src`` (a file or symlink) moves to ``new_path``, over ``dst`` if there is one;
+        ``new_local``: the new path is local-only (``Namespace.file_path``)."""
         if src.kind is Kind.SYMLINK and not new_local:
             raise NotPermittedError("symbolic links are only allowed for local-only names")
         if not new_local and src.kind is Kind.FILE and (src.dirty or src.memory_id is None):

@@ -35,7 +35,7 @@ from memfs.core.durable import Durable
 from memfs.core.handles import OpenFiles
 from memfs.core.identity import Identities
 from memfs.core.inodes import InodeTable, Kind, Node
-from memfs.core.namespace import Invalidator, Namespace
+from memfs.core.namespace import Invalidator, Namespace, check_store_path
 from memfs.core.orphans import StoreGone
 from memfs.core.prefetch import BulkFetcher
 from memfs.core.refusals import TOO_LARGE
@@ -51,6 +51,7 @@ from memfs.errors import (
     FileTooLargeError,
     InvalidArgumentError,
     IsDirectoryError,
+    NameTooLongError,
     NoEntryError,
     NotDirectoryError,
     NotPermittedError,
@@ -167,6 +168,8 @@ class Vfs:
         directory = self._dir_path(parent_ino)
         node = await self.namespace.child(directory, name)
         if node is None:
+            if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:  # found only if it is an entry
+                raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
             raise NoEntryError(f"{paths.join(directory, name)} does not exist")
         return node
 
@@ -369,8 +372,8 @@ class Vfs:
     async def _new_file(
         self, directory: str, name: str, mode: int | None, owner: tuple[int, int] | None
     ) -> Node:
-        path = self.namespace.new_path(directory, name)
-        local_only = self.state.is_local_path(path)
+        entry_there = self.identities.adoptable(paths.join(directory, name)) is not None
+        path, local_only = self.namespace.file_path(directory, name, entry_there=entry_there)
         self.budget.check_create(NODE_BYTES if local_only else 0)
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
@@ -380,7 +383,10 @@ class Vfs:
         self._changed(node)
         self.state.removed_dirs.pop(directory, None)
         if not node.local_only:
-            await self.identities.adopt(node, path)
+            adopted = await self.identities.adopt(node, path)
+            if entry_there and not adopted and not paths.is_valid_path(path):
+                self.table.unbind(node)  # the entry changed meanwhile: a new path outside rules
+                check_store_path(path)
         # the cached listing stays: a new local node is merged into it (``Namespace.children``)
         self._touch_dir(directory)
         return node
@@ -606,7 +612,16 @@ class Vfs:
             raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
         self._check_writable()
         old_path = paths.join(old_dir, old_name)
-        new_path = self.namespace.new_path(new_dir, new_name)
+        if src.is_dir:
+            new_path, new_local = self.namespace.new_path(new_dir, new_name), False
+        else:  # onto an entry whose path is outside the rules (an older server's): it is saved
+            target = paths.join(new_dir, new_name)
+            entry_there = (
+                dst is not None and dst.memory_id is not None and dst.remote_path == target
+            ) or self.identities.adoptable(target) is not None
+            new_path, new_local = self.namespace.file_path(
+                new_dir, new_name, entry_there=entry_there
+            )
         if src is dst:
             return
         if src.is_dir:
@@ -623,7 +638,7 @@ class Vfs:
             if dst is not None and dst.is_dir:
                 raise IsDirectoryError(f"{new_path} is a directory")
             try:
-                await self.renames.file(src, old_path, new_path, dst)
+                await self.renames.file(src, old_path, new_path, dst, new_local=new_local)
             finally:
                 self.commits.refusals.spill(src)  # loaded to be checked: back to its copy
                 self.budget.charge(src)

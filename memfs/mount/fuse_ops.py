@@ -27,6 +27,7 @@ from memfs.core.namespace import decode_name
 from memfs.core.searchtree import SEARCH_NAME, SearchAttr
 from memfs.core.vfs import Vfs
 from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
+from memfs.paths import MAX_NAME_BYTES
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
 log = logging.getLogger(__name__)
@@ -143,9 +144,12 @@ class FuseOperations(pyfuse3.Operations):
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
         try:
             if self._in_versions(parent_inode, name):
-                return entry(await self.versions.lookup(parent_inode, decode_name(name)))
+                # names of .versions and .search (queries) are at most 255 bytes
+                short = decode_name(name, max_bytes=MAX_NAME_BYTES)
+                return entry(await self.versions.lookup(parent_inode, short))
             if self._in_search(parent_inode, name):
-                return entry(await self.search.lookup(parent_inode, decode_name(name)))
+                short = decode_name(name, max_bytes=MAX_NAME_BYTES)
+                return entry(await self.search.lookup(parent_inode, short))
             return entry(await self.vfs.lookup(parent_inode, decode_name(name)))
         except NoEntryError:
             return negative_entry()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.service.agentkit import ManagedMemoryEntry
@@ -32,6 +33,8 @@ from support.servers import ServerProcess
 from support.waiting import wait_for
 
 from memfs.databricks_limits import MAX_CONTENT_BYTES
+from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
+from memfs.server.sqlite import SqliteStorage
 
 
 @pytest.fixture
@@ -569,5 +572,70 @@ def test_a_nul_the_api_refuses_is_einval_at_close_and_setfattr_and_blocks_nothin
     assert (entry["content"], entry["description"]) == ("fixed\n", "new words")
     assert workspace.content(store, "/new.md") == "now valid\n"
     wait_for(lambda: mounted.status()["refused"]["files"] == [], timeout=10)
+    unmounted = mounted.umount()
+    assert (unmounted.returncode, unmounted.stderr) == (0, "")
+
+
+def store_as_an_older_server(server: ServerProcess, store: str, path: str, content: str) -> None:
+    """An entry at ``path`` written straight into the server's database, as a server without
+    today's path rules (or another implementation of the API) could have stored it."""
+
+    async def insert() -> None:
+        storage = await SqliteStorage.open(server.db)
+        try:
+            entry = NewEntry(None, ACTOR, None, path, content, None, SOURCE_AGENT)
+            await storage.databricks.create_entry(store, entry)
+        finally:
+            await storage.aclose()
+
+    trio.run(insert)
+
+
+def test_entries_at_paths_outside_the_rules_are_saved_by_sed_and_vim(
+    server: ServerProcess,
+    dbx_mount: Callable[..., MountedStore],
+    workspace: Workspace,
+    tmp_path: Path,
+) -> None:
+    """The server refuses new paths outside the rules a mount can save (NFD, control
+    characters, a segment over 255 bytes, more than 20 segments: tests/server/databricks), but
+    an entry an older server stored at one is saved by the editors' rename-over saves: the
+    rename target is the entry's path, so it is accepted; in a directory outside the rules a
+    tool's temporary file stays local-only. A new name outside the rules is still refused."""
+    store = workspace.create_store()
+    odd = {
+        "nfd": "/cafe\u0301.md",
+        "control": "/a\x01b.md",
+        "long": "/" + "x" * 297 + ".md",
+        "deep": "/" + "/".join(str(i) for i in range(1, 21)) + "/21.md",
+        "nfd directory": "/re\u0301sume\u0301/notes.md",
+    }
+    for path in odd.values():
+        store_as_an_older_server(server, store, path, "one\n")
+    ids = {path: entry_id(e) for (_, path), e in workspace.entries(store).items()}
+    assert set(ids) == set(odd.values())
+    mounted = dbx_mount(store)
+    for path in odd.values():
+        f = mounted.path / path.lstrip("/")
+        with open(f, "a") as appended:  # worked before too: an update of the same entry
+            appended.write("two\n")
+        subprocess.run(["sed", "-i", "s/one/ONE/", str(f)], check=True)
+        vim_append_line(f, "three", home=tmp_path)
+        assert f.read_text() == "ONE\ntwo\nthree\n", path
+    mounted.settle()
+    entries = workspace.entries(store)
+    for path in odd.values():
+        entry = entries[(None, path)]
+        assert (entry_id(entry), entry["content"]) == (ids[path], "ONE\ntwo\nthree\n"), path
+    # a new name outside the rules is refused as before; in a directory outside them a new
+    # file stays local-only (never uploaded: the server would refuse its path)
+    for bad in ("e\u0301.md", "c\x02.md", "n" * 256):
+        with pytest.raises(OSError) as refused:
+            (mounted.path / bad).write_text("x")
+        assert refused.value.errno in (errno.EINVAL, errno.ENAMETOOLONG)
+    (mounted.path / "re\u0301sume\u0301" / "local.md").write_text("stays here\n")
+    mounted.settle()
+    assert set(workspace.entries(store)) == {(None, path) for path in odd.values()}
+    assert (mounted.path / "re\u0301sume\u0301" / "local.md").read_text() == "stays here\n"
     unmounted = mounted.umount()
     assert (unmounted.returncode, unmounted.stderr) == (0, "")
