@@ -72,6 +72,28 @@ async def test_a_paraphrase_is_found_and_exact_words_still_rank(
     assert (await paths_found(storage, store.id, "engine oil"))[0] == "/car.md"
 
 
+async def test_a_hybrid_score_depends_on_its_own_store_only(
+    open_storage: Opener, embedder: Embedder
+) -> None:
+    """Both rankings of a hybrid search are of the store's documents only: another store full
+    of the query's words and meaning changes no score."""
+    storage = await open_storage(embedder)
+    mine = await storage.create_store(name="mine", description="", metadata={})
+    theirs = await storage.create_store(name="theirs", description="", metadata={})
+    for path, content in MEMORIES.items():
+        await storage.create_memory(mine.id, path=path, content=content, actor=ACTOR)
+
+    async def scores() -> list[tuple[str, float]]:
+        hits = await storage.search_memories(mine.id, "kitty nap", limit=3, path_prefix=None)
+        return [(memory.path, score) for memory, score in hits]
+
+    alone = await scores()
+    for i in range(4):
+        text = f"My kitty naps all day; the kitty nap is sacred ({i})."
+        await storage.create_memory(theirs.id, path=f"/{i}.md", content=text, actor=ACTOR)
+    assert await scores() == alone
+
+
 async def test_documents_written_without_the_model_are_embedded_at_start(
     open_storage: Opener, embedder: Embedder
 ) -> None:
