@@ -14,7 +14,7 @@ SQLite's default BINARY collation does that; on PostgreSQL every text column tha
 compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
 the memories that existed before the search index; step 4, the Databricks change log, has none;
-step 5 counts the tokens of the documents indexed before it).
+step 5 counts the tokens of the documents indexed before it, and step 6 sums them per scope).
 """
 
 from __future__ import annotations
@@ -205,6 +205,26 @@ MIGRATIONS: list[tuple[int, str]] = [
             ON search_docs (kind, store_id, actor_id, session_id, path, doc_len);
         """,
     ),
+    (
+        6,
+        # The document count and token total of each (kind, store, actor, session) of the search
+        # index, kept by every index write (fts_sqlite), so a search's N and average length cost
+        # a few rows instead of a pass over its scope. ``session_key`` '' = no session.
+        """
+        CREATE TABLE search_scope_stats (
+            kind TEXT NOT NULL,
+            store_id TEXT NOT NULL,
+            actor_id TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            docs INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (kind, store_id, actor_id, session_key)
+        );
+        INSERT INTO search_scope_stats (kind, store_id, actor_id, session_key, docs, tokens)
+            SELECT kind, store_id, actor_id, coalesce(session_id, ''), count(*), sum(doc_len)
+            FROM search_docs GROUP BY kind, store_id, actor_id, coalesce(session_id, '');
+        """,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -359,6 +379,12 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         # Search statistics per scope: nothing to change here, PostgreSQL's BM25 has counted
         # them over the scope since step 3 (``doc_len`` included); the step keeps the numbers of
         # both dialects equal.
+        "",
+    ),
+    (
+        6,
+        # Nothing here either: PostgreSQL counts a scope's documents and tokens per search (the
+        # SQLite step 6 keeps them in a table).
         "",
     ),
 ]

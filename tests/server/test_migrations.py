@@ -56,7 +56,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 
     storage = await open_storage(database)  # upgrades
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
         dbx = storage.databricks
         page = await dbx.list_entries(
             "old", EntryFilter("agent"), after=None, limit=10, with_content=True
@@ -80,8 +80,8 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 async def test_a_database_from_before_step_2_upgrades_through_every_step(
     backend: str, database: str
 ) -> None:
-    """Memory Stores data only (step 1): steps 2, 3, 4 and 5 add Databricks stores, the search
-    index (the memories indexed), the change log and the token counts of search statistics."""
+    """Memory Stores data only (step 1): steps 2 to 6 add Databricks stores, the search index
+    (the memories indexed), the change log and the token counts of search statistics."""
     storage = await open_storage(database)
     store = await storage.create_store(name="old", description="", metadata={})
     memory = await storage.create_memory(store.id, path="/a/okapi.md", content="x", actor=ACTOR)
@@ -91,7 +91,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
         assert (await storage.get_memory(store.id, memory.id)).content == "x"
         hits = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [m.id for m, _ in hits] == [memory.id]
@@ -105,7 +105,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
 
 def test_both_backends_have_the_same_steps() -> None:
-    steps = [1, 2, 3, 4, 5]
+    steps = [1, 2, 3, 4, 5, 6]
     assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == steps
 
 
@@ -117,8 +117,9 @@ def doc_lengths(tx: Tx) -> list[tuple[str, int]]:
 async def test_a_step_4_database_counts_the_tokens_of_its_search_documents(
     backend: str, database: str
 ) -> None:
-    """Step 5 (per-scope search statistics) backfills each indexed document's token count:
-    after the upgrade, documents written before it score as if written after it."""
+    """Steps 5 and 6 (per-scope search statistics) backfill each indexed document's token count
+    and each scope's counts: after the upgrade, documents written before it score as if
+    written after it."""
     storage = await open_storage(database)
     store = await storage.create_store(name="old", description="", metadata={})
     await storage.create_memory(store.id, path="/a/okapi.md", content="an okapi", actor=ACTOR)
@@ -134,7 +135,7 @@ async def test_a_step_4_database_counts_the_tokens_of_its_search_documents(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
         assert await storage._read(doc_lengths) == written
         after = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [(m.id, score) for m, score in after] == [(m.id, score) for m, score in before]

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from memfs.models import Actor
+from memfs.server.databricks_storage import EntryPatch, NewEntry
 from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchDocument, SearchScope
 from memfs.server.search.semantic import fuse
@@ -292,3 +293,56 @@ def test_reciprocal_rank_fusion_rewards_agreement() -> None:
     fused = fuse([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.8)]], 3)
     assert [doc_id for doc_id, _ in fused] == ["b", "a", "c"]
     assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+
+
+async def test_the_kept_scope_counts_follow_every_write(tmp_path: Path) -> None:
+    """SQLite keeps each scope's document count and token total (``search_scope_stats``) for
+    BM25: after creates, updates, renames and deletes of both APIs, and a store delete, they
+    are what the indexed documents add up to."""
+    storage = await SqliteStorage.open(tmp_path / "s.db")
+    try:
+        store = await storage.create_store(name="s", description="", metadata={})
+        one = await storage.create_memory(store.id, path="/a.md", content="a b", actor=ACTOR)
+        await storage.create_memory(store.id, path="/b.md", content="c", actor=ACTOR)
+        await storage.update_memory(
+            store.id, one.id, content="a b c d e", path="/x/a.md", expected_sha256=None,
+            actor=ACTOR,
+        )  # fmt: skip
+        dbx = storage.databricks
+        for store_id in ("kept", "gone"):
+            await dbx.create_store(store_id, description=None, creator="apikey_test")
+        entries = [
+            await dbx.create_entry(
+                store_id, NewEntry(None, actor, session, "/n.md", "one two", None, "AGENT")
+            )
+            for store_id in ("kept", "gone")
+            for actor in ("a", "b")
+            for session in (None, "s1")
+        ]
+        await dbx.update_entry("kept", entries[0].id, EntryPatch({"description": "three four"}))
+        await dbx.delete_entry("kept", entries[1].id)
+        await dbx.delete_store("gone")
+        await storage.delete_memory(store.id, (await storage.create_memory(
+            store.id, path="/c.md", content="gone soon", actor=ACTOR)).id,
+            expected_sha256=None, actor=ACTOR)  # fmt: skip
+
+        def counts(tx: Any) -> tuple[list[Any], list[Any]]:
+            kept = tx.execute(
+                "SELECT kind, store_id, actor_id, session_key, docs, tokens "
+                "FROM search_scope_stats WHERE docs <> 0 OR tokens <> 0 ORDER BY 1, 2, 3, 4"
+            ).fetchall()
+            summed = tx.execute(
+                "SELECT kind, store_id, actor_id, coalesce(session_id, ''), count(*), "
+                "sum(doc_len) FROM search_docs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+            ).fetchall()
+            return [tuple(row) for row in kept], [tuple(row) for row in summed]
+
+        kept, summed = await storage._read(counts)
+        assert kept == summed
+        assert [(row[0], row[1], row[4]) for row in kept] == [
+            ("databricks", "kept", 1), ("databricks", "kept", 1), ("databricks", "kept", 1),
+            ("memory_stores", store.id, 2),
+        ]  # fmt: skip
+        assert kept[-1][5] == 5 + 3 + 1 + 2  # "a b c d e", "x a md", "c", "b md"
+    finally:
+        await storage.aclose()

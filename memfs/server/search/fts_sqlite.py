@@ -10,7 +10,9 @@ counts over the whole table: a score in one store told whether a word existed in
 search reads each query token's occurrences from ``search_terms`` (one posting list per token,
 as a MATCH does), keeps those of the scope's documents and aggregates them; |D| is the document's
 token count over its three columns, kept in ``search_docs.doc_len`` (read from FTS5's
-``search_text_docsize`` when the document is written).
+``search_text_docsize`` when the document is written). Every write also keeps the document count
+and token total of each (kind, store, actor, session) in ``search_scope_stats``, where a search
+without a path prefix reads its N and average length (with one: from the scope's documents).
 
 A query's words become FTS5 tokens by FTS5's own tokenizer (``QueryTokens``: stemmed, folded;
 "api_key" is the two tokens "api" and "key", as on PostgreSQL), and a document matches when it
@@ -62,6 +64,59 @@ def varints(blob: bytes) -> list[int]:
     return values
 
 
+def _scope_of(doc: SearchDocument) -> dict[str, Any]:
+    return {
+        "kind": doc.kind,
+        "store_id": doc.store_id,
+        "actor_id": doc.actor_id,
+        "session_id": doc.session_id,
+    }
+
+
+def _count(tx: Tx, scope: Any, docs: int, tokens: int) -> None:
+    """Add ``docs`` documents of ``tokens`` tokens (negative: remove) to the counts of the
+    scope of ``scope`` (a row or mapping with kind, store_id, actor_id and session_id)."""
+    tx.execute(
+        "INSERT INTO search_scope_stats (kind, store_id, actor_id, session_key, docs, tokens) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, store_id, actor_id, session_key) "
+        "DO UPDATE SET docs = docs + excluded.docs, tokens = tokens + excluded.tokens",
+        (
+            scope["kind"],
+            scope["store_id"],
+            scope["actor_id"],
+            scope["session_id"] or "",
+            docs,
+            tokens,
+        ),
+    )
+
+
+def _stats_sql(scope: SearchScope, where: str, params: list[Any]) -> tuple[str, list[Any]]:
+    """A SELECT of the scope's document count ``n`` and average length ``avgdl`` (at least 1):
+    from the kept counts (``search_scope_stats``), or, for a path prefix, which they do not
+    break down, from the scope's documents (``where``/``params``: ``scope_sql`` as ``d``)."""
+    if scope.path_prefix:
+        return (
+            "SELECT count(*) AS n, max(coalesce(avg(d.doc_len), 0), 1) AS avgdl "
+            f"FROM search_docs d WHERE {where}",
+            params,
+        )
+    clauses = ["kind = ?", "store_id = ?"]
+    values: list[Any] = [scope.kind, scope.store_id]
+    if scope.actor_id is not None:
+        clauses.append("actor_id = ?")
+        values.append(scope.actor_id)
+    if scope.session_id is not None or scope.session_less:
+        clauses.append("session_key = ?")
+        values.append(scope.session_id or "")
+    return (
+        "SELECT coalesce(sum(docs), 0) AS n, "
+        "max(coalesce(1.0 * sum(tokens) / sum(docs), 0), 1) AS avgdl "
+        f"FROM search_scope_stats WHERE {' AND '.join(clauses)}",
+        values,
+    )
+
+
 class QueryTokens:
     """The FTS5 tokens of a query's words, by the index's own tokenizer (a private in-memory
     FTS5 table: the tokenizer has no SQL function of its own). Thread-safe: transactions run in
@@ -98,9 +153,12 @@ class SqliteFts(FtsBase):
         self, tx: Tx, doc: SearchDocument, embedding: bytes | None, model: str | None
     ) -> None:
         row = tx.execute(
-            "SELECT id FROM search_docs WHERE kind = ? AND store_id = ? AND doc_id = ?",
+            "SELECT id, kind, store_id, actor_id, session_id, doc_len FROM search_docs "
+            "WHERE kind = ? AND store_id = ? AND doc_id = ?",
             (doc.kind, doc.store_id, doc.doc_id),
         ).fetchone()
+        if row is not None:
+            _count(tx, row, -1, -int(row["doc_len"]))
         scope = (doc.path, doc.actor_id, doc.session_id, embedding, model)
         text = (doc.description, doc.path, doc.content)
         if row is None:
@@ -126,14 +184,24 @@ class SqliteFts(FtsBase):
             )
         # |D| of BM25: the tokens FTS5 counted in the three columns (written with the text)
         size = tx.execute("SELECT sz FROM search_text_docsize WHERE id = ?", (rowid,)).fetchone()
-        tx.execute(
-            "UPDATE search_docs SET doc_len = ? WHERE id = ?",
-            (sum(varints(bytes(size["sz"]))) if size is not None else 0, rowid),
-        )
+        length = sum(varints(bytes(size["sz"]))) if size is not None else 0
+        tx.execute("UPDATE search_docs SET doc_len = ? WHERE id = ?", (length, rowid))
+        _count(tx, _scope_of(doc), 1, length)
 
     def remove(self, tx: Tx, kind: DocumentKind, store_id: str, doc_id: str | None) -> None:
         """Forget one document, or (``doc_id`` None) every document of the store."""
         where, params = doc_where(kind, store_id, doc_id)
+        if doc_id is None:
+            tx.execute(
+                "DELETE FROM search_scope_stats WHERE kind = ? AND store_id = ?", (kind, store_id)
+            )
+        else:
+            for row in tx.execute(
+                f"SELECT kind, store_id, actor_id, session_id, doc_len FROM search_docs "
+                f"WHERE {where}",
+                params,
+            ).fetchall():
+                _count(tx, row, -1, -int(row["doc_len"]))
         tx.execute(
             f"DELETE FROM search_text WHERE rowid IN (SELECT id FROM search_docs WHERE {where})",
             params,
@@ -147,10 +215,10 @@ class SqliteFts(FtsBase):
         if not tokens:
             return []
         where, params = scope_sql(scope, "d")
+        stats, stats_params = _stats_sql(scope, where, params)
         marks = ", ".join("?" for _ in tokens)
         rows = tx.execute(
-            "WITH stats AS (SELECT count(*) AS n, max(coalesce(avg(d.doc_len), 0), 1) AS avgdl "
-            f"FROM search_docs d WHERE {where}), "
+            f"WITH stats AS ({stats}), "
             "hits AS MATERIALIZED (SELECT d.doc_id, d.doc_len, v.term, "
             f"sum({_WEIGHT_OF_COLUMN}) AS tf FROM search_terms v "
             f"JOIN search_docs d ON d.id = v.doc WHERE v.term IN ({marks}) AND {where} "
@@ -160,6 +228,6 @@ class SqliteFts(FtsBase):
             f"* h.tf * {K1 + 1} / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len / s.avgdl))) "
             "AS score FROM hits h JOIN df USING (term) CROSS JOIN stats s "
             "GROUP BY h.doc_id ORDER BY score DESC, h.doc_id LIMIT ?",
-            (*params, *tokens, *params, limit),
+            (*stats_params, *tokens, *params, limit),
         ).fetchall()
         return [(row["doc_id"], float(row["score"])) for row in rows]
