@@ -25,7 +25,7 @@ import trio.testing
 
 from memfs.api.retry import RetryPolicy, is_transient
 from memfs.errors import ApiConnectionError, PreconditionFailedError
-from memfs.writeback.queue import WriteBack
+from memfs.writeback.queue import FLUSH_RUNS, WriteBack
 
 DOWN = ApiConnectionError("down")
 
@@ -376,6 +376,25 @@ async def test_flush_all_runs_keys_queued_during_the_pass(clock):
         wb.schedule("a", 60)
         assert await wb.flush_all() == []
         assert script.keys() == ["a", "copy"] and len(wb) == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_all_runs_again_a_key_requested_during_its_run_a_bounded_number_of_times(
+    clock,
+):
+    """A file renamed while its create ran is queued again: unmount's flush uploads that too;
+    a key re-requested by each of its runs (a writer that never stops) does not hold it forever."""
+    script = Script()
+    async with trio.open_nursery() as nursery:
+        wb = script.queue()
+        await nursery.start(wb.run)
+        script.during["renamed"] = [lambda: wb.schedule("renamed", 60)]
+        script.during["busy"] = [lambda: wb.schedule("busy", 60)] * 10
+        wb.schedule("renamed", 60)
+        wb.schedule("busy", 60)
+        assert await wb.flush_all() == []
+        assert script.keys().count("renamed") == 2 and not wb.pending("renamed")
+        assert script.keys().count("busy") == FLUSH_RUNS and wb.pending("busy")
         nursery.cancel_scope.cancel()
 
 
