@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 
 MAX_PATH_BYTES = 1024
 MAX_SEGMENTS = 20
@@ -78,8 +79,16 @@ def validate_prefix(prefix: str) -> str:
 
 
 def is_valid_path(path: str) -> bool:
+    return _passes(validate_path, path)
+
+
+def is_valid_file_path(path: str) -> bool:
+    return _passes(validate_file_path, path)
+
+
+def _passes(check: Callable[[str], str], path: str) -> bool:
     try:
-        validate_path(path)
+        check(path)
     except PathError:
         return False
     return True

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+import unicodedata
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,7 +62,8 @@ WAITING_FOR_ROOM = "waiting for room (the store is full)"  # why a create is not
 
 
 def conflict_path(path: str, when: datetime | None = None, attempt: int = 0) -> str:
-    """``/a/notes.md`` -> ``/a/notes.conflict-20261130T091500Z.md`` (``-2``, ... on retries)."""
+    """``/a/notes.md`` -> ``/a/notes.conflict-20261130T091500Z.md`` (``-2``, ... on retries);
+    always a path the store takes, beside ``path`` or else in the root."""
     stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     if attempt:
         stamp += f"-{attempt + 1}"
@@ -69,8 +71,23 @@ def conflict_path(path: str, when: datetime | None = None, attempt: int = 0) -> 
     stem, dot, ext = name.rpartition(".")
     if not dot or not stem:
         stem, ext = name, ""
-    new = f"{stem}.conflict-{stamp}" + (f".{ext}" if ext else "")
-    return paths.join(directory, new)
+    new = paths.join(directory, f"{stem}.conflict-{stamp}" + (f".{ext}" if ext else ""))
+    if paths.is_valid_file_path(new):
+        return new
+    # a path outside the store's rules (an entry an older server stored): a name it takes
+    tail = f".conflict-{stamp}" + (f".{_storable(ext)[:16]}" if ext else "")
+    room = paths.MAX_NAME_BYTES - len(tail.encode()) - 4  # and "-N" of a retried name
+    stem = _storable(stem).encode()[:room].decode("utf-8", "ignore") or "conflict"
+    beside = paths.join(directory, stem + tail)
+    return beside if paths.is_valid_file_path(beside) else "/" + stem + tail
+
+
+def _storable(text: str) -> str:
+    """``text`` in NFC, its control and format characters (and ``/``) as ``_``."""
+    return "".join(
+        "_" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") or ch == "/" else ch
+        for ch in unicodedata.normalize("NFC", text)
+    )
 
 
 @dataclass

@@ -18,6 +18,7 @@ from support.fake_store import FakeStore, unavailable
 from support.waiting import wait_until
 from trio.testing import MockClock
 
+from memfs import paths
 from memfs.core.durable import MAX_CONFLICTS_KEPT, conflict_path
 from memfs.core.inodes import ROOT_INODE
 from memfs.errors import NoSpaceError, RemoteConflictError, errno_for
@@ -43,6 +44,28 @@ WHEN = datetime(2026, 11, 30, 9, 15, 0, tzinfo=UTC)
 )
 def test_conflict_copy_names(path: str, attempt: int, copy: str) -> None:
     assert conflict_path(path, WHEN, attempt) == copy
+
+
+@pytest.mark.parametrize(
+    ("path", "copy"),
+    [
+        ("/cafe\u0301.md", "/caf\u00e9.conflict-20261130T091500Z.md"),
+        ("/a\x01b.md", "/a_b.conflict-20261130T091500Z.md"),
+        ("/d/" + "x" * 297 + ".md", "/d/" + "x" * 222 + ".conflict-20261130T091500Z.md"),
+        ("/" + "/".join("abcdefghijklmnopqrst") + "/u.md", "/u.conflict-20261130T091500Z.md"),
+        ("/re\u0301sume\u0301/n.md", "/n.conflict-20261130T091500Z.md"),
+    ],
+    ids=["nfd", "control", "long", "deep", "nfd-directory"],
+)
+def test_a_conflict_copy_of_an_entry_outside_the_path_rules_gets_a_path_the_store_takes(
+    path: str, copy: str
+) -> None:
+    """An entry an older server stored outside today's rules (docs/semantics.md, "Databricks
+    stores") loses a race: its copy is named so that the server takes it (beside it, else in the
+    root), retried names included."""
+    assert conflict_path(path, WHEN) == copy
+    assert paths.is_valid_file_path(copy)
+    assert paths.is_valid_file_path(conflict_path(path, WHEN, 8))
 
 
 @pytest.fixture
