@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,20 +25,28 @@ from memfs.mount.statedir import is_dead_mount, state_path
 FUSECTL = Path("/sys/fs/fuse/connections")
 
 
-def fuse_connections() -> Path:
-    """The fusectl directory, mounted if it is not (root may; else the test is skipped)."""
+@pytest.fixture(scope="module")
+def fusectl() -> Iterator[Path]:
+    """The fusectl directory, mounted for these tests if it is not and unmounted after them
+    (root may; else the test is skipped)."""
+    mounted_here = False
     if not os.path.ismount(FUSECTL):
         done = subprocess.run(
             ["mount", "-t", "fusectl", "none", str(FUSECTL)], capture_output=True, check=False
         )
         if done.returncode != 0:
             pytest.skip(f"fusectl is not mounted and cannot be: {done.stderr.strip()!r}")
-    return FUSECTL
+        mounted_here = True
+    try:
+        yield FUSECTL
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", str(FUSECTL)], capture_output=True, check=False)
 
 
 def abort_connection(m: MountedStore) -> None:
-    """What the soak did to a mount: its kernel connection aborted from outside."""
-    connection = fuse_connections() / str(os.minor(os.stat(m.path).st_dev))
+    """What the soak did to a mount: its kernel connection aborted from outside (fusectl)."""
+    connection = FUSECTL / str(os.minor(os.stat(m.path).st_dev))
     (connection / "abort").write_text("1")
 
 
@@ -67,8 +75,13 @@ ENDINGS: dict[str, Callable[[MountedStore], object]] = {
 
 @pytest.mark.parametrize("ending", list(ENDINGS))
 def test_every_ending_uploads_deferred_renames_and_deletes(
-    mount_factory: Callable[..., MountedStore], tmp_path: Path, ending: str
+    mount_factory: Callable[..., MountedStore],
+    tmp_path: Path,
+    ending: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if ending == "connection abort":
+        request.getfixturevalue("fusectl")
     cache = tmp_path / "cache"
     m = mount_factory(
         "--grace",
