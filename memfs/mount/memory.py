@@ -3,8 +3,9 @@
 The content of local-only and refused files (``memfs.core.budget``) is held in buffers of up
 to 100 kB, which glibc's ``malloc`` takes from its heaps, not from ``mmap``: freed, they stay
 in the process (its RSS does not go down) until ``malloc_trim`` returns the free pages. So
-when the budget's usage has fallen by ``threshold`` bytes since its peak (files removed), the
-daemon trims, at most once per ``interval`` seconds. Elsewhere than on glibc it does nothing.
+the daemon trims, at most once per ``interval`` seconds, when the budget's usage has fallen by
+``threshold`` bytes since its peak (files are being removed), and once more when it has fallen
+at all and stopped falling (the rest of a removal). Elsewhere than on glibc it does nothing.
 
 It must not know about files: it reads one number, the budget's ``total``.
 """
@@ -53,13 +54,14 @@ class MemoryReturn:
         task_status.started()
         if self._trim is None:
             return
-        peak = self.usage()
+        peak = last = self.usage()
         while True:
             await trio.sleep(self.interval)
             now = self.usage()
-            if peak - now >= self.threshold:
+            fell = peak - now
+            if fell >= self.threshold or (fell > 0 and now == last):
                 self._trim(0)
                 self.trims += 1
                 log.debug("returned freed memory to the system (usage %d, was %d)", now, peak)
                 peak = now
-            peak = max(peak, now)
+            peak, last = max(peak, now), now

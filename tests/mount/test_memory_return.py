@@ -8,18 +8,22 @@ import trio
 from memfs.mount.memory import MemoryReturn
 
 
-async def test_trims_once_usage_falls_by_the_threshold(autojump_clock: trio.abc.Clock) -> None:
-    usage = [0]
+async def test_trims_when_usage_falls(autojump_clock: trio.abc.Clock) -> None:
+    usage = [50]
     memory = MemoryReturn(lambda: usage[0], interval=1.0, threshold=100)
     async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        for value in (50, 500, 450):  # grows, then falls by less than the threshold
-            usage[0] = value
-            await trio.sleep(1.5)
+        await nursery.start(memory.run)  # it looks at t = 1, 2, 3...
+        await trio.sleep(0.5)
+        usage[0] = 500  # grows
+        await trio.sleep(1)
+        usage[0] = 450  # falls by less than the threshold: it may go on falling
+        await trio.sleep(1)
         assert memory.trims == 0
-        usage[0] = 300  # 200 below the peak: files were removed
-        await trio.sleep(1.5)
+        await trio.sleep(1)  # it stopped falling: the rest of a removal
         assert memory.trims == 1
-        await trio.sleep(5)  # nothing freed since
-        assert memory.trims == 1
+        usage[0] = 100  # falls by more than the threshold
+        await trio.sleep(1)
+        assert memory.trims == 2
+        await trio.sleep(3)  # nothing freed since
+        assert memory.trims == 2
         nursery.cancel_scope.cancel()
