@@ -54,6 +54,7 @@ from memfs.errors import (
     NameTooLongError,
     NoEntryError,
     NotDirectoryError,
+    NotFoundError,
     NotPermittedError,
     NotUtf8Error,
     ReadOnlyError,
@@ -347,7 +348,13 @@ class Vfs:
                 raise ExistsError(f"{paths.join(directory, name)} exists")
             if existing.is_dir:
                 raise IsDirectoryError("is a directory")
-            fh, _ = await self.open(existing.ino, flags)
+            try:
+                fh, _ = await self.open(existing.ino, flags)
+            except (NoEntryError, NotFoundError):
+                if existing.path is not None:
+                    raise
+                # deleted elsewhere while its content loaded: O_CREAT makes it anew
+                return await self.create(parent_ino, name, flags, mode=mode, owner=owner)
             self.table.remember(existing)
             return fh, self.attr(existing)
         node = await self._new_file(directory, name, mode, owner)

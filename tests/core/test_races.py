@@ -155,3 +155,20 @@ async def test_a_directory_rename_while_the_deferred_deletes_below_it_run(
             gate.set()
         assert store.contents() == {"/e/c.md": "c.md\n"}
         assert await core.read("c.md", await core.ino("e")) == b"c.md\n"
+
+
+async def test_an_append_racing_a_remote_delete_creates_the_file_anew(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    # echo more >> a.md opens it with O_CREAT and loads its content; the change feed deletes it
+    # meanwhile: O_CREAT makes the file anew (was ENOENT)
+    gone = store.seed("/a.md", "A\n")
+    append = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    async with running_core(store, cache_dir) as core:
+        await core.ino("a.md")
+        store.before_next("read", elsewhere(core.vfs, gone.id))
+        fh, _ = await core.vfs.create(ROOT_INODE, "a.md", append)
+        await core.vfs.write(fh, 0, b"more\n")
+        await core.vfs.release(fh)  # (its close: the commit)
+        await core.vfs.fsync_dir()
+        assert store.contents() == {"/a.md": "more\n"}
