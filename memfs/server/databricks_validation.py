@@ -5,6 +5,7 @@ caller-chosen one), actors and sessions, entry paths (a new entry's under the ru
 save: ``new_entry_path``) and path prefixes, content and description
 sizes (``memfs.databricks_limits``), source types, views, page sizes and update masks. Proto3
 JSON rules: a JSON ``null`` or an empty string is an unset field, unknown fields are ignored.
+Every string goes through ``validation.text_field`` first: valid Unicode, no NUL.
 
 Every refusal is a ``BadRequestError`` whose message names the field; the Databricks routes
 render it as 400 ``INVALID_PARAMETER_VALUE``. This module is pure: it must not touch storage.
@@ -80,8 +81,6 @@ def _identifier(value: Any, name: str) -> str:
     text = text_field(value, name)
     if len(text.encode("utf-8")) > MAX_ID_CHARS:
         raise BadRequestError(f"{name}: must be at most {MAX_ID_CHARS} bytes of UTF-8")
-    if "\x00" in text:
-        raise BadRequestError(f"{name}: must not contain NUL characters")
     return text
 
 
@@ -114,8 +113,6 @@ def _path_text(value: Any, name: str) -> str:
     text = text_field(value, name)
     if len(text.encode("utf-8")) > MAX_PATH_BYTES:
         raise BadRequestError(f"{name}: must be at most {MAX_PATH_BYTES} bytes of UTF-8")
-    if "\x00" in text:
-        raise BadRequestError(f"{name}: must not contain NUL characters")
     if not text.startswith("/"):
         raise BadRequestError(f"{name}: must start with '/' (got {text[:80]!r})")
     return text
@@ -168,8 +165,6 @@ def _sized_text(value: Any, name: str, limit: int) -> str:
     size = len(text.encode("utf-8"))
     if size > limit:
         raise BadRequestError(f"{name}: {size} bytes is more than the maximum of {limit} bytes")
-    if "\x00" in text:
-        raise BadRequestError(f"{name}: must not contain NUL characters")
     return text
 
 

@@ -3,7 +3,8 @@
 A body is read by ``read_json_object``: at most ``MAX_BODY_BYTES`` (else 413; a larger declared
 ``content-length`` is refused before reading), decoded strictly by ``json_body``, and it must be
 a JSON object. ``check_fields`` refuses an unknown field by name, as the hosted API does. Each
-field then goes through its checker: ``text_field`` (a string of valid Unicode), ``memory_path``
+field then goes through its checker: ``text_field`` (a string of valid Unicode without a NUL,
+which every other checker of a string starts with), ``memory_path``
 (``memfs.paths`` rules), ``memory_content`` (at most ``MAX_CONTENT_BYTES`` UTF-8 bytes, else
 413), ``sha256_field`` and ``precondition_sha256``, the store's ``store_name``,
 ``store_description`` and metadata (``store_metadata`` on create, ``metadata_patch`` on update).
@@ -87,13 +88,19 @@ def type_name(value: Any) -> str:
 
 
 def text_field(value: Any, name: str) -> str:
-    """``value`` as a string that is valid Unicode (no lone surrogates)."""
+    """``value`` as a string that is valid Unicode (no lone surrogates) without a NUL.
+
+    The one check of every string a body carries, on both APIs: PostgreSQL ``text`` cannot
+    hold U+0000 while SQLite can, so refusing it here keeps the backends alike (a 400, never a
+    500 that a client retries for ever, nor a value one backend stores and the other cannot)."""
     if not isinstance(value, str):
         raise BadRequestError(f"{name}: expected a string, got {type_name(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequestError(f"{name}: not valid Unicode (contains a lone surrogate)") from None
+    if "\x00" in value:
+        raise BadRequestError(f"{name}: must not contain NUL characters (U+0000)")
     return value
 
 

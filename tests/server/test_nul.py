@@ -1,0 +1,120 @@
+"""NUL (U+0000) in any text a client sends: 400 naming the field, on both backends.
+
+PostgreSQL ``text`` cannot hold a NUL and SQLite can, so without one rule at the edge the same
+request was a 500 on one backend (which a mount retries for ever) and stored on the other. Every
+string of a body passes ``validation.text_field``, which refuses it (a NUL in the URL is the
+gatekeeper's: ``test_http.py``). Each test runs once per backend (the ``storage`` fixture).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from .helpers import assert_error
+
+DBX = "/api/2.0/agents/memory-stores"
+
+
+async def test_memory_stores_fields_holding_nul_are_400s_naming_the_field(
+    client: httpx.AsyncClient, store_id: str
+) -> None:
+    created = await client.post(
+        f"/v1/memory_stores/{store_id}/memories", json={"path": "/a.md", "content": "a"}
+    )
+    assert created.status_code == 200, created.text
+    memory = f"/v1/memory_stores/{store_id}/memories/{created.json()['id']}"
+    nul = "a\x00b"
+    cases: list[tuple[str, str, dict[str, Any], str]] = [
+        ("POST", "/v1/memory_stores", {"name": nul}, "name"),
+        ("POST", "/v1/memory_stores", {"name": "n", "description": nul}, "description"),
+        ("POST", "/v1/memory_stores", {"name": "n", "metadata": {nul: "v"}}, "metadata key"),
+        ("POST", "/v1/memory_stores", {"name": "n", "metadata": {"k": nul}}, "metadata['k']"),
+        ("POST", f"/v1/memory_stores/{store_id}", {"name": nul}, "name"),
+        ("POST", f"/v1/memory_stores/{store_id}", {"description": nul}, "description"),
+        ("POST", f"/v1/memory_stores/{store_id}", {"metadata": {"k": nul}}, "metadata['k']"),
+        ("POST", f"/v1/memory_stores/{store_id}", {"metadata": {nul: None}}, "metadata key"),
+        (
+            "POST",
+            f"/v1/memory_stores/{store_id}/memories",
+            {"path": "/b.md", "content": nul},
+            "content",
+        ),
+        (
+            "POST",
+            f"/v1/memory_stores/{store_id}/memories",
+            {"path": "/b\x00.md", "content": ""},
+            "path",
+        ),
+        ("PATCH", memory, {"content": nul}, "content"),
+        ("POST", memory, {"content": nul}, "content"),
+        ("PATCH", memory, {"path": "/c\x00.md"}, "path"),
+        ("POST", f"/v1/memory_stores/{store_id}/memfs/search", {"query": nul}, "query"),
+        (
+            "POST",
+            f"/v1/memory_stores/{store_id}/memfs/search",
+            {"query": "a", "path_prefix": "/a\x00"},
+            "path_prefix",
+        ),
+    ]
+    for method, url, body, field in cases:
+        r = await client.request(method, url, json=body)
+        error = assert_error(r, 400, "invalid_request_error", "NUL")
+        assert error["error"]["message"].startswith(field + ":"), (url, body, r.text)
+    # nothing was stored: the store and the memory are as they were
+    store = (await client.get(f"/v1/memory_stores/{store_id}")).json()
+    assert (store["name"], store["description"], store["metadata"]) == ("Test Store", "", {})
+    assert (await client.get(memory)).json()["content"] == "a"
+    stores = (await client.get("/v1/memory_stores")).json()["data"]
+    assert [s["id"] for s in stores] == [store_id]
+
+
+async def test_databricks_fields_holding_nul_are_400s_naming_the_field(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.post(DBX, params={"managed_memory_store_id": "nul-store"}, json={})
+    assert r.status_code == 200, r.text
+    entries = f"{DBX}/nul-store/entries"
+    r = await client.post(entries, json={"actor_id": "u", "path": "/a.md", "content": "a"})
+    assert r.status_code == 200, r.text
+    entry = f"{entries}/{r.json()['name'].rsplit('/', 1)[-1]}"
+    nul = "a\x00b"
+    cases: list[tuple[str, str, dict[str, str], dict[str, Any], str]] = [
+        ("POST", DBX, {"managed_memory_store_id": "nul-two"}, {"description": nul}, "description"),
+        (
+            "PATCH",
+            f"{DBX}/nul-store",
+            {"update_mask": "description"},
+            {"description": nul},
+            "description",
+        ),
+        ("POST", entries, {}, {"actor_id": "u", "path": "/b.md", "content": nul}, "content"),
+        (
+            "POST",
+            entries,
+            {},
+            {"actor_id": "u", "path": "/b.md", "description": nul},
+            "description",
+        ),
+        ("POST", entries, {}, {"actor_id": nul, "path": "/b.md"}, "actor_id"),
+        ("POST", entries, {}, {"actor_id": "u", "session_id": nul, "path": "/b.md"}, "session_id"),
+        ("POST", entries, {}, {"actor_id": "u", "path": "/b\x00.md"}, "path"),
+        ("PATCH", entry, {"update_mask": "content"}, {"content": nul}, "content"),
+        ("POST", f"{entries}:search", {}, {"actor_id": "u", "query": nul}, "query"),
+        (
+            "POST",
+            f"{entries}:search",
+            {},
+            {"actor_id": "u", "query": "a", "path_prefix": "/\x00"},
+            "path_prefix",
+        ),
+    ]
+    for method, url, params, body, field in cases:
+        r = await client.request(method, url, params=params, json=body)
+        assert r.status_code == 400, (url, body, r.text)
+        error = r.json()
+        assert error["error_code"] == "INVALID_PARAMETER_VALUE", r.text
+        assert "NUL" in error["message"] and error["message"].startswith(field + ":"), r.text
+    r = await client.get(entry)
+    assert r.json()["content"] == "a" and "description" not in r.json()
