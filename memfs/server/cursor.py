@@ -4,7 +4,10 @@ A cursor names a position in one listing (the kind of list, the store, and a dig
 query's filters) so that it cannot silently be reused with other filters. The 8-byte check is a
 truncated SHA-256 of the payload: it detects tampering and corruption (it is not a secret; a
 forged position would be harmless anyway). Anything that does not decode is ``CursorError``,
-which the HTTP layer answers with 400.
+which the HTTP layer answers with 400. Because a client can forge one, a position's values are
+held to what the database takes on both backends (``_storable``): no string with a NUL or a lone
+surrogate (PostgreSQL ``text`` refuses the one, both drivers the other) and no integer outside
+64 bits (SQLite's limit); else a forged cursor was a 500 on one backend or both.
 """
 
 from __future__ import annotations
@@ -25,6 +28,22 @@ MAX_CURSOR_LENGTH = 4096
 
 class CursorError(ValueError):
     """A page cursor is malformed, tampered with, or belongs to another query."""
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _storable(value: Any) -> bool:
+    """Whether both backends can take ``value`` as a query parameter (module docstring)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # a lone surrogate does not encode
+        except UnicodeEncodeError:
+            return False
+        return "\x00" not in value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value in _INT64
+    return True
 
 
 def query_digest(*parts: object) -> str:
@@ -66,4 +85,6 @@ def decode(cursor: str, kind: str, query: str) -> dict[str, Any]:
     if data.get("k") != kind or data.get("q") != query:
         raise CursorError("page: this cursor belongs to a different listing or filters")
     position: dict[str, Any] = data["p"]
+    if not all(_storable(value) for value in position.values()):
+        raise CursorError("page: not a valid page cursor")
     return position

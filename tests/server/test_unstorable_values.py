@@ -1,18 +1,26 @@
-"""NUL (U+0000) in any text a client sends: 400 naming the field, on both backends.
+"""Values one backend cannot store, sent by a client: a 400, the same on both backends.
 
-PostgreSQL ``text`` cannot hold a NUL and SQLite can, so without one rule at the edge the same
-request was a 500 on one backend (which a mount retries for ever) and stored on the other. Every
-string of a body passes ``validation.text_field``, which refuses it (a NUL in the URL is the
-gatekeeper's: ``test_http.py``). Each test runs once per backend (the ``storage`` fixture).
+NUL (U+0000) in any text a client sends is a 400 naming the field: PostgreSQL ``text`` cannot
+hold a NUL and SQLite can, so without one rule at the edge the same request was a 500 on one
+backend (which a mount retries for ever) and stored on the other. Every string of a body passes
+``validation.text_field``, which refuses it (a NUL in the URL is the gatekeeper's:
+``test_http.py``). A page cursor is not secret (``memfs.server.cursor``): a forged position
+with a NUL, a lone surrogate or an integer past 64 bits is the 400 of any bad cursor. Each test
+runs once per backend (the ``storage`` fixture).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from typing import Any
 
 import httpx
 
-from .helpers import assert_error
+from memfs.server import cursor
+
+from .helpers import MakeMemory, assert_error
 
 DBX = "/api/2.0/agents/memory-stores"
 
@@ -118,3 +126,67 @@ async def test_databricks_fields_holding_nul_are_400s_naming_the_field(
         assert "NUL" in error["message"] and error["message"].startswith(field + ":"), r.text
     r = await client.get(entry)
     assert r.json()["content"] == "a" and "description" not in r.json()
+
+
+def forged(token: str, **position: Any) -> str:
+    """``token`` with its position changed, as a client can forge it (the check is no secret;
+    JSON escapes let a position hold what ``cursor.encode`` would not write)."""
+    raw = base64.urlsafe_b64decode(token[len(cursor.PREFIX) :] + "==")
+    data = json.loads(raw[8:])
+    data["p"].update(position)
+    payload = json.dumps(data).encode("ascii")
+    check = hashlib.sha256(b"memfs-cursor\0" + payload).digest()[:8]
+    return cursor.PREFIX + base64.urlsafe_b64encode(check + payload).decode("ascii")
+
+
+async def test_forged_cursors_with_unstorable_values_are_400s(
+    client: httpx.AsyncClient, store_id: str, mem: MakeMemory
+) -> None:
+    for path in ("/a.md", "/b.md"):
+        await mem(path, "x")
+        r = await client.post("/v1/memory_stores", json={"name": path})
+        assert r.status_code == 200, r.text
+    for i in (1, 2):
+        r = await client.post(DBX, params={"managed_memory_store_id": f"cursor-{i}"}, json={})
+        assert r.status_code == 200, r.text
+        r = await client.post(
+            f"{DBX}/cursor-1/entries", json={"actor_id": "u", "path": f"/{i}.md", "content": "x"}
+        )
+        assert r.status_code == 200, r.text
+    entries = f"{DBX}/cursor-1/entries"
+    listings: list[tuple[str, dict[str, str], str, str, list[dict[str, Any]]]] = [
+        (
+            f"/v1/memory_stores/{store_id}/memories",
+            {},
+            "page",
+            "next_page",
+            [{"key": "a\x00"}, {"key": "\ud800"}],
+        ),
+        ("/v1/memory_stores", {}, "page", "next_page", [{"id": "a\x00"}, {"id": "\ud800"}]),
+        (
+            f"/v1/memory_stores/{store_id}/memory_versions",
+            {},
+            "page",
+            "next_page",
+            [{"seq": 2**63}, {"seq": -(2**64)}],
+        ),
+        (DBX, {}, "page_token", "next_page_token", [{"id": "a\x00"}, {"id": "\ud800"}]),
+        (
+            entries,
+            {"actor_id": "u"},
+            "page_token",
+            "next_page_token",
+            [{"p": "/\x00"}, {"s": "\ud800"}, {"i": "\x00"}],
+        ),
+    ]
+    for url, params, page, next_page, positions in listings:
+        size = "page_size" if page == "page_token" else "limit"
+        first = await client.get(url, params={**params, size: "1"})
+        assert first.status_code == 200, first.text
+        token = first.json()[next_page]
+        r = await client.get(url, params={**params, size: "1", page: forged(token)})
+        assert r.status_code == 200, (url, r.text)  # the forgery itself is sound
+        for position in positions:
+            r = await client.get(url, params={**params, size: "1", page: forged(token, **position)})
+            assert r.status_code == 400, (url, position, r.text)
+            assert "not a valid page" in r.text, r.text
