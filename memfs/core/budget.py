@@ -1,10 +1,11 @@
-"""The local budget of one mount: the bytes it keeps for files that never reach the store.
+"""The local budget of one mount: the bytes it keeps for files the store does not hold.
 
 Local-only files (``localfiles``: ``.git/``, editor swaps) live in the daemon's memory; refused
 content (``refusals``) lives in its kept copy on disk, and in memory too while the file is
-open. An agent, or another local user of an ``--allow-other`` mount, can make as many of both
-as it likes, so they count against one budget per mount (``--local-bytes``, 64 MiB by default;
-docs/semantics.md, "Local bytes"):
+open; content the store could not take when asked (full, or away) waits in memory and in the
+journal. An agent, or another local user of an ``--allow-other`` mount, can make as many of
+each as it likes, so they count against one budget per mount (``--local-bytes``, 64 MiB by
+default; docs/semantics.md, "Local bytes"):
 
 - a file is charged what it holds: its content in memory or its kept copy, whichever is larger
   (the same bytes, counted once), plus ``NODE_BYTES`` for a local-only name. Any file changed
@@ -13,6 +14,14 @@ docs/semantics.md, "Local bytes"):
   by ``mkdir`` is charged ``NODE_BYTES`` (a million empty files or directories cost memory
   too). A node nobody can reach any more (removed and closed) is charged nothing: ``vfs``
   drops its content;
+- a closed file the store could not take (``Node.held_back``: a full store, a create waiting
+  for room, or any new file queued while the store is known to be full; an outage or a 429,
+  an upload being retried) is charged its content until the upload succeeds or the file is
+  removed (``uploader``). A file in its update delay or first upload is not: a healthy store
+  takes it within a second, and a ``cp -r`` of more than the budget must not fail because
+  the uploads lag behind it. Content already accepted is never dropped: a charge may take
+  the budget past its limit (a journal replayed at mount), which then reads full until room
+  is made;
 - kept copies that earlier mounts left in this mount's kept directory count too; they are
   dropped, oldest first, when a write or create needs their room (``reclaim``, from
   ``refusals``);
@@ -69,7 +78,9 @@ class LocalBudget:
         return self.total >= self.limit or self.full_since is not None
 
     def charge(self, node: Node) -> None:
-        """Charge ``node`` what it holds now (nothing if it holds nothing the budget counts)."""
+        """Charge ``node`` what it holds now (nothing if it holds nothing the budget counts).
+        Never refuses: what ``node`` holds is accepted already (refusals come before, from
+        ``check_create`` and ``check_growth``)."""
         held = 0
         counted = self._counted(node)
         reachable = node.path is not None or node.open_count > 0
@@ -119,8 +130,11 @@ class LocalBudget:
 
     @staticmethod
     def _counted(node: Node) -> bool:
-        """Whether what ``node`` holds counts: local-only, refused, or written while open."""
-        return node.local_only or node.refused is not None or (node.open_count > 0 and node.dirty)
+        """Whether what ``node`` holds counts: local-only, refused, written while open, or
+        content the store could not take."""
+        if node.local_only or node.refused is not None:
+            return True
+        return node.dirty and (node.open_count > 0 or node.held_back)
 
     def _check(self, extra: int, what: str) -> None:
         if self._fits(extra):
@@ -136,8 +150,9 @@ class LocalBudget:
         if self._logged_at is None or now - self._logged_at >= FULL_LOG_INTERVAL:
             log.warning(
                 "the local budget of this mount is full (%s of %s bytes: local-only files, "
-                "refused content and kept copies; --local-bytes): %s and %d more write(s) or "
-                "create(s) got ENOSPC; remove such files to make room (memfs status)",
+                "refused content, kept copies, files the store could not take yet; "
+                "--local-bytes): %s and %d more write(s) or create(s) got ENOSPC; remove such "
+                "files, or make room in the store, to make room (memfs status)",
                 f"{self.total:,}",
                 f"{self.limit:,}",
                 what,

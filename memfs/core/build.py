@@ -90,9 +90,9 @@ def build_core(
         lambda key: uploader.sync(key),
         is_transient=is_transient,
         on_failure=lambda key, error: uploader.failed(key, error),
-        on_queued=lambda key: durable.queued(key),
+        on_queued=lambda key: uploader.queued(key),
         on_done=lambda key, error: uploader.done(key, error),
-        on_retry=lambda key, error: durable.retry(key, error),
+        on_retry=lambda key, error: uploader.retried(key, error),
     )
     budget = LocalBudget(config.local_bytes)
     refusals = Refusals(kept_dir, budget)
@@ -128,6 +128,7 @@ def build_core(
         identities=identities,
         files=files,
         copies=copies,
+        budget=budget,
     )
     remote = RemoteChanges(
         state,

@@ -70,6 +70,9 @@ class Node:
     departed_from: str | None = None
     departed_at: float = 0.0
     dirty: bool = False  # data differs from what the server has (or the node is new)
+    # the store could not take this content when asked (full: waiting for room; away or busy:
+    # retried), so it stays here: charged to the local budget until uploaded (memfs.core.budget)
+    held_back: bool = False
     gen: int = 0  # bumped by every local change of data, so an upload knows if it is current
     last_open_sha: str | None = None  # for keep_cache
     refused: str | None = None  # why the content is not uploaded (memfs.core.refusals), or None

@@ -85,6 +85,10 @@ class CoreState:
         # keys whose create the full store refused (StoreFullError); their journal records are
         # kept, and they are queued again when room may have appeared (retry_waiting_for_room)
         self.waiting_for_room: set[Hashable] = set()
+        # the last create the store answered was refused as full: a new file queued meanwhile
+        # is held back (charged to the local budget) from its close, not from its own refusal
+        # a second later, so a burst of creates is no way around the budget
+        self.store_full = False
 
     def now(self) -> float:
         return time.monotonic()

@@ -26,6 +26,7 @@ import trio
 
 from memfs import paths
 from memfs.api.retry import is_transient
+from memfs.core.budget import LocalBudget
 from memfs.core.cache import ContentCache, ListingCache
 from memfs.core.commit import utf8
 from memfs.core.copies import LocalCopies
@@ -71,6 +72,7 @@ class Uploader:
         identities: Identities,
         files: OpenFiles,
         copies: LocalCopies,
+        budget: LocalBudget,
     ) -> None:
         self.state = state
         self.config = state.config
@@ -86,6 +88,7 @@ class Uploader:
         self.identities = identities
         self.files = files
         self.copies = copies
+        self.budget = budget  # content the store could not take is charged (``_held_back``)
 
     async def sync(self, key: Hashable) -> None:
         """Make the server match one inode (or run one pending delete); once the store is gone
@@ -138,6 +141,7 @@ class Uploader:
                     return  # renamed (or over a memory) meanwhile: its next run decides
                 self._lost_race(node, winner)
                 return
+            self.state.store_full = False  # it took a new memory
             self.contents.put(memory.content_sha256, (text or "").encode("utf-8"))
             if node.memory_id is not None:
                 # renamed over a memory file while this create ran: that memory is the file's
@@ -368,6 +372,8 @@ class Uploader:
         node.dirty = True
         node.gen += 1
         node.mtime = node.ctime = time.time()
+        self.state.store_full = True
+        self._held_back(node, True)  # accepted already: charged even past the budget
         parent_ino = self.namespace.parent_ino(path)
         if parent_ino is not None:  # a negative entry the kernel may keep for the name
             name = paths.basename(path).encode()
@@ -403,8 +409,33 @@ class Uploader:
 
     # -- hooks of the write-back queue --------------------------------------------------------
 
+    def _held_back(self, node: Node, held: bool) -> None:
+        """``node``'s content is one the store could not take (``held``), or no longer: its
+        charge on the local budget follows."""
+        node.held_back = held
+        self.budget.charge(node)
+
+    def queued(self, key: Hashable) -> None:
+        """The queue recorded work for ``key`` (its ``on_queued``): a new file's content, while
+        the store is full, is held back at once (it will wait for room); then journaled."""
+        node = self.table.get(key) if isinstance(key, int) else None
+        if node is not None and self.state.store_full and node.memory_id is None:
+            self._held_back(node, True)
+        self.durable.queued(key)
+
+    def retried(self, key: Hashable, error: BaseException) -> None:
+        """A transient failure of ``key`` (the queue's ``on_retry``): its content waits here
+        for the server, charged to the local budget meanwhile."""
+        node = self.table.get(key) if isinstance(key, int) else None
+        if node is not None:
+            self._held_back(node, True)
+        self.durable.retry(key, error)
+
     def done(self, key: Hashable, error: BaseException | None) -> None:
         """The queue let go of ``key``: uploaded, superseded, or failed for good."""
+        node = self.table.get(key) if isinstance(key, int) else None
+        if node is not None and error is None:
+            self._held_back(node, False)  # uploaded, or removed (``cancel``)
         if error is None:
             self.state.failed_uploads.pop(key, None)
         elif not isinstance(
@@ -417,6 +448,7 @@ class Uploader:
         """The upload of ``key`` failed for good (the queue's ``on_failure``)."""
         if isinstance(exc, StoreFullError):
             self.state.waiting_for_room.add(key)
+            self.state.store_full = True
             log.warning(
                 "the store is full: %s waits for room (uploaded once memories are deleted)",
                 self.durable.path_of(key) or key,
@@ -442,8 +474,9 @@ class Uploader:
             conflict = RemoteConflictError(f"{node.path} changed on the server")
             conflict.__cause__ = exc
             self.files.upload_failed(node, conflict)
-        else:
+        else:  # a full store included: it waits for room
             log.error("upload of %s failed; the local content is kept: %s", node.path, exc)
+            self._held_back(node, True)
             self.files.upload_failed(node, exc)
 
     # -- what fsync and a directory rename wait for --------------------------------------------

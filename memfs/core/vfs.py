@@ -125,7 +125,9 @@ class Vfs:
         self.copies = copies
         self.commits = commits
         self.files = files
-        self.budget = budget  # local-only files, refused content, kept copies: or ENOSPC
+        # local-only files, refused content, kept copies, content the store could not take:
+        # past it ENOSPC
+        self.budget = budget
         self.attrs = attrs
         self.uploader = uploader
         self.renames = renames
@@ -489,7 +491,8 @@ class Vfs:
             self.commits.closed(node)
             self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
             self._drop_unreachable(node)
-        self.budget.charge(node)  # no longer open: what waits for its upload is not counted
+        # no longer open: what waits for its upload counts only if the store could not take it
+        self.budget.charge(node)
         self.copies.drop_clean_data(node)
         deferred = None
         if node.open_count == 0:

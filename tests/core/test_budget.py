@@ -18,9 +18,10 @@ from memfs.core.budget import NODE_BYTES
 from memfs.core.build import build_core
 from memfs.core.inodes import ROOT_INODE
 from memfs.core.vfs import Vfs
-from memfs.errors import FileTooLargeError, NoSpaceError, NotUtf8Error
+from memfs.errors import ApiConnectionError, FileTooLargeError, NoSpaceError, NotUtf8Error
+from memfs.store_api import Capabilities
 
-from .helpers import CONFIG
+from .helpers import CONFIG, running_core
 
 LIMIT = 20_000
 NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -200,3 +201,112 @@ async def test_copies_of_earlier_mounts_make_room_oldest_first(
         await write_new(vfs, "a~", b"a" * 2000)
         assert sorted(p.name for p in kept.iterdir()) == ["newest"]
         assert vfs.budget.total == 8000 + 2000 + NODE_BYTES
+
+
+async def test_files_waiting_for_room_are_charged_until_uploaded_or_removed(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """In a full store new files wait for room in the daemon's memory (and its journal): they
+    are charged, so a local user cannot pile up files without end; past the budget the next
+    create or growing write is ENOSPC, before anything is accepted; what was accepted is never
+    dropped; their upload (room in the store) or their removal frees the budget."""
+    store = FakeStore(capabilities=Capabilities(max_memories=4))
+    seeded = [store.seed(f"/seed-{i}.md", "x\n") for i in range(4)]  # full
+    async with budget_core(store, None) as vfs:
+        for i in range(3):
+            await write_new(vfs, f"w{i}.md", b"w" * 6000)
+        with pytest.raises(NoSpaceError):  # the store refused them: they wait for room
+            await vfs.fsync_dir()
+        assert len(vfs.waiting_for_room) == 3
+        assert vfs.budget.used == 18_000 and not vfs.budget.full
+        fh, _ = await vfs.create(ROOT_INODE, "w3.md", NEW)
+        with pytest.raises(NoSpaceError):  # would take the budget past its limit
+            await vfs.write(fh, 0, b"w" * 6000)
+        await vfs.write(fh, 0, b"w" * 2000)  # what fits is accepted
+        await vfs.flush(fh)
+        await vfs.release(fh)
+        # the store is known to be full: charged from its close on, not from its refusal
+        assert vfs.budget.used == LIMIT and vfs.budget.full
+        with pytest.raises(NoSpaceError):
+            await vfs.fsync_dir()
+        assert len(vfs.waiting_for_room) == 4 and vfs.budget.used == LIMIT
+        with pytest.raises(NoSpaceError):  # one more file that would wait
+            await write_new(vfs, "w4.md", b"w")
+        w0 = (await vfs.lookup(ROOT_INODE, "w0.md")).ino
+        with pytest.raises(NoSpaceError):  # a waiting file that would grow
+            await vfs.setattr(w0, size=7000)
+        assert vfs.budget.enospc == 3 and (await vfs.statfs())["f_bavail"] == 0
+        for i, size in enumerate((6000, 6000, 6000, 2000)):  # nothing accepted was dropped
+            assert await read(vfs, (await vfs.lookup(ROOT_INODE, f"w{i}.md")).ino) == b"w" * size
+        await vfs.unlink(ROOT_INODE, "w0.md")  # removed: its charge goes
+        assert vfs.budget.used == 14_000 and not vfs.budget.full
+        await write_new(vfs, "w4.md", b"w" * 1000)  # room again
+        with pytest.raises(NoSpaceError):
+            await vfs.fsync_dir()
+        assert vfs.budget.used == 15_000
+        for memory in seeded:  # room in the store: all four are uploaded
+            store.remove(memory.id)
+        await vfs.fsync_dir()
+        assert vfs.budget.used == 0 and not vfs.waiting_for_room
+    assert {p: len(c) for p, c in store.contents().items()} == {
+        "/w1.md": 6000,
+        "/w2.md": 6000,
+        "/w3.md": 2000,
+        "/w4.md": 1000,
+    }
+
+
+async def test_files_retried_through_an_outage_are_charged_until_uploaded(
+    store: FakeStore, autojump_clock: trio.abc.Clock
+) -> None:
+    """While the server is away, closed files wait in memory for their upload's retries: they
+    are charged (an outage is no way around the budget); a file in its first update delay is
+    not (a healthy store takes it within a second); uploaded, the charge goes."""
+    store.fail_next("create", times=1000)  # unreachable until healed
+    async with budget_core(store, None) as vfs:
+        inos = [await write_new(vfs, f"o{i}.md", b"o" * 9000) for i in range(2)]
+        assert vfs.budget.used == 0  # queued: the store may well take them
+        for ino in inos:
+            with pytest.raises(ApiConnectionError):  # the first attempt fails: retried
+                await vfs.writeback.flush(ino)
+        assert vfs.budget.used == 18_000
+        fh, _ = await vfs.create(ROOT_INODE, "o2.md", NEW)
+        with pytest.raises(NoSpaceError):
+            await vfs.write(fh, 0, b"o" * 9000)
+        await vfs.flush(fh)
+        await vfs.release(fh)
+        store.heal()
+        await vfs.fsync_dir()
+        assert vfs.budget.used == 0
+    assert {p: len(c) for p, c in store.contents().items()} == {
+        "/o0.md": 9000,
+        "/o1.md": 9000,
+        "/o2.md": 0,
+    }
+
+
+async def test_a_replayed_journal_past_the_budget_is_charged_and_the_mount_goes_on(
+    autojump_clock: trio.abc.Clock, tmp_path: Path
+) -> None:
+    """Files accepted by an earlier mount and still waiting for room are replayed whatever the
+    budget (never dropped, the mount does not fail): charged, the budget reads full, and the
+    next create is ENOSPC."""
+    store = FakeStore(capabilities=Capabilities(max_memories=1))
+    store.seed("/seed.md", "x\n")  # full
+    async with running_core(store, tmp_path) as core:
+        for i in range(4):
+            await core.save(f"r{i}.md", b"r" * 8000)
+        with pytest.raises(NoSpaceError):
+            await core.vfs.fsync_dir()
+        assert core.vfs.budget.used == 32_000  # the default budget has room
+    small = dataclasses.replace(CONFIG, local_bytes=LIMIT)
+    async with running_core(store, tmp_path, config=small) as core:
+        assert core.vfs.durable.load() == 4
+        with pytest.raises(NoSpaceError):
+            await core.vfs.fsync_dir()
+        assert len(core.vfs.waiting_for_room) == 4
+        assert core.vfs.budget.used == 32_000 and core.vfs.budget.full
+        assert [await core.read(f"r{i}.md") for i in range(4)] == [b"r" * 8000] * 4
+        with pytest.raises(NoSpaceError):
+            await core.save("r4.md", b"r")
+        assert len(core.records()) == 4

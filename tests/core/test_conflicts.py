@@ -370,10 +370,11 @@ async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
         assert waiting == {f"/{name}" for name in copies}  # what memfs status lists
         assert sorted(r.path for r in core.records()) == [f"/{name}" for name in copies]
         assert [info.saved for info in vfs.durable.conflicts] == [False, False]
+        assert vfs.budget.used == 2 * len(b"mine 1\n")  # held here: charged (--local-bytes)
         for made_elsewhere in others:  # room for both: the next directory fsync takes it
             store.remove(made_elsewhere.id)
         await vfs.fsync_dir()
-        assert core.records() == []
+        assert core.records() == [] and vfs.budget.used == 0
         assert [info.saved for info in vfs.durable.conflicts] == [True, True]
         assert sorted(info.saved_as for info in vfs.durable.conflicts) == [
             f"/{name}" for name in copies
