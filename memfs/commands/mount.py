@@ -130,9 +130,10 @@ def register(subparsers: Any) -> None:
         type=byte_size,
         default="64M",
         metavar="SIZE",
-        help="what the mount keeps of files that never reach the store: local-only files "
-        "(.git/, editor swaps), refused content (not UTF-8, too large) and its kept copies; "
-        "past it, creates and writes that grow a file get ENOSPC (bytes, or 512K, 64M, 1G)",
+        help="what the mount keeps of files the store does not hold: local-only files "
+        "(.git/, editor swaps), refused content (not UTF-8, too large) and its kept copies, "
+        "files waiting for room in a full store or for a server that is away; past it, "
+        "creates and writes that grow a file get ENOSPC (bytes, or 512K, 64M, 1G)",
     )
     mount.add_argument(
         "--readahead-dirs",

@@ -150,8 +150,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--local-bytes",
         type=byte_size,
         metavar="SIZE",
-        help="each mount's budget for local-only files and refused content, past which creates "
-        "and writes get ENOSPC (memfs mount --local-bytes; default: 64M)",
+        help="each mount's budget for local-only files, refused content and files waiting for "
+        "the store, past which creates and writes get ENOSPC (memfs mount --local-bytes; "
+        "default: 64M)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)

@@ -10,7 +10,8 @@ options ``config``'s, and ``build`` (``build_core``) makes them all and hands ea
 collaborators. Besides: ``inodes`` (numbers, lookup counts), ``cache`` and ``prefetch`` (clean,
 re-fetchable data only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept
 local), ``refusals`` (content the store cannot take), ``budget`` (the bytes of local-only and
-refused files, bounded: else ENOSPC), ``clashes`` (a file beside a same-named directory),
+refused files and of files the store could not take yet, bounded: else ENOSPC), ``clashes``
+(a file beside a same-named directory),
 ``durable`` (what a journal record means: replay, conflict copies, the unmount report),
 ``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
 ``memfs.versions.tree`` and ``memfs.store_api``; above it: ``memfs.mount``, which adapts it to

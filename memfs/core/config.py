@@ -26,7 +26,8 @@ class VfsConfig:
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
     listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.core.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
-    # local-only files, refused content and kept copies: past it, ENOSPC (memfs.core.budget)
+    # local-only files, refused content, kept copies, files waiting for the store: past it,
+    # ENOSPC (memfs.core.budget)
     local_bytes: int = DEFAULT_LOCAL_BYTES
     walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
     server_search: bool = True  # .search asks the server if it offers search, else a local index

@@ -82,7 +82,7 @@ class MountOptions:
     fsync_timeout: float = FINAL_FLUSH_SECONDS  # fsync retries transient failures this long
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
-    local_bytes: int = DEFAULT_LOCAL_BYTES  # local-only files, refused content: else ENOSPC
+    local_bytes: int = DEFAULT_LOCAL_BYTES  # local-only, refused, waiting files: else ENOSPC
     readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.core.prefetch)
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle

@@ -476,7 +476,8 @@ def render(doc: dict[str, Any]) -> str:
         )
         lines.append(
             f"local bytes      {budget['used_bytes']:,} of {budget['limit_bytes']:,} "
-            f"(--local-bytes: local-only files, refused content, kept copies); {state}; "
+            "(--local-bytes: local-only files, refused content, kept copies, files waiting "
+            f"for the store); {state}; "
             f"{budget['enospc']} ENOSPC answered"
         )
     conflicts = doc["conflicts"]
