@@ -17,6 +17,7 @@ from trio.testing import MockClock
 from memfs.api.databricks.store import DatabricksStore
 from memfs.core.descriptions import DESCRIPTION
 from memfs.core.inodes import ROOT_INODE
+from memfs.core.search import StoreSearch
 from memfs.errors import RemoteConflictError, errno_for
 from memfs.models import MemoryPrefix, sha256_hex
 
@@ -388,3 +389,21 @@ async def test_a_truncate_adding_nuls_fails_at_once_by_path_or_descriptor(
             await vfs.setattr(ino, size=10)  # truncate(path), nobody has it open
         assert errno_of(raised.value) == errno.EINVAL
         assert await core.read("a.md") == b"a\n"
+
+
+async def test_a_session_less_search_on_a_workspace_uses_the_mounts_own_index() -> None:
+    """A Databricks workspace cannot search the session-less entries alone (no session means
+    the whole actor), so a mount without a session searches them with its own index: every one
+    of them can be found, none of another session's or actor's, and a change made elsewhere is
+    seen by the next search."""
+    api = FakeDatabricks()
+    mine = api.put(ACTOR, "/mine.md", "one tomato among many other words of a long text")
+    for i in range(101):
+        api.put(ACTOR, f"/s/{i}.md", "tomato tomato tomato", session="s1")
+    api.put("bob", "/bob.md", "tomato tomato")
+    search = StoreSearch(adapter(api))
+    assert [hit.path for hit in await search.search("tomato")] == ["/mine.md"]
+    assert search.by_server is False and api.calls["capabilities"] == 1
+    api.edit(mine.id, content="now about a potato")
+    assert await search.search("tomato") == []
+    assert [hit.path for hit in await search.search("potato")] == ["/mine.md"]

@@ -85,6 +85,11 @@ class FakeDatabricks:
         for hook in self._hooks.pop(op, []):
             hook(self)
 
+    async def capabilities(self) -> dict[str, Any]:
+        """A Databricks workspace has no memfs capabilities: a 404."""
+        await self._call("capabilities")
+        raise NotFoundError("no /v1/memfs/capabilities on a Databricks workspace")
+
     async def get_store(self, store_id: str) -> dict[str, Any]:
         await self._call("get_store")
         if store_id != self.store_id:
