@@ -1,6 +1,7 @@
 """Another user of an ``--allow-other`` mount cannot grow the root daemon without bound: local-only
-files, refused content and its kept copies count against ``--local-bytes`` (memfs.core.budget);
-past it, creates and writes get ENOSPC; removing the files frees the budget."""
+files, refused content and its kept copies, files waiting for room in a full store count against
+``--local-bytes`` (memfs.core.budget); past it, creates and writes get ENOSPC; removing the files
+(or room in the store) frees the budget."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 from support.mounts import MountedStore, memfs
 from support.waiting import wait_for
+
+from .test_errnos import seed
 
 NOBODY = 65534
 BUDGET = 1024 * 1024
@@ -99,5 +102,50 @@ def test_another_user_fills_the_local_budget_then_gets_enospc_until_rm(
         assert kept_bytes(cache) == 0
         wait_for(lambda: mounted.status()["local_budget"]["used_bytes"] == 0)
         assert as_nobody("echo again > .y.swp && cat .y.swp", point) == "again"
+    finally:
+        mounted.cleanup()
+
+
+def test_another_user_fills_a_full_store_s_waiting_files_then_gets_enospc(
+    private_mount: Callable[..., MountedStore], fresh_server, shared_dir: Path, tmp_path: Path
+) -> None:
+    """In a full store every new file waits for room in the root daemon's memory and journal:
+    past the budget the next create or write is ENOSPC, nothing accepted is lost, and room in
+    the store uploads the files and frees the budget."""
+    m = private_mount(mount=False)
+    ids = seed(fresh_server.db, m.store_id, 2_000)  # full
+    point = shared_dir / "mnt"
+    point.mkdir()
+    mounted = MountedStore(
+        path=point, store_id=m.store_id, store_name=m.store_name, sdk=m.sdk, env=m.env,
+        log_file=tmp_path / "waiting.log",
+        extra_args=["--allow-other", "--uid", str(NOBODY), "--gid", str(NOBODY),
+                    "--local-bytes", "1M", "--cache-dir", str(tmp_path / "cache")],
+    )  # fmt: skip
+    try:
+        assert mounted.mount().returncode == 0, mounted.log()
+        as_nobody("echo first > first.md", point)
+        # its upload is refused: the store is full (so the next new files are charged at once)
+        wait_for(lambda: mounted.status()["uploads"]["waiting_for_room"] == ["/first.md"])
+        stopped = as_nobody(fill("w", "a"), point)
+        assert stopped.startswith("stopped 10: "), stopped  # 10 x 100 kB fit in 1 MiB
+        status = wait_for(lambda: (s := mounted.status())["local_budget"]["enospc"] and s)
+        assert status["local_budget"]["full"]
+        assert BUDGET - FILE < status["local_budget"]["used_bytes"] <= BUDGET
+        # each one's create is refused in turn (after its new-file delay)
+        waiting = wait_for(
+            lambda: "/w9" in (w := mounted.status()["uploads"]["waiting_for_room"]) and w
+        )
+        assert {"/first.md", *(f"/w{i}" for i in range(10))} <= set(waiting), waiting
+        text = memfs("status", str(point), env=m.env).stdout
+        assert "FULL since" in text and "files waiting for the store" in text, text
+        assert as_nobody("cat w9 | wc -c", point) == str(FILE)  # accepted: never dropped
+        for memory_id in ids[:20]:  # room in the store: the waiting files are uploaded
+            m.sdk.beta.memory_stores.memories.delete(memory_id, memory_store_id=m.store_id)
+        as_nobody("sync .", point)  # (or the change feed's deletes) retries them now
+        wait_for(lambda: mounted.status()["local_budget"]["used_bytes"] == 0, timeout=30)
+        assert m.content("/first.md") == "first\n"
+        assert m.content("/w9") == "a" * FILE
+        assert as_nobody("echo again > again.md && cat again.md", point) == "again"
     finally:
         mounted.cleanup()
