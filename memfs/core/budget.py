@@ -15,13 +15,13 @@ default; docs/semantics.md, "Local bytes"):
   too). A node nobody can reach any more (removed and closed) is charged nothing: ``vfs``
   drops its content;
 - a closed file the store could not take (``Node.held_back``: a full store, a create waiting
-  for room, or any new file queued while the store is known to be full; an outage or a 429,
-  an upload being retried) is charged its content until the upload succeeds or the file is
-  removed (``uploader``). A file in its update delay or first upload is not: a healthy store
-  takes it within a second, and a ``cp -r`` of more than the budget must not fail because
-  the uploads lag behind it. Content already accepted is never dropped: a charge may take
-  the budget past its limit (a journal replayed at mount), which then reads full until room
-  is made;
+  for room; an outage or a 429, an upload being retried; and any file queued while the store
+  is known to be full, for a new file, or the server away) is charged its content until the
+  upload succeeds or the file is removed (``uploader``). A file in its update delay or first
+  upload to a store that answers is not: it takes it within seconds, and a ``cp -r`` of more
+  than the budget must not fail because the uploads lag behind it (docs/semantics.md).
+  Content already accepted is never dropped: a charge may take the budget past its limit (a
+  journal replayed at mount), which then reads full until room is made;
 - kept copies that earlier mounts left in this mount's kept directory count too; they are
   dropped, oldest first, when a write or create needs their room (``reclaim``, from
   ``refusals``);

@@ -85,10 +85,13 @@ class CoreState:
         # keys whose create the full store refused (StoreFullError); their journal records are
         # kept, and they are queued again when room may have appeared (retry_waiting_for_room)
         self.waiting_for_room: set[Hashable] = set()
-        # the last create the store answered was refused as full: a new file queued meanwhile
-        # is held back (charged to the local budget) from its close, not from its own refusal
-        # a second later, so a burst of creates is no way around the budget
+        # the last create the store answered was refused as full (``store_full``), or the last
+        # request failed transiently and none succeeded since (``store_away``): a file queued
+        # meanwhile (a new one only, for a full store) is held back, charged to the local
+        # budget from its close, not from its own failure a second later, so a burst of saves
+        # is no way around the budget (``Uploader.queued``)
         self.store_full = False
+        self.store_away = False
 
     def now(self) -> float:
         return time.monotonic()

@@ -302,6 +302,7 @@ class Uploader:
     def _took(self, node: Node, memory: Memory, gen: int, description: str | None = None) -> None:
         """The server acknowledged ``memory`` as the state of ``node`` at generation ``gen``
         (and ``description``, the pending one it carried)."""
+        self.state.store_away = False
         take_remote_state(node, memory)
         if description is not None and node.new_description == description:
             node.new_description = None  # uploaded, and not changed again meanwhile
@@ -416,16 +417,19 @@ class Uploader:
         self.budget.charge(node)
 
     def queued(self, key: Hashable) -> None:
-        """The queue recorded work for ``key`` (its ``on_queued``): a new file's content, while
-        the store is full, is held back at once (it will wait for room); then journaled."""
+        """The queue recorded work for ``key`` (its ``on_queued``): content that will wait
+        (a new file while the store is full, any file while the server is away) is held back
+        at once; then journaled."""
         node = self.table.get(key) if isinstance(key, int) else None
-        if node is not None and self.state.store_full and node.memory_id is None:
+        full = self.state.store_full and node is not None and node.memory_id is None
+        if node is not None and node.dirty and (full or self.state.store_away):
             self._held_back(node, True)
         self.durable.queued(key)
 
     def retried(self, key: Hashable, error: BaseException) -> None:
         """A transient failure of ``key`` (the queue's ``on_retry``): its content waits here
         for the server, charged to the local budget meanwhile."""
+        self.state.store_away = True
         node = self.table.get(key) if isinstance(key, int) else None
         if node is not None:
             self._held_back(node, True)

@@ -260,28 +260,36 @@ async def test_files_retried_through_an_outage_are_charged_until_uploaded(
     store: FakeStore, autojump_clock: trio.abc.Clock
 ) -> None:
     """While the server is away, closed files wait in memory for their upload's retries: they
-    are charged (an outage is no way around the budget); a file in its first update delay is
+    are charged (an outage is no way around the budget), and once a request failed so is any
+    file saved, from its close; a file in its first update delay while the server answers is
     not (a healthy store takes it within a second); uploaded, the charge goes."""
     store.fail_next("create", times=1000)  # unreachable until healed
     async with budget_core(store, None) as vfs:
-        inos = [await write_new(vfs, f"o{i}.md", b"o" * 9000) for i in range(2)]
+        inos = [await write_new(vfs, f"o{i}.md", b"o" * 6000) for i in range(2)]
         assert vfs.budget.used == 0  # queued: the store may well take them
         for ino in inos:
             with pytest.raises(ApiConnectionError):  # the first attempt fails: retried
                 await vfs.writeback.flush(ino)
-        assert vfs.budget.used == 18_000
-        fh, _ = await vfs.create(ROOT_INODE, "o2.md", NEW)
+        assert vfs.budget.used == 12_000
+        await write_new(vfs, "o2.md", b"o" * 6000)
+        assert vfs.budget.used == 18_000  # the server is away: charged from its close
+        fh, _ = await vfs.create(ROOT_INODE, "o3.md", NEW)
         with pytest.raises(NoSpaceError):
-            await vfs.write(fh, 0, b"o" * 9000)
+            await vfs.write(fh, 0, b"o" * 6000)
         await vfs.flush(fh)
         await vfs.release(fh)
         store.heal()
         await vfs.fsync_dir()
-        assert vfs.budget.used == 0
+        assert vfs.budget.used == 0 and not vfs.state.store_away
+        await write_new(vfs, "o4.md", b"o" * 6000)
+        assert vfs.budget.used == 0  # back: queued, not charged
+        await vfs.fsync_dir()
     assert {p: len(c) for p, c in store.contents().items()} == {
-        "/o0.md": 9000,
-        "/o1.md": 9000,
-        "/o2.md": 0,
+        "/o0.md": 6000,
+        "/o1.md": 6000,
+        "/o2.md": 6000,
+        "/o3.md": 0,
+        "/o4.md": 6000,
     }
 
 
