@@ -2,16 +2,20 @@
 
 A thin binding of a ``StoreClient`` (retries, deadlines, lost answers, errors) to one store id;
 it adds no behaviour of its own. The daemon makes two, over clients with different deadlines:
-one for calls a syscall waits on, one for background uploads.
+one for calls a syscall waits on, one for background uploads, with the capabilities
+``memory_stores_capabilities`` finds: the hosted API's limits, and NUL refused in a content when
+the server says it refuses one (a memfs server: ``refuses_nul``; the hosted API says nothing).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from memfs.api.capabilities import server_offers
 from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.client import StoreClient
 from memfs.errors import NotFoundError
@@ -30,14 +34,23 @@ MEMORY_STORES = Capabilities(
 PAGE = 100  # the API's largest page
 
 
+async def memory_stores_capabilities(client: StoreClient) -> Capabilities:
+    """``MEMORY_STORES``, with NUL refused in a content if the server says it refuses one (its
+    400 would fail every retry; a mount refuses such a save at once, EINVAL). One try."""
+    if await server_offers(client, "refuses_nul"):
+        return replace(MEMORY_STORES, refused_characters="\x00")
+    return MEMORY_STORES
+
+
 class MemoryStoresAPI:
     """The Memory Stores API, bound to the store ``store_id``."""
 
-    capabilities = MEMORY_STORES
-
-    def __init__(self, client: StoreClient, store_id: str) -> None:
+    def __init__(
+        self, client: StoreClient, store_id: str, capabilities: Capabilities = MEMORY_STORES
+    ) -> None:
         self.client = client
         self._store_id = store_id
+        self.capabilities = capabilities
         self._offers_search: bool | None = None  # asked once (the server's capabilities)
 
     def __repr__(self) -> str:

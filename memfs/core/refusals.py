@@ -1,5 +1,6 @@
 """Files the mount refuses to upload: over 102,400 bytes (EFBIG), not UTF-8 (EILSEQ), or holding
-a character the store refuses (EINVAL: NUL on Databricks, ``Capabilities.refused_characters``).
+a character the store refuses (EINVAL: NUL on Databricks and on a memfs server,
+``Capabilities.refused_characters``).
 
 Owns the ``refused`` state of file nodes, what happens to refused content, and how refusals are
 counted and reported (docs/semantics.md, "Refused files"). A refusal is about one content: the

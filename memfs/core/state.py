@@ -104,7 +104,7 @@ class CoreState:
         return node.path
 
     def refused_character(self, text: str) -> str | None:
-        """A character of ``text`` the store refuses (Databricks: NUL), else None."""
+        """A character of ``text`` the store refuses (NUL: Databricks, memfs server), or None."""
         for character in self.refused_characters:
             if character in text:
                 return character

@@ -288,7 +288,7 @@ class Vfs:
             if text is None:
                 raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
             character = self.state.refused_character(text)
-            if character is not None:  # a file extended with NULs (Databricks)
+            if character is not None:  # a file extended with NULs (NUL refused)
                 raise self.commits.holds_refused(node, character)
         node.data = new
         if node.refused == TOO_LARGE:

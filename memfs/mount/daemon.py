@@ -27,7 +27,7 @@ import trio
 
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ClientConfig, ConfigError
-from memfs.api.store import MemoryStoresAPI
+from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
 from memfs.core.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.build import build_core
 from memfs.core.namespace import Invalidation
@@ -319,11 +319,16 @@ class Daemon:
                 raise MountError(
                     describe_api_error(exc, opts.store, config.shown_base_url)
                 ) from None
+            capabilities = await memory_stores_capabilities(quick)
             yield OpenStore(
                 quick=MemoryStoresAPI(
-                    client.with_options(timeout=10.0, max_retries=2, deadline=30.0), found.id
+                    client.with_options(timeout=10.0, max_retries=2, deadline=30.0),
+                    found.id,
+                    capabilities,
                 ),
-                uploads=MemoryStoresAPI(client.with_options(timeout=60.0, max_retries=4), found.id),
+                uploads=MemoryStoresAPI(
+                    client.with_options(timeout=60.0, max_retries=4), found.id, capabilities
+                ),
                 name=found.name,
                 journal_key=found.id,
                 workspace=WorkspaceId.of(opts.api, config.base_url),

@@ -73,6 +73,9 @@ class EventStream:
                 "databricks_change_stream_path": DBX_CHANGE_STREAM_PATH,
                 # entries:search takes "memfs_session_less": true (routes.databricks)
                 "databricks_search_session_less": True,
+                # every string of a request with a NUL is a 400 (validation.text_field): a
+                # Memory Stores mount refuses such a content at once (EINVAL), as Databricks'
+                "refuses_nul": True,
             }
         )
 

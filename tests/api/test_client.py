@@ -9,11 +9,13 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from support.hosted_like import hosted_like_client
 
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
 from memfs.api.client import CAPABILITIES
 from memfs.api.config import ClientConfig
+from memfs.api.store import MEMORY_STORES, memory_stores_capabilities
 from memfs.errors import (
     AuthenticationError,
     BadRequestError,
@@ -445,3 +447,14 @@ async def test_change_stream_uses_the_clients_bearer_auth_pool_and_stats(server:
     for request in wire.requests:  # the stream's request as every other
         assert request.headers["authorization"] == f"Bearer {server.api_key}"
         assert "x-api-key" not in request.headers
+
+
+async def test_memory_stores_capabilities_refuse_nul_only_where_the_server_says_so(
+    client: StoreClient, server: Any
+) -> None:
+    """memfs server announces ``refuses_nul``: a mount's content NUL is refused at its save; a
+    server that announces nothing (the hosted API: 404) keeps the hosted limits alone."""
+    assert (await memory_stores_capabilities(client)).refused_characters == "\x00"
+    async with hosted_like_client(server) as (hosted, transport):
+        assert await memory_stores_capabilities(hosted) == MEMORY_STORES
+    assert transport.capability_checks == 1

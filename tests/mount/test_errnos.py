@@ -478,6 +478,35 @@ def test_truncate_and_ftruncate_of_refused_content_alike(mount_factory):
     wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
 
 
+def test_a_nul_the_server_refuses_is_einval_at_close(mount_factory):
+    """memfs server refuses NUL in every string (400) and says so in its capabilities
+    (``refuses_nul``): a Memory Stores mount refuses such a content at its save (close, fsync,
+    a truncate that would leave one) with EINVAL, as a Databricks mount does; nothing is
+    journaled or uploaded, and the file's next valid save goes (before: close answered 0 and the
+    upload failed for good, or on PostgreSQL was a 500 retried for ever)."""
+    m = mount_factory(memories={"/a.md": "one\n"})
+    p = m.path
+    with pytest.raises(OSError) as new_file, open(p / "new.md", "wb") as out:
+        out.write(b"x\0y")  # printf 'x\0y' > new.md
+    assert new_file.value.errno == errno.EINVAL
+    fd = os.open(p / "a.md", os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"a\0b")
+    expect_errno(errno.EINVAL, os.fsync, fd)
+    expect_errno(errno.EINVAL, os.close, fd)
+    assert (p / "a.md").read_bytes() == b"a\0b"  # kept locally, readable
+    expect_errno(errno.EINVAL, os.truncate, p / "a.md", 10)  # would add NULs: nothing changes
+    status = wait_for(
+        lambda: (s := m.status())["refused"]["files"] == ["/a.md", "/new.md"] and s, timeout=10
+    )
+    assert status["uploads"]["journal_records"] == 0 and status["uploads"]["failed"] == {}
+    assert status["refused"]["by_reason"]["refused character"] == 2
+    m.settle()  # nothing was sent: nothing failed
+    assert (m.paths(), m.content("/a.md")) == ({"/a.md"}, "one\n")
+    write_file(p / "a.md", b"fixed\n")
+    m.settle()
+    assert m.content("/a.md") == "fixed\n"
+
+
 def write_or_efbig(fd: int, data: bytes) -> int:
     """Bytes written by a write that crosses the limit: 0 for EFBIG, or a short count.
 
@@ -673,7 +702,9 @@ def posix_scenario(root: Path) -> list[Any]:
     os.pwrite(fd, b"Z", 10)
     seen.append(("hole", os.pread(fd, 100, 0)))
     seen.append(("read past end", os.pread(fd, 10, 50)))
-    os.ftruncate(fd, 14)
+    # grown again by a write (an ftruncate that grows a file adds NULs at once: EINVAL where
+    # the store refuses NUL, test_a_nul_the_server_refuses_is_einval_at_close)
+    os.pwrite(fd, b"!", 13)
     seen.append(("grown", os.pread(fd, 100, 0)))
     os.ftruncate(fd, 2)
     seen.append(("shrunk", os.pread(fd, 100, 0)))
