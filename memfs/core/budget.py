@@ -16,8 +16,9 @@ default; docs/semantics.md, "Local bytes"):
   drops its content;
 - a closed file the store could not take (``Node.held_back``: a full store, a create waiting
   for room; an outage or a 429, an upload being retried; and any file queued while the store
-  is known to be full, for a new file, or the server away) is charged its content until the
-  upload succeeds or the file is removed (``uploader``). A file in its update delay or first
+  is known to be full, for a new file, or the server away) is charged its content, and a new
+  one ``NODE_BYTES`` as well (``touch`` makes empty files that wait), until the upload
+  succeeds or the file is removed (``uploader``). A file in its update delay or first
   upload to a store that answers is not: it takes it within seconds, and a ``cp -r`` of more
   than the budget must not fail because the uploads lag behind it (docs/semantics.md).
   Content already accepted is never dropped: a charge may take the budget past its limit (a
@@ -95,8 +96,8 @@ class LocalBudget:
             else:
                 memory = len(node.data) if node.data is not None else 0
             held = max(memory, self._kept.get(node.ino, 0))
-            if node.local_only:
-                held += NODE_BYTES
+            if node.local_only or (node.held_back and node.memory_id is None):
+                held += NODE_BYTES  # a name only this mount has (an empty file costs too)
         old = self._charges.pop(node.ino, 0)
         if held:
             self._charges[node.ino] = held

@@ -383,13 +383,17 @@ class Vfs:
     ) -> Node:
         entry_there = self.identities.adoptable(paths.join(directory, name)) is not None
         path, local_only = self.namespace.file_path(directory, name, entry_there=entry_there)
-        self.budget.check_create(NODE_BYTES if local_only else 0)
+        # a name only this mount will have: local-only, or a new file that will wait for a
+        # store known to be full or away (``Uploader.queued``)
+        waits = self.state.store_full or self.state.store_away
+        self.budget.check_create(NODE_BYTES if local_only or waits else 0)
         node = self.table.new(Kind.FILE, path)
         node.data = bytearray()
         node.local_only = local_only
-        self.budget.charge(node)
+        node.held_back = waits and not local_only  # charged from now on, name and content
         set_new_owner(node, mode, owner, self.attrs.of_path(directory))
         self._changed(node)
+        self.budget.charge(node)
         self.state.removed_dirs.pop(directory, None)
         if not node.local_only:
             adopted = await self.identities.adopt(node, path)

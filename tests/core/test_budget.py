@@ -206,52 +206,55 @@ async def test_copies_of_earlier_mounts_make_room_oldest_first(
 async def test_files_waiting_for_room_are_charged_until_uploaded_or_removed(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """In a full store new files wait for room in the daemon's memory (and its journal): they
-    are charged, so a local user cannot pile up files without end; past the budget the next
-    create or growing write is ENOSPC, before anything is accepted; what was accepted is never
-    dropped; their upload (room in the store) or their removal frees the budget."""
-    store = FakeStore(capabilities=Capabilities(max_memories=4))
-    seeded = [store.seed(f"/seed-{i}.md", "x\n") for i in range(4)]  # full
+    """In a full store new files wait for room in the daemon's memory (and its journal): each is
+    charged its content and its name, so a local user cannot pile up files (empty ones
+    included) without end; past the budget the next create or growing write is ENOSPC, before
+    anything is accepted; what was accepted is never dropped; their upload (room in the store)
+    or their removal frees the budget."""
+    store = FakeStore(capabilities=Capabilities(max_memories=3))
+    seeded = [store.seed(f"/seed-{i}.md", "x\n") for i in range(3)]  # full
+    waiting = 6000 + NODE_BYTES  # what a new file of 6,000 bytes waiting for room costs
     async with budget_core(store, None) as vfs:
-        for i in range(3):
+        for i in range(2):
             await write_new(vfs, f"w{i}.md", b"w" * 6000)
-        with pytest.raises(NoSpaceError):  # the store refused them: they wait for room
+        assert vfs.budget.used == 0  # queued: the store may well take them
+        with pytest.raises(NoSpaceError):  # it refused them: they wait for room
             await vfs.fsync_dir()
-        assert len(vfs.waiting_for_room) == 3
-        assert vfs.budget.used == 18_000 and not vfs.budget.full
-        fh, _ = await vfs.create(ROOT_INODE, "w3.md", NEW)
+        assert len(vfs.waiting_for_room) == 2
+        assert vfs.budget.used == 2 * waiting and not vfs.budget.full
+        # the store is known to be full: a new file is charged from its create on
+        fh, _ = await vfs.create(ROOT_INODE, "w2.md", NEW)
+        assert vfs.budget.used == 2 * waiting + NODE_BYTES
         with pytest.raises(NoSpaceError):  # would take the budget past its limit
             await vfs.write(fh, 0, b"w" * 6000)
-        await vfs.write(fh, 0, b"w" * 2000)  # what fits is accepted
+        room = LIMIT - vfs.budget.used
+        await vfs.write(fh, 0, b"w" * room)  # what fits is accepted
         await vfs.flush(fh)
         await vfs.release(fh)
-        # the store is known to be full: charged from its close on, not from its refusal
         assert vfs.budget.used == LIMIT and vfs.budget.full
         with pytest.raises(NoSpaceError):
             await vfs.fsync_dir()
-        assert len(vfs.waiting_for_room) == 4 and vfs.budget.used == LIMIT
-        with pytest.raises(NoSpaceError):  # one more file that would wait
-            await write_new(vfs, "w4.md", b"w")
+        assert len(vfs.waiting_for_room) == 3 and vfs.budget.used == LIMIT
+        with pytest.raises(NoSpaceError):  # one more file that would wait, even empty
+            await vfs.mknod(ROOT_INODE, "w3.md", mode=None, owner=None)
         w0 = (await vfs.lookup(ROOT_INODE, "w0.md")).ino
         with pytest.raises(NoSpaceError):  # a waiting file that would grow
             await vfs.setattr(w0, size=7000)
         assert vfs.budget.enospc == 3 and (await vfs.statfs())["f_bavail"] == 0
-        for i, size in enumerate((6000, 6000, 6000, 2000)):  # nothing accepted was dropped
-            assert await read(vfs, (await vfs.lookup(ROOT_INODE, f"w{i}.md")).ino) == b"w" * size
+        for name, size in (("w0.md", 6000), ("w1.md", 6000), ("w2.md", room)):
+            ino = (await vfs.lookup(ROOT_INODE, name)).ino
+            assert await read(vfs, ino) == b"w" * size  # nothing accepted was dropped
         await vfs.unlink(ROOT_INODE, "w0.md")  # removed: its charge goes
-        assert vfs.budget.used == 14_000 and not vfs.budget.full
+        assert vfs.budget.used == LIMIT - waiting and not vfs.budget.full
         await write_new(vfs, "w4.md", b"w" * 1000)  # room again
-        with pytest.raises(NoSpaceError):
-            await vfs.fsync_dir()
-        assert vfs.budget.used == 15_000
-        for memory in seeded:  # room in the store: all four are uploaded
+        assert vfs.budget.used == LIMIT - waiting + 1000 + NODE_BYTES
+        for memory in seeded:  # room in the store: the three are uploaded
             store.remove(memory.id)
         await vfs.fsync_dir()
         assert vfs.budget.used == 0 and not vfs.waiting_for_room
     assert {p: len(c) for p, c in store.contents().items()} == {
         "/w1.md": 6000,
-        "/w2.md": 6000,
-        "/w3.md": 2000,
+        "/w2.md": room,
         "/w4.md": 1000,
     }
 
@@ -261,23 +264,21 @@ async def test_files_retried_through_an_outage_are_charged_until_uploaded(
 ) -> None:
     """While the server is away, closed files wait in memory for their upload's retries: they
     are charged (an outage is no way around the budget), and once a request failed so is any
-    file saved, from its close; a file in its first update delay while the server answers is
+    file saved, from its create; a file in its first update delay while the server answers is
     not (a healthy store takes it within a second); uploaded, the charge goes."""
     store.fail_next("create", times=1000)  # unreachable until healed
+    waiting = 6000 + NODE_BYTES
     async with budget_core(store, None) as vfs:
         inos = [await write_new(vfs, f"o{i}.md", b"o" * 6000) for i in range(2)]
         assert vfs.budget.used == 0  # queued: the store may well take them
         for ino in inos:
             with pytest.raises(ApiConnectionError):  # the first attempt fails: retried
                 await vfs.writeback.flush(ino)
-        assert vfs.budget.used == 12_000
-        await write_new(vfs, "o2.md", b"o" * 6000)
-        assert vfs.budget.used == 18_000  # the server is away: charged from its close
-        fh, _ = await vfs.create(ROOT_INODE, "o3.md", NEW)
+        assert vfs.budget.used == 2 * waiting
+        await write_new(vfs, "o2.md", b"o" * 1000)
+        assert vfs.budget.used == 2 * waiting + 1000 + NODE_BYTES  # the server is away
         with pytest.raises(NoSpaceError):
-            await vfs.write(fh, 0, b"o" * 6000)
-        await vfs.flush(fh)
-        await vfs.release(fh)
+            await write_new(vfs, "o3.md", b"")
         store.heal()
         await vfs.fsync_dir()
         assert vfs.budget.used == 0 and not vfs.state.store_away
@@ -287,8 +288,7 @@ async def test_files_retried_through_an_outage_are_charged_until_uploaded(
     assert {p: len(c) for p, c in store.contents().items()} == {
         "/o0.md": 6000,
         "/o1.md": 6000,
-        "/o2.md": 6000,
-        "/o3.md": 0,
+        "/o2.md": 1000,
         "/o4.md": 6000,
     }
 
@@ -306,14 +306,14 @@ async def test_a_replayed_journal_past_the_budget_is_charged_and_the_mount_goes_
             await core.save(f"r{i}.md", b"r" * 8000)
         with pytest.raises(NoSpaceError):
             await core.vfs.fsync_dir()
-        assert core.vfs.budget.used == 32_000  # the default budget has room
+        assert core.vfs.budget.used == 4 * (8000 + NODE_BYTES)  # the default budget has room
     small = dataclasses.replace(CONFIG, local_bytes=LIMIT)
     async with running_core(store, tmp_path, config=small) as core:
         assert core.vfs.durable.load() == 4
         with pytest.raises(NoSpaceError):
             await core.vfs.fsync_dir()
         assert len(core.vfs.waiting_for_room) == 4
-        assert core.vfs.budget.used == 32_000 and core.vfs.budget.full
+        assert core.vfs.budget.used == 4 * (8000 + NODE_BYTES) and core.vfs.budget.full
         assert [await core.read(f"r{i}.md") for i in range(4)] == [b"r" * 8000] * 4
         with pytest.raises(NoSpaceError):
             await core.save("r4.md", b"r")
