@@ -212,6 +212,9 @@ class Daemon:
             self.vfs = vfs
             options = set(pyfuse3.default_options)
             options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
+            # libfuse's default, said out loud so that no option we add drops it: a file an
+            # agent made or chmodded here never runs with its set-user-ID bit, nor is a device.
+            options |= {"nosuid", "nodev"}
             if read_only:
                 options.add("ro")
             if opts.debug:

@@ -830,6 +830,7 @@ def test_allow_other(mount_factory, sdk, server, tmp_path):
                 options = mount_options(point)
                 assert ("allow_other" in options) is allow
                 assert "default_permissions" in options  # always: the kernel checks modes
+                assert {"nosuid", "nodev"} <= options  # root's mounts too (docs/security.md)
                 result = read_as_nobody(point)
                 if allow:
                     assert result.returncode == 0 and result.stdout == "shared", result.stderr
