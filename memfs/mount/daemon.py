@@ -177,6 +177,7 @@ class Daemon:
         self._flush_deadline: float | None = None
         self._retry_deadline = 0.0
         self._flush_errors: list[str] = []
+        self._requests_flushed: int | None = None  # the queue's ``requests`` a pass saw
 
     async def run(self) -> int:
         opts = self.options
@@ -486,6 +487,8 @@ class Daemon:
         and ``run`` again once the FUSE loop has ended (what was changed meanwhile); their
         outcome is the report's."""
         async with self._flush_lock:
+            if self._requests_flushed == vfs.writeback.requests:
+                return  # nothing was asked for since the last pass began: its outcome stands
             if self._flush_deadline is None:
                 self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
                 self._retry_deadline = trio.current_time() + FINAL_RETRY_SECONDS
@@ -493,6 +496,7 @@ class Daemon:
             if not len(vfs.writeback) or trio.current_time() >= self._flush_deadline:
                 return  # nothing left, or no time: the report lists what is pending
             log.info("flushing %d pending uploads", len(vfs.writeback))
+            self._requests_flushed = vfs.writeback.requests  # what this pass was asked for
             self._flush_errors = []  # a later pass supersedes: what it left is what counts
             with trio.move_on_at(self._flush_deadline) as scope:
                 patience = max(0.0, self._retry_deadline - trio.current_time())

@@ -106,6 +106,9 @@ class WriteBack:
         self._limiter = trio.CapacityLimiter(concurrency)
         self._entries: dict[Hashable, _Entry] = {}
         self._wake = trio.Event()
+        # Every ``schedule`` so far: a caller that remembers it knows whether work was asked
+        # for since (the daemon's second final flush runs only if something was).
+        self.requests = 0
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -141,6 +144,7 @@ class WriteBack:
                 entry.due = due
             elif debounce or due < entry.due:
                 entry.due = due
+        self.requests += 1
         self.on_queued(key)
         self._wake.set()
 
