@@ -5,14 +5,10 @@ files, refused content and its kept copies, files waiting for room in a full sto
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from support.mounts import MountedStore, memfs
 from support.waiting import wait_for
 
@@ -21,17 +17,6 @@ from .test_errnos import seed
 NOBODY = 65534
 BUDGET = 1024 * 1024
 FILE = 100_000
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory every user can enter (pytest's tmp_path is private to root)."""
-    shared = Path(tempfile.mkdtemp(prefix="memfs-budget-"))
-    os.chmod(shared, 0o755)
-    try:
-        yield shared
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 def as_nobody(script: str, cwd: Path) -> str:

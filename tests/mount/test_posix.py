@@ -10,11 +10,9 @@ import ctypes
 import errno
 import os
 import platform
-import shutil
 import stat
 import struct
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -243,17 +241,6 @@ def test_a_set_group_id_directory_passes_its_group_on(mount_factory, umask):
 
 
 # -- owners, --uid/--gid/--umask, allow_other ----------------------------------------------------
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory every user can enter (pytest's tmp_path is private to root)."""
-    shared = Path(tempfile.mkdtemp(prefix="memfs-owner-"))
-    os.chmod(shared, 0o755)
-    try:
-        yield shared
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 def as_nobody(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
