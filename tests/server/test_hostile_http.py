@@ -103,6 +103,7 @@ def test_a_client_that_hangs_up_mid_body_is_counted_as_499_not_500(
     lines_before = len(log.read_text().splitlines())
     sock = raw_request(hostile, post_head(hostile, "/v1/memory_stores", 100), b'{"name": ')
     sock.close()
+
     def posted() -> list[str]:  # the fixture's own GET /healthz may be logged late
         new = log.read_text().splitlines()[lines_before:]
         return [line for line in new if " POST /v1/memory_stores " in line]
