@@ -9,7 +9,7 @@
   Every credential the request carries counts and they must all name the same key
   (``presented_key``). Keys are compared in constant time, each against every key;
 - the URL must not hold a NUL; ``anthropic-beta`` must not name both ``MEMORY_BETA`` and
-  ``OLD_BETA``; a session header must be a session id;
+  ``OLD_BETA``; a session header must be a session id, and two of them the same one;
 - no request may carry both ``Content-Length`` and ``Transfer-Encoding`` (checked first).
 
 It then records the actors in ``scope["state"]``: ``api_actor`` (``{"type": "api_actor",
@@ -119,17 +119,20 @@ class Gatekeeper:
             # No id, path or filter holds one, and PostgreSQL text cannot carry one at all.
             return BadRequestError("the URL must not contain NUL characters (%00)")
         betas: set[str] = set()
-        session: str | None = None
+        sessions: set[str] = set()
         for name, value in scope.get("headers", []):
             lowered = name.decode("latin-1").lower()
             if lowered == "anthropic-beta":
                 betas.update(b.strip() for b in value.decode("latin-1").split(","))
             elif lowered == SESSION_HEADER:
-                session = value.decode("latin-1").strip()
+                sessions.add(value.decode("latin-1").strip())
         if MEMORY_BETA in betas and OLD_BETA in betas:
             return BadRequestError(
                 f"anthropic-beta: send {MEMORY_BETA} without {OLD_BETA}, not both"
             )
+        if len(sessions) > 1:  # as for keys: not judged by whichever header comes last
+            return BadRequestError(f"{SESSION_HEADER}: sent twice with different values")
+        session = sessions.pop() if sessions else None
         api_actor = Actor("api_actor", ids.api_key_id(key))
         state = scope.setdefault("state", {})
         state["api_actor"] = api_actor

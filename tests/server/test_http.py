@@ -273,6 +273,26 @@ async def test_bad_session_ids_are_400(client: httpx.AsyncClient, store_id: str)
         assert_error(r, 400, "invalid_request_error", "x-memfs-session-id")
 
 
+async def test_session_headers_that_disagree_are_400(
+    client: httpx.AsyncClient, store_id: str
+) -> None:
+    """Two session headers must name one session, as two credentials must name one key: else
+    the last one silently won (an invalid first one was even ignored), so whoever adds the
+    second header (a proxy, or the client behind it) chose the author of every write."""
+    memories = f"/v1/memory_stores/{store_id}/memories"
+    for first, second in ((b"sesn_proxy", b"sesn_agent"), (b"not-a-session", b"sesn_agent")):
+        headers = [(b"x-memfs-session-id", first), (b"x-memfs-session-id", second)]
+        r = await client.post(memories, json={"path": "/two.md", "content": "x"}, headers=headers)
+        assert_error(r, 400, "invalid_request_error", "x-memfs-session-id")
+    same = [(b"x-memfs-session-id", b"sesn_one"), (b"x-memfs-session-id", b"sesn_one")]
+    r = await client.post(memories, json={"path": "/same.md", "content": "x"}, headers=same)
+    assert r.status_code == 200, r.text
+    version = await client.get(
+        f"/v1/memory_stores/{store_id}/memory_versions/{r.json()['memory_version_id']}"
+    )
+    assert version.json()["created_by"] == {"type": "session_actor", "session_id": "sesn_one"}
+
+
 class _BrokenStorage(SqliteStorage):
     """A storage whose store lookup has a bug, to prove the 500 path (the only fake here)."""
 
