@@ -1,6 +1,7 @@
 """The optional access log of the reference server (``memfs server --access-log FILE|-``).
 
-One line per request, written when its answer ends: UTC time, method, route template, status,
+One line per request, written when its answer ends: UTC time, method (``other`` for one outside
+``metrics.METHODS``: clients invent them, up to 64 KiB long), route template, status,
 duration and request id, e.g. ``2026-12-01T17:40:00.123Z GET /v1/memory_stores/{store}/memories
 200 3.2ms req_…``. The route is the template that matched (``unmatched`` when none did), never
 the raw path or query: those carry store and memory ids, paths of memories, and a mistyped key

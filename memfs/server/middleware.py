@@ -37,7 +37,7 @@ from memfs.server.access_log import log_request
 from memfs.server.auth import Gatekeeper
 from memfs.server.databricks_envelope import is_databricks_path
 from memfs.server.envelope import error_body, error_response_for
-from memfs.server.metrics import Metrics
+from memfs.server.metrics import Metrics, method_label
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,8 @@ class ApiMiddleware:
             return
         request_id = ids.new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
+        # What the logs and metrics name: any token is a method to h11, up to a 64 KiB head.
+        method = method_label(scope["method"])
         started = time.perf_counter()
         status = 500
         response_started = False
@@ -146,7 +148,7 @@ class ApiMiddleware:
             status = CLIENT_CLOSED
             log.info(
                 "client closed the connection before its answer: %s %s (request_id %s)",
-                scope["method"],
+                method,
                 route_of(scope),
                 request_id,
             )
@@ -156,7 +158,7 @@ class ApiMiddleware:
         except Exception:
             log.exception(
                 "unexpected error answering %s %s (request_id %s)",
-                scope["method"],
+                method,
                 route_of(scope),
                 request_id,
             )
@@ -168,8 +170,8 @@ class ApiMiddleware:
                 await response(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started
-            self.metrics.observe(scope["method"], route_of(scope), status, elapsed)
-            log_request(scope["method"], route_of(scope), status, elapsed, request_id)
+            self.metrics.observe(method, route_of(scope), status, elapsed)
+            log_request(method, route_of(scope), status, elapsed, request_id)
 
 
 def route_of(scope: Scope) -> str:
