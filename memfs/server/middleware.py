@@ -132,6 +132,8 @@ class ApiMiddleware:
                 status = int(message["status"])
                 headers = MutableHeaders(scope=message)
                 headers["request-id"] = request_id
+                # Memory content is agent-written: no browser may guess it is HTML and run it.
+                headers["x-content-type-options"] = "nosniff"
                 if body_clock.close_connection:
                     headers["connection"] = "close"
             await send(message)

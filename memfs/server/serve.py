@@ -301,6 +301,7 @@ async def _serve(
         # Hypercorn wraps this descriptor in a socket of its own, which owns it from now on.
         config.bind = [f"fd://{sock.detach()}"]
         config.accesslog = None
+        config.include_server_header = False  # which server and version: nobody's business
         config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = 5
         retention = Retention(

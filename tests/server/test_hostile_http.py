@@ -366,3 +366,16 @@ def test_search_path_prefix_is_refused_as_a_listing_refuses_it(hostile: ServerPr
             r = http.post(search, json={"query": "walrus", "path_prefix": good})
             assert r.status_code == 200, (good, r.text)
             assert [hit["memory"]["path"] for hit in r.json()["data"]] == ["/notes/.hidden"]
+
+
+def test_answers_say_nosniff_and_not_which_server(hostile: ServerProcess) -> None:
+    # a memory's content is agent-written: a browser must not sniff it as HTML
+    with api(hostile) as http:
+        for answer in (
+            http.get("/healthz"),
+            http.get("/v1/memory_stores"),
+            http.get("/v1/memory_stores/memstore_nope"),
+            httpx.get(hostile.base_url + "/v1/memory_stores"),  # 401, no key
+        ):
+            assert answer.headers["x-content-type-options"] == "nosniff", answer.headers
+            assert "server" not in answer.headers, answer.headers
