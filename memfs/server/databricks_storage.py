@@ -16,8 +16,9 @@ transaction, so these checks cannot race. Nothing here knows about HTTP or SQL.
 
 The change log (a memfs extension, served by ``databricks_stream``): every entry create, update
 (that changes something), delete and every store delete appends one ``DbxChange`` in the same
-transaction. Its ``seq`` grows in commit order within a store; a backend also announces the
-change on ``change_topic(store_id)`` (``memfs.server.changes``).
+transaction. Its ``ordinal`` numbers the store's changes 1, 2, 3… in commit order, per store (a
+store's ordinals never depend on another store's writes); a backend also announces the change on
+``change_topic(store_id)`` (``memfs.server.changes``).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ ChangeKind = Literal["created", "updated", "deleted", "store_deleted"]
 class DbxChange:
     """One change of a store's entries (or the store's deletion: ``entry_id`` "")."""
 
-    seq: int
+    ordinal: int  # its place in the store's change log: 1, 2, 3… (the stream's event id)
     store_id: str
     kind: ChangeKind
     entry_id: str
@@ -211,7 +212,7 @@ class EntryPatch:
 
 
 class ChangeBounds(NamedTuple):
-    """The change log of one store, as positions (``seq``) a stream starts after."""
+    """The change log of one store, as positions (``ordinal``) a stream starts after."""
 
     # after the deletion of the store that had the id before this one (0: none): a store
     # created again under a deleted one's id has a history of its own
@@ -296,7 +297,7 @@ class DatabricksStorage(abc.ABC):
     async def list_changes(
         self, store_id: str, *, after: int, actor_id: str | None, limit: int
     ) -> list[DbxChange]:
-        """The store's changes with ``seq`` > ``after``, oldest first, at most ``limit``: only
+        """The store's changes with ``ordinal`` > ``after``, oldest first, at most ``limit``: only
         ``actor_id``'s entries if given, and always the store's deletion."""
 
     @abc.abstractmethod

@@ -10,7 +10,8 @@ takes the Databricks routes' key (``Authorization: Bearer``) and answers ``text/
 - one ``event: entry_change`` per committed change of the store's entries (``?actor_id=``: of
   that actor's only), oldest first in commit order, ``data:`` ``DbxChange.to_json`` (no
   content: its SHA-256 and size; read the entry for the rest), ``id:`` its resume cursor (the
-  change's ``seq``, decimal);
+  change's ``ordinal``, decimal: numbered per store, 1, 2, 3…, so the ids of one store say
+  nothing of the writes in any other);
 - ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
 - ``event: error`` with the Databricks envelope (``NOT_FOUND``) when the store is deleted, which
   ends the stream. A database that stops answering ends the stream without an event.
@@ -99,7 +100,7 @@ class DatabricksChangeStream:
                     except ServiceUnavailableError:  # logged by the storage; clients reconnect
                         return
                     for change in page:
-                        position = change.seq
+                        position = change.ordinal
                         if change.kind == "store_deleted":
                             body = json.dumps(
                                 {

@@ -14,7 +14,8 @@ SQLite's default BINARY collation does that; on PostgreSQL every text column tha
 compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any query other than
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
 the memories that existed before the search index; step 4, the Databricks change log, has none;
-step 5 counts the tokens of the documents indexed before it, and step 6 sums them per scope).
+step 5 counts the tokens of the documents indexed before it, step 6 sums them per scope, and
+step 7 numbers the Databricks change log per store).
 """
 
 from __future__ import annotations
@@ -48,6 +49,22 @@ def _fold_table() -> tuple[str, str]:
 
 
 _FOLD_FROM, _FOLD_TO = _fold_table()
+
+
+def _per_store_change_ordinals(integer: str) -> str:
+    """Step 7 in either dialect (``integer``: its 64-bit integer type). The changes logged
+    before it keep their ``seq`` as ordinal and each store counts on from its newest, so a
+    cursor a client holds across the upgrade still means the same position."""
+    return f"""
+        ALTER TABLE dbx_changes ADD COLUMN ordinal {integer} NOT NULL DEFAULT 0;
+        UPDATE dbx_changes SET ordinal = seq;
+        ALTER TABLE dbx_stores ADD COLUMN change_seq {integer} NOT NULL DEFAULT 0;
+        UPDATE dbx_stores SET change_seq = coalesce(
+            (SELECT max(ordinal) FROM dbx_changes WHERE store_id = dbx_stores.id), 0);
+        DROP INDEX dbx_changes_by_store;
+        CREATE UNIQUE INDEX dbx_changes_by_store ON dbx_changes (store_id, ordinal);
+        """
+
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -225,6 +242,13 @@ MIGRATIONS: list[tuple[int, str]] = [
             FROM search_docs GROUP BY kind, store_id, actor_id, coalesce(session_id, '');
         """,
     ),
+    (
+        7,
+        # Change-stream ids per store (memfs.server.sql.databricks): each change gets its store's
+        # next ``ordinal`` under the store's lock, counted in ``dbx_stores.change_seq``, so a
+        # store's ids tell nothing of other stores' writes (``seq`` counted every store's).
+        _per_store_change_ordinals("INTEGER"),
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -386,6 +410,11 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         # Nothing here either: PostgreSQL counts a scope's documents and tokens per search (the
         # SQLite step 6 keeps them in a table).
         "",
+    ),
+    (
+        7,
+        # Change-stream ids per store (see the SQLite step 7).
+        _per_store_change_ordinals("BIGINT"),
     ),
 ]
 PG_LATEST = PG_MIGRATIONS[-1][0]

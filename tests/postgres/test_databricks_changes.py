@@ -208,6 +208,36 @@ async def test_a_store_created_again_under_its_id_has_a_history_of_its_own(
                 pass
 
 
+async def test_a_stores_event_ids_count_its_own_changes_only(
+    backend_server: ServerProcess,
+) -> None:
+    """Event ids are numbered per store: writes in another store (or by another actor) between
+    two of this store's changes leave no gap, so the ids tell nothing of other stores."""
+    space = Workspace(backend_server)
+    mine_id, other = space.create_store(), space.create_store()
+    async with (
+        adapter(backend_server, mine_id) as mine,
+        trio.open_nursery() as nursery,
+        mine.change_stream() as stream,
+    ):
+        collector = await Collector.connected(stream, nursery)
+        space.put(mine_id, "/first.md", "one")
+        await collector.wait_for(1)
+        space.put(other, "/x.md", "x")
+        space.put(other, "/y.md", "y")
+        space.put(mine_id, "/second.md", "two")
+        await collector.wait_for(2)
+        nursery.cancel_scope.cancel()
+    assert [e.cursor for e in collector.events] == ["1", "2"]
+    async with adapter(backend_server, mine_id) as mine:  # a replay gives the same ids
+        replayed = EntryChangeStream(mine.client, mine_id, ACTOR, mine._version_of, after="1")
+        with trio.fail_after(20):
+            async for event in replayed:
+                if event.version is not None:
+                    assert (event.cursor, event.version.path) == ("2", "/second.md")
+                    break
+
+
 async def test_a_workspace_without_the_extension_means_polling() -> None:
     """A Databricks workspace has no ``/v1/memfs/capabilities`` (404): the store says no (to
     the stream, and to searching the session-less entries alone: a mount without a session

@@ -68,6 +68,15 @@ MakeMemory = Callable[..., Any]
 # What each migration step added (memfs.server.schema), newest first, so that a database made by
 # this memfs can be taken back to an older step and its upgrade tested.
 _UNDO: dict[int, dict[str, list[str]]] = {
+    7: {
+        backend: [
+            "DROP INDEX dbx_changes_by_store",
+            "ALTER TABLE dbx_changes DROP COLUMN ordinal",
+            "ALTER TABLE dbx_stores DROP COLUMN change_seq",
+            "CREATE INDEX dbx_changes_by_store ON dbx_changes (store_id, seq)",
+        ]
+        for backend in ("sqlite", "postgres")
+    },
     6: {"sqlite": ["DROP TABLE search_scope_stats"], "postgres": []},
     5: {
         "sqlite": [

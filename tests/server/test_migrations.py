@@ -9,7 +9,7 @@ import pytest
 
 from memfs.models import Actor
 from memfs.server import schema
-from memfs.server.databricks_storage import EntryFilter, NewEntry, SearchRequest
+from memfs.server.databricks_storage import DbxChange, EntryFilter, NewEntry, SearchRequest
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sql import SqlStorage, Tx
 from memfs.server.sqlite import SqliteStorage
@@ -56,7 +56,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 
     storage = await open_storage(database)  # upgrades
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7]
         dbx = storage.databricks
         page = await dbx.list_entries(
             "old", EntryFilter("agent"), after=None, limit=10, with_content=True
@@ -80,7 +80,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 async def test_a_database_from_before_step_2_upgrades_through_every_step(
     backend: str, database: str
 ) -> None:
-    """Memory Stores data only (step 1): steps 2 to 6 add Databricks stores, the search index
+    """Memory Stores data only (step 1): steps 2 to 7 add Databricks stores, the search index
     (the memories indexed), the change log and the token counts of search statistics."""
     storage = await open_storage(database)
     store = await storage.create_store(name="old", description="", metadata={})
@@ -91,7 +91,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7]
         assert (await storage.get_memory(store.id, memory.id)).content == "x"
         hits = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [m.id for m, _ in hits] == [memory.id]
@@ -105,7 +105,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
 
 def test_both_backends_have_the_same_steps() -> None:
-    steps = [1, 2, 3, 4, 5, 6]
+    steps = [1, 2, 3, 4, 5, 6, 7]
     assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == steps
 
 
@@ -135,9 +135,50 @@ async def test_a_step_4_database_counts_the_tokens_of_its_search_documents(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7]
         assert await storage._read(doc_lengths) == written
         after = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [(m.id, score) for m, score in after] == [(m.id, score) for m, score in before]
+    finally:
+        await storage.aclose()
+
+
+def ordinals(changes: list[DbxChange]) -> list[int]:
+    return [change.ordinal for change in changes]
+
+
+async def test_a_step_6_database_numbers_its_databricks_changes_per_store(
+    backend: str, database: str
+) -> None:
+    """Step 7 (change-stream ids per store): the changes logged before keep their number, so a
+    cursor held across the upgrade means the same position; each store then counts on from
+    its newest, one by one, whatever the other stores write."""
+    storage = await open_storage(database)
+    dbx = storage.databricks
+    for store in ("a", "b"):
+        await dbx.create_store(store, description=None, creator="apikey_test")
+    await dbx.create_entry("a", entry("/1.md", "x"))
+    await dbx.create_entry("b", entry("/1.md", "x"))
+    await dbx.create_entry("b", entry("/2.md", "x"))
+    await dbx.create_entry("a", entry("/2.md", "x"))
+    await storage._write(back_to_step(6, backend))  # a global ``seq`` numbered these
+    await storage.aclose()
+
+    storage = await open_storage(database)
+    try:
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7]
+        dbx = storage.databricks
+        old_a = await dbx.list_changes("a", after=0, actor_id=None, limit=10)
+        held = old_a[0].ordinal  # a client's cursor from before the upgrade
+        assert await dbx.change_bounds("a") == (0, old_a[-1].ordinal)
+        await dbx.create_entry("b", entry("/3.md", "x"))
+        await dbx.create_entry("a", entry("/3.md", "x"))
+        await dbx.create_entry("a", entry("/4.md", "x"))
+        after_held = await dbx.list_changes("a", after=held, actor_id=None, limit=10)
+        assert [c.path for c in after_held] == ["/2.md", "/3.md", "/4.md"]
+        newest = old_a[-1].ordinal
+        assert ordinals(after_held) == [newest, newest + 1, newest + 2]
+        b = await dbx.list_changes("b", after=0, actor_id=None, limit=10)
+        assert ordinals(b)[-1] == ordinals(b)[-2] + 1
     finally:
         await storage.aclose()

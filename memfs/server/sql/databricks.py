@@ -19,12 +19,14 @@ after a write commits sees it; ``search_entries`` asks the index for the best id
 reads those entries in the same snapshot.
 
 Change log: every write of an entry that changes something, and every store delete, appends one
-``dbx_changes`` row in its transaction (``_record``), after the store's row lock, so ``seq``
-(drawn by the database) grows in commit order within a store; the transaction then announces
-the store's topic (``_announce``: PostgreSQL ``NOTIFY``, delivered only on commit). A store
-delete drops the store's older change rows and leaves one ``store_deleted`` row, which ends the
-streams of that store (and of any later store under the same id that resumes before it); a store
-created again under the id has its history after that row (``change_bounds``).
+``dbx_changes`` row in its transaction (``_record``), after the store's row lock, numbered by
+the store's next ``ordinal`` (counted in ``dbx_stores.change_seq``): ordinals are 1, 2, 3… in
+commit order within a store, so a stream's ids (the ordinals) reveal nothing of other stores'
+writes, as the database-wide ``seq`` did. The transaction then announces the store's topic
+(``_announce``: PostgreSQL ``NOTIFY``, delivered only on commit). A store delete drops the
+store's older change rows and leaves one ``store_deleted`` row, which ends the streams of that
+store (and of any later store under the same id that resumes before it); a store created again
+under the id numbers on after that row and has its history after it (``change_bounds``).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ _ENTRY_FULL = f"store_id, id, actor_id, session_id, path, content, {_ENTRY_TAIL}
 _ENTRY_BASIC = f"store_id, id, actor_id, session_id, path, NULL AS content, {_ENTRY_TAIL}"
 KIND: DocumentKind = "databricks"  # the search index's name for these documents
 _CHANGE_COLUMNS = (
-    "seq, store_id, kind, entry_id, actor_id, session_id, path, update_us, content_sha256, "
+    "ordinal, store_id, kind, entry_id, actor_id, session_id, path, update_us, content_sha256, "
     "content_size"
 )
 
@@ -120,7 +122,7 @@ def _entry(row: Row) -> DbxEntry:
 
 def _change(row: Row) -> DbxChange:
     return DbxChange(
-        seq=int(row["seq"]),
+        ordinal=int(row["ordinal"]),
         store_id=row["store_id"],
         kind=row["kind"],
         entry_id=row["entry_id"],
@@ -238,9 +240,9 @@ class SqlDatabricks(DatabricksStorage):
             self._load_store(tx, store_id, lock=True)
             self._backend.search.remove_store(tx, KIND, store_id)
             tx.execute("DELETE FROM dbx_entries WHERE store_id = ?", (store_id,))
-            tx.execute("DELETE FROM dbx_stores WHERE id = ?", (store_id,))
             tx.execute("DELETE FROM dbx_changes WHERE store_id = ?", (store_id,))
-            self._record(tx, "store_deleted", store_id, None, self._now_us())
+            self._record(tx, "store_deleted", store_id, None, self._now_us())  # reads change_seq
+            tx.execute("DELETE FROM dbx_stores WHERE id = ?", (store_id,))
 
         await self._backend._write(run)
 
@@ -428,12 +430,12 @@ class SqlDatabricks(DatabricksStorage):
     async def list_changes(
         self, store_id: str, *, after: int, actor_id: str | None, limit: int
     ) -> list[DbxChange]:
-        clauses = "store_id = ? AND seq > ?"
+        clauses = "store_id = ? AND ordinal > ?"
         params: list[Any] = [store_id, after]
         if actor_id is not None:
             clauses += " AND (actor_id = ? OR kind = 'store_deleted')"
             params.append(actor_id)
-        sql = f"SELECT {_CHANGE_COLUMNS} FROM dbx_changes WHERE {clauses} ORDER BY seq LIMIT ?"
+        sql = f"SELECT {_CHANGE_COLUMNS} FROM dbx_changes WHERE {clauses} ORDER BY ordinal LIMIT ?"
 
         def run(tx: Tx) -> list[DbxChange]:
             return [_change(row) for row in tx.execute(sql, (*params, limit)).fetchall()]
@@ -445,8 +447,8 @@ class SqlDatabricks(DatabricksStorage):
         # absent here or its deletion is after ``newest`` (a stream starting there sees it).
         sql = (
             "SELECT (SELECT 1 FROM dbx_stores WHERE id = ?) AS present, "
-            "(SELECT MAX(seq) FROM dbx_changes WHERE store_id = ? AND kind = 'store_deleted') "
-            "AS start, (SELECT MAX(seq) FROM dbx_changes WHERE store_id = ?) AS newest"
+            "(SELECT MAX(ordinal) FROM dbx_changes WHERE store_id = ? AND kind = 'store_deleted') "
+            "AS start, (SELECT MAX(ordinal) FROM dbx_changes WHERE store_id = ?) AS newest"
         )
 
         def run(tx: Tx) -> ChangeBounds:
@@ -467,13 +469,17 @@ class SqlDatabricks(DatabricksStorage):
         self, tx: Tx, kind: ChangeKind, store_id: str, row: Row | None, update_us: int
     ) -> None:
         """Append the change ``kind`` of the entry ``row`` (None: the store) and announce it;
-        inside the transaction of the change, after the store's lock (see the module doc)."""
+        inside the transaction of the change, after the store's lock and while its row exists
+        (see the module doc)."""
         written = row is not None and kind in ("created", "updated")
         content = (row["content"] or "") if row is not None and written else None
+        ordinal = self._next_ordinal(tx, store_id)
         tx.execute(
-            "INSERT INTO dbx_changes (store_id, kind, entry_id, actor_id, session_id, path, "
-            "update_us, content_sha256, content_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO dbx_changes (ordinal, store_id, kind, entry_id, actor_id, session_id, "
+            "path, update_us, content_sha256, content_size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                ordinal,
                 store_id,
                 kind,
                 row["id"] if row is not None else "",
@@ -485,7 +491,22 @@ class SqlDatabricks(DatabricksStorage):
                 None if content is None else len(content.encode("utf-8")),
             ),
         )
+        tx.execute("UPDATE dbx_stores SET change_seq = ? WHERE id = ?", (ordinal, store_id))
         self._backend._announce(tx, change_topic(store_id))
+
+    @staticmethod
+    def _next_ordinal(tx: Tx, store_id: str) -> int:
+        """The (locked) store's next change ordinal: after its counter, and after any change
+        logged under its id (a deleted store's ``store_deleted`` row: a store created again
+        numbers on, so an old cursor still meets that row). The counter outlives retention,
+        which may drop every logged change of an idle store."""
+        row = tx.one(
+            "SELECT (SELECT change_seq FROM dbx_stores WHERE id = ?) AS counted, "
+            "(SELECT MAX(ordinal) FROM dbx_changes WHERE store_id = ?) AS logged",
+            (store_id, store_id),
+        )
+        assert row is not None  # a SELECT of two subqueries has one row
+        return max(int(row["counted"] or 0), int(row["logged"] or 0)) + 1
 
     # -- helpers ----------------------------------------------------------------------------------
 

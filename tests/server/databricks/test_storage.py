@@ -5,6 +5,8 @@ others get ALREADY_EXISTS, never an internal error."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import trio
 
 from memfs.server.databricks_storage import (
@@ -14,6 +16,8 @@ from memfs.server.databricks_storage import (
     NewEntry,
 )
 from memfs.server.storage import Storage
+
+from ..helpers import FakeClock
 
 
 async def test_concurrent_creates_of_one_key_have_one_winner(storage: Storage) -> None:
@@ -53,3 +57,40 @@ async def test_concurrent_creates_of_one_store_have_one_winner(storage: Storage)
         for _ in range(8):
             nursery.start_soon(create)
     assert sorted(outcomes) == ["exists"] * 7 + ["ok"]
+
+
+async def test_each_store_numbers_its_changes_one_by_one(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """The change log's ordinals (the stream's event ids) count one store's changes only, even
+    with concurrent writers in two stores; retention that drops every logged change of an
+    idle store, and a store created again under a deleted one's id, both number on."""
+    dbx = storage.databricks
+    for store in ("one", "two"):
+        await dbx.create_store(store, description=None, creator="k")
+
+    async def write(store: str, i: int) -> None:
+        await dbx.create_entry(store, NewEntry(None, "a", None, f"/{i}", "x", None, SOURCE_AGENT))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(12):
+            nursery.start_soon(write, ("one", "two")[i % 2], i)
+    for store in ("one", "two"):
+        changes = await dbx.list_changes(store, after=0, actor_id=None, limit=100)
+        assert [c.ordinal for c in changes] == list(range(1, 7))
+
+    clock.advance(days=400)
+    await storage.prune_versions(clock.now - timedelta(days=1))
+    assert await dbx.list_changes("one", after=0, actor_id=None, limit=100) == []
+    await write("one", 100)
+    await dbx.delete_store("two")
+    await dbx.create_store("two", description=None, creator="k")
+    await write("two", 100)
+
+    async def log(store: str) -> list[tuple[int, str]]:
+        changes = await dbx.list_changes(store, after=0, actor_id=None, limit=100)
+        return [(c.ordinal, c.kind) for c in changes]
+
+    assert await log("one") == [(7, "created")]
+    assert await log("two") == [(7, "store_deleted"), (8, "created")]
+    assert await dbx.change_bounds("two") == (7, 8)  # its own history starts after 7
