@@ -3,7 +3,8 @@
 ``vfs`` (the file operations, one method each) asks the objects that own the rest:
 ``namespace`` (directory views: listings merged with local state; kernel invalidations),
 ``remote`` (the change feed's versions applied), ``identity`` (which memory a file is bound
-to: deferred deletes, adoption), ``rename``, ``commit`` (validate, refuse, queue an upload),
+to: deferred deletes, adoption), ``rename``, ``truncate`` (a new size, judged at once),
+``commit`` (validate, refuse, queue an upload),
 ``copies`` (local copies of files), ``handles`` (open files), ``attrs``, ``uploader`` (what the
 write-back queue runs, and what its outcome means); the state they share is ``state``'s, the
 options ``config``'s, and ``build`` (``build_core``) makes them all and hands each its

@@ -31,6 +31,7 @@ from memfs.core.rename import Renames
 from memfs.core.search import StoreSearch
 from memfs.core.searchtree import SearchTree
 from memfs.core.state import CoreState
+from memfs.core.truncate import Truncates
 from memfs.core.uploader import Uploader
 from memfs.core.usage import StoreUsage
 from memfs.core.vfs import Vfs
@@ -146,7 +147,9 @@ def build_core(
         copies=copies,
         commits=commits,
         uploader=uploader,
+        budget=budget,
     )
+    truncates = Truncates(state, copies=copies, commits=commits, budget=budget)
     return Vfs(
         state,
         store=store,
@@ -168,6 +171,7 @@ def build_core(
         attrs=Attributes(config, state.table),
         uploader=uploader,
         renames=renames,
+        truncates=truncates,
         descriptions=Descriptions(state, store, writeback, gone, refusals),
         search=SearchTree(
             # a search after a write finds it: what is pending is uploaded first

@@ -89,6 +89,13 @@ class Node:
     def is_dir(self) -> bool:
         return self.kind is Kind.DIR
 
+    def changed_here(self) -> None:
+        """A local change of its data: dirty, a new generation (``gen``), new times."""
+        self.dirty = True
+        self.gen += 1
+        self.mtime = time.time()
+        self.ctime = self.mtime
+
     def size(self) -> int:
         if self.kind is Kind.SYMLINK:
             return len(self.target)

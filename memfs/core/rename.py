@@ -6,7 +6,10 @@ window, rule 3) unless it takes another: the target's, or one that just left the
 (``identity``). A directory rename moves every memory below it on the server at once (one
 request each, not atomic: ``Uploader.move_tree``) and re-binds the nodes below.
 
-It must not check the operation's arguments (``vfs.Vfs.rename`` does) nor upload content.
+``Renames.rename`` is the operation once ``vfs.Vfs.rename`` has found its names and checked
+what needs no new path (the source exists, the flags allow the target, the mount is writable):
+the new name's rules, the kinds of source and target, the move, and the local budget's charges.
+It must not upload content.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import time
 
 from memfs import paths
+from memfs.core.budget import LocalBudget
 from memfs.core.cache import ListingCache
 from memfs.core.commit import Commits
 from memfs.core.copies import LocalCopies
@@ -25,6 +29,8 @@ from memfs.core.uploader import Uploader
 from memfs.errors import (
     DirectoryNotEmptyError,
     InvalidArgumentError,
+    IsDirectoryError,
+    NotDirectoryError,
     NotPermittedError,
     NotUtf8Error,
 )
@@ -50,6 +56,7 @@ class Renames:
         copies: LocalCopies,
         commits: Commits,
         uploader: Uploader,
+        budget: LocalBudget,
     ) -> None:
         self.state = state
         self.config = state.config
@@ -61,6 +68,48 @@ class Renames:
         self.copies = copies
         self.commits = commits
         self.uploader = uploader
+        self.budget = budget
+
+    async def rename(
+        self, src: Node, dst: Node | None, old_path: str, new_dir: str, new_name: str
+    ) -> bool:
+        """``src`` at ``old_path`` moves to ``new_name`` in ``new_dir``, over ``dst`` if there
+        is one; False if they are the same file (nothing to do)."""
+        if src.is_dir:
+            new_path, new_local = self.namespace.new_path(new_dir, new_name), False
+        else:  # onto an entry whose path is outside the rules (an older server's): it is saved
+            target = paths.join(new_dir, new_name)
+            entry_there = (
+                dst is not None and dst.memory_id is not None and dst.remote_path == target
+            ) or self.identities.adoptable(target) is not None
+            new_path, new_local = self.namespace.file_path(
+                new_dir, new_name, entry_there=entry_there
+            )
+        if src is dst:
+            return False
+        if src.is_dir:
+            if dst is not None and not dst.is_dir:
+                raise NotDirectoryError(f"{new_path} is not a directory")
+            if paths.is_below(new_path, old_path):
+                raise InvalidArgumentError("cannot move a directory below itself")
+            await self.directory(src, old_path, new_path, dst)
+            if dst is not None:
+                self.budget.charge(dst)  # replaced: no longer charged
+            for node in self.table.below(new_path):  # some may be local-only no more, or now
+                self.budget.charge(node)
+        else:
+            if dst is not None and dst.is_dir:
+                raise IsDirectoryError(f"{new_path} is a directory")
+            try:
+                await self.file(src, old_path, new_path, dst, new_local=new_local)
+            finally:
+                self.commits.refusals.spill(src)  # loaded to be checked: back to its copy
+                self.budget.charge(src)
+            if dst is not None:
+                self.budget.drop_unreachable(dst)
+        self.namespace.keep_parent(old_path)
+        self.state.removed_dirs.pop(new_dir, None)
+        return True
 
     async def file(
         self, src: Node, old_path: str, new_path: str, dst: Node | None, *, new_local: bool

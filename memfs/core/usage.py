@@ -22,11 +22,14 @@ from collections.abc import Callable
 
 import trio
 
+from memfs import paths
 from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import MemoryVersion
 from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 4096
 
 
 class StoreUsage:
@@ -128,3 +131,23 @@ class StoreUsage:
         if size is not None:
             self._sizes[memory_id] = size
             self._bytes += size
+
+
+def statfs_fields(
+    count: int, used: int, max_memories: int, max_content_bytes: int, *, room: bool
+) -> dict[str, int]:
+    """``statfs`` of a store holding ``count`` memories of ``used`` bytes: blocks for the
+    limits (every memory at full size), free what the limits leave, none without ``room``."""
+    blocks = max_memories * max_content_bytes // BLOCK_SIZE
+    free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE) if room else 0
+    return {
+        "f_bsize": BLOCK_SIZE,
+        "f_frsize": BLOCK_SIZE,
+        "f_blocks": blocks,
+        "f_bfree": free,
+        "f_bavail": free,
+        "f_files": max_memories,
+        "f_ffree": max(0, max_memories - count),
+        "f_favail": max(0, max_memories - count),
+        "f_namemax": paths.MAX_NAME_BYTES,
+    }

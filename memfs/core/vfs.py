@@ -5,10 +5,10 @@ write, flush, fsync, fsync_dir, release, unlink, mkdir, rmdir, symlink, readlink
 readdir, statfs) in terms of the store, and asks its collaborators (made by
 ``memfs.core.build``) for the rest: ``namespace`` (what a directory shows, names), ``identity``
 (which memory a file is bound to: deferred deletes and adoption, ``docs/editors.md`` §4),
-``rename``, ``copies`` (local copies of files), ``commit`` (validation, refusals, queueing an
-upload), ``handles`` (open files), ``attrs``, ``uploader`` (what the write-back queue runs) and
-``remote`` (the change feed's versions). The state they share is ``memfs.core.state``'s. It
-raises ``memfs.errors`` exceptions only.
+``rename``, ``truncate`` (a new size, judged at once), ``copies`` (local copies of files),
+``commit`` (validation, refusals, queueing an upload), ``handles`` (open files), ``attrs``,
+``uploader`` (what the write-back queue runs) and ``remote`` (the change feed's versions).
+The state they share is ``memfs.core.state``'s. It raises ``memfs.errors`` exceptions only.
 
 It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep
 dirty data anywhere but on the inode (``Node.data``). Kernel cache invalidations are handed to
@@ -27,7 +27,7 @@ from memfs import paths
 from memfs.core.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
 from memfs.core.budget import NODE_BYTES, LocalBudget
 from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.commit import Commits, utf8
+from memfs.core.commit import Commits
 from memfs.core.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.copies import LocalCopies
 from memfs.core.descriptions import Descriptions
@@ -43,8 +43,9 @@ from memfs.core.remote import RemoteChanges
 from memfs.core.rename import NamesChanged, Renames
 from memfs.core.searchtree import SearchTree
 from memfs.core.state import CoreState
+from memfs.core.truncate import Truncates
 from memfs.core.uploader import Uploader
-from memfs.core.usage import StoreUsage
+from memfs.core.usage import StoreUsage, statfs_fields
 from memfs.errors import (
     DirectoryNotEmptyError,
     ExistsError,
@@ -69,7 +70,6 @@ log = logging.getLogger(__name__)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 RENAME_TRIES = 3  # a file rename looks its names up again when they changed elsewhere meanwhile
-BLOCK_SIZE = 4096
 
 
 class Vfs:
@@ -99,6 +99,7 @@ class Vfs:
         attrs: Attributes,
         uploader: Uploader,
         renames: Renames,
+        truncates: Truncates,
         search: SearchTree,
         descriptions: Descriptions,
         invalidator: Invalidator | None = None,
@@ -131,6 +132,7 @@ class Vfs:
         self.attrs = attrs
         self.uploader = uploader
         self.renames = renames
+        self.truncates = truncates
         self.descriptions = descriptions  # user.description (fuse_ops dispatches to it)
         self.invalidator = invalidator  # runs kernel invalidations (the daemon: worker thread)
         self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
@@ -182,12 +184,6 @@ class Vfs:
             node.mtime = time.time()
             node.ctime = node.mtime
 
-    def _changed(self, node: Node) -> None:
-        node.dirty = True
-        node.gen += 1
-        node.mtime = time.time()
-        node.ctime = node.mtime
-
     def _active(self) -> None:
         now = self.state.now()
         idle = now - self.last_activity
@@ -197,12 +193,6 @@ class Vfs:
 
     def attr(self, node: Node) -> Attr:
         return self.attrs.of(node)
-
-    def _drop_unreachable(self, node: Node) -> None:
-        """A file removed (or replaced) and closed: nobody can read its content again."""
-        if node.path is None and node.open_count == 0 and node.memory_id is None:
-            node.data, node.kept_size = None, None
-        self.budget.charge(node)
 
     # =========================================================================================
     # the file operations
@@ -254,15 +244,7 @@ class Vfs:
             if node.is_dir:
                 raise IsDirectoryError("is a directory")
             self._check_writable()
-            if size < 0:
-                raise InvalidArgumentError("negative size")
-            if size > self.state.max_content_bytes:
-                raise self.commits.too_large()
-            self.budget.check_growth(node, size - node.size())
-            try:
-                await self._truncate(node, size)
-            finally:  # refused content loaded to be truncated: back to its kept copy
-                self.commits.refusals.spill(node)
+            await self.truncates.set_size(node, size)
         # kept locally, never uploaded (after the size: a failing call changes nothing); the
         # kernel checked who may (default_permissions)
         set_mode_and_owner(node, mode, (uid, gid))
@@ -271,32 +253,6 @@ class Vfs:
                 raise ReadOnlyError("read-only mount")
             set_times(node, atime, atime_ns, mtime, mtime_ns)
         return self.attr(node)
-
-    async def _truncate(self, node: Node, size: int) -> None:
-        """The content of ``node`` becomes its first ``size`` bytes (zeros past its end)."""
-        old = b"" if size == 0 and node.data is None else await self.copies.ensure_data(node)
-        new = bytearray(old[:size]) + b"\0" * max(0, size - len(old))
-        if self.commits.committed(node):
-            # truncate(2) and ftruncate(2) alike, open or not: a result the store would
-            # refuse fails at once, changing nothing (as EFBIG in setattr). A write may be the
-            # first half of a character that the next write completes, so writes are judged
-            # at the save (close, fsync); a truncate states the whole new content, a failing
-            # call changes nothing (POSIX), programs check ftruncate's answer where many
-            # ignore close's (a shell redirection), and truncate(path) of a closed file has
-            # no later save to report it
-            text = utf8(new)
-            if text is None:
-                raise NotUtf8Error(f"{node.path} truncated to {size} bytes is not UTF-8 text")
-            character = self.state.refused_character(text)
-            if character is not None:  # a file extended with NULs (NUL refused)
-                raise self.commits.holds_refused(node, character)
-        node.data = new
-        if node.refused == TOO_LARGE:
-            self.commits.end_refusal(node)  # truncated: an ordinary dirty file again
-        self._changed(node)
-        self.budget.charge(node)
-        if node.open_count == 0:
-            self.commits.commit(node)
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         """Open a file; returns (fh, keep_cache)."""
@@ -310,13 +266,7 @@ class Vfs:
         snapshot: bytes | None = None
         truncated = False
         if flags & os.O_TRUNC:
-            if node.data is None or len(node.data) > 0:
-                node.data = bytearray()
-                self._changed(node)
-                truncated = True
-            if node.refused == TOO_LARGE:
-                self.commits.end_refusal(node)
-            self.budget.charge(node)
+            truncated = self.truncates.at_open(node)
         elif writable:
             await self.copies.ensure_data(node)
         elif node.kind is Kind.FILE and node.data is None and node.kept_size is None:
@@ -392,7 +342,7 @@ class Vfs:
         node.local_only = local_only
         node.held_back = waits and not local_only  # charged from now on, name and content
         set_new_owner(node, mode, owner, self.attrs.of_path(directory))
-        self._changed(node)
+        node.changed_here()
         self.budget.charge(node)
         self.state.removed_dirs.pop(directory, None)
         if not node.local_only:
@@ -437,7 +387,7 @@ class Vfs:
             data.extend(b"\0" * (offset - len(data)))
         data[offset:end] = buf
         handle.wrote = handle.changed = True
-        self._changed(node)
+        node.changed_here()
         self.budget.charge(node)
         if handle.refused and node.refused == TOO_LARGE:
             node.refused_gen = node.gen  # still the refused writer's content
@@ -494,7 +444,7 @@ class Vfs:
         if node.open_count == 0:
             self.commits.closed(node)
             self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
-            self._drop_unreachable(node)
+            self.budget.drop_unreachable(node)
         # no longer open: what waits for its upload counts only if the store could not take it
         self.budget.charge(node)
         self.copies.drop_clean_data(node)
@@ -626,40 +576,8 @@ class Vfs:
             raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
         self._check_writable()
         old_path = paths.join(old_dir, old_name)
-        if src.is_dir:
-            new_path, new_local = self.namespace.new_path(new_dir, new_name), False
-        else:  # onto an entry whose path is outside the rules (an older server's): it is saved
-            target = paths.join(new_dir, new_name)
-            entry_there = (
-                dst is not None and dst.memory_id is not None and dst.remote_path == target
-            ) or self.identities.adoptable(target) is not None
-            new_path, new_local = self.namespace.file_path(
-                new_dir, new_name, entry_there=entry_there
-            )
-        if src is dst:
-            return
-        if src.is_dir:
-            if dst is not None and not dst.is_dir:
-                raise NotDirectoryError(f"{new_path} is not a directory")
-            if paths.is_below(new_path, old_path):
-                raise InvalidArgumentError("cannot move a directory below itself")
-            await self.renames.directory(src, old_path, new_path, dst)
-            if dst is not None:
-                self.budget.charge(dst)  # replaced: no longer charged
-            for node in self.table.below(new_path):  # some may be local-only no more, or now
-                self.budget.charge(node)
-        else:
-            if dst is not None and dst.is_dir:
-                raise IsDirectoryError(f"{new_path} is a directory")
-            try:
-                await self.renames.file(src, old_path, new_path, dst, new_local=new_local)
-            finally:
-                self.commits.refusals.spill(src)  # loaded to be checked: back to its copy
-                self.budget.charge(src)
-            if dst is not None:
-                self._drop_unreachable(dst)
-        self.namespace.keep_parent(old_path)
-        self.state.removed_dirs.pop(new_dir, None)
+        if not await self.renames.rename(src, dst, old_path, new_dir, new_name):
+            return  # the same file under both names: nothing to do
         # cached listings stay (a directory's rename clears them all): a moved file is
         # unsettled until its upload, whose answer patches them (``Uploader.sync``)
         self._touch_dir(old_dir)
@@ -674,21 +592,11 @@ class Vfs:
 
     async def statfs(self) -> dict[str, int]:
         count, used = await self.usage.figures()
-        blocks = self.state.max_memories * self.state.max_content_bytes // BLOCK_SIZE
-        free = max(0, blocks - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
-        if self.state.read_only or self.budget.full:  # df agrees with ENOSPC
-            free = 0
-        return {
-            "f_bsize": BLOCK_SIZE,
-            "f_frsize": BLOCK_SIZE,
-            "f_blocks": blocks,
-            "f_bfree": free,
-            "f_bavail": free,
-            "f_files": self.state.max_memories,
-            "f_ffree": max(0, self.state.max_memories - count),
-            "f_favail": max(0, self.state.max_memories - count),
-            "f_namemax": paths.MAX_NAME_BYTES,
-        }
+        # no room while read-only or the local budget is full: df agrees with ENOSPC
+        room = not (self.state.read_only or self.budget.full)
+        return statfs_fields(
+            count, used, self.state.max_memories, self.state.max_content_bytes, room=room
+        )
 
     # =========================================================================================
     # for the mount: its background tasks and the change feed
