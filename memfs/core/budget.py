@@ -105,13 +105,6 @@ class LocalBudget:
         if held < old and self.total < self.limit:
             self.full_since = None  # room was made: the next ENOSPC says so again
 
-    def drop_unreachable(self, node: Node) -> None:
-        """A file removed (or replaced) and closed: nobody can read its content again, so
-        neither memory nor the budget holds it."""
-        if node.path is None and node.open_count == 0 and node.memory_id is None:
-            node.data, node.kept_size = None, None
-        self.charge(node)
-
     def made_dir(self, node: Node) -> None:
         """``node`` is a directory made by ``mkdir`` (charged until it is removed)."""
         self._made_dirs.add(node.ino)

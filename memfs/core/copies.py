@@ -83,6 +83,11 @@ class LocalCopies:
             return self.refusals.load(node)
         return await self.fetch(node)
 
+    def drop_unreachable(self, node: Node) -> None:
+        """A file removed (or replaced) and closed: nobody can read its content again."""
+        if node.path is None and node.open_count == 0 and node.memory_id is None:
+            node.data, node.kept_size = None, None
+
     def drop_clean_data(self, node: Node) -> None:
         """Nobody has ``node`` open and its copy is the server's: it goes to the clean cache."""
         if (

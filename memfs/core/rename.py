@@ -106,7 +106,8 @@ class Renames:
                 self.commits.refusals.spill(src)  # loaded to be checked: back to its copy
                 self.budget.charge(src)
             if dst is not None:
-                self.budget.drop_unreachable(dst)
+                self.copies.drop_unreachable(dst)
+                self.budget.charge(dst)
         self.namespace.keep_parent(old_path)
         self.state.removed_dirs.pop(new_dir, None)
         return True

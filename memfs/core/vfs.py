@@ -444,7 +444,7 @@ class Vfs:
         if node.open_count == 0:
             self.commits.closed(node)
             self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
-            self.budget.drop_unreachable(node)
+            self.copies.drop_unreachable(node)
         # no longer open: what waits for its upload counts only if the store could not take it
         self.budget.charge(node)
         self.copies.drop_clean_data(node)
