@@ -156,7 +156,7 @@ class StoreAPI(Protocol):
 
     async def offers_search(self) -> bool:
         """True if the store ranks queries itself (``search``); any doubt is a no, and the
-        mount searches its own copy of the store (``memfs.core.search``). Asked once."""
+        mount searches its own copy of the store (``memfs.search.engine``). Asked once."""
 
     async def search(
         self, query: str, *, limit: int = 10, path_prefix: str | None = None

@@ -41,7 +41,7 @@ from bench_server import server_on
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
 from memfs.versions.names import stamp

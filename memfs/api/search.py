@@ -3,7 +3,7 @@ does not have it).
 
 ``StoreClient.offers_search`` asks ``GET /v1/memfs/capabilities`` (``"search": true``);
 anything but a clear yes (404 on the hosted API, an error, a timeout) means "no": the mount, or
-``memfs search``, searches its own copy of the store (``memfs.core.search``).
+``memfs search``, searches its own copy of the store (``memfs.search.engine``).
 
 ``search_memories`` is ``POST /v1/memory_stores/{store}/memfs/search`` with ``{"query", "limit"
 (1-100), "path_prefix" (optional)}``; the answer, ``{"type": "memfs_search_results", "data":

@@ -5,8 +5,8 @@ a Databricks store's actor (session-less ones, or one session's), ranked by ``en
 Who ranks, in this order: the server, when it offers search (a memfs extension: the reference
 server); else a mount of the store by this user (its ``.search/`` file, read as any program
 would: its index is warm and its pending writes are searched); else a copy of the store fetched
-now and indexed locally (``memfs.core.search``), which stderr says. The output is the text of
-``.search/`` files (``memfs.core.search.render``: path, score, description, best line;
+now and indexed locally (``memfs.search.engine``), which stderr says. The output is the text of
+``.search/`` files (``memfs.search.engine.render``: path, score, description, best line;
 tab-separated, one hit a line, best first), or ``--json``: a list of objects with ``path``,
 ``score``, ``description``, ``memory_id`` (empty when read from a mount) and ``line``.
 
@@ -31,7 +31,7 @@ from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
-    from memfs.core.search import Hit
+    from memfs.search.engine import Hit
     from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def _run_databricks(args: argparse.Namespace) -> int:
         print(missing, file=sys.stderr)
         return EXIT_MISSING_EXTRA
     from memfs.api.databricks import open_store
-    from memfs.core.search import StoreSearch
+    from memfs.search.engine import StoreSearch
 
     async def main() -> list[Hit]:
         async with open_store(args.store, args.actor, args.session, profile=args.profile) as opened:
@@ -172,7 +172,7 @@ async def search_store(store: StoreAPI, query: str, limit: int) -> list[Hit]:
 
     import trio
 
-    from memfs.core.search import DEFAULT_LIMIT, LocalSearch, StoreSearch
+    from memfs.search.engine import DEFAULT_LIMIT, LocalSearch, StoreSearch
 
     if await store.offers_search():
         return await StoreSearch(store).search(query, limit=limit)
@@ -207,8 +207,8 @@ def _read_mount(mountpoint: str, query: str) -> list[Hit] | None:
     query that is no file name, a mount that fails)."""
     import os
 
-    from memfs.core.search import parse
-    from memfs.core.searchtree import SEARCH_NAME
+    from memfs.search.engine import parse
+    from memfs.search.tree import SEARCH_NAME
 
     if "/" in query or "\0" in query or query in (".", ".."):
         return None
@@ -224,7 +224,7 @@ def _print(hits: list[Hit], *, as_json: bool) -> None:
     import json
     import sys
 
-    from memfs.core.search import render
+    from memfs.search.engine import render
 
     if as_json:
         print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))

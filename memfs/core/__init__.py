@@ -1,22 +1,19 @@
-"""The filesystem without FUSE: POSIX operations on store paths (``vfs``) and what they need.
+"""The filesystem without FUSE: POSIX operations on store paths and what they need.
 
-``vfs`` (the file operations, one method each) asks the objects that own the rest:
-``namespace`` (directory views: listings merged with local state; kernel invalidations),
-``remote`` (the change feed's versions applied), ``identity`` (which memory a file is bound
-to: deferred deletes, adoption), ``rename``, ``truncate`` (a new size, judged at once),
-``commit`` (validate, refuse, queue an upload),
-``copies`` (local copies of files), ``handles`` (open files), ``attrs``, ``uploader`` (what the
-write-back queue runs, and what its outcome means); the state they share is ``state``'s, the
-options ``config``'s, and ``build`` (``build_core``) makes them all and hands each its
-collaborators. Besides: ``inodes`` (numbers, lookup counts), ``cache`` and ``prefetch`` (clean,
-re-fetchable data only), ``usage`` (statfs counts), ``localfiles`` (editor scratch names kept
-local), ``refusals`` (content the store cannot take), ``budget`` (the bytes of local-only and
-refused files and of files the store could not take yet, bounded: else ENOSPC), ``clashes``
-(a file beside a same-named directory),
-``durable`` (what a journal record means: replay, conflict copies, the unmount report),
-``orphans`` (pending content of a deleted store). Below it: ``memfs.writeback.queue``,
-``memfs.versions.tree`` and ``memfs.store_api``; above it: ``memfs.mount``, which adapts it to
-pyfuse3.
+Three floors, each importing only from its own and those below (import-linter checks it):
+
+- ``ops``: the behaviour. ``vfs`` (the file operations, one method each), ``namespace``,
+  ``remote``, ``identity``, ``rename``, ``truncate``, ``commit``, ``copies``, ``uploader``,
+  ``refusals``, ``durable``, ``descriptions``.
+- ``fetch``: fetching and caching clean, re-fetchable data. ``cache``, ``prefetch``, ``usage``,
+  ``orphans``.
+- ``model``: the nodes and the state they share, with its invariants. ``state``, ``inodes``,
+  ``config``, ``attrs``, ``handles``, ``localfiles``, ``clashes``, ``budget``.
+
+``build`` (``build_core``) makes them all and hands each its collaborators. Each sub-package's
+``__init__`` says what its modules hold. Below the core: ``memfs.writeback``,
+``memfs.versions``, ``memfs.search`` and ``memfs.store_api``; above it: ``memfs.mount``, which
+adapts it to pyfuse3.
 
 The concurrency rule
 --------------------

@@ -12,29 +12,29 @@ import time
 from pathlib import Path
 
 from memfs.api.retry import is_transient
-from memfs.core.attrs import Attributes
-from memfs.core.budget import LocalBudget
-from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.commit import Commits
-from memfs.core.config import RESERVED_ROOT_NAMES, UNLIMITED_MEMORIES, VfsConfig
-from memfs.core.copies import LocalCopies
-from memfs.core.descriptions import Descriptions
-from memfs.core.durable import Durable
-from memfs.core.handles import OpenFiles
-from memfs.core.identity import Identities
-from memfs.core.namespace import Invalidator, Namespace
-from memfs.core.orphans import StoreGone
-from memfs.core.prefetch import BulkFetcher
-from memfs.core.refusals import Refusals
-from memfs.core.remote import RemoteChanges
-from memfs.core.rename import Renames
-from memfs.core.search import StoreSearch
-from memfs.core.searchtree import SearchTree
-from memfs.core.state import CoreState
-from memfs.core.truncate import Truncates
-from memfs.core.uploader import Uploader
-from memfs.core.usage import StoreUsage
-from memfs.core.vfs import Vfs
+from memfs.core.fetch.cache import ContentCache, ListingCache
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.fetch.prefetch import BulkFetcher
+from memfs.core.fetch.usage import StoreUsage
+from memfs.core.model.attrs import Attributes
+from memfs.core.model.budget import LocalBudget
+from memfs.core.model.config import RESERVED_ROOT_NAMES, UNLIMITED_MEMORIES, VfsConfig
+from memfs.core.model.handles import OpenFiles
+from memfs.core.model.state import CoreState
+from memfs.core.ops.commit import Commits
+from memfs.core.ops.copies import LocalCopies
+from memfs.core.ops.descriptions import Descriptions
+from memfs.core.ops.durable import Durable
+from memfs.core.ops.identity import Identities
+from memfs.core.ops.namespace import Invalidator, Namespace
+from memfs.core.ops.refusals import Refusals
+from memfs.core.ops.remote import RemoteChanges
+from memfs.core.ops.rename import Renames
+from memfs.core.ops.truncate import Truncates
+from memfs.core.ops.uploader import Uploader
+from memfs.core.ops.vfs import Vfs
+from memfs.search.engine import StoreSearch
+from memfs.search.tree import SearchTree
 from memfs.store_api import StoreAPI
 from memfs.versions.tree import VersionsConfig, VersionsTree
 from memfs.writeback.journal import Journal

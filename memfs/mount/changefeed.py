@@ -35,7 +35,7 @@ from typing import Protocol
 
 import trio
 
-from memfs.core.vfs import Vfs
+from memfs.core.ops.vfs import Vfs
 from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
 from memfs.store_api import StoreAPI

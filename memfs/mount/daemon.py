@@ -28,10 +28,10 @@ import trio
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
-from memfs.core.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.build import build_core
-from memfs.core.namespace import Invalidation
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
+from memfs.core.ops.namespace import Invalidation
+from memfs.core.ops.vfs import Vfs, VfsConfig
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -83,7 +83,7 @@ class MountOptions:
     cache_dir: str | None = None  # journal (and later caches); default $XDG_CACHE_HOME/memfs
     cache_mb: float = 64.0  # clean content cache bound
     local_bytes: int = DEFAULT_LOCAL_BYTES  # local-only, refused, waiting files: else ENOSPC
-    readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.core.prefetch)
+    readahead_dirs: int = 4  # directories fetched ahead of a walk (memfs.core.fetch.prefetch)
     poll_interval: float = 1.0  # change feed while in use
     idle_poll_interval: float = 10.0  # change feed while idle
     change_stream: bool = True  # use the server's change stream when it offers one

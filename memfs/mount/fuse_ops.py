@@ -20,14 +20,14 @@ from typing import Any, NoReturn
 
 import pyfuse3
 
-from memfs.core.attrs import Attr
-from memfs.core.descriptions import Descriptions
-from memfs.core.inodes import ROOT_INODE, Node
-from memfs.core.namespace import decode_name
-from memfs.core.searchtree import SEARCH_NAME, SearchAttr
-from memfs.core.vfs import Vfs
+from memfs.core.model.attrs import Attr
+from memfs.core.model.inodes import ROOT_INODE, Node
+from memfs.core.ops.descriptions import Descriptions
+from memfs.core.ops.namespace import decode_name
+from memfs.core.ops.vfs import Vfs
 from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
 from memfs.paths import MAX_NAME_BYTES
+from memfs.search.tree import SEARCH_NAME, SearchAttr
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
 log = logging.getLogger(__name__)
@@ -468,7 +468,7 @@ class FuseOperations(pyfuse3.Operations):
             _fail("release", exc)
 
     # -- extended attributes: user.description where the store keeps descriptions
-    # (memfs.core.descriptions); else ENOSYS, so the kernel stops asking (docs/editors.md §3) --
+    # (memfs.core.ops.descriptions); else ENOSYS, so the kernel stops asking (docs/editors.md §3) --
 
     def _descriptions(self, op: str, inode: int) -> Descriptions:
         descriptions = self.vfs.descriptions

@@ -1,6 +1,6 @@
 """Giving memory back to the system once the files that held it are gone.
 
-The content of local-only and refused files (``memfs.core.budget``) is held in buffers of up
+The content of local-only and refused files (``memfs.core.model.budget``) is held in buffers of up
 to 100 kB, which glibc's ``malloc`` takes from its heaps, not from ``mmap``: freed, they stay
 in the process (its RSS does not go down) until ``malloc_trim`` returns the free pages. So
 the daemon trims, at most once per ``interval`` seconds, when the budget's usage has fallen by

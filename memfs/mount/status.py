@@ -40,9 +40,9 @@ import trio
 from memfs.private import replace_file
 
 if TYPE_CHECKING:
-    from memfs.core.clashes import Clash
-    from memfs.core.durable import ConflictInfo
-    from memfs.core.vfs import Vfs
+    from memfs.core.model.clashes import Clash
+    from memfs.core.ops.durable import ConflictInfo
+    from memfs.core.ops.vfs import Vfs
     from memfs.mount.changefeed import ChangeFeed
     from memfs.writeback.journal import WaitingJournal
     from memfs.writeback.workspace import WorkspaceId

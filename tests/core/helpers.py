@@ -21,8 +21,8 @@ import trio
 from support.fake_store import FakeStore
 
 from memfs.core.build import build_core
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.vfs import Vfs, VfsConfig
 from memfs.writeback.journal import Journal, Record
 
 # the daemon's delays, short enough to read a test by; fsync patience in virtual seconds

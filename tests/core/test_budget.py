@@ -1,4 +1,4 @@
-"""The local budget of a mount (memfs.core.budget): local-only files, refused content and kept
+"""The local budget of a mount (memfs.core.model.budget): local-only files, refused content and kept
 copies are charged; past the budget creates and growing writes get ENOSPC; removing the files
 frees it; refused content of a closed file lives in its kept copy, not in memory."""
 
@@ -14,10 +14,10 @@ import pytest
 import trio
 from support.fake_store import FakeStore
 
-from memfs.core.budget import NODE_BYTES
 from memfs.core.build import build_core
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs
+from memfs.core.model.budget import NODE_BYTES
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.vfs import Vfs
 from memfs.errors import ApiConnectionError, FileTooLargeError, NoSpaceError, NotUtf8Error
 from memfs.store_api import Capabilities
 

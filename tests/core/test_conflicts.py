@@ -19,9 +19,9 @@ from support.waiting import wait_until
 from trio.testing import MockClock
 
 from memfs import paths
-from memfs.core.budget import NODE_BYTES
-from memfs.core.durable import MAX_CONFLICTS_KEPT, conflict_path
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.budget import NODE_BYTES
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.durable import MAX_CONFLICTS_KEPT, conflict_path
 from memfs.errors import NoSpaceError, RemoteConflictError, errno_for
 from memfs.models import sha256_hex
 from memfs.mount import status

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs.core.cache import Listing, ListingCache
+from memfs.core.fetch.cache import Listing, ListingCache
 from memfs.models import ListItem, Memory, MemoryPrefix
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)

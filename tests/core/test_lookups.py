@@ -3,7 +3,7 @@
 change, local or reported by the change feed; and a lookup does not scan the directory.
 
 A listing is indexed by name once; patches (upload answers, the feed's versions) carry the
-index over (``memfs.core.cache.Listing``). The bug class these tests guard is a stale index: a
+index over (``memfs.core.fetch.cache.Listing``). The bug class these tests guard is a stale index: a
 name created, renamed or deleted that a lookup still answers from the listing as it was. Each
 test looks names up *before* anything lists the directory (a listing merge would repair the
 node table first and hide it), then compares with a core that has nothing cached.
@@ -20,12 +20,12 @@ from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs import paths
-from memfs.core import cache
 from memfs.core.build import build_core
-from memfs.core.clashes import SUFFIX
-from memfs.core.inodes import Kind
-from memfs.core.namespace import Namespace
-from memfs.core.vfs import Vfs
+from memfs.core.fetch import cache
+from memfs.core.model.clashes import SUFFIX
+from memfs.core.model.inodes import Kind
+from memfs.core.ops.namespace import Namespace
+from memfs.core.ops.vfs import Vfs
 from memfs.errors import NoEntryError
 
 from .helpers import CONFIG, running_core

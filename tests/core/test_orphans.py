@@ -1,10 +1,10 @@
-"""Handing a deleted store's pending content over as plain files (memfs.core.orphans)."""
+"""Handing a deleted store's pending content over as plain files (memfs.core.fetch.orphans)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.core.orphans import hand_over
+from memfs.core.fetch.orphans import hand_over
 
 
 def test_hand_over_writes_plain_files_inside_its_directory(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from support.fake_store import FakeStore, unavailable
 from support.waiting import wait_until
 from trio.testing import MockClock
 
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import (
     ApiConnectionError,
     BadRequestError,

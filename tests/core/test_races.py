@@ -15,8 +15,8 @@ import trio
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.vfs import Vfs
 from memfs.errors import NoEntryError
 
 from .helpers import CONFIG, running_core

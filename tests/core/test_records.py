@@ -13,7 +13,7 @@ from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs.core.build import build_core
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import NotUtf8Error
 
 from .helpers import CONFIG, running_core

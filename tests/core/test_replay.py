@@ -16,8 +16,8 @@ from support.waiting import wait_until
 from trio.testing import MockClock
 
 from memfs.core.build import build_core
-from memfs.core.descriptions import DESCRIPTION
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.descriptions import DESCRIPTION
 from memfs.models import sha256_hex
 from memfs.store_api import Capabilities
 from memfs.writeback.journal import Journal, Record

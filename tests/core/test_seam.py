@@ -11,7 +11,7 @@ from typing import Any
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import PreconditionFailedError
 from memfs.models import Memory
 from memfs.store_api import Capabilities

@@ -1,4 +1,4 @@
-"""The local search of a store without server-side search (``memfs.core.search``), FUSE-free.
+"""The local search of a store without server-side search (``memfs.search.engine``), FUSE-free.
 
 ``LocalSearch`` on a ``FakeStore`` (which, like the hosted API, offers no search): the first
 search fetches the store in ``view=full`` pages, later ones only the store's recent changes;
@@ -13,9 +13,9 @@ import itertools
 import pytest
 from support.fake_store import FakeStore
 
-from memfs.core.cache import ContentCache
-from memfs.core.search import Hit, LocalSearch, StoreSearch, best_line, parse, render
-from memfs.core.searchindex import SearchIndex, match_expression
+from memfs.core.fetch.cache import ContentCache
+from memfs.search.engine import Hit, LocalSearch, StoreSearch, best_line, parse, render
+from memfs.search.index import SearchIndex, match_expression
 
 
 def paths_of(hits: list[Hit]) -> list[str]:

@@ -11,7 +11,7 @@ from support.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.core.usage import StoreUsage
+from memfs.core.fetch.usage import StoreUsage
 
 from .helpers import FaultyServer
 

@@ -1,7 +1,7 @@
 """Another user of an ``--allow-other`` mount cannot grow the root daemon without bound: local-only
 files, refused content and its kept copies, files waiting for room in a full store count against
-``--local-bytes`` (memfs.core.budget); past it, creates and writes get ENOSPC; removing the files
-(or room in the store) frees the budget."""
+``--local-bytes`` (memfs.core.model.budget); past it, creates and writes get ENOSPC; removing the
+files (or room in the store) frees the budget."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
 from memfs.models import MemoryVersion
 from memfs.versions.names import parse_instant, stamp

@@ -13,7 +13,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.vfs import VfsConfig
+from memfs.core.ops.vfs import VfsConfig
 
 from .helpers import Core
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from memfs.api import StoreClient
-from memfs.core.vfs import Vfs
+from memfs.core.ops.vfs import Vfs
 from memfs.models import Memory
 
 

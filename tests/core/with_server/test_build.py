@@ -17,9 +17,9 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.namespace import Invalidation
-from memfs.core.vfs import VfsConfig
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.namespace import Invalidation
+from memfs.core.ops.vfs import VfsConfig
 from memfs.errors import NotUtf8Error
 from memfs.writeback.journal import Journal
 

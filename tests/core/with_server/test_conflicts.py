@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import RemoteConflictError
 from memfs.writeback.journal import Journal, Record
 

@@ -12,9 +12,9 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.localfiles import LocalNames
-from memfs.core.vfs import VfsConfig
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.model.localfiles import LocalNames
+from memfs.core.ops.vfs import VfsConfig
 from memfs.errors import (
     DirectoryNotEmptyError,
     FileTooLargeError,

@@ -8,7 +8,7 @@ import os
 import pytest
 from support.waiting import wait_until
 
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.errors import StoreArchivedError
 
 from .helpers import Core

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.core.inodes import ROOT_INODE
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.writeback.journal import Journal
 
 from .helpers import Core

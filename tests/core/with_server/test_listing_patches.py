@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.cache import Listing, ListingCache
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.remote import PATCH_LIMIT
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.fetch.cache import Listing, ListingCache
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.remote import PATCH_LIMIT
+from memfs.core.ops.vfs import Vfs, VfsConfig
 from memfs.models import Memory, MemoryPrefix
 
 from .helpers import Core

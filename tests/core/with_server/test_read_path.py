@@ -17,9 +17,9 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.cache import ContentCache, Listing, ListingCache
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.fetch.cache import ContentCache, Listing, ListingCache
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.vfs import Vfs, VfsConfig
 from memfs.mount.changefeed import ChangeFeed, PollingSource
 
 FILES = 45

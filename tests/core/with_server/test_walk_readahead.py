@@ -16,9 +16,9 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
 from memfs.core.build import build_core
-from memfs.core.cache import Listing, ListingCache
-from memfs.core.inodes import ROOT_INODE
-from memfs.core.vfs import Vfs, VfsConfig
+from memfs.core.fetch.cache import Listing, ListingCache
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.vfs import Vfs, VfsConfig
 
 LISTING = "/v1/memory_stores/{store}/memories"
 RETRIEVE = "/v1/memory_stores/{store}/memories/{memory}"

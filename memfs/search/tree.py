@@ -2,7 +2,7 @@
 
 Owns everything below ``MOUNTPOINT/.search``: each name looked up there is a query, a regular
 file (mode 0444, size 0) whose content, computed when it is opened, is the ranked results of
-``memfs.core.search.StoreSearch`` in the text format of ``memfs.core.search.render`` (one hit a
+``memfs.search.engine.StoreSearch`` in the text format of ``memfs.search.engine.render`` (one hit a
 line: path, score, description, best line, tab-separated). The directory lists nothing (a query
 is any name) and is not listed in the mount's root; every change below it is refused with
 ``ReadOnlyError`` (EROFS).
@@ -28,7 +28,6 @@ import stat
 import time
 from dataclasses import dataclass
 
-from memfs.core.search import DEFAULT_LIMIT, StoreSearch, render
 from memfs.errors import (
     InvalidArgumentError,
     IsDirectoryError,
@@ -37,6 +36,7 @@ from memfs.errors import (
     ReadOnlyError,
 )
 from memfs.node_attr import NodeAttr
+from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 
-from memfs.core.inodes import InodeTable, Kind, Node
-from memfs.core.orphans import StoreGone
-from memfs.core.refusals import Refusals
-from memfs.core.state import CoreState
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.model.inodes import InodeTable, Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.refusals import Refusals
 from memfs.errors import (
     AttributeNotSupportedError,
     AttributeTooLargeError,

@@ -2,14 +2,14 @@
 invalidations that keep the kernel's copies of them true.
 
 Owns what a directory shows (``children``, ``child``): a memory of a listing appears as a file
-node (a clash's file at a derived name, ``memfs.core.clashes``), a prefix as a directory; local
-nodes (new files, files with changes, directories made here) win over the listing; a settled
+node (a clash's file at a derived name, ``memfs.core.model.clashes``), a prefix as a directory;
+local nodes (new files, files with changes, directories made here) win over the listing; a settled
 node missing from a newer listing was deleted on the server and is forgotten. Also the names
 an entry may have (``decode_name``, ``new_path``, ``file_path``: paths outside the rules where
 an entry already has them) and the directories kept after their last entry left
 (``keep_parent``: ``rm -r`` then ``rmdir`` works). It queues the kernel invalidations of the
 core (``queue_invalidations``); the mount runs them from a worker thread
-(``Vfs.run_invalidations``). Applying the change feed's versions is ``memfs.core.remote``'s.
+(``Vfs.run_invalidations``). Applying the change feed's versions is ``memfs.core.ops.remote``'s.
 
 It must not change a file's content or memory on its own (a settled node only follows the
 server) nor upload anything.
@@ -24,13 +24,13 @@ import trio
 
 from memfs import paths
 from memfs.api.retry import is_transient
-from memfs.core.cache import Listing, ListingCache, listing_name
-from memfs.core.clashes import base_name, derived_name
-from memfs.core.config import RESERVED_ROOT_NAMES
-from memfs.core.inodes import Kind, Node
-from memfs.core.orphans import StoreGone
-from memfs.core.prefetch import BulkFetcher
-from memfs.core.state import CoreState
+from memfs.core.fetch.cache import Listing, ListingCache, listing_name
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.fetch.prefetch import BulkFetcher
+from memfs.core.model.clashes import base_name, derived_name
+from memfs.core.model.config import RESERVED_ROOT_NAMES
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState
 from memfs.errors import InvalidNameError, NameTooLongError
 from memfs.models import ListItem, Memory, MemoryPrefix
 from memfs.store_api import StoreAPI, list_directory
@@ -270,7 +270,7 @@ class Namespace:
                     occupant is not None and not self._yields(occupant, known_at)
                 ):
                     return None
-                # renamed on the server, or a name clash began or ended (memfs.core.clashes)
+                # renamed on the server, or a name clash began or ended (memfs.core.model.clashes)
                 self.drop_listing(paths.parent(holder.path or "/"))
                 self._forget_entry(holder.path)
                 self.table.bind(holder, shown)
@@ -290,7 +290,7 @@ class Namespace:
 
     def _shown_path(self, directory: str, memory: Memory, listing: Listing) -> str:
         """Where the mount shows ``memory``: its path, or a derived name when a directory of
-        the same name exists (memfs.core.clashes; noted and logged once)."""
+        the same name exists (memfs.core.model.clashes; noted and logged once)."""
         name = listing_name(memory)
         local = self.table.child(directory, name)
         clash = any(isinstance(i, MemoryPrefix) for i in listing.named(name)) or (

@@ -1,7 +1,7 @@
 """A full-text index of one store's memories, in memory: SQLite FTS5 ranked by BM25.
 
 What a mount (or ``memfs search`` without a mount) searches when the server has no search of
-its own (the hosted Memory Stores API): ``memfs.core.search.LocalSearch`` fills and refreshes
+its own (the hosted Memory Stores API): ``memfs.search.engine.LocalSearch`` fills and refreshes
 it; this module only holds documents and ranks them. SQLite's FTS5 comes with the standard
 library's ``sqlite3`` (no new dependency) and ranks with BM25 (``bm25()``), as the reference
 server's engine does, with the same query rules (``match_expression``): every word of the

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from memfs import paths
-from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.inodes import Kind, Node
-from memfs.core.orphans import hand_over
-from memfs.core.refusals import Refusals
-from memfs.core.state import CoreState
+from memfs.core.fetch.cache import ContentCache, ListingCache
+from memfs.core.fetch.orphans import hand_over
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.refusals import Refusals
 from memfs.errors import (
     ExistsError,
     NotFoundError,
@@ -236,7 +236,7 @@ class Durable:
                 return None
             data = None
             if node.refused is not None:
-                # refused content is never journaled, so never replayed (memfs.core.refusals): a
+                # refused content is never journaled, so never replayed (memfs.core.ops.refusals): a
                 # new file is not created, a memory only moves
                 if node.memory_id is None:
                     return None
@@ -479,8 +479,8 @@ class Durable:
 
     def hand_over(self) -> tuple[Path, list[str]] | None:
         """The store was deleted: write the content of every journal record as a plain file
-        (``memfs.core.orphans``) and drop the records, so that no mount ever replays them. Returns
-        the directory and one line per record (None: no journal)."""
+        (``memfs.core.fetch.orphans``) and drop the records, so that no mount ever replays them.
+        Returns the directory and one line per record (None: no journal)."""
         if self.journal is None:
             return None
         records = self.journal.load()

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from memfs.core.inodes import Node
+from memfs.core.model.inodes import Node
 from memfs.errors import InvalidArgumentError, PreconditionFailedError, RemoteConflictError
 
 
@@ -24,7 +24,7 @@ class Handle:
     snapshot: bytes | None = None  # content at open, for readers of a memory not loaded
     wrote: bool = False
     changed: bool = False  # this open changed the content: created, truncated or wrote it
-    refused: bool = False  # a write of this open crossed the limit (memfs.core.refusals)
+    refused: bool = False  # a write of this open crossed the limit (memfs.core.ops.refusals)
     # a failed upload of content this open may have written, reported once by its next
     # fsync/close: opens made after the failure never hear it (their content is another)
     error: BaseException | None = None

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import trio
 
 from memfs import paths
-from memfs.core.cache import ContentCache, Listing, ListingCache
+from memfs.core.fetch.cache import ContentCache, Listing, ListingCache
+from memfs.core.model.config import DEFAULT_LOOKAHEAD
 from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import ListItem, Memory, MemoryPrefix
 from memfs.store_api import StoreAPI
@@ -43,7 +44,6 @@ from memfs.store_api import StoreAPI
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 20  # the API's limit with view=full
-DEFAULT_LOOKAHEAD = 4  # directories fetched ahead of a walk, concurrently
 WALK_MEMORY = 300.0  # seconds a readdir counts as part of a walk (the walk's top)
 
 

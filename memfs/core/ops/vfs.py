@@ -8,7 +8,7 @@ readdir, statfs) in terms of the store, and asks its collaborators (made by
 ``rename``, ``truncate`` (a new size, judged at once), ``copies`` (local copies of files),
 ``commit`` (validation, refusals, queueing an upload), ``handles`` (open files), ``attrs``,
 ``uploader`` (what the write-back queue runs) and ``remote`` (the change feed's versions).
-The state they share is ``memfs.core.state``'s. It raises ``memfs.errors`` exceptions only.
+The state they share is ``memfs.core.model.state``'s. It raises ``memfs.errors`` exceptions only.
 
 It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep
 dirty data anywhere but on the inode (``Node.data``). Kernel cache invalidations are handed to
@@ -24,28 +24,27 @@ import time
 from collections.abc import Callable, Hashable
 
 from memfs import paths
-from memfs.core.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
-from memfs.core.budget import NODE_BYTES, LocalBudget
-from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.commit import Commits
-from memfs.core.config import VfsConfig as VfsConfig  # the public import path of the options
-from memfs.core.copies import LocalCopies
-from memfs.core.descriptions import Descriptions
-from memfs.core.durable import Durable
-from memfs.core.handles import OpenFiles
-from memfs.core.identity import Identities
-from memfs.core.inodes import InodeTable, Kind, Node
-from memfs.core.namespace import Invalidator, Namespace, check_store_path
-from memfs.core.orphans import StoreGone
-from memfs.core.prefetch import BulkFetcher
-from memfs.core.refusals import TOO_LARGE
-from memfs.core.remote import RemoteChanges
-from memfs.core.rename import NamesChanged, Renames
-from memfs.core.searchtree import SearchTree
-from memfs.core.state import CoreState
-from memfs.core.truncate import Truncates
-from memfs.core.uploader import Uploader
-from memfs.core.usage import StoreUsage, statfs_fields
+from memfs.core.fetch.cache import ContentCache, ListingCache
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.fetch.prefetch import BulkFetcher
+from memfs.core.fetch.usage import StoreUsage, statfs_fields
+from memfs.core.model.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
+from memfs.core.model.budget import NODE_BYTES, LocalBudget
+from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
+from memfs.core.model.handles import OpenFiles
+from memfs.core.model.inodes import InodeTable, Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.commit import Commits
+from memfs.core.ops.copies import LocalCopies
+from memfs.core.ops.descriptions import Descriptions
+from memfs.core.ops.durable import Durable
+from memfs.core.ops.identity import Identities
+from memfs.core.ops.namespace import Invalidator, Namespace, check_store_path
+from memfs.core.ops.refusals import TOO_LARGE
+from memfs.core.ops.remote import RemoteChanges
+from memfs.core.ops.rename import NamesChanged, Renames
+from memfs.core.ops.truncate import Truncates
+from memfs.core.ops.uploader import Uploader
 from memfs.errors import (
     DirectoryNotEmptyError,
     ExistsError,
@@ -61,6 +60,7 @@ from memfs.errors import (
     ReadOnlyError,
 )
 from memfs.models import MemoryVersion
+from memfs.search.tree import SearchTree
 from memfs.store_api import StoreAPI
 from memfs.versions.tree import VersionsTree
 from memfs.writeback.queue import WriteBack
@@ -118,7 +118,7 @@ class Vfs:
         self.versions = versions  # the read-only /.versions tree (fuse_ops dispatches to it)
         self.search = search  # the read-only /.search tree (likewise)
         self.writeback = writeback
-        # the journal of acknowledged changes, conflict copies, replay (memfs.core.durable)
+        # the journal of acknowledged changes, conflict copies, replay (memfs.core.ops.durable)
         self.durable = durable
         self.namespace = namespace
         self.remote = remote
@@ -402,7 +402,8 @@ class Vfs:
             self.commits.commit(node)
         if handle.writable:  # an error is the writer's, never a read-only open's
             self.files.report(handle)
-            if node.dirty and self.gone.gone:  # journaled, never uploaded (memfs.core.orphans)
+            # journaled, never uploaded (memfs.core.fetch.orphans)
+            if node.dirty and self.gone.gone:
                 raise self.gone.error()
 
     async def fsync(self, fh: int) -> None:

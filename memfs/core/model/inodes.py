@@ -53,7 +53,7 @@ class Node:
     description: str | None = None  # the memory's description as last heard (None: unknown)
     # -- local state --
     data: bytearray | None = None  # the local copy, shared by every open handle (never cached)
-    # refused content moved out of memory into its kept copy (memfs.core.refusals): its size
+    # refused content moved out of memory into its kept copy (memfs.core.ops.refusals): its size
     # (``data`` is None meanwhile, till an open loads it back); None: not moved out
     kept_size: int | None = None
     local_only: bool = False
@@ -71,11 +71,12 @@ class Node:
     departed_at: float = 0.0
     dirty: bool = False  # data differs from what the server has (or the node is new)
     # the store could not take this content when asked (full: waiting for room; away or busy:
-    # retried), so it stays here: charged to the local budget until uploaded (memfs.core.budget)
+    # retried), so it stays here: charged to the local budget until uploaded
+    # (memfs.core.model.budget)
     held_back: bool = False
     gen: int = 0  # bumped by every local change of data, so an upload knows if it is current
     last_open_sha: str | None = None  # for keep_cache
-    refused: str | None = None  # why the content is not uploaded (memfs.core.refusals), or None
+    refused: str | None = None  # why the content is not uploaded (memfs.core.ops.refusals), or None
     refused_gen: int = 0  # the generation (``gen``) of the content refused
     # a description set here (``user.description``), not yet uploaded; None: none pending
     new_description: str | None = None

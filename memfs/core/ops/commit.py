@@ -1,6 +1,6 @@
 """Commits: what ``close``, ``fsync``, ``rename`` and a truncate of a closed file do to a file's
 new content: validate it (size, UTF-8, characters the store refuses), refuse it
-(``memfs.core.refusals``), or queue its upload.
+(``memfs.core.ops.refusals``), or queue its upload.
 
 Owns the rule "a commit of a refused content raises the refusal's error again; a commit of
 other valid content ends the refusal" (never sticky). It must not upload anything (the queue
@@ -9,11 +9,11 @@ runs ``uploader``) nor decide which open hears an error (``vfs`` does).
 
 from __future__ import annotations
 
-from memfs.core.handles import OpenFiles
-from memfs.core.inodes import Kind, Node
-from memfs.core.namespace import Namespace
-from memfs.core.refusals import NOT_UTF8, REFUSED_CHARACTER, TOO_LARGE, Refusals
-from memfs.core.state import CoreState
+from memfs.core.model.handles import OpenFiles
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.namespace import Namespace
+from memfs.core.ops.refusals import NOT_UTF8, REFUSED_CHARACTER, TOO_LARGE, Refusals
 from memfs.errors import FileTooLargeError, FsError, InvalidArgumentError, NotUtf8Error
 from memfs.writeback.queue import WriteBack
 
@@ -64,7 +64,7 @@ class Commits:
     def validate(self, node: Node) -> str:
         """The text of a new content being committed; refuse it if it is not UTF-8 (EILSEQ) or
         holds a character the store refuses (EINVAL). Valid content ends any refusal: it is a
-        new save (memfs.core.refusals)."""
+        new save (memfs.core.ops.refusals)."""
         data = node.data if node.data is not None else bytearray()
         if len(data) > self.state.max_content_bytes:
             raise self.too_large()

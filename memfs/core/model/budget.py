@@ -42,7 +42,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from memfs.core.inodes import Kind, Node
+from memfs.core.model.inodes import Kind, Node
 from memfs.errors import NoSpaceError
 
 log = logging.getLogger(__name__)

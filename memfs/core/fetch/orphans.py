@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from memfs import paths
-from memfs.core.clashes import derived_name
+from memfs.core.model.clashes import derived_name
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
 from memfs.private import create_file, private_dir
 from memfs.store_api import StoreAPI
@@ -74,7 +74,7 @@ def hand_over(
     returns the directory and one line per item (content None: nothing to hand over).
 
     Deepest paths first, so that a file and a directory of one name (``/x`` and ``/x/y``) both
-    fit: the file then takes the derived name of ``memfs.core.clashes`` (``x.file-clash``)."""
+    fit: the file then takes the derived name of ``memfs.core.model.clashes`` (``x.file-clash``)."""
     stamp = when or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     directory = base / f"orphaned-{stamp}"
     private_dir(directory, "directory of orphaned copies")

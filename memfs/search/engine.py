@@ -3,7 +3,7 @@ the store's content; and the one text format of the results (``.search/`` files 
 ``memfs search`` print it).
 
 ``StoreSearch.search`` asks the store (``StoreAPI.search``) if it ``offers_search`` (asked
-once), else ``LocalSearch``: a ``memfs.core.searchindex.SearchIndex`` filled on the first search
+once), else ``LocalSearch``: a ``memfs.search.index.SearchIndex`` filled on the first search
 from the same ``view=full`` directory pages as the mount's bulk fetch (20 memories a request,
 the API's maximum), then brought up to date before each search by the store's recent changes
 (one request; a memory whose content changed is read again, a moved one only re-pathed, a
@@ -16,7 +16,7 @@ matches best (``best_line``). The text format (``render``, read back by ``parse`
 line, best first, four fields separated by a tab: path, score, description (empty when there is
 none), the best line; tabs and line breaks inside a field are spaces (``cut -f1`` lists paths).
 
-It must not import pyfuse3 or know inodes (``memfs.core.searchtree`` serves the files).
+It must not import pyfuse3 or know inodes (``memfs.search.tree`` serves the files).
 """
 
 from __future__ import annotations
@@ -25,21 +25,30 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from memfs import paths
-from memfs.core.searchindex import SearchIndex
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
+from memfs.search.index import SearchIndex
 from memfs.search_words import content_terms, query_terms, words
 from memfs.store_api import StoreAPI
 
-if TYPE_CHECKING:  # the cache needs cachetools (the mount extra); memfs search does without
-    from memfs.core.cache import ContentCache
-
 log = logging.getLogger(__name__)
+
+
+class ContentCache(Protocol):
+    """What the local index uses of a mount's content cache (``memfs.core.fetch.cache``, a floor
+    above this package): contents by their sha256, shared so that a memory is fetched once."""
+
+    def get(self, sha: str | None) -> bytes | None: ...
+
+    def peek(self, sha: str | None) -> bool: ...
+
+    def put(self, sha: str, content: bytes) -> None: ...
+
 
 DEFAULT_LIMIT = 10
 PAGE_SIZE = 20  # the API's limit with view=full (as the bulk fetch's)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from memfs.core.budget import DEFAULT_LOCAL_BYTES
-from memfs.core.cache import DEFAULT_CONTENT_BYTES
-from memfs.core.localfiles import LocalNames
-from memfs.core.prefetch import DEFAULT_LOOKAHEAD
+from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
+from memfs.core.model.localfiles import LocalNames
+
+# here, not beside the cache and the prefetcher they bound: the model floor imports nothing above
+DEFAULT_CONTENT_BYTES = 64 * 1024 * 1024  # the clean content cache (--cache-size)
+DEFAULT_LOOKAHEAD = 4  # directories fetched ahead of a walk, concurrently (--readahead-dirs)
 
 # a store API without a count limit: statfs shows this many files (statfs needs a number)
 UNLIMITED_MEMORIES = 1_000_000
@@ -24,10 +26,10 @@ class VfsConfig:
     grace: float = 2.0  # deferred delete / move window (rule 3)
     update_delay: float = 0.5  # upload of an existing memory after a save
     new_file_delay: float = 1.0  # a new file must be closed and left alone this long
-    listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.core.cache)
+    listing_ttl: float = 1.0  # without a change feed vouching for listings (memfs.core.fetch.cache)
     cache_bytes: int = DEFAULT_CONTENT_BYTES  # clean content cache bound
     # local-only files, refused content, kept copies, files waiting for the store: past it,
-    # ENOSPC (memfs.core.budget)
+    # ENOSPC (memfs.core.model.budget)
     local_bytes: int = DEFAULT_LOCAL_BYTES
     walk_lookahead: int = DEFAULT_LOOKAHEAD  # directories fetched ahead of grep -r (prefetch)
     server_search: bool = True  # .search asks the server if it offers search, else a local index

@@ -35,14 +35,13 @@ from typing import TypeGuard
 import cachetools
 
 from memfs import paths
+from memfs.core.model.config import DEFAULT_CONTENT_BYTES
 from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion
 
 log = logging.getLogger(__name__)
 
 _START_OF_TIME = datetime.min.replace(tzinfo=UTC)
 _END_OF_TIME = datetime.max.replace(tzinfo=UTC)
-
-DEFAULT_CONTENT_BYTES = 64 * 1024 * 1024
 
 
 class ContentCache:

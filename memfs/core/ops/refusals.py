@@ -23,7 +23,7 @@ content of the node at generation ``refused_gen`` (``Node.gen``):
   ``memfs status`` lists the same paths (``files``) and their copies (``copies``);
 - once the file is closed its content lives in the copy only (``spill``; an open loads it back,
   ``load``): refused content does not stay in the daemon's memory;
-- content and copies count against the mount's local budget (``memfs.core.budget``). Copies
+- content and copies count against the mount's local budget (``memfs.core.model.budget``). Copies
   left by earlier mounts in the kept directory count too until a write needs their room: then
   the oldest are removed (``reclaim``, one log line). A copy that cannot be written (the disk
   is full...) leaves the content in memory: ``memfs status`` says "not kept".
@@ -43,8 +43,8 @@ import re
 import time
 from pathlib import Path
 
-from memfs.core.budget import LocalBudget
-from memfs.core.inodes import Node
+from memfs.core.model.budget import LocalBudget
+from memfs.core.model.inodes import Node
 from memfs.private import replace_file
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The local copy of a file (``Node.data``): loaded from the clean caches or the store (or, for
-refused content moved out of memory, from its kept copy: ``memfs.core.refusals``), and handed
+refused content moved out of memory, from its kept copy: ``memfs.core.ops.refusals``), and handed
 back to the clean content cache once nothing depends on it any more.
 
 It must not change what a file's content is (writes are ``vfs``'s), and it never puts dirty
@@ -9,11 +9,11 @@ data in a cache: only a copy equal to the server's content (``base_sha``) goes t
 from __future__ import annotations
 
 from memfs import paths
-from memfs.core.cache import ContentCache
-from memfs.core.inodes import Node
-from memfs.core.prefetch import BulkFetcher
-from memfs.core.refusals import Refusals
-from memfs.core.state import CoreState
+from memfs.core.fetch.cache import ContentCache
+from memfs.core.fetch.prefetch import BulkFetcher
+from memfs.core.model.inodes import Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.refusals import Refusals
 from memfs.errors import NoEntryError
 from memfs.store_api import StoreAPI
 from memfs.writeback.queue import WriteBack

@@ -1,7 +1,7 @@
 """Remote changes: the change feed's versions applied to what the mount holds, and the re-listing
 when the feed cannot be trusted (a gap).
 
-Cached listings are patched (``memfs.core.cache.ListingCache.apply_version``), settled nodes
+Cached listings are patched (``memfs.core.fetch.cache.ListingCache.apply_version``), settled nodes
 re-bound to the server's path and content, and kernel invalidations queued (``namespace``);
 nodes with local changes are left alone (their upload's precondition decides: a conflict, never
 a silent overwrite). It must not upload anything nor change a node that is not settled.
@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Callable
 
 from memfs import paths
-from memfs.core.cache import ListingCache
-from memfs.core.namespace import Namespace
-from memfs.core.state import CoreState
-from memfs.core.usage import StoreUsage
+from memfs.core.fetch.cache import ListingCache
+from memfs.core.fetch.usage import StoreUsage
+from memfs.core.model.state import CoreState
+from memfs.core.ops.namespace import Namespace
 from memfs.errors import NoEntryError, NotFoundError
 from memfs.models import MemoryVersion
 
@@ -62,7 +62,7 @@ class RemoteChanges:
             if count > PATCH_LIMIT:
                 self.listings.drop(directory)
         for version in ordered:
-            self.listings.apply_version(version)  # patched, not dropped (memfs.core.cache)
+            self.listings.apply_version(version)  # patched, not dropped (memfs.core.fetch.cache)
             known = self.table.by_id.get(version.memory_id)
             if (
                 known is not None

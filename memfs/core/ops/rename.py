@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 
 from memfs import paths
-from memfs.core.budget import LocalBudget
-from memfs.core.cache import ListingCache
-from memfs.core.commit import Commits
-from memfs.core.copies import LocalCopies
-from memfs.core.identity import Identities, Identity
-from memfs.core.inodes import Kind, Node
-from memfs.core.namespace import Namespace
-from memfs.core.state import CoreState, PendingDelete
-from memfs.core.uploader import Uploader
+from memfs.core.fetch.cache import ListingCache
+from memfs.core.model.budget import LocalBudget
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState, PendingDelete
+from memfs.core.ops.commit import Commits
+from memfs.core.ops.copies import LocalCopies
+from memfs.core.ops.identity import Identities, Identity
+from memfs.core.ops.namespace import Namespace
+from memfs.core.ops.uploader import Uploader
 from memfs.errors import (
     DirectoryNotEmptyError,
     InvalidArgumentError,

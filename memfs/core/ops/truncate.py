@@ -12,12 +12,12 @@ It must not check access (``vfs`` does: read-only mount, directories).
 
 from __future__ import annotations
 
-from memfs.core.budget import LocalBudget
-from memfs.core.commit import Commits, utf8
-from memfs.core.copies import LocalCopies
-from memfs.core.inodes import Node
-from memfs.core.refusals import TOO_LARGE
-from memfs.core.state import CoreState
+from memfs.core.model.budget import LocalBudget
+from memfs.core.model.inodes import Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.commit import Commits, utf8
+from memfs.core.ops.copies import LocalCopies
+from memfs.core.ops.refusals import TOO_LARGE
 from memfs.errors import InvalidArgumentError, NotUtf8Error
 
 

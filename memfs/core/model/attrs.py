@@ -10,8 +10,8 @@ import stat
 import time
 from dataclasses import dataclass
 
-from memfs.core.config import VfsConfig
-from memfs.core.inodes import InodeTable, Kind, Node
+from memfs.core.model.config import VfsConfig
+from memfs.core.model.inodes import InodeTable, Kind, Node
 from memfs.node_attr import NodeAttr
 
 

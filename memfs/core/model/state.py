@@ -22,9 +22,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
 
-from memfs.core.clashes import Clashes
-from memfs.core.config import VfsConfig
-from memfs.core.inodes import InodeTable, Node
+from memfs.core.model.clashes import Clashes
+from memfs.core.model.config import VfsConfig
+from memfs.core.model.inodes import InodeTable, Node
 from memfs.models import MemoryVersion
 
 

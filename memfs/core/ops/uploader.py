@@ -26,17 +26,17 @@ import trio
 
 from memfs import paths
 from memfs.api.retry import is_transient
-from memfs.core.budget import LocalBudget
-from memfs.core.cache import ContentCache, ListingCache
-from memfs.core.commit import utf8
-from memfs.core.copies import LocalCopies
-from memfs.core.durable import Access, Durable
-from memfs.core.handles import OpenFiles
-from memfs.core.identity import Identities
-from memfs.core.inodes import Kind, Node
-from memfs.core.namespace import Namespace, check_store_path, take_remote_state
-from memfs.core.orphans import StoreGone
-from memfs.core.state import CoreState, PendingDelete, delete_key
+from memfs.core.fetch.cache import ContentCache, ListingCache
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.model.budget import LocalBudget
+from memfs.core.model.handles import OpenFiles
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState, PendingDelete, delete_key
+from memfs.core.ops.commit import utf8
+from memfs.core.ops.copies import LocalCopies
+from memfs.core.ops.durable import Access, Durable
+from memfs.core.ops.identity import Identities
+from memfs.core.ops.namespace import Namespace, check_store_path, take_remote_state
 from memfs.errors import (
     NoSpaceError,
     NotFoundError,
@@ -92,7 +92,7 @@ class Uploader:
 
     async def sync(self, key: Hashable) -> None:
         """Make the server match one inode (or run one pending delete); once the store is gone
-        (a 404 for the store itself), nothing is tried any more (memfs.core.orphans)."""
+        (a 404 for the store itself), nothing is tried any more (memfs.core.fetch.orphans)."""
         if self.gone.gone:
             raise self.gone.error()
         try:
@@ -119,7 +119,7 @@ class Uploader:
             return
         refused = node.refused is not None  # the committed content is refused: not uploaded
         if refused and node.memory_id is None:
-            return  # not created (memfs.core.refusals)
+            return  # not created (memfs.core.ops.refusals)
         path = self.state.store_path(node)
         assert path is not None
         gen = node.gen
@@ -225,7 +225,7 @@ class Uploader:
         if content is not None and base_sha is None:
             raise RemoteConflictError(f"{memory_id}: no base content to check the upload against")
         expected = base_sha if content is not None else None
-        # a description only to an API that keeps them (``memfs.core.descriptions``)
+        # a description only to an API that keeps them (``memfs.core.ops.descriptions``)
         extra = {} if description is None else {"description": description}
         try:
             return await self.upload_store.update(

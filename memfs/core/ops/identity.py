@@ -1,7 +1,7 @@
 """Which memory a file is bound to: deferred deletes and renames (rule 3, docs/editors.md §4).
 
 An unlinked or renamed-away memory is not deleted at once: it becomes a ``PendingDelete``
-(``memfs.core.state``), deleted by the write-back queue when the grace window ends; a moved
+(``memfs.core.model.state``), deleted by the write-back queue when the grace window ends; a moved
 file keeps its memory and remembers where it left (``Node.departed_from``). New content at a
 path whose memory just left, in time, *adopts* that memory: the editor's save-by-rename or
 delete-and-recreate becomes an update of the same memory, with its history.
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from memfs.core.copies import LocalCopies
-from memfs.core.inodes import Node
-from memfs.core.state import CoreState, PendingDelete, delete_key
+from memfs.core.model.inodes import Node
+from memfs.core.model.state import CoreState, PendingDelete, delete_key
+from memfs.core.ops.copies import LocalCopies
 from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class Identities:
 
 
 def take_description(node: Node, description: str | None, new_description: str | None) -> None:
-    """``node`` takes a memory's description (``memfs.core.descriptions``): the one the store
+    """``node`` takes a memory's description (``memfs.core.ops.descriptions``): the one the store
     has, and one set under its old name and not yet uploaded (unless ``node`` has its own)."""
     node.description = description
     if node.new_description is None:

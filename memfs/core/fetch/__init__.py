@@ -1,0 +1,7 @@
+"""The core's fetching and caching: clean data that can always be fetched again.
+
+``cache`` (``ContentCache``, ``ListingCache``), ``prefetch`` (``BulkFetcher``: the bulk pages of
+a walk), ``usage`` (the counts ``statfs`` shows), ``orphans`` (``StoreGone``: the store deleted
+under the mount, and its pending content handed over). Above ``model``, below ``ops``: it never
+holds a change that is not yet on the server.
+"""
