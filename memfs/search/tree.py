@@ -13,8 +13,8 @@ kernel neither caches their pages nor their size: a search after a write finds i
 reads to the end although ``stat`` says 0 bytes.
 
 It must not import pyfuse3 nor decide errnos; ``fuse_ops`` dispatches to it by inode and handle
-number: everything here is numbered from ``INODE_BASE`` up, between the core's inodes (from 2)
-and the ``.versions`` tree's (from 2**48).
+number: everything here is numbered in the range its builder hands it (``memfs.numbers``: from
+2**47 in a mount of one store, between the store's files and its ``.versions`` tree).
 
 Invariants: inode numbers are never reused; a query node leaves the table when the kernel
 forgot it and no handle is open on it; the root ``.search`` node never leaves.
@@ -37,12 +37,11 @@ from memfs.errors import (
 )
 from memfs.node_attr import NodeAttr
 from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
+from memfs.numbers import SINGLE_STORE, NumberRange
 
 log = logging.getLogger(__name__)
 
 SEARCH_NAME = ".search"
-INODE_BASE = 1 << 47  # the core numbers its inodes from 2 up, .versions from 2**48
-HANDLE_BASE = 1 << 47  # the core's handles are small, .versions' from 2**48
 
 
 @dataclass(frozen=True)
@@ -62,27 +61,32 @@ class SearchTree:
     """The ``.search`` directory of one mount. See the module docstring."""
 
     def __init__(
-        self, search: StoreSearch, *, uid: int, gid: int, limit: int = DEFAULT_LIMIT
+        self,
+        search: StoreSearch,
+        *,
+        uid: int,
+        gid: int,
+        limit: int = DEFAULT_LIMIT,
+        numbers: NumberRange = SINGLE_STORE.search,
     ) -> None:
         self.search = search
+        self.numbers = numbers  # its inodes and handles; the root is the first
         self.uid = uid
         self.gid = gid
         self.limit = limit
         self.started = time.time()
-        self.root_ino = INODE_BASE
+        self.root_ino = numbers.first
         self.nodes: dict[int, QueryNode] = {}
         self._by_query: dict[str, QueryNode] = {}
         self._handles: dict[int, tuple[QueryNode, bytes]] = {}
-        self._next_ino = INODE_BASE + 1
-        self._next_fh = HANDLE_BASE
+        self._next_ino = numbers.first + 1
+        self._next_fh = numbers.first
 
-    @staticmethod
-    def owns(ino: int) -> bool:
-        return INODE_BASE <= ino < 2 * INODE_BASE
+    def owns(self, ino: int) -> bool:
+        return ino in self.numbers
 
-    @staticmethod
-    def owns_handle(fh: int) -> bool:
-        return HANDLE_BASE <= fh < 2 * HANDLE_BASE
+    def owns_handle(self, fh: int) -> bool:
+        return fh in self.numbers
 
     def _attr(self, ino: int, mode: int) -> SearchAttr:
         nlink = 2 if stat.S_ISDIR(mode) else 1

@@ -24,8 +24,9 @@ a learnt redaction changed (the old history name, cached modes) are queued for
 ``take_invalidations``.
 
 It must not import pyfuse3 or the rest of the filesystem core (``core.build`` makes it,
-``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered from
-``INODE_BASE`` up, far above the core's inodes), must not decide errnos, and must never write
+``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered in the
+range its builder hands it, ``memfs.numbers``: from 2**48 in a mount of one store, far above
+the core's inodes), must not decide errnos, and must never write
 to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``.
 
 Invariants (the index's own are in ``memfs.versions.index``):
@@ -57,6 +58,7 @@ from memfs.errors import (
 )
 from memfs.models import MemoryVersion
 from memfs.node_attr import NodeAttr
+from memfs.numbers import SINGLE_STORE, NumberRange
 from memfs.store_api import StoreAPI
 from memfs.versions.index import VersionIndex, View
 from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
@@ -64,8 +66,6 @@ from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
 log = logging.getLogger(__name__)
 
 VERSIONS_NAME = ".versions"
-INODE_BASE = 1 << 48  # the core numbers its inodes from 2 up; these never meet
-HANDLE_BASE = 1 << 48
 MAX_INVALIDATIONS = 1000  # queued kernel invalidations kept when nobody takes them
 
 
@@ -144,8 +144,10 @@ class VersionsTree:
         config: VersionsConfig | None = None,
         *,
         clock: Callable[[], datetime] | None = None,
+        numbers: NumberRange = SINGLE_STORE.versions,
     ) -> None:
         self.config = config or VersionsConfig()
+        self.numbers = numbers  # its inodes and handles; the root is the first
         self.store = store
         self.index = VersionIndex(
             store,
@@ -160,21 +162,19 @@ class VersionsTree:
         self.nodes: dict[int, VNode] = {}
         self.by_key: dict[tuple[object, ...], VNode] = {}
         self.handles: dict[int, VHandle] = {}
-        self._next_ino = INODE_BASE
-        self._next_fh = HANDLE_BASE
+        self._next_ino = numbers.first
+        self._next_fh = numbers.first
         self._logs: dict[tuple[object, ...], tuple[int, bytes]] = {}
         self._invalidations: list[tuple[str, int, bytes]] = []
         self.root = self._node(("root",), "root")
 
     # -- numbering ----------------------------------------------------------------------------
 
-    @staticmethod
-    def owns(ino: int) -> bool:
-        return ino >= INODE_BASE
+    def owns(self, ino: int) -> bool:
+        return ino in self.numbers
 
-    @staticmethod
-    def owns_handle(fh: int) -> bool:
-        return fh >= HANDLE_BASE
+    def owns_handle(self, fh: int) -> bool:
+        return fh in self.numbers
 
     def _node(self, key: tuple[object, ...], kind: str, **fields: object) -> VNode:
         node = self.by_key.get(key)

@@ -38,9 +38,9 @@ class Handle:
 class OpenFiles:
     """The open files of one mount, by file handle number."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: int = 1) -> None:
         self.handles: dict[int, Handle] = {}
-        self._next_fh = 1
+        self._next_fh = first  # in the range of the store's files (``memfs.numbers``)
 
     def new(self, node: Node, flags: int) -> Handle:
         handle = Handle(fh=self._next_fh, node=node, flags=flags)

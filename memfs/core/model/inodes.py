@@ -26,7 +26,7 @@ from enum import Enum
 
 log = logging.getLogger(__name__)
 
-ROOT_INODE = 1  # pyfuse3.ROOT_INODE
+ROOT_INODE = 1  # pyfuse3.ROOT_INODE: the root of a mount of one store (``memfs.numbers``)
 
 
 class Kind(Enum):
@@ -110,8 +110,11 @@ class Node:
 class InodeTable:
     """See the module docstring."""
 
-    def __init__(self) -> None:
-        self._next = ROOT_INODE + 1
+    def __init__(self, first: int = ROOT_INODE) -> None:
+        """Numbers from ``first`` up (the root's): the range the mount's router handed the
+        store's files (``memfs.numbers``)."""
+        self.root_ino = first
+        self._next = first + 1
         self.nodes: dict[int, Node] = {}
         self.by_path: dict[str, Node] = {}
         self.by_id: dict[str, Node] = {}
@@ -119,13 +122,13 @@ class InodeTable:
         # directory views never scan the whole table)
         self.by_parent: dict[str, dict[str, Node]] = {}
         self.subdirs: Counter[str] = Counter()
-        root = Node(ino=ROOT_INODE, kind=Kind.DIR, path="/")
-        self.nodes[ROOT_INODE] = root
+        root = Node(ino=first, kind=Kind.DIR, path="/")
+        self.nodes[first] = root
         self.by_path["/"] = root
 
     @property
     def root(self) -> Node:
-        return self.nodes[ROOT_INODE]
+        return self.nodes[self.root_ino]
 
     def get(self, ino: int) -> Node | None:
         return self.nodes.get(ino)
@@ -189,7 +192,7 @@ class InodeTable:
 
     def forget(self, ino: int, count: int) -> None:
         node = self.nodes.get(ino)
-        if node is None or ino == ROOT_INODE:
+        if node is None or ino == self.root_ino:
             return
         node.lookups = max(0, node.lookups - count)
         self.maybe_drop(node)
@@ -201,7 +204,7 @@ class InodeTable:
             and node.lookups == 0
             and node.open_count == 0
             and node.memory_id is None
-            and node.ino != ROOT_INODE
+            and node.ino != self.root_ino
         ):
             self.nodes.pop(node.ino, None)
 

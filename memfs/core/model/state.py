@@ -24,7 +24,7 @@ from datetime import datetime
 
 from memfs.core.model.clashes import Clashes
 from memfs.core.model.config import VfsConfig
-from memfs.core.model.inodes import InodeTable, Node
+from memfs.core.model.inodes import ROOT_INODE, InodeTable, Node
 from memfs.models import MemoryVersion
 
 
@@ -58,13 +58,14 @@ class CoreState:
         max_content_bytes: int,
         max_memories: int,
         refused_characters: str = "",
+        first_ino: int = ROOT_INODE,
     ) -> None:
         self.config = config
         # the store's limits: a write over them is refused here, with the errno (EFBIG...)
         self.max_content_bytes = max_content_bytes
         self.max_memories = max_memories
         self.refused_characters = refused_characters  # in content and descriptions (EINVAL)
-        self.table = InodeTable()
+        self.table = InodeTable(first_ino)  # the store's root, and its files above it
         self.read_only = config.read_only  # also once the store is archived while mounted
         self.pending_deletes: dict[str, PendingDelete] = {}  # by memory id
         self.tombstones: set[str] = set()  # memory ids deleted by this mount
