@@ -276,6 +276,14 @@ class AttributeTooLargeError(FsError):
     """An extended attribute's value is longer than the store keeps."""
 
 
+class CrossDeviceError(FsError):
+    """A rename or hard link between two stores of a mount, or a store and local scratch."""
+
+
+class BusyError(FsError):
+    """A store's directory at the root of a mount of several: never removed or renamed."""
+
+
 class StoreGoneError(FsError):
     """The mounted store was deleted: nothing can be uploaded or changed any more."""
 
@@ -300,6 +308,8 @@ ERRNO: list[tuple[type[MemfsError], int]] = [
     (RemoteConflictError, errno.ESTALE),
     (AccessDeniedError, errno.EACCES),
     (NotPermittedError, errno.EPERM),
+    (CrossDeviceError, errno.EXDEV),
+    (BusyError, errno.EBUSY),
     (NotSupportedError, errno.ENOSYS),
     (InvalidArgumentError, errno.EINVAL),
     (NoAttributeError, errno.ENODATA),

@@ -32,7 +32,8 @@ from memfs.core.ops.remote import RemoteChanges
 from memfs.core.ops.rename import Renames
 from memfs.core.ops.truncate import Truncates
 from memfs.core.ops.uploader import Uploader
-from memfs.core.ops.vfs import Vfs
+from memfs.core.ops.vfs import CoreParts, Vfs
+from memfs.numbers import SINGLE_STORE, StoreNumbers
 from memfs.search.engine import StoreSearch
 from memfs.search.tree import SearchTree
 from memfs.store_api import StoreAPI
@@ -50,6 +51,7 @@ def build_core(
     kept_dir: Path | None = None,
     untouched: int = 0,
     invalidator: Invalidator | None = None,
+    numbers: StoreNumbers = SINGLE_STORE,
 ) -> Vfs:
     """A core for one store. ``store`` answers the calls a syscall waits on (short deadlines);
     ``upload_store`` (default: ``store``) runs background uploads (long deadlines).
@@ -57,7 +59,12 @@ def build_core(
     ``journal``: where acknowledged changes are recorded (None: nowhere, tests of the core);
     ``kept_dir``: where refused content is kept (None: not kept); ``untouched``: journal
     records a read-only mount leaves for the next one (reported); ``invalidator``: runs the
-    kernel invalidations the core queues (the daemon's, from a worker thread)."""
+    kernel invalidations the core queues (the daemon's, from a worker thread); ``numbers``:
+    the inode and handle ranges of the store's files, ``.search`` and ``.versions`` (the
+    mount's router hands them out: ``memfs.numbers``).
+
+    The core it returns is the mount's door (``memfs.core.store_core.StoreCore``); its parts
+    are attributes of it for the core's own tests."""
     config = config or VfsConfig()
     uploads = upload_store or store
     capabilities = store.capabilities
@@ -66,6 +73,7 @@ def build_core(
         max_content_bytes=capabilities.max_content_bytes,
         max_memories=capabilities.max_memories or UNLIMITED_MEMORIES,
         refused_characters=capabilities.refused_characters,
+        first_ino=numbers.files.first,
     )
     contents = ContentCache(config.cache_bytes)
     listings = ListingCache(ttl=config.listing_ttl)
@@ -79,7 +87,9 @@ def build_core(
     usage = StoreUsage(store, lambda: time.monotonic() < listings.vouched_until)
     gone = StoreGone(store)
     versions = VersionsTree(
-        store, VersionsConfig(uid=config.uid, gid=config.gid, enabled=capabilities.versions)
+        store,
+        VersionsConfig(uid=config.uid, gid=config.gid, enabled=capabilities.versions),
+        numbers=numbers.versions,
     )
 
     # The queue runs the uploader's work and tells Durable what it holds, and both of them
@@ -111,7 +121,7 @@ def build_core(
         ),
         copy_created=lambda memory, access: uploader.copy_created(memory, access),
     )
-    files = OpenFiles()
+    files = OpenFiles(numbers.files.first)
     copies = LocalCopies(state, store, contents, bulk, writeback, refusals)
     namespace = Namespace(state, store, listings, bulk, gone, writeback)
     commits = Commits(state, writeback, refusals, files, namespace)
@@ -150,7 +160,7 @@ def build_core(
         budget=budget,
     )
     truncates = Truncates(state, copies=copies, commits=commits, budget=budget)
-    return Vfs(
+    parts = CoreParts(
         state,
         store=store,
         contents=contents,
@@ -183,6 +193,7 @@ def build_core(
             ),
             uid=config.uid,
             gid=config.gid,
+            numbers=numbers.search,
         ),
-        invalidator=invalidator,
     )
+    return Vfs(parts, invalidator=invalidator)

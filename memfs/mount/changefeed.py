@@ -2,9 +2,9 @@
 
 Owns *how* remote changes are learnt and *when*: a ``ChangeSource`` produces batches of
 versions; ``ChangeFeed.run`` applies each batch to the filesystem core
-(``Vfs.apply_versions``), vouches for the cached listings while it is healthy (so a warm store
-is served with no requests at all), falls back to a listing diff (``Vfs.resync``) when a batch
-cannot be trusted, and hands the kernel invalidations to the daemon's invalidator, which runs
+(``StoreCore.apply_changes``: a batch that cannot be trusted is compared with the listings
+instead), vouches for the cached listings while it is healthy (so a warm store is served with
+no requests at all), and hands the kernel invalidations to the daemon's invalidator, which runs
 them from a worker thread (never inside a FUSE handler: docs/editors.md §5).
 
 Sources, behind one interface (``next_batch``):
@@ -35,7 +35,7 @@ from typing import Protocol
 
 import trio
 
-from memfs.core.ops.vfs import Vfs
+from memfs.core.store_core import StoreCore
 from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.models import MemoryVersion
 from memfs.store_api import StoreAPI
@@ -177,11 +177,11 @@ class FeedHealth:
 
 
 class ChangeFeed:
-    """Applies a source's batches to ``vfs`` until cancelled (module docstring)."""
+    """Applies a source's batches to a store's core until cancelled (module docstring)."""
 
     def __init__(
         self,
-        vfs: Vfs,
+        vfs: StoreCore,
         source: ChangeSource,
         *,
         interval: float = 1.0,
@@ -208,7 +208,7 @@ class ChangeFeed:
 
     def health(self) -> FeedHealth:
         """The feed's state in a word (``FeedHealth``); it never changes anything."""
-        if self.vfs.gone.since is not None:
+        if self.vfs.gone_since is not None:
             return FeedHealth("stopped")
         source = self.source
         if isinstance(source, StreamSource) and not source.broken:
@@ -240,23 +240,23 @@ class ChangeFeed:
         task_status.started()
         quiet_until = 0.0
         if self.source.name == "stream":
-            self.vfs.listings.vouch(math.inf)  # subscribed: every change from now on arrives
+            self.vfs.vouch_listings(math.inf)  # subscribed: every change from now on arrives
         while True:
             interval = self.current_interval()
             self._wake = trio.Event()
             if getattr(self.source, "broken", False):
-                self.vfs.listings.withdraw()
+                self.vfs.withdraw_listings()
                 self.source = PollingSource(self.vfs.store)
                 self.stats.source = self.source.name
             try:
                 batch = await self.source.next_batch(interval, self._wake)
                 self.stats.polls += 1
-                if batch.trusted:
-                    self.stats.changes += self.vfs.apply_versions(batch.versions)
-                else:
+                if not batch.trusted:
                     log.info("change feed: a gap; comparing listings instead")
-                    self.vfs.apply_versions(batch.versions)
-                    await self.vfs.resync()
+                applied = await self.vfs.apply_changes(batch.versions, complete=batch.trusted)
+                if batch.trusted:
+                    self.stats.changes += applied
+                else:
                     self.stats.resyncs += 1
                 now = time.monotonic()
                 self.stats.last_ok = now
@@ -264,13 +264,12 @@ class ChangeFeed:
                 self.stats.last_ok_wall = time.time()
                 # listings stay valid until the next poll is due (plus its round trip)
                 horizon = math.inf if self.source.name == "stream" else 2 * interval + 2.0
-                self.vfs.listings.vouch(now + horizon)
+                self.vfs.vouch_listings(now + horizon)
             except (ApiError, ApiConnectionError, StoreGoneError) as exc:
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
                 self.stats.failing_since = self.stats.failing_since or time.time()
-                self.vfs.listings.withdraw()
-                if await self.vfs.gone.confirm(exc):
+                if await self.vfs.feed_failed(exc):
                     log.info("change feed stopped: the store no longer exists")
                     return  # never again: polling a deleted store would 404 for ever
                 if time.monotonic() > quiet_until:
@@ -279,7 +278,7 @@ class ChangeFeed:
                 await trio.sleep(min(self.idle_interval, 2 * interval))
             except Exception:
                 self.stats.errors += 1
-                self.vfs.listings.withdraw()
+                self.vfs.withdraw_listings()
                 log.exception("change feed failed")
                 await trio.sleep(interval)
             try:
@@ -290,7 +289,7 @@ class ChangeFeed:
     async def run_due_invalidations(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run the invalidations the core needs at once (``Vfs.invalidations_due``: a conflict
+        """Run the invalidations the core needs at once (``StoreCore.invalidations_due``: a conflict
         re-based a file) without waiting for the next batch; in a worker thread, never inside
         the FUSE handler that caused them (docs/editors.md §5)."""
         task_status.started()
@@ -303,7 +302,7 @@ class ChangeFeed:
 
 
 async def choose_source(
-    vfs: Vfs, nursery: trio.Nursery, *, use_stream: bool = True
+    vfs: StoreCore, nursery: trio.Nursery, *, use_stream: bool = True
 ) -> ChangeSource:
     """The change stream when the server offers it, else polling; started."""
     if use_stream:

@@ -30,8 +30,8 @@ from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
 from memfs.core.build import build_core
 from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
-from memfs.core.ops.namespace import Invalidation
-from memfs.core.ops.vfs import Vfs, VfsConfig
+from memfs.core.model.config import VfsConfig
+from memfs.core.store_core import Invalidation, StoreCore
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -43,6 +43,7 @@ from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import MemoryReturn
 from memfs.mount.owner import Owner
+from memfs.mount.router import Router
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
     JournalsOfStore,
@@ -52,6 +53,7 @@ from memfs.mount.status import (
     report_problems,
     unmount_report,
 )
+from memfs.numbers import SINGLE_STORE
 from memfs.private import NotPrivateError, private_dir, replace_file
 from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
@@ -168,7 +170,7 @@ class Daemon:
     def __init__(self, options: MountOptions, ready: Callable[[str], None]) -> None:
         self.options = options
         self._ready = ready
-        self.vfs: Vfs | None = None
+        self.vfs: StoreCore | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
         self._about: dict[str, str] = {}  # the report's mountpoint and store name, once known
@@ -187,7 +189,7 @@ class Daemon:
             journal, kept = (None, None) if read_only else self._open_journal(store)
             untouched = self._leave_journal(store) if read_only else 0
             journals = self._journals_not_replayed(store)
-            vfs = build_core(
+            vfs: StoreCore = build_core(
                 store.quick,
                 VfsConfig(
                     read_only=read_only,
@@ -207,6 +209,7 @@ class Daemon:
                 kept_dir=kept,
                 untouched=untouched,
                 invalidator=make_invalidator(),
+                numbers=SINGLE_STORE,
             )
             if journal is not None:
                 await self._replay(vfs)  # before mounting: nobody waits on a mount not serving
@@ -234,7 +237,8 @@ class Daemon:
                     opts.owner.uid,
                     os.getuid(),
                 )
-            ops = FuseOperations(vfs)
+            ops = Router()
+            ops.serve(0, FuseOperations(vfs))  # slot 0: the store is the mount's root
             # computed before init: once mounted, a syscall on the mount point from this process
             # would wait for the FUSE loop that has not started yet
             pid_file = state_path(opts.mountpoint, "pid")
@@ -255,9 +259,7 @@ class Daemon:
             unmounted = False
             try:
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(vfs.writeback.run)
-                    vfs.bulk.run_in(nursery)
-                    vfs.usage.run_in(nursery)
+                    await vfs.start(nursery)
                     errors = RecentErrors()
                     logging.getLogger("memfs").addHandler(errors)
                     self._about = {"mountpoint": opts.mountpoint, "store_name": store.name}
@@ -272,7 +274,7 @@ class Daemon:
                     )
                     await nursery.start(writer.run)
                     # removed local-only or refused files: their memory goes back to the system
-                    await nursery.start(MemoryReturn(lambda: vfs.budget.total).run)
+                    await nursery.start(MemoryReturn(lambda: vfs.local_bytes).run)
                     # started (handlers installed) before "ok": a SIGTERM right after a mount
                     # reports ready must flush and unmount, not kill the process
                     await nursery.start(self._signals)
@@ -367,17 +369,12 @@ class Daemon:
             )
 
     async def _start_change_feed(
-        self, vfs: Vfs, writer: StatusWriter, nursery: trio.Nursery
+        self, vfs: StoreCore, writer: StatusWriter, nursery: trio.Nursery
     ) -> None:
         """Choose and start the change feed, then run it in ``nursery``."""
         opts = self.options
         source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
-        # The feed reports changes from its starting point (now) on: a listing fetched before
-        # it, or a count of the store, may miss a change it will never report, so the feed
-        # does not vouch for them (fetched again when asked; the listings stay as the stale
-        # fallback of an outage)
-        vfs.listings.distrust_older()
-        vfs.usage.forget()
+        vfs.feed_starts()  # what was fetched before it is not vouched for
         feed = ChangeFeed(
             vfs, source, interval=opts.poll_interval, idle_interval=opts.idle_poll_interval
         )
@@ -456,9 +453,9 @@ class Daemon:
                 )
         return JournalsOfStore(store.workspace, waiting)
 
-    async def _replay(self, vfs: Vfs) -> None:
+    async def _replay(self, vfs: StoreCore) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""
-        count = vfs.durable.load()
+        count = vfs.load_journal()
         if not count:
             return
         log.info("replaying %d journal records of an earlier mount", count)
@@ -480,23 +477,23 @@ class Daemon:
             log.warning("the kernel connection ended (%s); flushing before exiting", exc)
         return True
 
-    async def _flush(self, vfs: Vfs) -> None:
+    async def _flush(self, vfs: StoreCore) -> None:
         """Upload what is pending, deferred renames and deletes included, retrying transient
         failures for ``FINAL_RETRY_SECONDS``; every flush of this daemon ends by one deadline
         (``FINAL_FLUSH_SECONDS`` from the first). A signal flushes while the mount still serves,
         and ``run`` again once the FUSE loop has ended (what was changed meanwhile); their
         outcome is the report's."""
         async with self._flush_lock:
-            if self._requests_flushed == vfs.writeback.requests:
+            if self._requests_flushed == vfs.upload_requests:
                 return  # nothing was asked for since the last pass began: its outcome stands
             if self._flush_deadline is None:
                 self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
                 self._retry_deadline = trio.current_time() + FINAL_RETRY_SECONDS
             vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
-            if not len(vfs.writeback) or trio.current_time() >= self._flush_deadline:
+            if not vfs.pending_uploads or trio.current_time() >= self._flush_deadline:
                 return  # nothing left, or no time: the report lists what is pending
-            log.info("flushing %d pending uploads", len(vfs.writeback))
-            self._requests_flushed = vfs.writeback.requests  # what this pass was asked for
+            log.info("flushing %d pending uploads", vfs.pending_uploads)
+            self._requests_flushed = vfs.upload_requests  # what this pass was asked for
             self._flush_errors = []  # a later pass supersedes: what it left is what counts
             with trio.move_on_at(self._flush_deadline) as scope:
                 patience = max(0.0, self._retry_deadline - trio.current_time())
@@ -507,19 +504,19 @@ class Daemon:
                     f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
                 )
 
-    async def _final_flush(self, vfs: Vfs) -> None:
+    async def _final_flush(self, vfs: StoreCore) -> None:
         """Upload what is left (``_flush``), then write the report: once the mount has ended."""
         await self._flush(vfs)
         for line in self._flush_errors:  # the report carries them too: no need to read our log
             log.error("%s", line)
         self._write_report(vfs, self._flush_errors)
 
-    def _write_report(self, vfs: Vfs, errors: list[str]) -> None:
+    def _write_report(self, vfs: StoreCore, errors: list[str]) -> None:
         """Leave the unmount report (``memfs.mount.status.unmount_report``) for ``memfs umount``."""
         orphaned = None
-        if vfs.gone.gone:
+        if vfs.gone_since is not None:
             try:
-                orphaned = vfs.durable.hand_over()
+                orphaned = vfs.hand_over()
             except OSError as exc:
                 errors.append(
                     f"pending changes not handed over as files (kept in the journal): {exc}"

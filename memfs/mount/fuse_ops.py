@@ -1,10 +1,15 @@
-"""The pyfuse3 adapter: kernel requests in, ``Vfs`` calls, attributes and errnos out.
+"""The pyfuse3 adapter of one store: kernel requests in, ``StoreCore`` calls, attributes and
+errnos out.
 
-Owns the translation between pyfuse3 types and the core (names as bytes, ``EntryAttributes``,
-``FileInfo``, readdir tokens and lookup counting) and the errno boundary: this is the only
-module that raises ``pyfuse3.FUSEError``. Every handler maps memfs errors with
-``memfs.errors.errno_for``; anything unexpected is logged with its traceback and becomes EIO,
-because an exception escaping a handler ends ``pyfuse3.main()`` and leaves a dead mount.
+``FuseOperations`` serves the trees of one store (its files, ``.versions/``, ``.search/``) in
+the numbers the mount's router handed them (``memfs.numbers``); the router
+(``memfs.mount.router``) is the mount's ``pyfuse3.Operations`` and passes it the requests for
+those numbers. Owns the translation between pyfuse3 types and the core (names as bytes,
+``EntryAttributes``, ``FileInfo``, readdir tokens and lookup counting) and the errno boundary:
+this is the only module that raises ``pyfuse3.FUSEError`` (the router's refusals too: ``fail``).
+Every handler maps memfs errors with ``memfs.errors.errno_for``; anything unexpected is logged
+with its traceback and becomes EIO, because an exception escaping a handler ends
+``pyfuse3.main()`` and leaves a dead mount.
 
 It must not hold filesystem state or decide semantics (``vfs`` does) and must never call the
 kernel-notification functions (``invalidate_*``) from a handler (see docs/editors.md §5).
@@ -15,16 +20,14 @@ from __future__ import annotations
 import errno
 import logging
 import stat
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
 
 import pyfuse3
 
 from memfs.core.model.attrs import Attr
-from memfs.core.model.inodes import ROOT_INODE, Node
-from memfs.core.ops.descriptions import Descriptions
-from memfs.core.ops.namespace import decode_name
-from memfs.core.ops.vfs import Vfs
+from memfs.core.model.inodes import Node
+from memfs.core.store_core import Descriptions, StoreCore, decode_name
 from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
 from memfs.paths import MAX_NAME_BYTES
 from memfs.search.tree import SEARCH_NAME, SearchAttr
@@ -45,7 +48,7 @@ SEARCH_TIMEOUT = 0.0
 NEGATIVE_TIMEOUT = 1.0
 
 
-def _fail(op: str, exc: BaseException) -> NoReturn:
+def fail(op: str, exc: BaseException) -> NoReturn:
     """Raise the FUSEError for ``exc`` (the one errno boundary)."""
     if isinstance(exc, pyfuse3.FUSEError):
         raise exc
@@ -102,17 +105,22 @@ def entry(attr: Attr | VersionAttr | SearchAttr) -> pyfuse3.EntryAttributes:
 
 
 class FuseOperations(pyfuse3.Operations):
-    """See the module docstring."""
+    """The operations of one store's trees (module docstring). ``above_root``: the entry of
+    the directory holding the store's root, when the store is a subtree of the mount (its
+    ``..``); None when the store is the mount's root."""
 
-    supports_dot_lookup = True
-    enable_writeback_cache = False
-    enable_acl = False
-
-    def __init__(self, vfs: Vfs) -> None:
+    def __init__(
+        self,
+        vfs: StoreCore,
+        *,
+        above_root: Callable[[], Awaitable[pyfuse3.EntryAttributes]] | None = None,
+    ) -> None:
         super().__init__()
         self.vfs = vfs
+        self.root_ino = vfs.root_ino
+        self.above_root = above_root
         self._dirs: dict[int, list[tuple[str, Node]]] = {}
-        self._next_dir_fh = 1
+        self._next_dir_fh = vfs.root_ino  # directory handles: the files' range (memfs.numbers)
         self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
         self._vdirs: dict[int, list[tuple[str, int]]] = {}
         self.search = vfs.search  # the read-only /.search tree: own inodes and handles
@@ -123,13 +131,13 @@ class FuseOperations(pyfuse3.Operations):
         """True for a node of /.versions, or the name .versions in the mount root."""
         if self.versions.owns(parent):
             return True
-        return parent == ROOT_INODE and name == VERSIONS_NAME.encode()
+        return parent == self.root_ino and name == VERSIONS_NAME.encode()
 
     def _in_search(self, parent: int, name: bytes = b"") -> bool:
         """True for a node of /.search, or the name .search in the mount root."""
         if self.search.owns(parent):
             return True
-        return parent == ROOT_INODE and name == SEARCH_NAME.encode()
+        return parent == self.root_ino and name == SEARCH_NAME.encode()
 
     def _refuse_in_trees(self, what: str, *names: tuple[int, bytes]) -> None:
         """Raise EROFS for a change of a (parent, name) in /.versions or /.search."""
@@ -154,7 +162,7 @@ class FuseOperations(pyfuse3.Operations):
         except NoEntryError:
             return negative_entry()
         except Exception as exc:
-            _fail("lookup", exc)
+            fail("lookup", exc)
 
     async def getattr(self, inode: int, ctx: Any = None) -> Any:
         try:
@@ -164,7 +172,7 @@ class FuseOperations(pyfuse3.Operations):
                 return entry(await self.search.getattr(inode))
             return entry(await self.vfs.getattr(inode))
         except Exception as exc:
-            _fail("getattr", exc)
+            fail("getattr", exc)
 
     async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
         try:
@@ -188,7 +196,7 @@ class FuseOperations(pyfuse3.Operations):
                 )
             )
         except Exception as exc:
-            _fail("setattr", exc)
+            fail("setattr", exc)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:
@@ -210,7 +218,7 @@ class FuseOperations(pyfuse3.Operations):
                 setattr(out, key, value)
             return out
         except Exception as exc:
-            _fail("statfs", exc)
+            fail("statfs", exc)
 
     # -- directories -----------------------------------------------------------------------
 
@@ -227,10 +235,11 @@ class FuseOperations(pyfuse3.Operations):
             else:
                 listing = await self.vfs.readdir(inode)
                 up = self.vfs.parent_of(inode).ino
-            dots = [
-                (b".", await self._dir_entry(inode)),
-                (b"..", await self._dir_entry(ROOT_INODE if up is None else up)),
-            ]
+            if inode == self.root_ino and self.above_root is not None:
+                parent = await self.above_root()  # a store's root in a mount of several
+            else:
+                parent = await self._dir_entry(self.root_ino if up is None else up)
+            dots = [(b".", await self._dir_entry(inode)), (b"..", parent)]
             # no await from here on: the handle number is taken and filled at once
             fh = self._next_dir_fh
             self._next_dir_fh += 1
@@ -241,7 +250,7 @@ class FuseOperations(pyfuse3.Operations):
                 self._dirs[fh] = listing
             return fh
         except Exception as exc:
-            _fail("opendir", exc)
+            fail("opendir", exc)
 
     async def _dir_entry(self, inode: int) -> pyfuse3.EntryAttributes:
         """The attributes of a directory, for its ``.`` or ``..`` entry (no request: the trees'
@@ -274,9 +283,9 @@ class FuseOperations(pyfuse3.Operations):
                 next_id = len(dots) + index + 1
                 if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), next_id):
                     break
-                self.vfs.table.remember(node)  # readdirplus counts as a lookup
+                self.vfs.remember(node)  # readdirplus counts as a lookup
         except Exception as exc:
-            _fail("readdir", exc)
+            fail("readdir", exc)
 
     def _readdir_versions(self, fh: int, start: int, before: int, token: Any) -> None:
         entries = self._vdirs[fh]
@@ -300,7 +309,7 @@ class FuseOperations(pyfuse3.Operations):
         try:
             await self.vfs.fsync_dir()
         except Exception as exc:
-            _fail("fsyncdir", exc)
+            fail("fsyncdir", exc)
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
         try:
@@ -311,21 +320,21 @@ class FuseOperations(pyfuse3.Operations):
                 )
             )
         except Exception as exc:
-            _fail("mkdir", exc)
+            fail("mkdir", exc)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
             self._refuse_in_trees("rmdir", (parent_inode, name))
             await self.vfs.rmdir(parent_inode, decode_name(name))
         except Exception as exc:
-            _fail("rmdir", exc)
+            fail("rmdir", exc)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         try:
             self._refuse_in_trees("unlink", (parent_inode, name))
             await self.vfs.unlink(parent_inode, decode_name(name))
         except Exception as exc:
-            _fail("unlink", exc)
+            fail("unlink", exc)
 
     async def rename(
         self,
@@ -348,14 +357,14 @@ class FuseOperations(pyfuse3.Operations):
                 flags,
             )
         except Exception as exc:
-            _fail("rename", exc)
+            fail("rename", exc)
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
         try:
             self._refuse_in_trees("symlink", (parent_inode, name))
             return entry(await self.vfs.symlink(parent_inode, decode_name(name), target))
         except Exception as exc:
-            _fail("symlink", exc)
+            fail("symlink", exc)
 
     async def readlink(self, inode: int, ctx: Any) -> bytes:
         try:
@@ -365,23 +374,23 @@ class FuseOperations(pyfuse3.Operations):
                 return await self.search.readlink(inode)
             return await self.vfs.readlink(inode)
         except Exception as exc:
-            _fail("readlink", exc)
+            fail("readlink", exc)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
         if self.versions.owns(inode) or self._in_versions(new_parent_inode, new_name):
-            _fail("link", self.versions.refuse("link"))
+            fail("link", self.versions.refuse("link"))
         if self.search.owns(inode) or self._in_search(new_parent_inode, new_name):
-            _fail("link", self.search.refuse("link"))
+            fail("link", self.search.refuse("link"))
         try:
             self.vfs.refuse_special("hard links")
         except Exception as exc:
-            _fail("link", exc)
+            fail("link", exc)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
         try:
             self._refuse_in_trees("mknod", (parent_inode, name))
         except Exception as exc:
-            _fail("mknod", exc)
+            fail("mknod", exc)
         try:
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # fifos, sockets, devices
                 self.vfs.refuse_special("special files")
@@ -391,7 +400,7 @@ class FuseOperations(pyfuse3.Operations):
                 )
             )
         except Exception as exc:
-            _fail("mknod", exc)
+            fail("mknod", exc)
 
     # -- files -----------------------------------------------------------------------------
 
@@ -407,7 +416,7 @@ class FuseOperations(pyfuse3.Operations):
             fh, keep_cache = await self.vfs.open(inode, flags)
             return pyfuse3.FileInfo(fh=fh, keep_cache=keep_cache, direct_io=False)
         except Exception as exc:
-            _fail("open", exc)
+            fail("open", exc)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
         try:
@@ -417,7 +426,7 @@ class FuseOperations(pyfuse3.Operations):
             )
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False), entry(attr)
         except Exception as exc:
-            _fail("create", exc)
+            fail("create", exc)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         try:
@@ -427,7 +436,7 @@ class FuseOperations(pyfuse3.Operations):
                 return await self.search.read(fh, off, size)
             return await self.vfs.read(fh, off, size)
         except Exception as exc:
-            _fail("read", exc)
+            fail("read", exc)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         try:
@@ -437,7 +446,7 @@ class FuseOperations(pyfuse3.Operations):
                 raise self.search.refuse("write")
             return await self.vfs.write(fh, off, buf)
         except Exception as exc:
-            _fail("write", exc)
+            fail("write", exc)
 
     async def flush(self, fh: int) -> None:
         try:
@@ -445,7 +454,7 @@ class FuseOperations(pyfuse3.Operations):
                 return
             await self.vfs.flush(fh)
         except Exception as exc:
-            _fail("flush", exc)
+            fail("flush", exc)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         try:
@@ -453,7 +462,7 @@ class FuseOperations(pyfuse3.Operations):
                 return
             await self.vfs.fsync(fh)
         except Exception as exc:
-            _fail("fsync", exc)
+            fail("fsync", exc)
 
     async def release(self, fh: int) -> None:
         try:
@@ -465,7 +474,7 @@ class FuseOperations(pyfuse3.Operations):
                 return
             await self.vfs.release(fh)
         except Exception as exc:
-            _fail("release", exc)
+            fail("release", exc)
 
     # -- extended attributes: user.description where the store keeps descriptions
     # (memfs.core.ops.descriptions); else ENOSYS, so the kernel stops asking (docs/editors.md §3) --
@@ -473,9 +482,9 @@ class FuseOperations(pyfuse3.Operations):
     def _descriptions(self, op: str, inode: int) -> Descriptions:
         descriptions = self.vfs.descriptions
         if not descriptions.enabled:
-            _fail(op, NotSupportedError("no extended attributes"))
+            fail(op, NotSupportedError("no extended attributes"))
         if self.versions.owns(inode) or self.search.owns(inode):
-            _fail(op, NoAttributeError("versions and searches have no extended attributes"))
+            fail(op, NoAttributeError("versions and searches have no extended attributes"))
         return descriptions
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
@@ -484,25 +493,25 @@ class FuseOperations(pyfuse3.Operations):
             # pyfuse3 hands no flags: XATTR_CREATE and XATTR_REPLACE are not told apart
             await descriptions.set(inode, decode_name(name), value)
         except Exception as exc:
-            _fail("setxattr", exc)
+            fail("setxattr", exc)
 
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
         descriptions = self._descriptions("getxattr", inode)
         try:
             return await descriptions.get(inode, decode_name(name))
         except Exception as exc:
-            _fail("getxattr", exc)
+            fail("getxattr", exc)
 
     async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
         descriptions = self._descriptions("listxattr", inode)
         try:
             return [name.encode() for name in await descriptions.names(inode)]
         except Exception as exc:
-            _fail("listxattr", exc)
+            fail("listxattr", exc)
 
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
         descriptions = self._descriptions("removexattr", inode)
         try:
             await descriptions.remove(inode, decode_name(name))
         except Exception as exc:
-            _fail("removexattr", exc)
+            fail("removexattr", exc)

@@ -27,6 +27,7 @@ it forgets the refusals of files removed since, as the refusals module says).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -40,9 +41,7 @@ import trio
 from memfs.private import replace_file
 
 if TYPE_CHECKING:
-    from memfs.core.model.clashes import Clash
-    from memfs.core.ops.durable import ConflictInfo
-    from memfs.core.ops.vfs import Vfs
+    from memfs.core.store_core import ConflictInfo, CoreStatus, StoreCore
     from memfs.mount.changefeed import ChangeFeed
     from memfs.writeback.journal import WaitingJournal
     from memfs.writeback.workspace import WorkspaceId
@@ -138,7 +137,7 @@ def log_file() -> str | None:
 
 
 def collect(
-    vfs: Vfs,
+    vfs: StoreCore,
     feed: ChangeFeed | None,
     errors: RecentErrors | None,
     *,
@@ -146,9 +145,8 @@ def collect(
     store_name: str | None = None,
     journals: JournalsOfStore | None = None,
 ) -> dict[str, Any]:
-    """The status document of one mount (JSON-ready)."""
-    durable = vfs.durable
-    journal = durable.journal
+    """The status document of one mount (JSON-ready), from the core's ``snapshot``."""
+    core = vfs.snapshot(conflicts=STATUS_CONFLICTS)
     feed_doc: dict[str, Any] = {"source": None}
     if feed is not None:
         stats = feed.stats
@@ -164,65 +162,43 @@ def collect(
             "in_use": feed.in_use(),
             "last_error": stats.last_error or None,
         }
-    recent = durable.conflicts[-STATUS_CONFLICTS:]
+    recent = core.recent_conflicts
     return {
         "type": "memfs_status",
         "mountpoint": mountpoint,
-        "store_id": vfs.store_id,
+        "store_id": core.store_id,
         "store_name": store_name,
         "log_file": log_file(),
         "pid": os.getpid(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "read_only": vfs.read_only,
-        "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
-        "requests": vfs.store.request_counts(),
-        "cache": {
-            "content_hits": vfs.contents.hits,
-            "content_misses": vfs.contents.misses,
-            "content_bytes": vfs.contents.bytes,
-            "content_items": len(vfs.contents),
-            "content_limit_bytes": vfs.contents.max_bytes,
-            "listing_hits": vfs.listings.hits,
-            "listing_misses": vfs.listings.misses,
-            "listings": len(vfs.listings),
-            "listing_patches": vfs.listings.patches,
-            "prefetches": vfs.bulk.prefetches,
-            "walk_prefetches": vfs.bulk.walk_prefetches,
-            "prefetch_pages": vfs.bulk.pages,
-            "inodes": len(vfs.table.nodes),
-        },
-        "uploads": {
-            "pending": len(vfs.writeback),
-            "waiting": sorted(map(durable.describe, vfs.writeback.keys())),
-            "journal_records": len(journal) if journal is not None else 0,
-            "journal_dir": str(journal.directory) if journal is not None else None,
-            "failed": dict(durable.failed.values()),
-            "waiting_for_room": sorted(durable.describe(key) for key in vfs.waiting_for_room),
-            "retrying": dict(durable.retrying.values()),
-            "replayed": durable.replayed,
-            "untouched": durable.untouched,
-        }
+        "read_only": core.read_only,
+        "store_gone": None if core.gone_since is None else {"since": core.gone_since},
+        "requests": core.requests,
+        "cache": dataclasses.asdict(core.cache),
+        "uploads": dataclasses.asdict(core.uploads)
         | (journals.status() if journals is not None else {}),
-        "refused": durable.refusals.status(),
-        "local_budget": vfs.budget.status(),
+        "refused": core.refused,
+        "local_budget": core.local_budget,
         "conflicts": {
-            "count": durable.conflict_count,
+            "count": core.conflict_count,
             "recent": [_conflict(c) | {"saved": c.saved} for c in recent],
-            "not_listed": durable.conflict_count - len(recent),
+            "not_listed": core.conflict_count - len(recent),
         },
-        "clashes": clashes(vfs),
-        "search": search_health(vfs),
+        "clashes": [
+            {"file": c.memory_path, "directory": c.memory_path + "/", "shown_as": c.shown_path}
+            for c in core.clashes
+        ],
+        "search": search_health(core),
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }
 
 
-def search_health(vfs: Vfs) -> dict[str, Any]:
+def search_health(core: CoreStatus) -> dict[str, Any]:
     """Who answers the mount's ``.search/``: the server, or a local index of the store (and its
     size); undecided until the first search asks the server."""
-    store_search = vfs.search.search
-    by = {None: "undecided", True: "server", False: "local index"}[store_search.by_server]
-    return {"by": by, "local_documents": len(store_search.local.index)}
+    by = {None: "undecided", True: "server", False: "local index"}[core.search_by_server]
+    return {"by": by, "local_documents": core.search_local_documents}
 
 
 def _conflict(conflict: ConflictInfo) -> dict[str, Any]:
@@ -230,7 +206,7 @@ def _conflict(conflict: ConflictInfo) -> dict[str, Any]:
 
 
 def unmount_report(
-    vfs: Vfs,
+    vfs: StoreCore,
     *,
     orphaned: tuple[Path, list[str]] | None,
     errors: list[str],
@@ -240,21 +216,21 @@ def unmount_report(
     """The unmount report of a mount whose final flush is over (JSON-ready; module docstring).
     ``orphaned``: where the changes of a deleted store were handed over, one line per change;
     ``errors``: what went wrong in the final flush, one line each."""
-    durable = vfs.durable
+    core = vfs.final_report()
     return {
         "type": REPORT_TYPE,
         "mountpoint": mountpoint,
-        "store_id": vfs.store_id,
+        "store_id": core.store_id,
         "store_name": store_name,
-        "store_gone": None if vfs.gone.since is None else {"since": vfs.gone.since},
+        "store_gone": None if core.gone_since is None else {"since": core.gone_since},
         "orphaned": None
         if orphaned is None
         else {"directory": str(orphaned[0]), "files": list(orphaned[1])},
-        "pending": durable.not_uploaded(),
-        "refused": durable.refusals.report(),
-        "conflicts": [_conflict(c) for c in durable.conflicts],
+        "pending": core.pending,
+        "refused": core.refused,
+        "conflicts": [_conflict(c) for c in core.conflicts],
         # conflicts older than the kept ones (``MAX_CONFLICTS_KEPT``): counted, not listed
-        "conflicts_not_listed": durable.conflict_count - len(durable.conflicts),
+        "conflicts_not_listed": core.conflict_count - len(core.conflicts),
         "errors": list(errors),
     }
 
@@ -333,26 +309,13 @@ def render_report(report: dict[str, Any]) -> str:
     )
 
 
-def clashes(vfs: Vfs) -> list[dict[str, str]]:
-    """File memories shown under a derived name beside a same-named directory (clashes)."""
-
-    def shown(clash: Clash) -> bool:
-        node = vfs.table.by_id.get(clash.memory_id)
-        return node is not None and node.path == clash.shown_path
-
-    return [
-        {"file": c.memory_path, "directory": c.memory_path + "/", "shown_as": c.shown_path}
-        for c in vfs.clashes.current(shown)
-    ]
-
-
 class StatusWriter:
     """Publishes ``collect(...)`` to ``path`` every second until cancelled."""
 
     def __init__(
         self,
         path: Path,
-        vfs: Vfs,
+        vfs: StoreCore,
         feed: ChangeFeed | None,
         errors: RecentErrors | None,
         *,

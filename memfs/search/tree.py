@@ -36,8 +36,8 @@ from memfs.errors import (
     ReadOnlyError,
 )
 from memfs.node_attr import NodeAttr
-from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
 from memfs.numbers import SINGLE_STORE, NumberRange
+from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
 
 log = logging.getLogger(__name__)
 

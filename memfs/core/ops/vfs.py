@@ -22,6 +22,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
 
 from memfs import paths
 from memfs.core.fetch.cache import ContentCache, ListingCache
@@ -30,6 +34,7 @@ from memfs.core.fetch.prefetch import BulkFetcher
 from memfs.core.fetch.usage import StoreUsage, statfs_fields
 from memfs.core.model.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
 from memfs.core.model.budget import NODE_BYTES, LocalBudget
+from memfs.core.model.clashes import Clash
 from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.model.handles import OpenFiles
 from memfs.core.model.inodes import InodeTable, Kind, Node
@@ -43,6 +48,7 @@ from memfs.core.ops.namespace import Invalidator, Namespace, check_store_path
 from memfs.core.ops.refusals import TOO_LARGE
 from memfs.core.ops.remote import RemoteChanges
 from memfs.core.ops.rename import NamesChanged, Renames
+from memfs.core.ops.reports import CacheFigures, CoreReport, CoreStatus, ShownClash, UploadFigures
 from memfs.core.ops.truncate import Truncates
 from memfs.core.ops.uploader import Uploader
 from memfs.errors import (
@@ -72,68 +78,72 @@ RENAME_EXCHANGE = 2
 RENAME_TRIES = 3  # a file rename looks its names up again when they changed elsewhere meanwhile
 
 
-class Vfs:
-    """The filesystem core of one mount of one store. See the module docstring; made by
-    ``memfs.core.build.build_core``, which hands it every collaborator."""
+@dataclass(frozen=True)
+class CoreParts:
+    """The objects a core is made of (``memfs.core.build`` makes them, each with its own
+    collaborators), handed to ``Vfs`` in one bundle."""
 
-    def __init__(
-        self,
-        state: CoreState,
-        *,
-        store: StoreAPI,
-        contents: ContentCache,
-        listings: ListingCache,
-        bulk: BulkFetcher,
-        usage: StoreUsage,
-        gone: StoreGone,
-        versions: VersionsTree,
-        writeback: WriteBack,
-        durable: Durable,
-        namespace: Namespace,
-        remote: RemoteChanges,
-        identities: Identities,
-        copies: LocalCopies,
-        commits: Commits,
-        files: OpenFiles,
-        budget: LocalBudget,
-        attrs: Attributes,
-        uploader: Uploader,
-        renames: Renames,
-        truncates: Truncates,
-        search: SearchTree,
-        descriptions: Descriptions,
-        invalidator: Invalidator | None = None,
-    ) -> None:
-        self.state = state
-        self.config = state.config
-        self.table: InodeTable = state.table
-        self.clashes = state.clashes
-        self.store = store  # short deadlines: a syscall waits on these calls
-        self.store_id = store.store_id
-        self.contents = contents
-        self.listings = listings
-        self.bulk = bulk
-        self.usage = usage  # memories and bytes for statfs: counted once, then kept by the feed
-        self.gone = gone  # the store deleted while mounted
-        self.versions = versions  # the read-only /.versions tree (fuse_ops dispatches to it)
-        self.search = search  # the read-only /.search tree (likewise)
-        self.writeback = writeback
-        # the journal of acknowledged changes, conflict copies, replay (memfs.core.ops.durable)
-        self.durable = durable
-        self.namespace = namespace
-        self.remote = remote
-        self.identities = identities
-        self.copies = copies
-        self.commits = commits
-        self.files = files
-        # local-only files, refused content, kept copies, content the store could not take:
-        # past it ENOSPC
-        self.budget = budget
-        self.attrs = attrs
-        self.uploader = uploader
-        self.renames = renames
-        self.truncates = truncates
-        self.descriptions = descriptions  # user.description (fuse_ops dispatches to it)
+    state: CoreState
+    store: StoreAPI  # short deadlines: a syscall waits on these calls
+    contents: ContentCache
+    listings: ListingCache
+    bulk: BulkFetcher
+    usage: StoreUsage  # memories and bytes for statfs: counted once, then kept by the feed
+    gone: StoreGone  # the store deleted while mounted
+    versions: VersionsTree  # the read-only /.versions tree (fuse_ops dispatches to it)
+    search: SearchTree  # the read-only /.search tree (likewise)
+    writeback: WriteBack
+    durable: Durable  # the journal of acknowledged changes, conflict copies, replay
+    namespace: Namespace
+    remote: RemoteChanges
+    identities: Identities
+    copies: LocalCopies
+    commits: Commits
+    files: OpenFiles
+    # local-only files, refused content, kept copies, content the store could not take:
+    # past it ENOSPC
+    budget: LocalBudget
+    attrs: Attributes
+    uploader: Uploader
+    renames: Renames
+    truncates: Truncates
+    descriptions: Descriptions  # user.description (fuse_ops dispatches to it)
+
+
+class Vfs:
+    """The filesystem core of one store: the file operations, and the calls of the mount's
+    door (``memfs.core.store_core.StoreCore``). See the module docstring; made by
+    ``memfs.core.build.build_core``. Its parts are attributes for the core's own tests; the
+    mount knows only the door."""
+
+    def __init__(self, parts: CoreParts, *, invalidator: Invalidator | None = None) -> None:
+        self.state = parts.state
+        self.config = parts.state.config
+        self.table: InodeTable = parts.state.table
+        self.clashes = parts.state.clashes
+        self.store = parts.store
+        self.store_id = parts.store.store_id
+        self.contents = parts.contents
+        self.listings = parts.listings
+        self.bulk = parts.bulk
+        self.usage = parts.usage
+        self.gone = parts.gone
+        self.versions = parts.versions
+        self.search = parts.search
+        self.writeback = parts.writeback
+        self.durable = parts.durable
+        self.namespace = parts.namespace
+        self.remote = parts.remote
+        self.identities = parts.identities
+        self.copies = parts.copies
+        self.commits = parts.commits
+        self.files = parts.files
+        self.budget = parts.budget
+        self.attrs = parts.attrs
+        self.uploader = parts.uploader
+        self.renames = parts.renames
+        self.truncates = parts.truncates
+        self.descriptions = parts.descriptions
         self.invalidator = invalidator  # runs kernel invalidations (the daemon: worker thread)
         self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
         self._on_activity: Callable[[], None] | None = None
@@ -141,6 +151,10 @@ class Vfs:
     @property
     def read_only(self) -> bool:
         return self.state.read_only
+
+    @property
+    def root_ino(self) -> int:
+        return self.table.root_ino
 
     @property
     def waiting_for_room(self) -> set[Hashable]:
@@ -218,6 +232,10 @@ class Vfs:
 
     def forget(self, ino: int, count: int) -> None:
         self.table.forget(ino, count)
+
+    def remember(self, node: Node) -> None:
+        """The kernel took a reference on ``node`` without a lookup (readdirplus)."""
+        self.table.remember(node)
 
     async def setattr(
         self,
@@ -600,11 +618,59 @@ class Vfs:
         )
 
     # =========================================================================================
-    # for the mount: its background tasks and the change feed
+    # for the mount (the rest of the door, ``memfs.core.store_core.StoreCore``)
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start the background tasks in ``nursery``: the write-back queue, bulk fetches
+        ahead of a walk, the store's usage counts."""
+        await nursery.start(self.writeback.run)
+        self.bulk.run_in(nursery)
+        self.usage.run_in(nursery)
+
+    def load_journal(self) -> int:
+        """Queue what an earlier daemon acknowledged and did not upload; how many records
+        (``Durable.load``; ``flush_all`` uploads them)."""
+        return self.durable.load()
 
     def set_activity_hook(self, hook: Callable[[], None]) -> None:
         """``hook`` runs at a kernel request after an idle second (the change feed wakes)."""
         self._on_activity = hook
+
+    def feed_starts(self) -> None:
+        """A change feed starts now: it reports changes from here on, so a listing fetched
+        before it, or a count of the store, may miss one it will never report; they are not
+        vouched for (fetched again when asked; the listings stay as the fallback of an
+        outage)."""
+        self.listings.distrust_older()
+        self.usage.forget()
+
+    def vouch_listings(self, until: float) -> None:
+        """The change feed is healthy: cached listings are current until ``until``
+        (monotonic; ``math.inf`` for a subscribed stream)."""
+        self.listings.vouch(until)
+
+    def withdraw_listings(self) -> None:
+        """The change feed may miss changes from now on: listings are fetched again."""
+        self.listings.withdraw()
+
+    async def apply_changes(self, versions: list[MemoryVersion], *, complete: bool) -> int:
+        """A batch of the change feed: its versions applied; when the batch may be incomplete
+        (a gap), the listings are compared instead (``resync``). How many were applied."""
+        applied = self.apply_versions(versions)
+        if not complete:
+            await self.resync()
+        return applied
+
+    async def feed_failed(self, error: Exception) -> bool:
+        """The change feed's request failed with ``error``: listings are no longer vouched
+        for; True if the store itself is gone (the feed stops)."""
+        self.listings.withdraw()
+        return await self.gone.confirm(error)
+
+    @property
+    def gone_since(self) -> str | None:
+        """UTC time the store was found deleted (None: it exists)."""
+        return self.gone.since
 
     def apply_versions(self, versions: list[MemoryVersion]) -> int:
         """The change feed's versions (``RemoteChanges.apply_versions``)."""
@@ -624,6 +690,20 @@ class Vfs:
         if items and self.invalidator is not None:
             await self.invalidator(items)
 
+    @property
+    def pending_uploads(self) -> int:
+        return len(self.writeback)
+
+    @property
+    def upload_requests(self) -> int:
+        """Changes asked for so far (a flush that saw this number has nothing new to do)."""
+        return self.writeback.requests
+
+    @property
+    def local_bytes(self) -> int:
+        """Bytes held for local-only, refused and waiting files (``LocalBudget.total``)."""
+        return self.budget.total
+
     def retry_waiting_for_room(self) -> None:
         self.uploader.retry_waiting_for_room()
 
@@ -631,3 +711,73 @@ class Vfs:
         """Upload everything pending now (deferred deletes and moves included); with
         ``patience``, transient failures are retried that long."""
         return await self.uploader.flush_all(patience=patience)
+
+    def hand_over(self) -> tuple[Path, list[str]] | None:
+        """At unmount, if the store was deleted: its pending changes as plain files
+        (``Durable.hand_over``: where, and one line each). None while the store exists."""
+        return self.durable.hand_over() if self.gone.gone else None
+
+    def snapshot(self, *, conflicts: int) -> CoreStatus:
+        """What ``memfs status`` shows, now; the newest ``conflicts`` conflicts listed."""
+        durable, contents, listings, bulk = self.durable, self.contents, self.listings, self.bulk
+        journal = durable.journal
+        store_search = self.search.search
+        return CoreStatus(
+            store_id=self.store_id,
+            read_only=self.read_only,
+            gone_since=self.gone.since,
+            requests=self.store.request_counts(),
+            cache=CacheFigures(
+                content_hits=contents.hits,
+                content_misses=contents.misses,
+                content_bytes=contents.bytes,
+                content_items=len(contents),
+                content_limit_bytes=contents.max_bytes,
+                listing_hits=listings.hits,
+                listing_misses=listings.misses,
+                listings=len(listings),
+                listing_patches=listings.patches,
+                prefetches=bulk.prefetches,
+                walk_prefetches=bulk.walk_prefetches,
+                prefetch_pages=bulk.pages,
+                inodes=len(self.table.nodes),
+            ),
+            uploads=UploadFigures(
+                pending=len(self.writeback),
+                waiting=sorted(map(durable.describe, self.writeback.keys())),
+                journal_records=len(journal) if journal is not None else 0,
+                journal_dir=str(journal.directory) if journal is not None else None,
+                failed=dict(durable.failed.values()),
+                waiting_for_room=sorted(map(durable.describe, self.waiting_for_room)),
+                retrying=dict(durable.retrying.values()),
+                replayed=durable.replayed,
+                untouched=durable.untouched,
+            ),
+            refused=durable.refusals.status(),
+            local_budget=self.budget.status(),
+            conflict_count=durable.conflict_count,
+            recent_conflicts=durable.conflicts[-conflicts:] if conflicts else [],
+            clashes=self._shown_clashes(),
+            search_by_server=store_search.by_server,
+            search_local_documents=len(store_search.local.index),
+        )
+
+    def _shown_clashes(self) -> list[ShownClash]:
+        def shown(clash: Clash) -> bool:
+            node = self.table.by_id.get(clash.memory_id)
+            return node is not None and node.path == clash.shown_path
+
+        return [ShownClash(c.memory_path, c.shown_path) for c in self.clashes.current(shown)]
+
+    def final_report(self) -> CoreReport:
+        """What the unmount report says of this store, once the final flush is over (it
+        forgets the refusals of files removed since: ``Refusals.report``)."""
+        durable = self.durable
+        return CoreReport(
+            store_id=self.store_id,
+            gone_since=self.gone.since,
+            pending=durable.not_uploaded(),
+            refused=durable.refusals.report(),
+            conflicts=list(durable.conflicts),
+            conflict_count=durable.conflict_count,
+        )
