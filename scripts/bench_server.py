@@ -89,10 +89,11 @@ def server_on(
     log_level: str = "WARNING",
     log_path: Path | None = None,
     extra_args: Sequence[str] = (),
+    pids: list[int] | None = None,
 ) -> Iterator[str]:
     """A ``memfs server`` on ``db`` (a SQLite file or a ``postgresql://`` URL), with
     ``extra_args`` on its command line; yields its base URL; stops it at exit. The log goes to
-    ``log_path``, by default next to a SQLite file."""
+    ``log_path``, by default next to a SQLite file; its process id is appended to ``pids``."""
     port = free_port()
     env = dict(os.environ, MEMFS_API_KEYS=key)
     if log_path is None:
@@ -103,6 +104,8 @@ def server_on(
              "--host", "127.0.0.1", "--port", str(port), "--log-level", log_level, *extra_args],
             env=env, stdout=server_log, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    if pids is not None:
+        pids.append(proc.pid)
     base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

@@ -119,6 +119,15 @@ def register(subparsers: Any) -> None:
         "one more gets 429 with retry-after",
     )
     parser.add_argument(
+        "--stream-buffer",
+        type=int,
+        default=1024,
+        metavar="EVENTS",
+        help="recent changes of each followed store kept for its change streams (read from the "
+        "database once for all of them); a stream that lags further behind reads the database "
+        "on its own until it catches up",
+    )
+    parser.add_argument(
         "--h2c",
         action="store_true",
         help="also speak HTTP/2 cleartext (an Upgrade: h2c request or the HTTP/2 preface); "
@@ -206,6 +215,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.body_timeout <= 3600:  # also refuses nan
         print("memfs server: --body-timeout must be from 0 to 3600 seconds", file=sys.stderr)
         return EXIT_USAGE
+    if args.stream_buffer < 1:
+        print("memfs server: --stream-buffer must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
     if args.max_streams_per_key < 1:
         print("memfs server: --max-streams-per-key must be at least 1", file=sys.stderr)
         return EXIT_USAGE
@@ -260,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
         semantic=args.semantic,
         body_timeout=args.body_timeout,
         max_streams_per_key=args.max_streams_per_key,
+        stream_buffer=args.stream_buffer,
         h2c=args.h2c,
     )
     try:

@@ -76,12 +76,22 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT = 15.0
 DEFAULT_MAX_STREAMS_PER_KEY = 64  # a mount holds one per store; a key serves many mounts
+DEFAULT_STREAM_BUFFER = 1024  # recent changes a store's streams share (memfs.server.fanout)
 STREAMS_RETRY_AFTER = 10.0  # seconds a refused stream is asked to wait before trying again
 ORIGIN = from_us(0)  # the position before every version
 
 
 def encode_cursor(created_at: datetime) -> str:
     return str(to_us(created_at))
+
+
+def position_of(created_at: datetime) -> int:
+    """A version's position in its store's stream (the number in its cursor)."""
+    return to_us(created_at)
+
+
+def from_position(position: int) -> datetime:
+    return from_us(position)
 
 
 def decode_cursor(text: str) -> datetime | None:
@@ -111,6 +121,17 @@ class Subscription:
     def _notify(self) -> None:
         self._pending = True
         self._event.set()
+
+    def take_news(self) -> bool:
+        """Whether something was published since the last ``take_news`` or ``wait`` (and
+        forget it): the non-blocking ``wait`` of a reader that reads only when there is news."""
+        pending = self._pending
+        self._pending = False
+        return pending
+
+    def mark_news(self) -> None:
+        """As if something was published (a read that did not finish puts its news back)."""
+        self._notify()
 
     async def wait(self) -> None:
         """Return once something was published since the last ``wait`` (or the hub closed)."""
@@ -151,9 +172,11 @@ class ChangeHub:
         *,
         heartbeat: float = DEFAULT_HEARTBEAT,
         max_streams_per_key: int = DEFAULT_MAX_STREAMS_PER_KEY,
+        stream_buffer: int = DEFAULT_STREAM_BUFFER,
     ) -> None:
         self.heartbeat = heartbeat
         self.max_streams_per_key = max_streams_per_key
+        self.stream_buffer = stream_buffer  # for the streams' ``fanout.Fanout``
         self.closed = False
         self._subscribers: dict[str, set[Subscription]] = {}
         # Invariant: _streams_of[k] is the number of subscriptions in _subscribers with key k

@@ -23,9 +23,12 @@ while any other cursor of the deleted store still meets it), else after the stor
 before the stream starts; a closing hub (shutdown) gets 503 ``UNAVAILABLE``, so clients
 reconnect elsewhere; a key that holds ``hub.max_streams_per_key`` streams (of either API)
 already gets 429 ``REQUEST_LIMIT_EXCEEDED`` with ``retry-after``. As the Memory Stores stream
-(``event_stream``): subscribe to the hub *before* reading storage, then after each wake-up read
-every change after the position, a page at a time, so a lost or coalesced notification delays
-an event but never loses one. This module must not contain SQL or feed the hub.
+(``event_stream``): subscribe to the hub *before* reading storage, then follow the store through
+``fanout`` (``memfs.server.fanout``): each change is read once for every stream of the store in
+this process (every actor's: each stream keeps its actor's) and rendered once; a stream behind
+that shared position reads the changes after its own position (its actor's) from storage, a
+page at a time, until it catches up. A lost or coalesced notification delays an event but never
+loses one. This module must not contain SQL or feed the hub.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -41,7 +46,9 @@ from memfs.errors import BadRequestError, OverloadedError, ServiceUnavailableErr
 from memfs.server import changes
 from memfs.server import databricks_validation as check
 from memfs.server.auth import api_actor_of
-from memfs.server.databricks_storage import DatabricksStorage, change_topic
+from memfs.server.databricks_storage import DatabricksStorage, DbxChange, change_topic
+from memfs.server.fanout import Fanout, Page, SharedEvent
+from memfs.server.metrics import Metrics
 from memfs.server.query import MAX_LIMIT, query_text
 from memfs.server.sse import SubscriptionStream
 
@@ -57,12 +64,45 @@ def _cursor(raw: str) -> int:
     return int(raw)
 
 
+@dataclass(frozen=True, eq=False)
+class ChangeEvent:
+    """One change as every stream sends it (the SSE message), whose it is, and whether it ends
+    the stream (the store's deletion: the message is the error event)."""
+
+    message: bytes
+    actor_id: str
+    final: bool
+
+
+def _event(store_id: str, change: DbxChange) -> SharedEvent[ChangeEvent]:
+    if change.kind == "store_deleted":
+        body = json.dumps(
+            {
+                "error_code": "NOT_FOUND",
+                "message": f"memory store 'memory-stores/{store_id}' was deleted",
+            }
+        )
+        text = f"event: error\ndata: {body}\n\n"
+    else:
+        data = json.dumps(change.to_json(), separators=(",", ":"))
+        text = f"event: entry_change\nid: {change.ordinal}\ndata: {data}\n\n"
+    message = text.encode()
+    final = change.kind == "store_deleted"
+    return SharedEvent(change.ordinal, ChangeEvent(message, change.actor_id, final), len(message))
+
+
 class DatabricksChangeStream:
     """The Databricks change stream's endpoint, on one ``DatabricksStorage`` and its hub."""
 
-    def __init__(self, storage: DatabricksStorage, hub: changes.ChangeHub) -> None:
+    def __init__(
+        self, storage: DatabricksStorage, hub: changes.ChangeHub, metrics: Metrics | None = None
+    ) -> None:
         self.storage = storage
         self.hub = hub
+        self.metrics = metrics or Metrics()
+        self.fanout: Fanout[ChangeEvent] = Fanout(
+            hub, "databricks", self.metrics, max_events=hub.stream_buffer
+        )
 
     async def stream(self, request: Request) -> Response:
         store_id = request.path_params["store_id"]
@@ -85,38 +125,47 @@ class DatabricksChangeStream:
             after = bounds.start
         return SubscriptionStream(sub, self._events(sub, store_id, actor, after))
 
+    async def _changes_after(
+        self, store_id: str, actor: str | None, after: int, _with_content: bool
+    ) -> Page[ChangeEvent]:
+        """A page of the store's changes after ``after`` (``actor``'s and the store's deletion;
+        None: everyone's), oldest first, rendered (``fanout.Read``)."""
+        page = await self.storage.list_changes(
+            store_id, after=after, actor_id=actor, limit=MAX_LIMIT
+        )
+        return [_event(store_id, change) for change in page], len(page) == MAX_LIMIT
+
     async def _events(
         self, sub: changes.Subscription, store_id: str, actor: str | None, position: int
-    ) -> AsyncIterator[str]:
-        with sub:
+    ) -> AsyncIterator[str | bytes]:
+        every = partial(self._changes_after, store_id, None)
+        own = partial(self._changes_after, store_id, actor)
+        with (
+            sub,
+            self.fanout.follower(
+                sub, position, rich=False, read_shared=every, read_own=own
+            ) as follower,
+        ):
             ready = json.dumps({"type": "ready", "cursor": str(position)})
             yield f"event: ready\nid: {position}\ndata: {ready}\n\n"
             while True:
-                while True:  # the backlog a page at a time, then what is new
-                    try:
-                        page = await self.storage.list_changes(
-                            store_id, after=position, actor_id=actor, limit=MAX_LIMIT
-                        )
-                    except ServiceUnavailableError:  # logged by the storage; clients reconnect
-                        return
-                    for change in page:
-                        position = change.ordinal
-                        if change.kind == "store_deleted":
-                            body = json.dumps(
-                                {
-                                    "error_code": "NOT_FOUND",
-                                    "message": f"memory store 'memory-stores/{store_id}' "
-                                    "was deleted",
-                                }
-                            )
-                            yield f"event: error\ndata: {body}\n\n"
-                            return
-                        data = json.dumps(change.to_json(), separators=(",", ":"))
-                        yield f"event: entry_change\nid: {position}\ndata: {data}\n\n"
-                    if len(page) < MAX_LIMIT:
-                        break
-                news = await sub.next_news()
-                if news == "closed":
+                try:
+                    batch = await follower.next()
+                except ServiceUnavailableError:  # logged by the storage; clients reconnect
                     return
-                if news == "idle":
+                if batch == "closed":
+                    return
+                if batch == "idle":
                     yield ": heartbeat\n\n"
+                    continue
+                mine = [
+                    e.payload
+                    for e in batch
+                    if e.payload.final or actor in (None, e.payload.actor_id)
+                ]
+                ends = next((i for i, change in enumerate(mine) if change.final), None)
+                if ends is not None:  # the store was deleted: its error event ends the stream
+                    yield b"".join(change.message for change in mine[: ends + 1])
+                    return
+                if mine:
+                    yield b"".join(change.message for change in mine)

@@ -22,8 +22,11 @@ before the stream starts; a closing hub (shutdown) gets 529 so clients reconnect
 a key that holds ``hub.max_streams_per_key`` streams already gets 429 with ``retry-after``.
 
 Replay and live streaming are one code path: the stream subscribes to the hub *before* it reads
-storage, then after each wake-up reads every version after its position from storage, a page
-at a time. A lost or coalesced notification can delay an event, never lose or reorder one (see
+storage, then follows the store through ``fanout`` (``memfs.server.fanout``): each new version
+is read once for every stream of the store in this process and rendered once per view (the SSE
+bytes every follower sends); a stream behind that shared position (an older cursor, or one that
+lags) reads the versions after its own position from storage, a page at a time, until it
+catches up. A lost or coalesced notification can delay an event, never lose or reorder one (see
 ``memfs.server.changes``). This module must not contain SQL or feed the hub.
 """
 
@@ -32,7 +35,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -43,6 +48,8 @@ from memfs.server import changes
 from memfs.server.auth import api_actor_of
 from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH
 from memfs.server.envelope import error_body, request_id_of
+from memfs.server.fanout import Fanout, Page, SharedEvent
+from memfs.server.metrics import Metrics
 from memfs.server.query import MAX_LIMIT, query_text, query_view
 from memfs.server.sse import SubscriptionStream
 from memfs.server.storage import Storage, VersionFilter
@@ -53,12 +60,39 @@ CHANGE_STREAM_PATH = "/v1/memory_stores/{store_id}/memfs/changes"
 SEARCH_PATH = "/v1/memory_stores/{store_id}/memfs/search"  # the search extension (routes.search)
 
 
+@dataclass(frozen=True, eq=False)
+class VersionEvent:
+    """One version as every stream sends it: the SSE message of the basic view, and of the full
+    one when the version was read with its content (else None)."""
+
+    basic: bytes
+    full: bytes | None
+
+    def message(self, full: bool) -> bytes:
+        text = self.full if full else self.basic
+        # The fanout never hands a full-view follower a version read without its content.
+        assert text is not None
+        return text
+
+
+def _message(version: MemoryVersion, full: bool) -> bytes:
+    data = json.dumps(version.to_json(full=full), separators=(",", ":"))
+    cursor = changes.encode_cursor(version.created_at)
+    return f"event: memory_version\nid: {cursor}\ndata: {data}\n\n".encode()
+
+
 class EventStream:
     """The change stream's endpoints, on one ``Storage`` and its hub (None: not offered)."""
 
-    def __init__(self, storage: Storage, hub: changes.ChangeHub | None = None) -> None:
+    def __init__(
+        self, storage: Storage, hub: changes.ChangeHub | None = None, metrics: Metrics | None = None
+    ) -> None:
         self.storage = storage
         self.hub = hub
+        self.metrics = metrics or Metrics()
+        self.fanout: Fanout[VersionEvent] | None = None
+        if hub is not None:
+            self.fanout = Fanout(hub, "memory_stores", self.metrics, max_events=hub.stream_buffer)
 
     async def capabilities(self, request: Request) -> Response:
         return JSONResponse(
@@ -119,46 +153,50 @@ class EventStream:
         )
 
     async def _versions_after(
-        self, store_id: str, after: datetime, full: bool
-    ) -> AsyncIterator[list[MemoryVersion]]:
-        """Every version of the store created after ``after``, oldest first, a page at a time
-        (a long backlog after a reconnect is never held in memory at once)."""
-        flt = VersionFilter(created_gte=after + timedelta(microseconds=1))
-        page: int | None = None
-        while True:
-            result = await self.storage.list_versions(
-                store_id, flt, after=page, limit=MAX_LIMIT, with_content=full, oldest_first=True
-            )
-            yield result.items
-            if result.next is None:
-                return
-            page = result.next
+        self, store_id: str, after: int, with_content: bool
+    ) -> Page[VersionEvent]:
+        """A page of the store's versions created after the position ``after``, oldest first,
+        rendered (``fanout.Read``; a long backlog is never held in memory at once)."""
+        flt = VersionFilter(created_gte=changes.from_position(after + 1))
+        result = await self.storage.list_versions(
+            store_id, flt, after=None, limit=MAX_LIMIT, with_content=with_content, oldest_first=True
+        )
+        events = []
+        for version in result.items:
+            basic = _message(version, False)
+            full = _message(version, True) if with_content else None
+            size = len(basic) + (len(full) if full is not None else 0)
+            position = changes.position_of(version.created_at)
+            events.append(SharedEvent(position, VersionEvent(basic, full), size, with_content))
+        return events, result.next is not None
 
     async def _change_events(
-        self, sub: changes.Subscription, position: datetime, full: bool, request_id: str
-    ) -> AsyncIterator[str]:
-        with sub:
-            cursor_text = changes.encode_cursor(position)
+        self, sub: changes.Subscription, start: datetime, full: bool, request_id: str
+    ) -> AsyncIterator[str | bytes]:
+        assert self.fanout is not None
+        read = partial(self._versions_after, sub.store_id)
+        position = changes.position_of(start)
+        with (
+            sub,
+            self.fanout.follower(
+                sub, position, rich=full, read_shared=read, read_own=read
+            ) as follower,
+        ):
+            cursor_text = changes.encode_cursor(start)
             ready = json.dumps({"type": "ready", "cursor": cursor_text})
             yield f"event: ready\nid: {cursor_text}\ndata: {ready}\n\n"
             while True:
                 try:
-                    async for versions in self._versions_after(sub.store_id, position, full):
-                        for version in versions:
-                            position = version.created_at
-                            data = json.dumps(version.to_json(full=full), separators=(",", ":"))
-                            yield (
-                                f"event: memory_version\nid: {changes.encode_cursor(position)}\n"
-                                f"data: {data}\n\n"
-                            )
+                    batch = await follower.next()
                 except NotFoundError as exc:  # the store was deleted
                     body = json.dumps(error_body(exc.error_type, exc.message, request_id))
                     yield f"event: error\ndata: {body}\n\n"
                     return
                 except ServiceUnavailableError:  # logged by the storage; the client reconnects
                     return
-                news = await sub.next_news()
-                if news == "closed":
+                if batch == "closed":
                     return
-                if news == "idle":
+                if batch == "idle":
                     yield ": heartbeat\n\n"
+                    continue
+                yield b"".join(event.payload.message(full) for event in batch)

@@ -1,7 +1,11 @@
 """Request metrics of the reference server in the Prometheus text exposition format (0.0.4).
 
-Two families: the counter ``memfs_server_requests_total{method,route,status}`` and the histogram
-``memfs_server_request_duration_seconds{method,route}``. ``route`` is the path template (such as
+Three families: the counter ``memfs_server_requests_total{method,route,status}``, the histogram
+``memfs_server_request_duration_seconds{method,route}``, and the counter
+``memfs_server_change_stream_reads_total{stream,reader}``: the storage reads of the change
+streams (``stream``: ``memory_stores`` or ``databricks``; ``reader``: ``shared``, a store's one
+reader for every follower at its position, or ``own``, a follower catching up on its own; see
+``memfs.server.fanout``). ``route`` is the path template (such as
 ``/v1/memory_stores/{store_id}/memories``), never a concrete path, so the label set stays small
 and ids never reach a metrics system. A few dozen lines, so no prometheus-client dependency.
 This module must not know about HTTP frameworks.
@@ -25,6 +29,8 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
+STREAMS = ("memory_stores", "databricks")  # the change streams (memfs.server.fanout)
+READERS = ("shared", "own")
 
 
 def _escape(value: str) -> str:
@@ -57,6 +63,7 @@ class Metrics:
         self._requests: dict[tuple[str, str, str], int] = defaultdict(int)
         self._bucket_counts: dict[tuple[str, str], list[int]] = {}
         self._sums: dict[tuple[str, str], float] = defaultdict(float)
+        self._stream_reads: dict[tuple[str, str], int] = defaultdict(int)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         method = method_label(method)
@@ -69,6 +76,17 @@ class Metrics:
     def request_count(self, method: str, route: str, status: int) -> int:
         with self._lock:
             return self._requests.get((method_label(method), route, status_label(status)), 0)
+
+    def count_stream_read(self, stream: str, reader: str) -> None:
+        """One storage read of a change stream (``stream`` in ``STREAMS``, ``reader`` in
+        ``READERS``: labels chosen by the server, never by a client)."""
+        assert stream in STREAMS and reader in READERS
+        with self._lock:
+            self._stream_reads[(stream, reader)] += 1
+
+    def stream_reads(self, stream: str, reader: str) -> int:
+        with self._lock:
+            return self._stream_reads.get((stream, reader), 0)
 
     def render(self) -> str:
         with self._lock:
@@ -96,4 +114,13 @@ class Metrics:
                 total = self._sums[(method, route)]
                 lines.append(f"memfs_server_request_duration_seconds_sum{{{base}}} {total!r}")
                 lines.append(f"memfs_server_request_duration_seconds_count{{{base}}} {cumulative}")
+            lines += [
+                "# HELP memfs_server_change_stream_reads_total Storage reads of change streams.",
+                "# TYPE memfs_server_change_stream_reads_total counter",
+            ]
+            for stream in STREAMS:
+                for reader in READERS:
+                    count = self._stream_reads.get((stream, reader), 0)
+                    labels = _labels(stream=stream, reader=reader)
+                    lines.append(f"memfs_server_change_stream_reads_total{{{labels}}} {count}")
         return "\n".join(lines) + "\n"

@@ -49,6 +49,7 @@ from memfs.server.app import create_app
 from memfs.server.changes import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_STREAMS_PER_KEY,
+    DEFAULT_STREAM_BUFFER,
     ChangeHub,
     NotifyingStorage,
     PgListener,
@@ -170,6 +171,7 @@ class ServerSettings:
     heartbeat: float = DEFAULT_HEARTBEAT  # seconds between change-stream heartbeats
     body_timeout: float = DEFAULT_BODY_TIMEOUT  # seconds for a request body to arrive (408)
     max_streams_per_key: int = DEFAULT_MAX_STREAMS_PER_KEY  # open change streams (429)
+    stream_buffer: int = DEFAULT_STREAM_BUFFER  # recent changes a store's streams share
     h2c: bool = False  # speak HTTP/2 cleartext too (``http2``)
     faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
     admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
@@ -269,7 +271,11 @@ async def _serve(
     trigger: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
-    hub = ChangeHub(heartbeat=settings.heartbeat, max_streams_per_key=settings.max_streams_per_key)
+    hub = ChangeHub(
+        heartbeat=settings.heartbeat,
+        max_streams_per_key=settings.max_streams_per_key,
+        stream_buffer=settings.stream_buffer,
+    )
     sock = bind_socket(settings.host, settings.port)
     try:
         storage = await open_storage(settings, hub)

@@ -30,7 +30,7 @@ SSE_HEADERS = {
 class SubscriptionStream(StreamingResponse):
     """``events`` as Server-Sent Events; ``sub`` is released when the answer ends."""
 
-    def __init__(self, sub: Subscription, events: AsyncIterator[str]) -> None:
+    def __init__(self, sub: Subscription, events: AsyncIterator[str | bytes]) -> None:
         super().__init__(events, media_type="text/event-stream", headers=SSE_HEADERS)
         self.subscription = sub
 

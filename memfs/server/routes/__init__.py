@@ -45,7 +45,7 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     s, m, v = StoreRoutes(storage), MemoryRoutes(storage), VersionRoutes(storage)
-    events = EventStream(storage, hub)
+    events = EventStream(storage, hub, metrics)
     stores = "/v1/memory_stores"
     store = stores + "/{store_id}"
     memory = store + "/memories/{memory_id}"
@@ -81,7 +81,7 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
                 Route(CHANGE_STREAM_PATH, events.change_stream, methods=["GET"]),
                 Route(
                     DBX_CHANGE_STREAM_PATH,
-                    DatabricksChangeStream(storage.databricks, hub).stream,
+                    DatabricksChangeStream(storage.databricks, hub, metrics).stream,
                     methods=["GET"],
                 ),
             ]

@@ -1,0 +1,307 @@
+"""Change-stream fan-out: each committed change is read from storage once per store, however
+many streams follow that store, and serialized once.
+
+A ``Fanout`` (one per change stream API, per server process: each PostgreSQL replica has its
+own) keeps a ``SharedFeed`` per followed topic (a store; ``changes.ChangeHub`` names them) while
+at least one stream follows it. Each stream is a ``Follower`` with its own position; it takes
+the feed's events after that position (the same ``SharedEvent`` objects, rendered once, for every
+follower), or reads storage on its own when it is behind what the feed still holds.
+
+The feed's state and its invariants:
+- ``position``: every committed change up to ``position`` has been read by the feed (or, for a
+  new feed, by the follower that created it, from a snapshot taken after it subscribed); every
+  change after it will be read by the feed after its next ``news`` (below). Only grows.
+- ``base <= position``, and ``_events`` holds every change after ``base`` up to ``position``,
+  oldest first (contiguous: so a follower whose position is ``>= base`` finds in it exactly the
+  changes after its own position). Bounded by ``max_events`` and ``max_bytes``: the oldest are
+  dropped (``base`` moves up), so a slow follower costs the server no memory of its own and
+  slows nobody; it reads storage on its own instead (``Follower``).
+- ``_news``: an uncounted hub subscription of the topic; it is pending when something was
+  published since the feed's last read *began*. ``refresh`` takes it before reading and puts it
+  back if the read does not finish (cancelled, database away), so a publish is never lost: a
+  read that began after a publish sees the change (publishes follow commits: ``changes``).
+  Reads run one at a time (``_lock``): N followers woken by one publish make one read; the
+  others wait for it and find its events.
+- ``gone``: the read said the store is gone (``NotFoundError``): nothing more will come; a
+  follower that has every event sends the end of the stream.
+- ``followers`` / ``rich_followers``: the streams that joined it (those wanting content, the
+  Memory Stores ``view=full``); the feed reads content only while one wants it, and an event
+  read without it is never handed to one that does (it reads storage on its own). The last
+  follower to leave drops the feed (and its subscription).
+
+A follower's position: after a read of its own found no more pages, its position may move up
+to the feed's ``position`` as seen *before* that read (every change up to there was committed
+before the read began, so the read returned it if it still exists and the follower wants it);
+that is how a follower behind the feed joins it, and how a store's first follower creates it.
+A follower subscribes to the hub before it reads anything, and refreshes the feed before it
+waits, so a change committed after its start is always sent, once, in commit order.
+
+What a stream sends for a version is what was committed when the feed read it, just after the
+commit: a redaction that lands later reaches the streams that read that version afterwards
+(a follower catching up), as it did when each stream read for itself.
+
+This module must not know either API's events, render SSE or read storage itself (the streams
+give it their read functions), nor contain SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+import trio
+
+from memfs.errors import NotFoundError
+from memfs.server.changes import ChangeHub, Subscription
+from memfs.server.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_EVENTS = 1024  # events a store's feed keeps for followers that lag a little
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # and their bytes at most (full views carry content)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class SharedEvent(Generic[T]):
+    """One committed change at ``position`` (its cursor), as the stream renders it (``payload``,
+    rendered once for every follower), ``size`` bytes, ``rich`` if read with content."""
+
+    position: int
+    payload: T
+    size: int
+    rich: bool = False
+
+
+Page = tuple[list[SharedEvent[T]], bool]  # the events after a position, oldest first; more?
+# Reads the changes after a position (in the stream's terms), with content if asked.
+Read = Callable[[int, bool], Awaitable[Page[T]]]
+Next = list[SharedEvent[T]] | Literal["idle", "closed"]
+
+
+class SharedFeed(Generic[T]):
+    """One topic's shared reader and its recent events (see the module docstring)."""
+
+    def __init__(
+        self,
+        news: Subscription,
+        read: Read[T],
+        position: int,
+        *,
+        max_events: int,
+        max_bytes: int,
+        count_read: Callable[[], None],
+    ) -> None:
+        self._news = news
+        self._read = read
+        self._count_read = count_read
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.base = position
+        self.position = position
+        self._events: list[SharedEvent[T]] = []
+        self._positions: list[int] = []  # of ``_events``, for bisection
+        self._bytes = 0
+        self._lock = trio.Lock()
+        self.gone: NotFoundError | None = None
+        self.followers = 0
+        self.rich_followers = 0
+        # Whatever was committed after ``position`` before the subscription: read it first.
+        news.mark_news()
+
+    def after(self, position: int, *, rich: bool) -> list[SharedEvent[T]] | None:
+        """The events after ``position``; None when the feed cannot tell (``position`` is
+        before ``base``, or a ``rich`` follower would get an event without content)."""
+        if position < self.base:
+            return None
+        events = self._events[bisect_right(self._positions, position) :]
+        if rich and not all(event.rich for event in events):
+            return None
+        return events
+
+    async def refresh(self) -> None:
+        """Read what was committed since the last read, if anything was published since it
+        began (one read at a time; the others wait for it)."""
+        async with self._lock:
+            while self.gone is None and self._news.take_news():
+                finished = False
+                try:
+                    more = True
+                    while more:
+                        self._count_read()
+                        events, more = await self._read(self.position, self.rich_followers > 0)
+                        self._append(events)
+                    finished = True
+                except NotFoundError as exc:
+                    self.gone = exc
+                    finished = True
+                finally:
+                    if not finished:
+                        self._news.mark_news()
+
+    def _append(self, events: list[SharedEvent[T]]) -> None:
+        for event in events:
+            if event.position <= self.position:  # never: positions grow in commit order
+                continue
+            self._events.append(event)
+            self._positions.append(event.position)
+            self._bytes += event.size
+            self.position = event.position
+        drop = 0
+        while drop < len(self._events) and (
+            len(self._events) - drop > self.max_events or self._bytes > self.max_bytes
+        ):
+            self._bytes -= self._events[drop].size
+            drop += 1
+        if drop:
+            self.base = self._positions[drop - 1]
+            del self._events[:drop], self._positions[:drop]
+
+    def close(self) -> None:
+        self._news.__exit__(None, None, None)
+
+
+class Fanout(Generic[T]):
+    """The shared feeds of one change stream API in this process, by topic."""
+
+    def __init__(
+        self,
+        hub: ChangeHub,
+        stream: str,
+        metrics: Metrics,
+        *,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.hub = hub
+        self.stream = stream  # the metrics label: ``memory_stores`` or ``databricks``
+        self.metrics = metrics
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._feeds: dict[str, SharedFeed[T]] = {}
+
+    def feed(self, topic: str) -> SharedFeed[T] | None:
+        return self._feeds.get(topic)
+
+    def follower(
+        self,
+        sub: Subscription,
+        position: int,
+        *,
+        rich: bool,
+        read_shared: Read[T],
+        read_own: Read[T],
+    ) -> Follower[T]:
+        """A follower of ``sub``'s topic from ``position``: ``read_shared`` reads every change
+        (the feed's reads), ``read_own`` what this follower wants (its catch-up)."""
+        return Follower(self, sub, position, rich=rich, read_shared=read_shared, read_own=read_own)
+
+    def _create(self, topic: str, read: Read[T], position: int) -> SharedFeed[T]:
+        feed = SharedFeed(
+            self.hub.subscribe(topic),
+            read,
+            position,
+            max_events=self.max_events,
+            max_bytes=self.max_bytes,
+            count_read=lambda: self.metrics.count_stream_read(self.stream, "shared"),
+        )
+        self._feeds[topic] = feed
+        return feed
+
+    def _leave(self, topic: str, feed: SharedFeed[T], rich: bool) -> None:
+        feed.followers -= 1
+        feed.rich_followers -= rich
+        if feed.followers == 0 and self._feeds.get(topic) is feed:
+            del self._feeds[topic]
+            feed.close()
+
+    @property
+    def feed_count(self) -> int:
+        return len(self._feeds)
+
+
+class Follower(Generic[T]):
+    """One change stream's place in its topic: ``next()`` gives its next events, oldest first.
+
+    Use as a context manager: leaving releases its feed. It joins the topic's feed as soon as it
+    sees one, and reads storage on its own while its position is behind what the feed holds.
+    """
+
+    def __init__(
+        self,
+        fanout: Fanout[T],
+        sub: Subscription,
+        position: int,
+        *,
+        rich: bool,
+        read_shared: Read[T],
+        read_own: Read[T],
+    ) -> None:
+        self.fanout = fanout
+        self.sub = sub
+        self.topic = sub.store_id
+        self.position = position
+        self.rich = rich
+        self._read_shared = read_shared
+        self._read_own = read_own
+        self._feed: SharedFeed[T] | None = None  # the feed it joined
+
+    def _joined(self) -> SharedFeed[T] | None:
+        if self._feed is None:
+            feed = self.fanout.feed(self.topic)
+            if feed is not None:
+                feed.followers += 1
+                feed.rich_followers += self.rich
+                self._feed = feed
+        return self._feed
+
+    async def next(self) -> Next[T]:
+        """The next events after this follower's position (moving it past them); ``idle``
+        after the hub's heartbeat period without any; ``closed`` when the hub closed.
+        Raises ``NotFoundError`` when the store is gone, as storage does."""
+        while True:
+            feed = self._joined()
+            if feed is not None:
+                await feed.refresh()
+                events = feed.after(self.position, rich=self.rich)
+                if events is not None:
+                    if events:
+                        self.position = events[-1].position
+                        return events
+                    if feed.gone is not None:
+                        raise feed.gone
+                    news = await self.sub.next_news()
+                    if news != "news":
+                        return news
+                    continue
+            events = await self._catch_up(feed)
+            if events:
+                return events
+
+    async def _catch_up(self, feed: SharedFeed[T] | None) -> list[SharedEvent[T]]:
+        """One page read on its own; at the end of the backlog, join (or create) the feed."""
+        seen = feed.position if feed is not None else None
+        self.fanout.metrics.count_stream_read(self.fanout.stream, "own")
+        events, more = await self._read_own(self.position, self.rich)
+        if events:
+            self.position = events[-1].position
+        if not more:
+            if seen is not None:
+                self.position = max(self.position, seen)
+            elif self.fanout.feed(self.topic) is None:
+                # This read's snapshot was taken after ``sub`` subscribed: everything up to
+                # ``position`` is read; the new feed reads what came after (module docstring).
+                self.fanout._create(self.topic, self._read_shared, self.position)
+        return events
+
+    def __enter__(self) -> Follower[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._feed is not None:
+            self.fanout._leave(self.topic, self._feed, self.rich)
+            self._feed = None
