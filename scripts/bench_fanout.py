@@ -137,7 +137,7 @@ async def measure(url: str, pid: int, n: int, writes: int) -> tuple[list[float],
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[0, 300, 1000])
-    parser.add_argument("--writes", type=int, default=30)
+    parser.add_argument("--writes", type=int, default=20)
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

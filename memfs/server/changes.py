@@ -1,14 +1,18 @@
 """Change notification for the change stream: who must look at a store again, and when.
 
-A notification carries no data, only "store S has committed something new": the change stream
-(``event_stream.EventStream``) then reads the versions after its cursor *from storage*. So a
-lost, duplicated or coalesced notification can delay an event but never lose or reorder one, and
-replay after a reconnect and live streaming are the same code path.
+A notification carries no data, only "store S has committed something new": the store's shared
+reader (``fanout.SharedFeed``, one per followed store in this process) then reads the changes
+after its position *from storage*, once for every stream that follows S, and a stream behind it
+reads after its own cursor. So a lost, duplicated or coalesced notification can delay an event
+but never lose or reorder one, and replay after a reconnect and live streaming are the same code
+path.
 
-- ``ChangeHub``: the in-process fan-out. ``subscribe(store_id)`` returns a ``Subscription``
-  whose ``wait()`` returns once something was published for that store since the previous
-  ``wait()`` (or the hub closed). Subscribe *before* reading storage: a publish that lands
-  during the read then wakes the next ``wait()`` at once, so nothing slips between.
+- ``ChangeHub``: the in-process fan-out of notifications. ``subscribe(store_id)`` returns a
+  ``Subscription`` whose ``wait()`` returns once something was published for that store since
+  the previous ``wait()`` (or the hub closed); ``take_news()`` is the same without waiting (a
+  store's shared reader reads only when there is news). Subscribe *before* reading storage: a
+  publish that lands during the read then wakes the next ``wait()`` at once, so nothing slips
+  between.
   It also bounds the open streams of each API key (``max_streams_per_key``): one more
   ``subscribe(…, key=…)`` raises ``TooManyStreamsError`` (a 429 with ``retry-after``), so a
   client cannot hold unbounded connections, subscriptions and tasks. The bound is per process

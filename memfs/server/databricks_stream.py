@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from functools import partial
 
@@ -137,7 +137,7 @@ class DatabricksChangeStream:
 
     async def _events(
         self, sub: changes.Subscription, store_id: str, actor: str | None, position: int
-    ) -> AsyncIterator[str | bytes]:
+    ) -> AsyncGenerator[str | bytes, None]:
         every = partial(self._changes_after, store_id, None)
         own = partial(self._changes_after, store_id, actor)
         with (

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -172,7 +172,7 @@ class EventStream:
 
     async def _change_events(
         self, sub: changes.Subscription, start: datetime, full: bool, request_id: str
-    ) -> AsyncIterator[str | bytes]:
+    ) -> AsyncGenerator[str | bytes, None]:
         assert self.fanout is not None
         read = partial(self._versions_after, sub.store_id)
         position = changes.position_of(start)

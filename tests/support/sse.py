@@ -26,7 +26,9 @@ class RawStream:
         self.path = path
         self.headers = headers
         self.recv_buffer = recv_buffer
-        self.events: list[tuple[str, str | None, dict[str, Any]]] = []
+        # (event name, id, data not yet decoded: JSON is decoded when asked for, so a process
+        # holding hundreds of streams spends little while they receive)
+        self._events: list[tuple[str, str | None, str]] = []
         self.ended = False
         self.resumed = trio.Event()
         self.resumed.set()
@@ -39,11 +41,16 @@ class RawStream:
         self.resumed.set()
 
     def named(self, name: str) -> list[tuple[str | None, dict[str, Any]]]:
-        return [(event_id, data) for kind, event_id, data in self.events if kind == name]
+        return [
+            (event_id, json.loads(data)) for kind, event_id, data in self._events if kind == name
+        ]
+
+    def count(self, name: str) -> int:
+        return sum(1 for kind, _, _ in self._events if kind == name)
 
     async def wait_for(self, name: str, count: int) -> None:
         """Until ``count`` events called ``name`` arrived (or the stream ended)."""
-        while len(self.named(name)) < count and not self.ended:
+        while self.count(name) < count and not self.ended:
             self._arrived = trio.Event()
             await self._arrived.wait()
 
@@ -76,7 +83,7 @@ class RawStream:
                 while b"\n\n" in buffer:
                     block, buffer = buffer.split(b"\n\n", 1)
                     self._parse(block.decode())
-                    if not started and self.named("ready"):
+                    if not started and self.count("ready"):
                         started = True
                         task_status.started()
         self.ended = True
@@ -87,5 +94,5 @@ class RawStream:
     def _parse(self, block: str) -> None:
         fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
         if "event" in fields:
-            self.events.append((fields["event"], fields.get("id"), json.loads(fields["data"])))
+            self._events.append((fields["event"], fields.get("id"), fields["data"]))
             self._arrived.set()
