@@ -3,8 +3,11 @@
 FUSE daemon, in alternating rounds of one run.
 
 Issue 13 asks that writing and closing 200 new files cost at most 2x the same loop on local disk
-with ``fdatasync`` per file (a memfs close is durable). This separates what memfs adds from what
-any pyfuse3 + trio daemon costs: each round writes 200 files (``bench_mount.write_many``) into
+with ``fdatasync`` per file (a memfs close is durable); issue 21 asks the same in a directory
+that already holds 1,700 memories. This separates what memfs adds from what any pyfuse3 + trio
+daemon costs: each round writes ``--files`` new files into a directory that holds
+``--directory-memories`` files already (the tree of ``bench_mount.py``, in one directory; 0: a
+fresh directory each round, as ``bench_mount.write_many``), in
 
 - a local directory, plain and with ``fdatasync`` before each close;
 - ``floorfs --writable`` (``scripts/floorfs.py``: create and write into memory, nothing else),
@@ -12,7 +15,9 @@ any pyfuse3 + trio daemon costs: each round writes 200 files (``bench_mount.writ
   ``fdatasync``s it: the least a durable close can cost in such a daemon);
 - a memfs mount of a fresh store on a local ``memfs server``.
 
-Targets run in a new order each round; medians over ``--rounds``. Owns no product code.
+Targets run in a new order each round; medians over ``--rounds``. The files a round wrote are
+removed after it (memfs: until the store has the removals), so every round finds the directory
+at its size. Owns no product code.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_floor import FLOORFS, stop_floorfs, stop_memfs, wait_mounted
-from bench_mount import Mount, seed, server, timed, write_many
+from bench_mount import Mount, make_tree, seed, server, timed, write_many, write_tree
 
 from memfs.api.config import ClientConfig, Secret
 
@@ -42,11 +47,38 @@ FLOOR, FLOOR_JOURNAL = "floorfs (create + write in memory)", "floorfs + fdatasyn
 MEMFS = "memfs"
 
 
+def write_into(directory: Path, label: str, count: int, *, sync: bool) -> None:
+    """``count`` new small files in ``directory``, each written and closed (``sync``:
+    ``fdatasync`` before the close), as ``bench_mount.write_many`` does in a fresh directory."""
+    for n in range(count):
+        with open(directory / f"{label}-w{n:03}.md", "w") as handle:
+            handle.write(f"small file {n}\n")
+            if sync:
+                handle.flush()
+                os.fdatasync(handle.fileno())
+
+
+def remove_written(directory: Path) -> None:
+    """What the rounds wrote: every name ``write_into`` or ``write_many`` made."""
+    for path in directory.iterdir():
+        if path.name.startswith("r") and "-w" in path.name:
+            path.unlink()
+        elif path.name.startswith("written-"):
+            shutil.rmtree(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument(
+        "--directory-memories", type=int, default=1700,
+        help="files the directory written into holds already (0: a fresh directory each round)",
+    )  # fmt: skip
     args = parser.parse_args()
+    size = args.directory_memories
+    tree = make_tree(size, 1, seed=1)  # one directory: topic-00
+    big = Path("topic-00") if size else Path()
     key = "sk-memfs-bench-" + secrets.token_hex(12)
     times: dict[str, list[float]] = {
         t: [] for t in (LOCAL, LOCAL_SYNC, FLOOR, FLOOR_JOURNAL, MEMFS)
@@ -56,12 +88,14 @@ def main() -> int:
         server(key, Path(tmp)) as url,
     ):
         work = Path(tmp)
-        store_id = trio.run(seed, ClientConfig(api_key=Secret(key), base_url=url), {})
+        store_id = trio.run(seed, ClientConfig(api_key=Secret(key), base_url=url), tree)
         env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-        (work / "empty").mkdir()
-        (work / "local").mkdir()
+        write_tree(tree, work / "source")  # floorfs serves a copy of it
+        write_tree(tree, work / "local")
+        for directory in ("source", "local"):
+            (work / directory).mkdir(exist_ok=True)
         floors: dict[str, tuple[Path, subprocess.Popen[bytes]]] = {}
         memfs = Mount(store_id, work / "memfs", env, work / "cache")
         try:
@@ -72,18 +106,19 @@ def main() -> int:
                 command = [sys.executable, str(FLOORFS), "--writable", *extra]
                 with open(log, "wb") as out:
                     proc = subprocess.Popen(
-                        [*command, str(work / "empty"), str(point)], stdout=out, stderr=out
+                        [*command, str(work / "source"), str(point)], stdout=out, stderr=out
                     )
                 wait_mounted(point, proc, log)
                 floors[name] = (point, proc)
             memfs.mount()
             roots = {
-                LOCAL: work / "local",
-                LOCAL_SYNC: work / "local",
-                FLOOR: floors[FLOOR][0],
-                FLOOR_JOURNAL: floors[FLOOR_JOURNAL][0],
-                MEMFS: memfs.point,
+                LOCAL: work / "local" / big,
+                LOCAL_SYNC: work / "local" / big,
+                FLOOR: floors[FLOOR][0] / big,
+                FLOOR_JOURNAL: floors[FLOOR_JOURNAL][0] / big,
+                MEMFS: memfs.point / big,
             }
+            write = write_into if size else write_many
             order = list(times)
             for n in range(args.rounds):
                 order = order[1:] + order[:1]  # each target first in turn
@@ -92,11 +127,11 @@ def main() -> int:
                     sync = name == LOCAL_SYNC
                     files = args.files
                     times[name].append(
-                        timed(lambda: write_many(roots[name], label, files, sync=sync))  # noqa: B023
+                        timed(lambda: write(roots[name], label, files, sync=sync))  # noqa: B023
                     )
                 memfs.settle()  # this round's uploads do not run into the next round
-                for path in memfs.point.iterdir():  # a store holds at most 2,000 memories
-                    shutil.rmtree(path)
+                remove_written(roots[MEMFS])  # a store holds at most 2,000 memories
+                remove_written(roots[LOCAL])
                 memfs.settle()
         finally:
             stop_memfs(memfs)
@@ -106,7 +141,8 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(
         f"{time.strftime('%Y-%m-%d %H:%M')}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {load:.1f}; {args.files} new files a round, median of {args.rounds} rounds\n"
+        f"load average {load:.1f}; {args.files} new files a round in a directory of {size} "
+        f"files, median of {args.rounds} rounds\n"
     )
     print("| target | seconds | ms per file | vs local with fdatasync |")
     print("|---|---:|---:|---:|")
