@@ -42,13 +42,11 @@ def run(args: argparse.Namespace) -> int:
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:
-        status_file = state_path(mountpoint, "status")
+        doc = _status_of(mountpoint, state_path)
     except MountError as exc:
         print(f"memfs status: {exc}", file=sys.stderr)
         return 1
-    try:
-        doc = json.loads(status_file.read_text())
-    except (OSError, ValueError):
+    if doc is None:
         print(f"memfs status: no memfs mount daemon reports on {mountpoint}", file=sys.stderr)
         return 1
     if not _running(doc.get("pid")):  # killed: its last status is stale
@@ -63,6 +61,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(doc))
     return 0
+
+
+def _status_of(mountpoint: str, state_path: Any) -> dict[str, Any] | None:
+    """The status document of the mount on ``mountpoint``; for ``ROOT/<slug>`` of a mount of
+    several stores, that store's section (``memfs.mount.status.store_section``)."""
+    from memfs.mount.status import store_section
+
+    doc = _read_status(state_path(mountpoint, "status"))
+    if doc is not None:
+        return doc
+    root, slug = os.path.split(mountpoint.rstrip("/"))
+    several = _read_status(state_path(root, "status")) if slug else None
+    if several is None or "stores" not in several:
+        return None
+    return store_section(several, slug)
+
+
+def _read_status(path: Any) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _running(pid: object) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
@@ -31,6 +32,7 @@ from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
 from memfs.core.build import build_core
 from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.model.config import VfsConfig
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.store_core import Invalidation, StoreCore
 from memfs.errors import (
     ApiConnectionError,
@@ -43,17 +45,22 @@ from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import MemoryReturn
 from memfs.mount.owner import Owner
+from memfs.mount.root import RootOperations, StoreDirectory, UnavailableStore
 from memfs.mount.router import Router
+from memfs.mount.scratch import Scratch
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
     JournalsOfStore,
     RecentErrors,
     StatusWriter,
+    collect,
+    collect_mount,
+    mount_report,
     render_report,
     report_problems,
     unmount_report,
 )
-from memfs.numbers import SINGLE_STORE
+from memfs.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
 from memfs.private import NotPrivateError, private_dir, replace_file
 from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError, default_cache_dir
@@ -66,6 +73,24 @@ FINAL_FLUSH_SECONDS = 30.0
 # report reaches those who wait for it in time: `memfs umount` (45 s), a session stop (30 s in all)
 FINAL_RETRY_SECONDS = 10.0
 DATABRICKS_API = "Databricks Agent Memory API"
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """One store of a mount of several (``MountOptions.stores``): the directory ``slug`` at
+    the mount's root, and how to reach the store (as the single-store options say it)."""
+
+    slug: str
+    store: str
+    read_only: bool = False
+    api: str = "memory-stores"
+    api_key_file: str | None = None
+    base_url: str | None = None
+    session_id: str | None = None
+    actor: str | None = None
+    dbx_session: str | None = None
+    profile: str | None = None
+    replay_legacy_journal: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,44 @@ class MountOptions:
     # upload the records of a journal of an earlier memfs, which recorded no workspace, to this
     # mount's workspace (never done unasked: they may have been written for another server)
     replay_legacy_journal: bool = False
+    # a mount of several stores (a session): each a directory at the root, every other name
+    # there local scratch of at most ``scratch_bytes`` (None: ``local_bytes``); when set, the
+    # single-store fields above (store, read_only, api, ...) are not used
+    stores: tuple[StoreSpec, ...] = ()
+    scratch_bytes: int | None = None
+
+    def store_specs(self) -> list[StoreSpec]:
+        """The stores to serve: ``stores``, or the one the single-store fields name (its slug
+        is empty: it is the mount's root)."""
+        if self.stores:
+            return list(self.stores)
+        return [
+            StoreSpec(
+                slug="",
+                store=self.store,
+                read_only=self.read_only,
+                api=self.api,
+                api_key_file=self.api_key_file,
+                base_url=self.base_url,
+                session_id=self.session_id,
+                actor=self.actor,
+                dbx_session=self.dbx_session,
+                profile=self.profile,
+                replay_legacy_journal=self.replay_legacy_journal,
+            )
+        ]
+
+
+def check_slugs(specs: list[StoreSpec]) -> None:
+    """Refuse slugs that are not one distinct name each (a directory at the mount's root)."""
+    seen: set[str] = set()
+    for spec in specs:
+        slug = spec.slug
+        if slug in ("", ".", "..") or "/" in slug or "\0" in slug or len(slug.encode()) > 255:
+            raise MountError(f"{slug!r} cannot name a store's directory")
+        if slug in seen:
+            raise MountError(f"two stores are named {slug!r}")
+        seen.add(slug)
 
 
 @dataclass(frozen=True)
@@ -164,149 +227,316 @@ def make_invalidator() -> Callable[[list[Invalidation]], Awaitable[None]]:
     return invalidate
 
 
+@dataclass(eq=False)
+class ServedStore:
+    """One store of a running daemon: how it was opened, its core, and how it is doing."""
+
+    spec: StoreSpec
+    store: OpenStore
+    core: StoreCore
+    operations: FuseOperations
+    journal: Journal | None
+    journals: JournalsOfStore
+    slot: int  # of the router (memfs.numbers): 0 for a mount of one store
+    feed: ChangeFeed | None = None
+    # its background tasks failed (the others keep running): why, for ``memfs status``
+    failed: str | None = None
+    flush_errors: list[str] = field(default_factory=list)  # its final flush's, for the report
+
+    @property
+    def read_only(self) -> bool:
+        return self.core.read_only
+
+
 class Daemon:
-    """Runs one mount until it is unmounted or signalled."""
+    """Runs one mount (of one store, or of several with scratch) until it is unmounted or
+    signalled."""
 
     def __init__(self, options: MountOptions, ready: Callable[[str], None]) -> None:
         self.options = options
         self._ready = ready
-        self.vfs: StoreCore | None = None
+        self.stores: list[ServedStore] = []
+        # in a mount of several, the stores that could not be opened: slot -> (spec, why)
+        self.unavailable: dict[int, tuple[StoreSpec, str]] = {}
+        self.scratch: Scratch | None = None  # a mount of several stores only
+        self._root: RootOperations | None = None  # likewise: its slot 0
+        self._writer: StatusWriter | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
-        self._about: dict[str, str] = {}  # the report's mountpoint and store name, once known
         # the flushes of a signal and of the end of the FUSE loop: one at a time, one deadline
         self._flush_lock = trio.Lock()
         self._flush_deadline: float | None = None
         self._retry_deadline = 0.0
-        self._flush_errors: list[str] = []
-        self._requests_flushed: int | None = None  # the queue's ``requests`` a pass saw
+        self._requests_flushed: tuple[int, ...] | None = None  # the queues' ``requests``
+
+    @property
+    def several(self) -> bool:
+        """A mount of several stores (each a directory at the root, beside scratch)."""
+        return bool(self.options.stores)
 
     async def run(self) -> int:
         opts = self.options
-        async with self._open_store() as store:
-            read_only = opts.read_only or store.archived
-            # a read-only mount never writes, not even a replay: its journal stays untouched
-            journal, kept = (None, None) if read_only else self._open_journal(store)
-            untouched = self._leave_journal(store) if read_only else 0
-            journals = self._journals_not_replayed(store)
-            vfs: StoreCore = build_core(
-                store.quick,
-                VfsConfig(
-                    read_only=read_only,
-                    grace=opts.grace,
-                    update_delay=opts.update_delay,
-                    fsync_timeout=opts.fsync_timeout,
-                    cache_bytes=int(opts.cache_mb * 1024 * 1024),
-                    local_bytes=opts.local_bytes,
-                    walk_lookahead=opts.readahead_dirs,
-                    server_search=opts.server_search,
-                    uid=os.getuid() if opts.owner.uid is None else opts.owner.uid,
-                    gid=os.getgid() if opts.owner.gid is None else opts.owner.gid,
-                    umask=opts.owner.umask,
-                ),
-                upload_store=store.uploads,
-                journal=journal,
-                kept_dir=kept,
-                untouched=untouched,
-                invalidator=make_invalidator(),
-                numbers=SINGLE_STORE,
-            )
-            if journal is not None:
-                await self._replay(vfs)  # before mounting: nobody waits on a mount not serving
-            self.vfs = vfs
-            options = set(pyfuse3.default_options)
-            options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
-            # libfuse's default, said out loud so that no option we add drops it: a file an
-            # agent made or chmodded here never runs with its set-user-ID bit, nor is a device.
-            options |= {"nosuid", "nodev"}
-            if read_only:
-                options.add("ro")
-            if opts.debug:
-                options.add("debug")
-            if opts.allow_other:
-                # root needs no user_allow_other in /etc/fuse.conf; other users do (fusermount3)
-                options.add("allow_other")
-                log.warning(
-                    "allow_other: every user of this machine can read the store through %s",
-                    opts.mountpoint,
-                )
-            elif opts.owner.uid not in (None, os.getuid()):
-                log.warning(
-                    "the files belong to uid %d, but without --allow-other only uid %d can use "
-                    "the mount",
-                    opts.owner.uid,
-                    os.getuid(),
-                )
-            ops = Router()
-            ops.serve(0, FuseOperations(vfs))  # slot 0: the store is the mount's root
-            # computed before init: once mounted, a syscall on the mount point from this process
-            # would wait for the FUSE loop that has not started yet
-            pid_file = state_path(opts.mountpoint, "pid")
-            self._report_file = state_path(opts.mountpoint, "report.json")
-            self._report_file.unlink(missing_ok=True)  # an earlier daemon's: not ours to leave
-            status_file = state_path(opts.mountpoint, "status")
-            try:
-                pyfuse3.init(ops, opts.mountpoint, options)
-            except RuntimeError as exc:
-                raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
-            replace_file(pid_file, f"{os.getpid()}\n{opts.mountpoint}\n".encode(), "pid file")
-            log.info(
-                "mounted store %s on %s%s",
-                store.described,
+        specs = opts.store_specs()
+        if self.several:
+            check_slugs(specs)
+        check_mountpoint(opts.mountpoint)
+        async with contextlib.AsyncExitStack() as stack:
+            for index, spec in enumerate(specs):
+                slot = index + 1 if self.several else 0
+                try:
+                    store = await stack.enter_async_context(self._open_store(spec))
+                    served = self._serve_store(spec, store, slot)
+                except MountError as exc:
+                    if not self.several:
+                        raise
+                    # one store failing is one store failing: its directory says so (EIO)
+                    log.error("store %s cannot be served: %s", spec.slug, exc)
+                    self.unavailable[slot] = (spec, str(exc))
+                    continue
+                self.stores.append(served)
+                if served.journal is not None:
+                    stack.callback(served.journal.close)
+                    # before mounting: nobody waits on a mount not serving
+                    await self._replay(served)
+            return await self._mount()
+
+    def _serve_store(self, spec: StoreSpec, store: OpenStore, slot: int) -> ServedStore:
+        """Build the core of ``store`` in its slot of the mount (memfs.numbers)."""
+        opts = self.options
+        read_only = spec.read_only or store.archived
+        # a read-only mount never writes, not even a replay: its journal stays untouched
+        journal, kept = (None, None) if read_only else self._open_journal(store, spec)
+        untouched = self._leave_journal(store) if read_only else 0
+        journals = self._journals_not_replayed(store)
+        numbers = StoreNumbers.in_slot(slot * SLOT) if self.several else SINGLE_STORE
+        core: StoreCore = build_core(
+            store.quick,
+            VfsConfig(
+                read_only=read_only,
+                grace=opts.grace,
+                update_delay=opts.update_delay,
+                fsync_timeout=opts.fsync_timeout,
+                cache_bytes=int(opts.cache_mb * 1024 * 1024),
+                local_bytes=opts.local_bytes,
+                walk_lookahead=opts.readahead_dirs,
+                server_search=opts.server_search,
+                uid=self._uid,
+                gid=self._gid,
+                umask=opts.owner.umask,
+            ),
+            upload_store=store.uploads,
+            journal=journal,
+            kept_dir=kept,
+            untouched=untouched,
+            invalidator=make_invalidator(),
+            numbers=numbers,
+        )
+        above = self._root_entry if self.several else None
+        operations = FuseOperations(core, above_root=above)
+        return ServedStore(spec, store, core, operations, journal, journals, slot)
+
+    @property
+    def _uid(self) -> int:
+        return os.getuid() if self.options.owner.uid is None else self.options.owner.uid
+
+    @property
+    def _gid(self) -> int:
+        return os.getgid() if self.options.owner.gid is None else self.options.owner.gid
+
+    async def _root_entry(self) -> pyfuse3.EntryAttributes:
+        assert self._root is not None
+        return await self._root.root_entry()
+
+    def _router(self) -> Router:
+        """The mount's operations: one store in slot 0, or the root and scratch in slot 0 and
+        each store in the next slots (memfs.numbers)."""
+        router = Router()
+        if not self.several:
+            router.serve(0, self.stores[0].operations)  # the store is the mount's root
+            return router
+        opts = self.options
+        self.scratch = Scratch(
+            NumberRange(ROOT_INODE, SLOT),
+            budget=opts.local_bytes if opts.scratch_bytes is None else opts.scratch_bytes,
+            uid=self._uid,
+            gid=self._gid,
+            mode=0o777 & ~opts.owner.umask,
+        )
+        directories: dict[str, StoreDirectory] = {}
+        for served in self.stores:
+            directories[served.spec.slug] = served.operations
+            router.serve(served.slot, served.operations)
+        for slot, (spec, why) in self.unavailable.items():
+            root_ino = StoreNumbers.in_slot(slot * SLOT).files.first
+            unavailable = UnavailableStore(root_ino, why, uid=self._uid, gid=self._gid)
+            directories[spec.slug] = unavailable
+            router.serve(slot, unavailable)
+        self._root = RootOperations(self.scratch, directories)
+        router.serve(0, self._root, statfs=True)
+        return router
+
+    def _mount_options(self) -> set[str]:
+        opts = self.options
+        options = set(pyfuse3.default_options)
+        options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
+        # libfuse's default, said out loud so that no option we add drops it: a file an
+        # agent made or chmodded here never runs with its set-user-ID bit, nor is a device.
+        options |= {"nosuid", "nodev"}
+        # a mount of several stores is never "ro": a read-only store refuses in its subtree
+        if not self.several and self.stores[0].read_only:
+            options.add("ro")
+        if opts.debug:
+            options.add("debug")
+        if opts.allow_other:
+            # root needs no user_allow_other in /etc/fuse.conf; other users do (fusermount3)
+            options.add("allow_other")
+            log.warning(
+                "allow_other: every user of this machine can read the store through %s",
                 opts.mountpoint,
-                " read-only" if read_only else "",
             )
-            unmounted = False
-            try:
-                async with trio.open_nursery() as nursery:
-                    await vfs.start(nursery)
-                    errors = RecentErrors()
-                    logging.getLogger("memfs").addHandler(errors)
-                    self._about = {"mountpoint": opts.mountpoint, "store_name": store.name}
-                    writer = StatusWriter(
-                        status_file,
-                        vfs,
-                        None,  # the change feed's, once it has started
-                        errors,
-                        mountpoint=opts.mountpoint,
-                        store_name=store.name,
-                        journals=journals,
+        elif opts.owner.uid not in (None, os.getuid()):
+            log.warning(
+                "the files belong to uid %d, but without --allow-other only uid %d can use "
+                "the mount",
+                opts.owner.uid,
+                os.getuid(),
+            )
+        return options
+
+    async def _mount(self) -> int:
+        opts = self.options
+        router = self._router()
+        # computed before init: once mounted, a syscall on the mount point from this process
+        # would wait for the FUSE loop that has not started yet
+        pid_file = state_path(opts.mountpoint, "pid")
+        self._report_file = state_path(opts.mountpoint, "report.json")
+        self._report_file.unlink(missing_ok=True)  # an earlier daemon's: not ours to leave
+        status_file = state_path(opts.mountpoint, "status")
+        try:
+            pyfuse3.init(router, opts.mountpoint, self._mount_options())
+        except RuntimeError as exc:
+            raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
+        replace_file(pid_file, f"{os.getpid()}\n{opts.mountpoint}\n".encode(), "pid file")
+        for served in self.stores:
+            where = os.path.join(opts.mountpoint, served.spec.slug)
+            ro = " read-only" if served.read_only else ""
+            log.info("mounted store %s on %s%s", served.store.described, where, ro)
+        unmounted = False
+        try:
+            async with trio.open_nursery() as nursery:
+                errors = RecentErrors()
+                logging.getLogger("memfs").addHandler(errors)
+                for served in self.stores:
+                    await nursery.start(self._run_store, served)
+                self._writer = StatusWriter(status_file, lambda: self._status(errors))
+                await nursery.start(self._writer.run)
+                # removed local-only or refused files: their memory goes back to the system
+                await nursery.start(MemoryReturn(self._local_bytes).run)
+                # started (handlers installed) before "ok": a SIGTERM right after a mount
+                # reports ready must flush and unmount, not kill the process
+                await nursery.start(self._signals)
+                self._ready("ok")
+                unmounted = await self._serve() and not self._stopping
+                if unmounted and is_dead_mount(opts.mountpoint):  # its connection is gone
+                    log.warning(
+                        "the kernel connection of %s was aborted; the mount point stays "
+                        "disconnected until: memfs umount %s",
+                        opts.mountpoint,
+                        opts.mountpoint,
                     )
-                    await nursery.start(writer.run)
-                    # removed local-only or refused files: their memory goes back to the system
-                    await nursery.start(MemoryReturn(lambda: vfs.local_bytes).run)
-                    # started (handlers installed) before "ok": a SIGTERM right after a mount
-                    # reports ready must flush and unmount, not kill the process
-                    await nursery.start(self._signals)
-                    # the feed starts while the mount serves: its probe and the stream's
-                    # "ready" (up to 10 s) never delay the mount
-                    nursery.start_soon(self._start_change_feed, vfs, writer, nursery)
-                    self._ready("ok")
-                    unmounted = await self._serve() and not self._stopping
-                    if unmounted and is_dead_mount(opts.mountpoint):  # its connection is gone
-                        log.warning(
-                            "the kernel connection of %s was aborted; the mount point stays "
-                            "disconnected until: memfs umount %s",
-                            opts.mountpoint,
-                            opts.mountpoint,
-                        )
-                    await self._final_flush(vfs)
-                    nursery.cancel_scope.cancel()
-            finally:
-                pyfuse3.close(unmount=not unmounted)
-                pid_file.unlink(missing_ok=True)
-                if journal is not None:
-                    journal.close()
-                log.info("unmounted %s", opts.mountpoint)
+                await self._final_flush()
+                nursery.cancel_scope.cancel()
+        finally:
+            pyfuse3.close(unmount=not unmounted)
+            pid_file.unlink(missing_ok=True)
+            log.info("unmounted %s", opts.mountpoint)
         return 0
 
-    @asynccontextmanager
-    async def _open_store(self) -> AsyncIterator[OpenStore]:
-        """The store named by the options, opened (a ``MountError`` with a one-line message if
-        it cannot be), for the lifetime of the mount."""
+    def _local_bytes(self) -> int:
+        scratch = self.scratch.used if self.scratch is not None else 0
+        return scratch + sum(served.core.local_bytes for served in self.stores)
+
+    async def _run_store(
+        self, served: ServedStore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The background tasks of one store, in a nursery of its own: if one fails, that
+        store's tasks end (its subtree keeps answering, from what its core holds, and says so
+        in ``memfs status``) and the other stores keep theirs."""
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                await served.core.start(nursery)
+                task_status.started()
+                started = True
+                # the feed starts while the mount serves: its probe and the stream's "ready"
+                # (up to 10 s) never delay the mount
+                nursery.start_soon(self._start_change_feed, served, nursery)
+        except Exception as exc:
+            served.failed = f"its background tasks failed: {exc!r}"
+            log.exception("store %s: background tasks failed", served.store.described)
+            if not started:  # it failed while starting: the mount serves all the same
+                task_status.started()
+
+    async def _start_change_feed(self, served: ServedStore, nursery: trio.Nursery) -> None:
+        """Choose and start the change feed of a store, then run it in ``nursery``."""
         opts = self.options
+        core = served.core
+        source = await choose_source(core, nursery, use_stream=opts.change_stream)
+        core.feed_starts()  # what was fetched before it is not vouched for
+        feed = ChangeFeed(
+            core, source, interval=opts.poll_interval, idle_interval=opts.idle_poll_interval
+        )
+        await nursery.start(feed.run)
+        await nursery.start(feed.run_due_invalidations)
+        served.feed = feed
+        if self._writer is not None:
+            with contextlib.suppress(OSError):  # else at the next second
+                self._writer.write()  # `memfs status` names the feed at once
+
+    def _status(self, errors: RecentErrors) -> dict[str, Any]:
+        """The status document (``memfs.mount.status``): one store's, or one section per store."""
+        mountpoint = self.options.mountpoint
+        if not self.several:
+            served = self.stores[0]
+            return collect(
+                served.core,
+                served.feed,
+                errors,
+                mountpoint=mountpoint,
+                store_name=served.store.name,
+                journals=served.journals,
+            )
+        sections = [
+            collect(
+                served.core,
+                served.feed,
+                None,
+                mountpoint=os.path.join(mountpoint, served.spec.slug),
+                store_name=served.store.name,
+                journals=served.journals,
+            )
+            | {"slug": served.spec.slug, "failed": served.failed}
+            for served in self.stores
+        ]
+        sections += [
+            {
+                "slug": spec.slug,
+                "mountpoint": os.path.join(self.options.mountpoint, spec.slug),
+                "store_id": None,
+                "store_name": spec.store,
+                "unavailable": why,
+            }
+            for spec, why in self.unavailable.values()
+        ]
+        assert self.scratch is not None
+        return collect_mount(sections, self.scratch.status(), errors, mountpoint=mountpoint)
+
+    @asynccontextmanager
+    async def _open_store(self, opts: StoreSpec) -> AsyncIterator[OpenStore]:
+        """The store ``opts`` names, opened (a ``MountError`` with a one-line message if it
+        cannot be), for the lifetime of the mount."""
         if opts.api == "databricks":
-            async with self._open_databricks() as store:
+            async with self._open_databricks(opts) as store:
                 yield store
             return
         try:
@@ -315,7 +545,6 @@ class Daemon:
             )
         except ConfigError as exc:
             raise MountError(str(exc)) from None
-        check_mountpoint(opts.mountpoint)
         async with StoreClient(config) as client:
             # syscalls wait on these clients: a long retry-after is an error, not a wait
             quick = client.with_options(timeout=5.0, max_retries=1, deadline=10.0)
@@ -342,12 +571,10 @@ class Daemon:
             )
 
     @asynccontextmanager
-    async def _open_databricks(self) -> AsyncIterator[OpenStore]:
+    async def _open_databricks(self, opts: StoreSpec) -> AsyncIterator[OpenStore]:
         from memfs.api.databricks import open_store
 
-        opts = self.options
         assert opts.actor is not None, "the command line requires --actor"
-        check_mountpoint(opts.mountpoint)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 opened = await stack.enter_async_context(
@@ -368,26 +595,10 @@ class Daemon:
                 workspace=WorkspaceId.of(opts.api, opened.base_url),
             )
 
-    async def _start_change_feed(
-        self, vfs: StoreCore, writer: StatusWriter, nursery: trio.Nursery
-    ) -> None:
-        """Choose and start the change feed, then run it in ``nursery``."""
-        opts = self.options
-        source = await choose_source(vfs, nursery, use_stream=opts.change_stream)
-        vfs.feed_starts()  # what was fetched before it is not vouched for
-        feed = ChangeFeed(
-            vfs, source, interval=opts.poll_interval, idle_interval=opts.idle_poll_interval
-        )
-        await nursery.start(feed.run)
-        await nursery.start(feed.run_due_invalidations)
-        writer.feed = feed
-        with contextlib.suppress(OSError):  # else at the next second
-            writer.write()  # `memfs status` names the feed at once
-
     def _cache_dir(self) -> Path:
         return Path(self.options.cache_dir) if self.options.cache_dir else default_cache_dir()
 
-    def _open_journal(self, store: OpenStore) -> tuple[Journal, Path]:
+    def _open_journal(self, store: OpenStore, spec: StoreSpec) -> tuple[Journal, Path]:
         """The journal of the store on this workspace, and this mount's directory of refused
         files beside it (one per journal slot: no other running mount writes there or removes
         what is in it)."""
@@ -396,7 +607,7 @@ class Daemon:
                 self._cache_dir(),
                 store.journal_key,
                 store.workspace,
-                replay_legacy=self.options.replay_legacy_journal,
+                replay_legacy=spec.replay_legacy_journal,
             )
         except (JournalError, OSError) as exc:
             raise MountError(f"write-back journal: {exc}") from None
@@ -453,14 +664,14 @@ class Daemon:
                 )
         return JournalsOfStore(store.workspace, waiting)
 
-    async def _replay(self, vfs: StoreCore) -> None:
+    async def _replay(self, served: ServedStore) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""
-        count = vfs.load_journal()
+        count = served.core.load_journal()
         if not count:
             return
-        log.info("replaying %d journal records of an earlier mount", count)
+        log.info("replaying %d journal records of an earlier mount of %s", count, served.store.name)
         with trio.move_on_after(FINAL_FLUSH_SECONDS):
-            errors = await vfs.flush_all()
+            errors = await served.core.flush_all()
             for error in errors:
                 log.warning("replay: %s (kept, retried in the background)", error)
 
@@ -477,52 +688,90 @@ class Daemon:
             log.warning("the kernel connection ended (%s); flushing before exiting", exc)
         return True
 
-    async def _flush(self, vfs: StoreCore) -> None:
-        """Upload what is pending, deferred renames and deletes included, retrying transient
-        failures for ``FINAL_RETRY_SECONDS``; every flush of this daemon ends by one deadline
-        (``FINAL_FLUSH_SECONDS`` from the first). A signal flushes while the mount still serves,
-        and ``run`` again once the FUSE loop has ended (what was changed meanwhile); their
-        outcome is the report's."""
+    async def _flush(self) -> None:
+        """Upload what is pending in every store, deferred renames and deletes included,
+        retrying transient failures for ``FINAL_RETRY_SECONDS``; every flush of this daemon
+        ends by one deadline (``FINAL_FLUSH_SECONDS`` from the first). A signal flushes while
+        the mount still serves, and ``run`` again once the FUSE loop has ended (what was
+        changed meanwhile); their outcome is the report's. The stores flush side by side."""
         async with self._flush_lock:
-            if self._requests_flushed == vfs.upload_requests:
+            requests = tuple(served.core.upload_requests for served in self.stores)
+            if self._requests_flushed == requests:
                 return  # nothing was asked for since the last pass began: its outcome stands
             if self._flush_deadline is None:
                 self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
                 self._retry_deadline = trio.current_time() + FINAL_RETRY_SECONDS
-            vfs.retry_waiting_for_room()  # room may have appeared unseen (a slow change feed)
-            if not vfs.pending_uploads or trio.current_time() >= self._flush_deadline:
+            for served in self.stores:
+                served.core.retry_waiting_for_room()  # room may have appeared unseen
+            pending = [served for served in self.stores if served.core.pending_uploads]
+            if not pending or trio.current_time() >= self._flush_deadline:
                 return  # nothing left, or no time: the report lists what is pending
-            log.info("flushing %d pending uploads", vfs.pending_uploads)
-            self._requests_flushed = vfs.upload_requests  # what this pass was asked for
-            self._flush_errors = []  # a later pass supersedes: what it left is what counts
+            log.info("flushing %d pending uploads", sum(s.core.pending_uploads for s in pending))
+            self._requests_flushed = requests  # what this pass was asked for
+            for served in self.stores:
+                served.flush_errors = []  # a later pass supersedes: what it left is what counts
             with trio.move_on_at(self._flush_deadline) as scope:
                 patience = max(0.0, self._retry_deadline - trio.current_time())
-                for failure in await vfs.flush_all(patience=patience):
-                    self._flush_errors.append(f"final upload failed: {failure}")
+                async with trio.open_nursery() as nursery:
+                    for served in pending:
+                        nursery.start_soon(self._flush_store, served, patience)
             if scope.cancelled_caught:
-                self._flush_errors.append(
-                    f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
-                )
+                for served in pending:
+                    served.flush_errors.append(
+                        f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
+                    )
 
-    async def _final_flush(self, vfs: StoreCore) -> None:
+    @staticmethod
+    async def _flush_store(served: ServedStore, patience: float) -> None:
+        try:
+            failures = await served.core.flush_all(patience=patience)
+        except Exception as exc:  # one store's trouble is not the others'
+            log.exception("final flush of %s failed", served.store.described)
+            failures = [exc]
+        served.flush_errors += [f"final upload failed: {failure}" for failure in failures]
+
+    async def _final_flush(self) -> None:
         """Upload what is left (``_flush``), then write the report: once the mount has ended."""
-        await self._flush(vfs)
-        for line in self._flush_errors:  # the report carries them too: no need to read our log
-            log.error("%s", line)
-        self._write_report(vfs, self._flush_errors)
+        await self._flush()
+        for served in self.stores:
+            for line in served.flush_errors:  # the report carries them too
+                log.error("%s: %s", served.store.name, line)
+        self._write_report()
 
-    def _write_report(self, vfs: StoreCore, errors: list[str]) -> None:
-        """Leave the unmount report (``memfs.mount.status.unmount_report``) for ``memfs umount``."""
-        orphaned = None
-        if vfs.gone_since is not None:
+    def _write_report(self) -> None:
+        """Leave the unmount report (``memfs.mount.status.unmount_report``, one section per
+        store in a mount of several) for ``memfs umount``."""
+        reports = []
+        for served in self.stores:
+            orphaned = None
+            errors = list(served.flush_errors)
             try:
-                orphaned = vfs.hand_over()
+                orphaned = served.core.hand_over()
             except OSError as exc:
                 errors.append(
                     f"pending changes not handed over as files (kept in the journal): {exc}"
                 )
                 log.error("%s", errors[-1])
-        report = unmount_report(vfs, orphaned=orphaned, errors=errors, **self._about)
+            slug = served.spec.slug
+            reports.append(
+                unmount_report(
+                    served.core,
+                    orphaned=orphaned,
+                    errors=errors,
+                    mountpoint=os.path.join(self.options.mountpoint, slug),
+                    store_name=served.store.name,
+                )
+                | ({"slug": slug} if self.several else {})
+            )
+        if self.several:
+            reports += [
+                {"slug": spec.slug, "store_name": spec.store, "errors": [f"never served: {why}"]}
+                for spec, why in self.unavailable.values()
+            ]
+            report = mount_report(reports, mountpoint=self.options.mountpoint)
+        else:
+            report = reports[0]
+            report["mountpoint"] = self.options.mountpoint
         if report_problems(report):
             log.error("%s", render_report(report).rstrip())
         try:
@@ -537,8 +786,7 @@ class Daemon:
             async for signum in signals:
                 log.info("signal %s: flushing and unmounting", signal.Signals(signum).name)
                 self._stopping = True
-                if self.vfs is not None:
-                    await self._flush(self.vfs)  # while it still serves; ``run`` reports
+                await self._flush()  # while it still serves; ``run`` reports
                 pyfuse3.terminate()
                 return
 

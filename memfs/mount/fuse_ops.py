@@ -28,7 +28,14 @@ import pyfuse3
 from memfs.core.model.attrs import Attr
 from memfs.core.model.inodes import Node
 from memfs.core.store_core import Descriptions, StoreCore, decode_name
-from memfs.errors import MemfsError, NoAttributeError, NoEntryError, NotSupportedError, errno_for
+from memfs.errors import (
+    AttributeNotSupportedError,
+    MemfsError,
+    NoAttributeError,
+    NoEntryError,
+    NotSupportedError,
+    errno_for,
+)
 from memfs.paths import MAX_NAME_BYTES
 from memfs.search.tree import SEARCH_NAME, SearchAttr
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
@@ -61,7 +68,7 @@ def fail(op: str, exc: BaseException) -> NoReturn:
     raise pyfuse3.FUSEError(number) from None
 
 
-def _creator(ctx: Any) -> tuple[int, int] | None:
+def creator(ctx: Any) -> tuple[int, int] | None:
     """The uid and gid a new file belongs to: its creator's, as on any POSIX filesystem."""
     if ctx is None:
         return None
@@ -150,6 +157,8 @@ class FuseOperations(pyfuse3.Operations):
     # -- names and attributes --------------------------------------------------------------
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
+        if name == b".." and parent_inode == self.root_ino and self.above_root is not None:
+            return await self.above_root()  # a store's root in a mount of several
         try:
             if self._in_versions(parent_inode, name):
                 # names of .versions and .search (queries) are at most 255 bytes
@@ -315,9 +324,7 @@ class FuseOperations(pyfuse3.Operations):
         try:
             self._refuse_in_trees("mkdir", (parent_inode, name))
             return entry(
-                await self.vfs.mkdir(
-                    parent_inode, decode_name(name), mode=mode, owner=_creator(ctx)
-                )
+                await self.vfs.mkdir(parent_inode, decode_name(name), mode=mode, owner=creator(ctx))
             )
         except Exception as exc:
             fail("mkdir", exc)
@@ -395,9 +402,7 @@ class FuseOperations(pyfuse3.Operations):
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # fifos, sockets, devices
                 self.vfs.refuse_special("special files")
             return entry(
-                await self.vfs.mknod(
-                    parent_inode, decode_name(name), mode=mode, owner=_creator(ctx)
-                )
+                await self.vfs.mknod(parent_inode, decode_name(name), mode=mode, owner=creator(ctx))
             )
         except Exception as exc:
             fail("mknod", exc)
@@ -422,7 +427,7 @@ class FuseOperations(pyfuse3.Operations):
         try:
             self._refuse_in_trees("create", (parent_inode, name))
             fh, attr = await self.vfs.create(
-                parent_inode, decode_name(name), flags, mode=mode, owner=_creator(ctx)
+                parent_inode, decode_name(name), flags, mode=mode, owner=creator(ctx)
             )
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=False), entry(attr)
         except Exception as exc:
@@ -482,7 +487,10 @@ class FuseOperations(pyfuse3.Operations):
     def _descriptions(self, op: str, inode: int) -> Descriptions:
         descriptions = self.vfs.descriptions
         if not descriptions.enabled:
-            fail(op, NotSupportedError("no extended attributes"))
+            if self.above_root is None:
+                fail(op, NotSupportedError("no extended attributes"))
+            # one store of several: ENOSYS would stop the kernel asking every store of the mount
+            fail(op, AttributeNotSupportedError("this store keeps no extended attributes"))
         if self.versions.owns(inode) or self.search.owns(inode):
             fail(op, NoAttributeError("versions and searches have no extended attributes"))
         return descriptions

@@ -129,14 +129,18 @@ def mounts_of(store_id: str) -> list[str]:
             doc = json.loads(status.read_text())
         except (OSError, ValueError):
             continue
-        mountpoint = doc.get("mountpoint")
-        if (
-            doc.get("store_id") == store_id
-            and isinstance(mountpoint, str)
-            and _daemon_runs(status.with_suffix(".pid"))
-            and os.path.ismount(mountpoint)
-        ):
-            found.append(mountpoint)
+        if not isinstance(doc, dict) or not _daemon_runs(status.with_suffix(".pid")):
+            continue
+        # a mount of several stores has one section per store, its mount point inside the mount
+        for section in doc.get("stores") or [doc]:
+            mountpoint = section.get("mountpoint") if isinstance(section, dict) else None
+            if (
+                section.get("store_id") == store_id
+                and isinstance(mountpoint, str)
+                and os.path.isdir(mountpoint)
+                and (section is not doc or os.path.ismount(mountpoint))
+            ):
+                found.append(mountpoint)
     return found
 
 

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,14 +237,24 @@ def unmount_report(
 
 
 def report_problems(report: dict[str, Any]) -> bool:
-    """Whether the report says something was not uploaded as it was meant to (exit status 1)."""
+    """Whether the report says something was not uploaded as it was meant to (exit status 1);
+    in a mount of several stores, in any of them."""
+    if "stores" in report:
+        return any(report_problems(store) for store in report["stores"])
     keys = ("pending", "refused", "conflicts", "store_gone")
     return any(report.get(key) for key in keys)
 
 
 def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     """The report in words: ``(kind, header, items)`` per part that has something to say;
-    ``kind`` is ``gone``, ``pending``, ``refused`` or ``conflicts``."""
+    ``kind`` is ``gone``, ``pending``, ``refused`` or ``conflicts``. In a mount of several
+    stores, each store's sections, their headers naming the store's directory."""
+    if "stores" in report:
+        return [
+            (kind, f"{store.get('slug')}: {header}", items)
+            for store in report["stores"]
+            for kind, header, items in report_sections(store)
+        ]
     sections: list[tuple[str, str, list[str]]] = []
     if report.get("store_gone"):
         header = f"the memory store {report['store_id']} no longer exists (deleted while mounted)"
@@ -310,28 +321,14 @@ def render_report(report: dict[str, Any]) -> str:
 
 
 class StatusWriter:
-    """Publishes ``collect(...)`` to ``path`` every second until cancelled."""
+    """Publishes ``document()`` to ``path`` every second until cancelled."""
 
-    def __init__(
-        self,
-        path: Path,
-        vfs: StoreCore,
-        feed: ChangeFeed | None,
-        errors: RecentErrors | None,
-        *,
-        mountpoint: str | None = None,
-        store_name: str | None = None,
-        journals: JournalsOfStore | None = None,
-    ) -> None:
+    def __init__(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
         self.path = path
-        self.vfs = vfs
-        self.feed = feed
-        self.errors = errors
-        self.about = {"mountpoint": mountpoint, "store_name": store_name}
-        self.journals = journals
+        self.document = document
 
     def write(self) -> None:
-        document = collect(self.vfs, self.feed, self.errors, **self.about, journals=self.journals)
+        document = self.document()
         replace_file(self.path, json.dumps(document, indent=1).encode("utf-8"), "status file")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -347,8 +344,100 @@ class StatusWriter:
             self.path.unlink(missing_ok=True)
 
 
+def collect_mount(
+    stores: list[dict[str, Any]],
+    scratch: dict[str, int],
+    errors: RecentErrors | None,
+    *,
+    mountpoint: str,
+) -> dict[str, Any]:
+    """The status document of a mount of several stores: one ``collect`` section per store
+    (with its ``slug`` and ``health``), the local scratch, the daemon's recent errors."""
+    return {
+        "type": "memfs_status",
+        "mountpoint": mountpoint,
+        "log_file": log_file(),
+        "pid": os.getpid(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "stores": [store | {"health": store_health(store)} for store in stores],
+        "scratch": scratch,
+        "recent_errors": list(errors.records) if errors is not None else [],
+    }
+
+
+def store_health(doc: dict[str, Any]) -> str:
+    """One store's health in words, from its section of the status document."""
+    if doc.get("unavailable"):
+        return f"UNAVAILABLE: {doc['unavailable']} (its directory answers EIO)"
+    if doc.get("failed"):
+        return f"FAILED: {doc['failed']}"
+    if doc.get("store_gone"):
+        return "GONE: deleted on the server (changes fail with ENODEV)"
+    feed = doc.get("change_feed") or {}
+    if feed.get("state") == "reconnecting":
+        return f"UNREACHABLE: {feed.get('health')}"
+    uploads = doc.get("uploads") or {}
+    if uploads.get("failed") or uploads.get("retrying"):
+        return "uploads failing (see below)"
+    return "ok"
+
+
+def store_section(doc: dict[str, Any], slug: str) -> dict[str, Any] | None:
+    """The section of the store ``slug`` in the status document of a mount of several."""
+    for store in doc.get("stores") or []:
+        if store.get("slug") == slug:
+            return dict(store) | {
+                "pid": doc.get("pid"),
+                "time": doc.get("time"),
+                "log_file": doc.get("log_file"),
+                "recent_errors": doc.get("recent_errors", []),
+            }
+    return None
+
+
+def mount_report(reports: list[dict[str, Any]], *, mountpoint: str) -> dict[str, Any]:
+    """The unmount report of a mount of several stores: one ``unmount_report`` per store."""
+    return {"type": REPORT_TYPE, "mountpoint": mountpoint, "stores": reports}
+
+
 def render(doc: dict[str, Any]) -> str:
-    """The status document as text for a person."""
+    """The status document as text for a person: a mount of several stores shows each store,
+    then its scratch."""
+    if "stores" in doc:
+        return render_mount(doc)
+    return render_store(doc)
+
+
+def render_mount(doc: dict[str, Any]) -> str:
+    scratch = doc.get("scratch") or {}
+    lines = [
+        f"mountpoint       {doc.get('mountpoint') or '?'} ({len(doc['stores'])} stores)",
+        f"daemon           pid {doc['pid']}, status of {doc['time']}",
+        f"log file         {doc.get('log_file') or '(none: the daemon logs to its terminal)'}",
+        f"local scratch    {scratch.get('used_bytes', 0):,} of {scratch.get('limit_bytes', 0):,} "
+        f"bytes, {scratch.get('inodes', 0)} inodes, {scratch.get('enospc', 0)} ENOSPC answered "
+        "(in memory, never uploaded)",
+    ]
+    for store in doc["stores"]:
+        lines += ["", f"== {store.get('slug')}: {store.get('health')}"]
+        if store.get("unavailable"):
+            continue
+        section = store_section(doc, store.get("slug")) or store
+        lines += render_store(section | {"recent_errors": []}).splitlines()[:-1]
+    errors = doc["recent_errors"]
+    lines.append(f"recent errors    {len(errors)}")
+    for item in errors[-5:]:
+        lines.append(f"  {item['time']} {item['level']} {item['message']}")
+    return "\n".join(lines)
+
+
+def render_store(doc: dict[str, Any]) -> str:
+    """One store's status document as text."""
+    if doc.get("unavailable"):
+        return (
+            f"mountpoint       {doc.get('mountpoint') or '?'}\n"
+            f"store            {doc.get('store_name')}: {store_health(doc)}"
+        )
     requests = doc["requests"]
     cache = doc["cache"]
     uploads = doc["uploads"]

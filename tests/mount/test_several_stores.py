@@ -1,0 +1,280 @@
+"""One daemon, one FUSE mount, several stores (a session's): each store the directory named by
+its slug at the root, with its own access, cache, journal and change feed; every other name at
+the root is local scratch (tmpfs-like, in memory, never uploaded); renames and links between
+two stores, or a store and scratch, are EXDEV (so ``mv`` copies); a store whose server is down
+answers errors in its own subtree while the others work (``support.memfs_daemon``).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from support.databricks import ACTOR, Workspace, databricks_env
+from support.memfs_daemon import SeveralStores
+from support.mounts import memfs
+from support.servers import ServerProcess
+from support.waiting import wait_for
+
+from memfs.numbers import SLOT
+
+
+def _key_file(directory: Path, server: ServerProcess) -> str:
+    path = directory / f"key-{server.port}"
+    path.write_text(server.api_key)
+    path.chmod(0o600)
+    return str(path)
+
+
+def _store(sdk: anthropic.Anthropic, memories: dict[str, str]) -> str:
+    store = sdk.beta.memory_stores.create(name=f"several-{uuid.uuid4().hex[:10]}")
+    for path, content in memories.items():
+        sdk.beta.memory_stores.memories.create(store.id, path=path, content=content)
+    return store.id
+
+
+def _paths(sdk: anthropic.Anthropic, store_id: str) -> set[str]:
+    return {m.path for m in sdk.beta.memory_stores.memories.list(store_id)}
+
+
+def _errno(call: Callable[[], Any]) -> int:
+    try:
+        call()
+    except OSError as exc:
+        return exc.errno or 0
+    return 0
+
+
+@pytest.fixture
+def several(server: ServerProcess, tmp_path: Path) -> Iterator[Callable[..., SeveralStores]]:
+    made: list[SeveralStores] = []
+
+    def start(stores: list[dict[str, Any]]) -> SeveralStores:
+        root = tmp_path / f"root{len(made)}"
+        root.mkdir()
+        mounted = SeveralStores(
+            root,
+            stores,
+            env=databricks_env(server, tmp_path),  # the Databricks stores' workspace
+            log_file=tmp_path / f"root{len(made)}.log",
+            cache_dir=str(tmp_path / "cache"),
+            poll_interval=0.2,
+            scratch_bytes=1024 * 1024,
+        )
+        made.append(mounted)
+        mounted.start()
+        return mounted
+
+    try:
+        yield start
+    finally:
+        for mounted in made:
+            mounted.close()
+        for mounted in made:
+            log = mounted.log()
+            assert "Traceback" not in log, log
+            assert server.api_key not in log  # neither key nor token in the log
+
+
+def test_stores_scratch_and_exdev_in_one_daemon(
+    several: Callable[..., SeveralStores],
+    server: ServerProcess,
+    sdk: anthropic.Anthropic,
+    tmp_path: Path,
+) -> None:
+    key = _key_file(tmp_path, server)
+    notes = _store(sdk, {"/a.md": "alpha\n", "/sub/b.md": "beta\n"})
+    reference = _store(sdk, {"/r.md": "read me\n"})
+    with Workspace(server) as workspace:
+        dbx = workspace.create_store()
+        workspace.put(dbx, "/e.md", "entry\n")
+        mounted = several(
+            [
+                {"slug": "notes", "store": notes, "base_url": server.base_url, "api_key_file": key},
+                {
+                    "slug": "ref",
+                    "store": reference,
+                    "base_url": server.base_url,
+                    "api_key_file": key,
+                    "read_only": True,
+                },
+                {"slug": "dbx", "store": dbx, "api": "databricks", "actor": ACTOR},
+            ]
+        )
+        root = mounted.root
+        assert sorted(os.listdir(root)) == ["dbx", "notes", "ref"]
+        assert (root / "notes" / "a.md").read_text() == "alpha\n"
+        assert (root / "ref" / "r.md").read_text() == "read me\n"
+        assert (root / "dbx" / "e.md").read_text() == "entry\n"
+        # each store has its own .versions/ and .search/, inside its directory
+        assert os.listdir(root / "notes" / ".versions")
+        assert "/a.md" in (root / "notes" / ".search" / "alpha").read_text()
+        assert not (root / ".versions").exists() and not (root / ".search").exists()
+        # one process serves them all, under one pid file and one status document
+        status = json.loads(memfs("status", str(root), "--json", env=mounted.env).stdout)
+        assert [s["slug"] for s in status["stores"]] == ["notes", "ref", "dbx"]
+        assert mounted.proc is not None and status["pid"] == mounted.proc.pid
+        one = json.loads(memfs("status", str(root / "ref"), "--json", env=mounted.env).stdout)
+        assert one["store_id"] == reference and one["read_only"] is True
+
+        # every store's inodes in its own slot: no number is shown twice in the mount
+        numbers: dict[int, str] = {}
+        for directory, names, files in os.walk(root):
+            for name in names + files:
+                path = os.path.join(directory, name)
+                number = os.lstat(path).st_ino
+                assert number not in numbers, f"{path} and {numbers[number]} share {number}"
+                numbers[number] = path
+        slots = {os.stat(root / slug).st_ino // SLOT for slug in ("notes", "ref", "dbx")}
+        assert len(slots) == 3 and 0 not in slots  # slot 0 is the root and scratch
+        listed = subprocess.run(["ls", "-i", str(root)], capture_output=True, text=True).stdout
+        assert len({line.split()[0] for line in listed.splitlines()}) == 3
+
+        # access per store: EROFS in the read-only one only
+        assert _errno(lambda: (root / "ref" / "new.md").write_text("x")) == errno.EROFS
+        assert _errno(lambda: (root / "ref" / "r.md").unlink()) == errno.EROFS
+        (root / "notes" / "new.md").write_text("written\n")
+        workspace_dbx = root / "dbx" / "f.md"
+        workspace_dbx.write_text("to databricks\n")
+
+        # scratch: files, directories, modes, links, renames, all in memory
+        scratch = root / "tmp"
+        scratch.mkdir()
+        (scratch / "f.txt").write_text("scratch\n")
+        os.chmod(scratch / "f.txt", 0o600)
+        assert stat.S_IMODE(os.stat(scratch / "f.txt").st_mode) == 0o600
+        os.link(scratch / "f.txt", scratch / "hard.txt")
+        assert os.stat(scratch / "f.txt").st_nlink == 2
+        os.symlink("f.txt", scratch / "link")
+        assert (scratch / "link").read_text() == "scratch\n"
+        os.rename(scratch / "hard.txt", root / "moved.txt")
+        assert (root / "moved.txt").read_text() == "scratch\n"
+        assert _errno(lambda: os.rmdir(scratch)) == errno.ENOTEMPTY
+        assert sorted(os.listdir(root)) == ["dbx", "moved.txt", "notes", "ref", "tmp"]
+        # past its budget (1 MiB here): ENOSPC, and nothing is lost of what it holds
+        with open(scratch / "big", "wb") as big:
+            assert _errno(lambda: big.write(b"x" * 2 * 1024 * 1024) and big.flush()) == (
+                errno.ENOSPC
+            )
+        (scratch / "big").unlink()
+
+        # EXDEV between scratch and a store, and between two stores; mv copies instead
+        assert _errno(lambda: os.rename(scratch / "f.txt", root / "notes" / "f.txt")) == (
+            errno.EXDEV
+        )
+        assert _errno(lambda: os.rename(root / "notes" / "a.md", root / "dbx" / "a.md")) == (
+            errno.EXDEV
+        )
+        assert _errno(lambda: os.link(scratch / "f.txt", root / "notes" / "l.txt")) == (errno.EXDEV)
+        moved = subprocess.run(
+            ["mv", str(scratch / "f.txt"), str(root / "notes" / "from-scratch.md")],
+            capture_output=True,
+            text=True,
+        )
+        assert moved.returncode == 0, moved.stderr
+        assert not (scratch / "f.txt").exists()
+        # a store's directory is never removed, renamed or made again
+        assert _errno(lambda: os.rmdir(root / "notes")) == errno.EBUSY
+        assert _errno(lambda: os.rename(root / "notes", root / "other")) == errno.EBUSY
+        (root / "empty").mkdir()
+        assert _errno(lambda: os.rename(root / "empty", root / "ref")) == errno.EBUSY
+        os.rmdir(root / "empty")
+        assert _errno(lambda: os.mkdir(root / "dbx")) == errno.EEXIST
+
+        # what was written in the stores is uploaded, scratch never
+        fd = os.open(root / "notes", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        wait_for(lambda: {"/new.md", "/from-scratch.md"} <= _paths(sdk, notes), timeout=10)
+        assert _paths(sdk, notes) == {"/a.md", "/sub/b.md", "/new.md", "/from-scratch.md"}
+        assert _paths(sdk, reference) == {"/r.md"}
+        wait_for(lambda: workspace.content(dbx, "/f.md") == "to databricks\n", timeout=10)
+
+        result = mounted.umount()
+        assert result.returncode == 0, result.stderr + mounted.log()
+        assert not os.listdir(root)  # scratch went with the daemon
+
+
+def test_one_store_down_while_the_other_works(
+    several: Callable[..., SeveralStores],
+    server: ServerProcess,
+    fresh_server: ServerProcess,
+    sdk: anthropic.Anthropic,
+    tmp_path: Path,
+) -> None:
+    up = _store(sdk, {"/a.md": "alpha\n"})
+    fresh_sdk = anthropic.Anthropic(
+        api_key=fresh_server.api_key, base_url=fresh_server.base_url, max_retries=0
+    )
+    try:
+        down = _store(fresh_sdk, {"/d.md": "down\n", "/later.md": "never read\n"})
+    finally:
+        fresh_sdk.close()
+    mounted = several(
+        [
+            {
+                "slug": "up",
+                "store": up,
+                "base_url": server.base_url,
+                "api_key_file": _key_file(tmp_path, server),
+            },
+            {
+                "slug": "down",
+                "store": down,
+                "base_url": fresh_server.base_url,
+                "api_key_file": _key_file(tmp_path, fresh_server),
+            },
+            # a store that cannot be opened at start: its directory answers EIO, the rest serve
+            {
+                "slug": "missing",
+                "store": "memstore_does_not_exist",
+                "base_url": server.base_url,
+                "api_key_file": _key_file(tmp_path, server),
+            },
+        ]
+    )
+    root = mounted.root
+    assert sorted(os.listdir(root)) == ["down", "missing", "up"]
+    assert _errno(lambda: os.listdir(root / "missing")) == errno.EIO
+    assert _errno(lambda: (root / "missing" / "x.md").write_text("x")) == errno.EIO
+    assert (root / "down" / "d.md").read_text() == "down\n"
+    fresh_server.stop()
+    # the stopped store's subtree answers errors: what it never fetched is EIO ...
+    assert _errno(lambda: (root / "down" / "later.md").read_text()) == errno.EIO
+    # ... a save there is journaled (close says 0) and waits for the server
+    (root / "down" / "waits.md").write_text("waiting\n")
+
+    def health() -> dict[str, str]:
+        doc = json.loads(memfs("status", str(root), "--json", env=mounted.env).stdout)
+        return {store["slug"]: store["health"] for store in doc["stores"]}
+
+    wait_for(lambda: health()["down"] != "ok", timeout=15)
+    assert health()["up"] == "ok"
+    assert health()["missing"].startswith("UNAVAILABLE: memory store 'memstore_does_not_exist'")
+    # while the other store works as ever
+    (root / "up" / "b.md").write_text("beta\n")
+    fd = os.open(root / "up", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert _paths(sdk, up) == {"/a.md", "/b.md"}
+    assert (root / "up" / "a.md").read_text() == "alpha\n"
+    single = memfs("status", str(root / "down"), env=mounted.env)
+    assert single.returncode == 0 and "waits.md" in single.stdout
+    # the unmount report covers every store: the save that waits is in it, by store
+    result = mounted.umount()
+    assert result.returncode == 1
+    assert "down: 1 change(s) not uploaded" in result.stderr, result.stderr
+    assert "up:" not in result.stderr
