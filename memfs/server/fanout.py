@@ -24,6 +24,10 @@ The feed's state and its invariants:
   others wait for it and find its events.
 - ``gone``: the read said the store is gone (``NotFoundError``): nothing more will come; a
   follower that has every event sends the end of the stream.
+- ``_failures``: how many reads failed because the database is away
+  (``ServiceUnavailableError``); a follower that waited for such a read fails with it too,
+  rather than each trying again in turn behind the lock: every stream at the shared position
+  ends at once, as when each read for itself (clients reconnect once the database is back).
 - ``followers`` / ``rich_followers``: the streams that joined it (those wanting content, the
   Memory Stores ``view=full``); the feed reads content only while one wants it, and an event
   read without it is never handed to one that does (it reads storage on its own). The last
@@ -54,14 +58,13 @@ from typing import Generic, Literal, TypeVar
 
 import trio
 
-from memfs.errors import NotFoundError
-from memfs.server.changes import ChangeHub, Subscription
+from memfs.errors import NotFoundError, ServiceUnavailableError
+from memfs.server.changes import DEFAULT_STREAM_BUFFER, ChangeHub, Subscription
 from memfs.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_EVENTS = 1024  # events a store's feed keeps for followers that lag a little
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # and their bytes at most (full views carry content)
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the recent events' bytes at most (full views: content)
 
 T = TypeVar("T")
 
@@ -108,6 +111,8 @@ class SharedFeed(Generic[T]):
         self._bytes = 0
         self._lock = trio.Lock()
         self.gone: NotFoundError | None = None
+        self._failures = 0
+        self._failure: ServiceUnavailableError | None = None  # the last one
         self.followers = 0
         self.rich_followers = 0
         # Whatever was committed after ``position`` before the subscription: read it first.
@@ -126,7 +131,11 @@ class SharedFeed(Generic[T]):
     async def refresh(self) -> None:
         """Read what was committed since the last read, if anything was published since it
         began (one read at a time; the others wait for it)."""
+        failures = self._failures
         async with self._lock:
+            if self._failures != failures and self._failure is not None:
+                failure = self._failure  # the read this follower waited for could not be made
+                raise ServiceUnavailableError(failure.message, retry_after=failure.retry_after)
             while self.gone is None and self._news.take_news():
                 finished = False
                 try:
@@ -139,6 +148,10 @@ class SharedFeed(Generic[T]):
                 except NotFoundError as exc:
                     self.gone = exc
                     finished = True
+                except ServiceUnavailableError as exc:
+                    self._failures += 1
+                    self._failure = exc
+                    raise
                 finally:
                     if not finished:
                         self._news.mark_news()
@@ -174,7 +187,7 @@ class Fanout(Generic[T]):
         stream: str,
         metrics: Metrics,
         *,
-        max_events: int = DEFAULT_MAX_EVENTS,
+        max_events: int = DEFAULT_STREAM_BUFFER,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.hub = hub

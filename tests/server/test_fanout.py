@@ -7,16 +7,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
 from support.databricks import ACTOR, API, Workspace
 from support.servers import ServerProcess, free_port
 from support.sse import RawStream
+from support.waiting import wait_until
 
+from memfs.errors import ServiceUnavailableError
 from memfs.models import sha256_hex
+from memfs.server.app import create_app
+from memfs.server.changes import ChangeHub, NotifyingStorage
+from memfs.server.metrics import Metrics
+from memfs.server.sqlite import SqliteStorage
+
+from .helpers import KEY
 
 STREAMS = 300  # per API
 BUFFER = 8  # the server's --stream-buffer: what a follower may lag before it reads on its own
@@ -186,3 +198,52 @@ async def test_late_and_lagging_followers_catch_up_on_their_own(server: ServerPr
         assert version_ids(stream) == written
     assert [data["content"][:3] for _, data in slow.named("memory_version")][:2] == ["0 x", "1 x"]
     assert own_after - own_before >= 2  # the late one's catch-up, and the slow one's
+
+
+class AwayStorage(NotifyingStorage):
+    """Storage whose version reads fail as a database that cannot be reached, on demand (the
+    fault the change streams meet when their database goes away)."""
+
+    away = False
+
+    async def list_versions(self, *args: Any, **kwargs: Any) -> Any:
+        if self.away:
+            raise ServiceUnavailableError("the database is unavailable; retry later")
+        return await super().list_versions(*args, **kwargs)
+
+
+async def test_streams_waiting_for_a_read_that_fails_end_with_it(tmp_path: Path) -> None:
+    """The database goes away: the one read every stream of the store waited for fails, and
+    every stream ends with it (its client reconnects), none trying again behind it."""
+    hub = ChangeHub()
+    storage = AwayStorage(await SqliteStorage.open(tmp_path / "away.db"), hub)
+    metrics = Metrics()
+    config = Config()
+    config.bind = [f"127.0.0.1:{free_port()}"]
+    config.accesslog = None
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    try:
+        async with trio.open_nursery() as nursery:
+            app = create_app(storage, [KEY], metrics=metrics, change_hub=hub)
+            await nursery.start(partial(hypercorn_serve, app, config))
+            port = int(config.bind[0].rsplit(":", 1)[1])
+            async with httpx.AsyncClient(
+                base_url="http://" + config.bind[0], headers=headers
+            ) as client:
+                store = await MemoryStore.create(client)
+                streams = [RawStream(port, store.changes, headers) for _ in range(20)]
+                await open_streams(nursery, streams)
+                await store.write("joined")
+                with trio.fail_after(30):
+                    for stream in streams:
+                        await stream.wait_for("memory_version", 1)
+                shared = metrics.stream_reads("memory_stores", "shared")
+                storage.away = True
+                await store.write("unread")
+                # Every stream ended: its subscription released, the store's feed dropped.
+                await wait_until(lambda: hub.subscriber_count == 0, timeout=10)
+            assert metrics.stream_reads("memory_stores", "shared") - shared == 1
+            assert all(stream.count("memory_version") == 1 for stream in streams)
+            nursery.cancel_scope.cancel()
+    finally:
+        await storage.aclose()
