@@ -5,12 +5,14 @@ For each backend (``sqlite``: a ``memfs server`` on a SQLite file; ``postgres``:
 database of a throwaway cluster, see ``tests/pgcluster.py``) and each N of ``--streams``, a
 fresh server; N change streams of the Memory Stores API (``GET …/memfs/changes``) follow one
 store, each on a raw HTTP/1.0 socket (``tests/support/sse.py``: the client side stays cheap);
-then ``--writes`` sequential updates of one memory (each sent when the previous one is
-answered, not when it was delivered). It reports the median and p99 write latency, the ratio of
-the median to the one with no stream, whether every stream received every change in commit
-order (the versions' ids, checked), the server's memory per open stream (RSS after the streams
-are open minus before, over N) and the storage reads the streams made during the writes (the
-server's ``memfs_server_change_stream_reads_total``, when it has that counter).
+then ``--writes`` sequential updates of one memory, one every ``--interval`` seconds (0: each
+sent as soon as the previous one is answered, not when it was delivered). It reports the
+median and p99 write latency, the ratio of the median to the one with no stream, whether every
+stream received every change in commit order (the versions' ids, checked), the server's memory
+per open stream (RSS after the streams are open minus before, over N), the server's CPU time per
+write (from the first write until every stream has every change: steadier than latency on a
+shared machine) and the storage reads the streams made during the writes (the server's
+``memfs_server_change_stream_reads_total``, when it has that counter).
 
 Prints a markdown table (or JSON with ``--json``). This script owns no product code.
 """
@@ -55,6 +57,7 @@ class Result:
     ratio: float  # p50 over the p50 with no stream
     complete: bool  # every stream got every change, in order
     rss_per_stream_kib: float
+    cpu_ms_per_write: float  # the server's CPU time from the first write until all delivered
     reads: int | None  # storage reads of the change streams during the writes
 
 
@@ -75,6 +78,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stream_reads(url: str) -> int | None:
     """The server's count of change-stream storage reads (None: it does not count them)."""
     text = httpx.get(url + "/metrics", timeout=10).text
@@ -86,8 +95,12 @@ def stream_reads(url: str) -> int | None:
     return sum(counts) if counts else None
 
 
-async def measure(url: str, pid: int, n: int, writes: int) -> tuple[list[float], bool, float, int]:
-    """(write latencies in ms, complete, RSS KiB per stream, reads during the writes)."""
+Measured = tuple[list[float], bool, float, int, float]
+
+
+async def measure(url: str, pid: int, n: int, writes: int, interval: float = 0.0) -> Measured:
+    """(write latencies in ms, complete, RSS KiB per stream, reads during the writes, server CPU
+    ms per write)."""
     port = int(url.rsplit(":", 1)[1])
     async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=60) as client:
         store = (await client.post("/v1/memory_stores", json={"name": "fanout"})).json()["id"]
@@ -111,6 +124,7 @@ async def measure(url: str, pid: int, n: int, writes: int) -> tuple[list[float],
             await trio.sleep(0.5)
             per_stream = (rss_kib(pid) - before) / n if n else 0.0
             reads_before = stream_reads(url)
+            cpu_before = cpu_seconds(pid)
             latencies: list[float] = []
             written: list[str] = []
             for i in range(writes):
@@ -119,9 +133,11 @@ async def measure(url: str, pid: int, n: int, writes: int) -> tuple[list[float],
                 latencies.append((time.perf_counter() - started) * 1000)
                 answer.raise_for_status()
                 written.append(answer.json()["memory_version_id"])
+                await trio.sleep(max(0.0, started + interval - time.perf_counter()))
             with trio.move_on_after(120):
                 for follower in followers:
                     await follower.wait_for("memory_version", writes)
+            cpu = (cpu_seconds(pid) - cpu_before) * 1000 / writes
             complete = all(
                 [data["id"] for _, data in f.named("memory_version")] == written for f in followers
             )
@@ -131,13 +147,20 @@ async def measure(url: str, pid: int, n: int, writes: int) -> tuple[list[float],
     reads = (
         reads_after - reads_before if reads_after is not None and reads_before is not None else -1
     )
-    return latencies, complete, per_stream, reads
+    return latencies, complete, per_stream, reads, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[0, 300, 1000])
     parser.add_argument("--writes", type=int, default=20)
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.1,
+        help="seconds from one write's start to the next's (0: each as soon as the previous one "
+        "is answered)",
+    )
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -162,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     db = str(Path(tmp) / f"fanout{n}.db")
                 with server(db, Path(tmp), n) as (url, pid):
-                    latencies, complete, per_stream, reads = trio.run(
-                        measure, url, pid, n, args.writes
+                    latencies, complete, per_stream, reads, cpu = trio.run(
+                        measure, url, pid, n, args.writes, args.interval
                     )
                 p50 = statistics.median(latencies)
                 baseline = baseline or p50
@@ -178,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         ratio=round(p50 / baseline, 2),
                         complete=complete,
                         rss_per_stream_kib=round(per_stream, 1),
+                        cpu_ms_per_write=round(cpu, 1),
                         reads=reads if reads >= 0 else None,
                     )
                 )
@@ -185,17 +209,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([asdict(r) for r in results], indent=2))
         return 0
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    print(f"{datetime.now(UTC):%Y-%m-%d}, {machine}; {args.writes} sequential writes")
+    pace = f"one every {args.interval:g} s" if args.interval else "back to back"
+    print(f"{datetime.now(UTC):%Y-%m-%d}, {machine}; {args.writes} sequential writes, {pace}")
     print(
         "\n| backend | streams | write p50 (ms) | p99 (ms) | p50 / no stream "
-        "| every stream got every change | server RSS per stream (KiB) | stream reads |"
+        "| every stream got every change | server RSS per stream (KiB) "
+        "| server CPU per write (ms) | stream reads |"
     )
-    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in results:
         reads = "n/a" if r.reads is None else str(r.reads)
         print(
             f"| {r.backend} | {r.streams} | {r.p50_ms} | {r.p99_ms} | {r.ratio} "
-            f"| {'yes' if r.complete else 'NO'} | {r.rss_per_stream_kib} | {reads} |"
+            f"| {'yes' if r.complete else 'NO'} | {r.rss_per_stream_kib} | {r.cpu_ms_per_write} "
+            f"| {reads} |"
         )
     return 0 if all(r.complete for r in results) else 1
 

@@ -13,22 +13,25 @@ The feed's state and its invariants:
   change after it will be read by the feed after its next ``news`` (below). Only grows.
 - ``base <= position``, and ``_events`` holds every change after ``base`` up to ``position``,
   oldest first (contiguous: so a follower whose position is ``>= base`` finds in it exactly the
-  changes after its own position). Bounded by ``max_events`` and ``max_bytes``: the oldest are
-  dropped (``base`` moves up), so a slow follower costs the server no memory of its own and
+  changes after its own position). The oldest are dropped (``base`` moves up) once every
+  member at or after ``base`` has sent them (so with every stream live it holds the last read's
+  events only), and past ``max_events``, ``max_bytes`` or the ``Fanout``'s ``ByteBudget`` (the
+  bytes of all its feeds together): a slow follower costs the server no memory of its own and
   slows nobody; it reads storage on its own instead (``Follower``).
 - ``_news``: an uncounted hub subscription of the topic; it is pending when something was
   published since the feed's last read *began*. ``refresh`` takes it before reading and puts it
   back if the read does not finish (cancelled, database away), so a publish is never lost: a
   read that began after a publish sees the change (publishes follow commits: ``changes``).
-  Reads run one at a time (``_lock``): N followers woken by one publish make one read; the
-  others wait for it and find its events.
+  Reads run one at a time (``_reading``: the read in progress): N followers woken by one
+  publish make one read; the others wait for it, wake together when it ends and find its
+  events.
 - ``gone``: the read said the store is gone (``NotFoundError``): nothing more will come; a
   follower that has every event sends the end of the stream.
 - ``_failures``: how many reads failed because the database is away
   (``ServiceUnavailableError``); a follower that waited for such a read fails with it too,
-  rather than each trying again in turn behind the lock: every stream at the shared position
-  ends at once, as when each read for itself (clients reconnect once the database is back).
-- ``followers`` / ``rich_followers``: the streams that joined it (those wanting content, the
+  rather than each trying again in turn: every stream at the shared position ends at once, as
+  when each read for itself (clients reconnect once the database is back).
+- ``members`` / ``rich_followers``: the streams that joined it (those wanting content, the
   Memory Stores ``view=full``); the feed reads content only while one wants it, and an event
   read without it is never handed to one that does (it reads storage on its own). The last
   follower to leave drops the feed (and its subscription).
@@ -65,6 +68,7 @@ from memfs.server.metrics import Metrics
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the recent events' bytes at most (full views: content)
+DEFAULT_MAX_BYTES_TOTAL = 64 * 1024 * 1024  # of all the feeds of one API in this process
 
 T = TypeVar("T")
 
@@ -86,6 +90,14 @@ Read = Callable[[int, bool], Awaitable[Page[T]]]
 Next = list[SharedEvent[T]] | Literal["idle", "closed"]
 
 
+class ByteBudget:
+    """The bytes of recent events all the feeds of a ``Fanout`` may hold together."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0  # the sum of the feeds' ``_bytes``
+
+
 class SharedFeed(Generic[T]):
     """One topic's shared reader and its recent events (see the module docstring)."""
 
@@ -97,9 +109,11 @@ class SharedFeed(Generic[T]):
         *,
         max_events: int,
         max_bytes: int,
+        budget: ByteBudget,
         count_read: Callable[[], None],
     ) -> None:
         self._news = news
+        self._budget = budget
         self._read = read
         self._count_read = count_read
         self.max_events = max_events
@@ -109,11 +123,11 @@ class SharedFeed(Generic[T]):
         self._events: list[SharedEvent[T]] = []
         self._positions: list[int] = []  # of ``_events``, for bisection
         self._bytes = 0
-        self._lock = trio.Lock()
+        self._reading: trio.Event | None = None  # set when the read in progress ends
         self.gone: NotFoundError | None = None
         self._failures = 0
         self._failure: ServiceUnavailableError | None = None  # the last one
-        self.followers = 0
+        self.members: set[Follower[T]] = set()  # the followers that joined it
         self.rich_followers = 0
         # Whatever was committed after ``position`` before the subscription: read it first.
         news.mark_news()
@@ -128,33 +142,51 @@ class SharedFeed(Generic[T]):
             return None
         return events
 
-    async def refresh(self) -> None:
+    @property
+    def failures(self) -> int:
+        return self._failures
+
+    async def refresh(self, *, failures: int | None = None) -> None:
         """Read what was committed since the last read, if anything was published since it
-        began (one read at a time; the others wait for it)."""
-        failures = self._failures
-        async with self._lock:
+        began (one read at a time; the others wait for it, and wake together when it ends).
+        ``failures``: the feed's ``failures`` when the caller began to wait for news; a read
+        that failed since (the one it was woken for) fails this call too."""
+        if failures is None:
+            failures = self._failures
+        while True:
             if self._failures != failures and self._failure is not None:
-                failure = self._failure  # the read this follower waited for could not be made
+                failure = self._failure
                 raise ServiceUnavailableError(failure.message, retry_after=failure.retry_after)
-            while self.gone is None and self._news.take_news():
-                finished = False
-                try:
-                    more = True
-                    while more:
-                        self._count_read()
-                        events, more = await self._read(self.position, self.rich_followers > 0)
-                        self._append(events)
-                    finished = True
-                except NotFoundError as exc:
-                    self.gone = exc
-                    finished = True
-                except ServiceUnavailableError as exc:
-                    self._failures += 1
-                    self._failure = exc
-                    raise
-                finally:
-                    if not finished:
-                        self._news.mark_news()
+            reading = self._reading
+            if reading is not None:
+                await reading.wait()
+                continue  # it failed (above), or news came during it: read again
+            if self.gone is not None or not self._news.take_news():
+                return
+            await self._read_news()
+
+    async def _read_news(self) -> None:
+        self._reading = trio.Event()
+        finished = False
+        try:
+            more = True
+            while more:
+                self._count_read()
+                events, more = await self._read(self.position, self.rich_followers > 0)
+                self._append(events)
+            finished = True
+        except NotFoundError as exc:
+            self.gone = exc
+            finished = True
+        except ServiceUnavailableError as exc:
+            self._failures += 1
+            self._failure = exc
+            raise
+        finally:
+            if not finished:
+                self._news.mark_news()
+            self._reading.set()
+            self._reading = None
 
     def _append(self, events: list[SharedEvent[T]]) -> None:
         for event in events:
@@ -163,18 +195,29 @@ class SharedFeed(Generic[T]):
             self._events.append(event)
             self._positions.append(event.position)
             self._bytes += event.size
+            self._budget.held += event.size
             self.position = event.position
+        # What every member that takes events from here has sent is needed no more.
+        sent = min((f.position for f in self.members if f.position >= self.base), default=0)
         drop = 0
         while drop < len(self._events) and (
-            len(self._events) - drop > self.max_events or self._bytes > self.max_bytes
+            self._positions[drop] <= sent
+            or len(self._events) - drop > self.max_events
+            or self._bytes > self.max_bytes
+            or self._budget.held > self._budget.limit
         ):
             self._bytes -= self._events[drop].size
+            self._budget.held -= self._events[drop].size
             drop += 1
         if drop:
             self.base = self._positions[drop - 1]
             del self._events[:drop], self._positions[:drop]
 
     def close(self) -> None:
+        self._budget.held -= self._bytes
+        self._bytes = 0
+        self._events.clear()
+        self._positions.clear()
         self._news.__exit__(None, None, None)
 
 
@@ -189,8 +232,10 @@ class Fanout(Generic[T]):
         *,
         max_events: int = DEFAULT_STREAM_BUFFER,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes_total: int = DEFAULT_MAX_BYTES_TOTAL,
     ) -> None:
         self.hub = hub
+        self.budget = ByteBudget(max_bytes_total)
         self.stream = stream  # the metrics label: ``memory_stores`` or ``databricks``
         self.metrics = metrics
         self.max_events = max_events
@@ -220,15 +265,16 @@ class Fanout(Generic[T]):
             position,
             max_events=self.max_events,
             max_bytes=self.max_bytes,
+            budget=self.budget,
             count_read=lambda: self.metrics.count_stream_read(self.stream, "shared"),
         )
         self._feeds[topic] = feed
         return feed
 
-    def _leave(self, topic: str, feed: SharedFeed[T], rich: bool) -> None:
-        feed.followers -= 1
-        feed.rich_followers -= rich
-        if feed.followers == 0 and self._feeds.get(topic) is feed:
+    def _leave(self, topic: str, feed: SharedFeed[T], follower: Follower[T]) -> None:
+        feed.members.discard(follower)
+        feed.rich_followers -= follower.rich
+        if not feed.members and self._feeds.get(topic) is feed:
             del self._feeds[topic]
             feed.close()
 
@@ -267,7 +313,7 @@ class Follower(Generic[T]):
         if self._feed is None:
             feed = self.fanout.feed(self.topic)
             if feed is not None:
-                feed.followers += 1
+                feed.members.add(self)
                 feed.rich_followers += self.rich
                 self._feed = feed
         return self._feed
@@ -276,10 +322,12 @@ class Follower(Generic[T]):
         """The next events after this follower's position (moving it past them); ``idle``
         after the hub's heartbeat period without any; ``closed`` when the hub closed.
         Raises ``NotFoundError`` when the store is gone, as storage does."""
+        failures: int | None = None  # the feed's failures when this follower began to wait
         while True:
             feed = self._joined()
             if feed is not None:
-                await feed.refresh()
+                await feed.refresh(failures=failures)
+                failures = None
                 events = feed.after(self.position, rich=self.rich)
                 if events is not None:
                     if events:
@@ -287,6 +335,7 @@ class Follower(Generic[T]):
                         return events
                     if feed.gone is not None:
                         raise feed.gone
+                    failures = feed.failures
                     news = await self.sub.next_news()
                     if news != "news":
                         return news
@@ -316,5 +365,5 @@ class Follower(Generic[T]):
 
     def __exit__(self, *exc_info: object) -> None:
         if self._feed is not None:
-            self.fanout._leave(self.topic, self._feed, self.rich)
+            self.fanout._leave(self.topic, self._feed, self)
             self._feed = None
