@@ -21,7 +21,7 @@ import anthropic
 import pytest
 from support.databricks import ACTOR, Workspace, databricks_env
 from support.memfs_daemon import SeveralStores
-from support.mounts import memfs
+from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
@@ -96,7 +96,7 @@ def test_stores_scratch_and_exdev_in_one_daemon(
     reference = _store(sdk, {"/r.md": "read me\n"})
     with Workspace(server) as workspace:
         dbx = workspace.create_store()
-        workspace.put(dbx, "/e.md", "entry\n")
+        workspace.put(dbx, "/e.md", "entry\n", description="what it is")
         mounted = several(
             [
                 {"slug": "notes", "store": notes, "base_url": server.base_url, "api_key_file": key},
@@ -119,6 +119,19 @@ def test_stores_scratch_and_exdev_in_one_daemon(
         assert os.listdir(root / "notes" / ".versions")
         assert "/a.md" in (root / "notes" / ".search" / "alpha").read_text()
         assert not (root / ".versions").exists() and not (root / ".search").exists()
+        # a store without descriptions says ENOTSUP, never ENOSYS: the kernel keeps asking the
+        # store that has them
+        assert _errno(lambda: os.getxattr(root / "notes" / "a.md", "user.description")) == (
+            errno.ENOTSUP
+        )
+        assert os.getxattr(root / "dbx" / "e.md", "user.description") == b"what it is"
+        # a change made elsewhere reaches the store's files (its feed's invalidations carry
+        # the store's own numbers)
+        memory = next(m for m in sdk.beta.memory_stores.memories.list(notes) if m.path == "/a.md")
+        sdk.beta.memory_stores.memories.update(memory.id, memory_store_id=notes, content="new\n")
+        wait_for(lambda: (root / "notes" / "a.md").read_text() == "new\n", timeout=10)
+        text = memfs("status", str(root), env=mounted.env).stdout
+        assert "== notes: ok" in text and "== ref: ok" in text and "local scratch" in text
         # one process serves them all, under one pid file and one status document
         status = json.loads(memfs("status", str(root), "--json", env=mounted.env).stdout)
         assert [s["slug"] for s in status["stores"]] == ["notes", "ref", "dbx"]
@@ -198,6 +211,7 @@ def test_stores_scratch_and_exdev_in_one_daemon(
             os.close(fd)
         wait_for(lambda: {"/new.md", "/from-scratch.md"} <= _paths(sdk, notes), timeout=10)
         assert _paths(sdk, notes) == {"/a.md", "/sub/b.md", "/new.md", "/from-scratch.md"}
+        assert (root / "notes" / "from-scratch.md").read_text() == "scratch\n"
         assert _paths(sdk, reference) == {"/r.md"}
         wait_for(lambda: workspace.content(dbx, "/f.md") == "to databricks\n", timeout=10)
 
@@ -278,3 +292,38 @@ def test_one_store_down_while_the_other_works(
     assert result.returncode == 1
     assert "down: 1 change(s) not uploaded" in result.stderr, result.stderr
     assert "up:" not in result.stderr
+
+
+def test_kill_9_then_a_restart_uploads_every_stores_saves(
+    several: Callable[..., SeveralStores],
+    server: ServerProcess,
+    sdk: anthropic.Anthropic,
+    tmp_path: Path,
+) -> None:
+    key = _key_file(tmp_path, server)
+    first, second = _store(sdk, {}), _store(sdk, {})
+    stores = [
+        {"slug": "one", "store": first, "base_url": server.base_url, "api_key_file": key},
+        {"slug": "two", "store": second, "base_url": server.base_url, "api_key_file": key},
+    ]
+    mounted = several(stores)
+    # closed (so journaled) and killed before the daemon's upload delay has passed
+    (mounted.root / "one" / "a.md").write_text("saved in one\n")
+    (mounted.root / "two" / "b.md").write_text("saved in two\n")
+    assert mounted.proc is not None
+    mounted.proc.kill()
+    mounted.proc.wait(10)
+    subprocess.run(["fusermount3", "-uz", str(mounted.root)], capture_output=True, check=False)
+    assert _paths(sdk, first) == set() and _paths(sdk, second) == set()
+    # the next daemon (same cache directory) replays both stores' journals before serving
+    several(stores)
+    assert _paths(sdk, first) == {"/a.md"} and _paths(sdk, second) == {"/b.md"}
+
+
+def test_a_mount_of_one_store_keeps_its_numbers(mount: MountedStore) -> None:
+    """``memfs mount`` serves its store in slot 0: the numbers a mount always had."""
+    assert os.stat(mount.path).st_ino == 1
+    assert os.stat(mount.path / ".search").st_ino == 1 << 47
+    assert os.stat(mount.path / ".versions").st_ino == 1 << 48
+    (mount.path / "f.md").write_text("x")
+    assert 1 < os.stat(mount.path / "f.md").st_ino < 1 << 47
