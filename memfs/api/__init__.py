@@ -13,7 +13,12 @@ reads before it spawns a mount daemon, must not cost httpx's import.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
+
+# httpx imports its command-line tool when click, rich and pygments happen to be installed
+# (7 MB of every daemon's memory, for a tool memfs never runs): it finds none (its own fallback)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 if TYPE_CHECKING:
     from memfs.api.client import AmbiguousStoreError, StoreClient

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from memfs.api.retry import is_transient
+from memfs.cache_budget import CacheBudget, PinnedCharge
 from memfs.core.fetch.cache import ContentCache, ListingCache
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.fetch.prefetch import BulkFetcher
@@ -52,6 +53,7 @@ def build_core(
     untouched: int = 0,
     invalidator: Invalidator | None = None,
     numbers: StoreNumbers = SINGLE_STORE,
+    cache_budget: CacheBudget | None = None,
 ) -> Vfs:
     """A core for one store. ``store`` answers the calls a syscall waits on (short deadlines);
     ``upload_store`` (default: ``store``) runs background uploads (long deadlines).
@@ -61,7 +63,10 @@ def build_core(
     records a read-only mount leaves for the next one (reported); ``invalidator``: runs the
     kernel invalidations the core queues (the daemon's, from a worker thread); ``numbers``:
     the inode and handle ranges of the store's files, ``.search`` and ``.versions`` (the
-    mount's router hands them out: ``memfs.numbers``).
+    mount's router hands them out: ``memfs.numbers``); ``cache_budget``: the bytes of clean
+    data (contents, version contents and logs, listings, a local search index) this core shares
+    with the caches of other cores handed the same budget (None: its own, of
+    ``config.cache_bytes``; a session's stores share one).
 
     The core it returns is the mount's door (``memfs.core.store_core.StoreCore``); its parts
     are attributes of it for the core's own tests."""
@@ -75,7 +80,8 @@ def build_core(
         refused_characters=capabilities.refused_characters,
         first_ino=numbers.files.first,
     )
-    contents = ContentCache(config.cache_bytes)
+    cache_budget = cache_budget or CacheBudget(config.cache_bytes)
+    contents = ContentCache(budget=cache_budget)
     listings = ListingCache(ttl=config.listing_ttl)
     bulk = BulkFetcher(
         store,
@@ -90,6 +96,7 @@ def build_core(
         store,
         VersionsConfig(uid=config.uid, gid=config.gid, enabled=capabilities.versions),
         numbers=numbers.versions,
+        cache_budget=cache_budget,
     )
 
     # The queue runs the uploader's work and tells Durable what it holds, and both of them
@@ -190,6 +197,7 @@ def build_core(
                 before=uploader.flush_all,
                 by_server=config.server_search,
                 contents=contents,
+                on_size=PinnedCharge(cache_budget, name="search index").set,
             ),
             uid=config.uid,
             gid=config.gid,

@@ -29,6 +29,7 @@ import trio
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+from memfs.cache_budget import CacheBudget
 from memfs.core.build import build_core
 from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.model.config import VfsConfig
@@ -43,7 +44,7 @@ from memfs.errors import (
 )
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
-from memfs.mount.memory import MemoryReturn
+from memfs.mount.memory import AllocationSites, MemoryReturn
 from memfs.mount.owner import Owner
 from memfs.mount.root import RootOperations, StoreDirectory, UnavailableStore
 from memfs.mount.router import Router
@@ -259,6 +260,8 @@ class Daemon:
         # in a mount of several, the stores that could not be opened: slot -> (spec, why)
         self.unavailable: dict[int, tuple[StoreSpec, str]] = {}
         self.scratch: Scratch | None = None  # a mount of several stores only
+        # the bytes every store's clean caches share (--cache-size: memfs.cache_budget)
+        self.cache_budget = CacheBudget(int(options.cache_mb * 1024 * 1024))
         self._root: RootOperations | None = None  # likewise: its slot 0
         self._writer: StatusWriter | None = None
         self._stopping = False
@@ -330,6 +333,7 @@ class Daemon:
             untouched=untouched,
             invalidator=make_invalidator(),
             numbers=numbers,
+            cache_budget=self.cache_budget,
         )
         above = self._root_entry if self.several else None
         operations = FuseOperations(core, above_root=above)
@@ -431,7 +435,14 @@ class Daemon:
                 self._writer = StatusWriter(status_file, lambda: self._status(errors))
                 await nursery.start(self._writer.run)
                 # removed local-only or refused files: their memory goes back to the system
-                await nursery.start(MemoryReturn(self._local_bytes).run)
+                # ... and so do cached contents replaced or evicted (every store's: one budget)
+                returns = MemoryReturn(
+                    self._local_bytes, released=lambda: self.cache_budget.released
+                )
+                await nursery.start(returns.run)
+                sites = AllocationSites.from_environment()  # debugging only
+                if sites is not None:
+                    await nursery.start(sites.run)
                 # started (handlers installed) before "ok": a SIGTERM right after a mount
                 # reports ready must flush and unmount, not kill the process
                 await nursery.start(self._signals)

@@ -190,6 +190,7 @@ def collect(
             for c in core.clashes
         ],
         "search": search_health(core),
+        "memory": core.memory,
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }

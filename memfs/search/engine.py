@@ -121,8 +121,17 @@ def parse(text: str) -> list[Hit]:
 class LocalSearch:
     """A local index of one store, brought up to date before each search (module docstring)."""
 
-    def __init__(self, store: StoreAPI, contents: ContentCache | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreAPI,
+        contents: ContentCache | None = None,
+        *,
+        on_size: Callable[[int], None] | None = None,
+    ) -> None:
         self.store = store
+        # told the index's size after each change of it (a mount charges it to its cache
+        # budget: memfs.cache_budget.PinnedCharge)
+        self._on_size = on_size
         # a mount's clean contents by sha: what the fetch brings goes there too (reading a hit
         # costs no request), and a changed memory whose content is there (the mount's own
         # upload) is not read again
@@ -139,6 +148,8 @@ class LocalSearch:
     ) -> list[Hit]:
         async with self._lock:
             await self._refresh()
+            if self._on_size is not None:
+                self._on_size(self.index.bytes)
             found = self.index.search(query, limit=limit, path_prefix=path_prefix)
         return [
             Hit(hit.path, hit.score, hit.description, hit.memory_id, best_line(hit.content, query))
@@ -241,7 +252,7 @@ class StoreSearch:
     ``before``: awaited before each search, for at most ``BEFORE_TIMEOUT`` seconds (a mount
     uploads what it has pending, so that a search right after a write finds it).
     ``by_server=False``: never ask the server (``memfs mount --search local``); ``contents``:
-    the mount's content cache (``LocalSearch``)."""
+    the mount's content cache (``LocalSearch``); ``on_size``: told the local index's size."""
 
     def __init__(
         self,
@@ -250,9 +261,10 @@ class StoreSearch:
         before: Callable[[], Awaitable[object]] | None = None,
         by_server: bool = True,
         contents: ContentCache | None = None,
+        on_size: Callable[[int], None] | None = None,
     ) -> None:
         self.store = store
-        self.local = LocalSearch(store, contents)
+        self.local = LocalSearch(store, contents, on_size=on_size)
         self._before = before
         # None until the first search asks the store; False: always the local index
         self.by_server: bool | None = None if by_server else False

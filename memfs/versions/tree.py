@@ -45,9 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import cachetools
-
 from memfs import paths
+from memfs.cache_budget import BudgetedCache, CacheBudget
 from memfs.errors import (
     AccessDeniedError,
     InvalidArgumentError,
@@ -116,23 +115,24 @@ class VersionsConfig:
 
 
 class VersionCache:
-    """Version contents by sha256: immutable, so no expiry; bounded by bytes (LRU)."""
+    """Version contents by sha256: immutable, so no expiry; charged by bytes to a
+    ``CacheBudget`` (the mount's, shared with its content cache; its own of ``max_bytes`` if
+    none is given), least recently used first."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self._cache: cachetools.LRUCache[str, bytes] = cachetools.LRUCache(
-            maxsize=max_bytes, getsizeof=lambda value: max(1, len(value))
+    def __init__(self, max_bytes: int, *, budget: CacheBudget | None = None) -> None:
+        self._cache: BudgetedCache[str, bytes] = BudgetedCache(
+            budget or CacheBudget(max_bytes), len, name="version contents"
         )
 
     def get(self, sha: str) -> bytes | None:
         return self._cache.get(sha)
 
     def put(self, sha: str, content: bytes) -> None:
-        if len(content) <= self._cache.maxsize:
-            self._cache[sha] = content
+        self._cache.put(sha, content)
 
     @property
     def size(self) -> int:
-        return int(self._cache.currsize)
+        return self._cache.bytes
 
 
 class VersionsTree:
@@ -145,7 +145,10 @@ class VersionsTree:
         *,
         clock: Callable[[], datetime] | None = None,
         numbers: NumberRange = SINGLE_STORE.versions,
+        cache_budget: CacheBudget | None = None,
     ) -> None:
+        """``cache_budget``: the bytes version contents share with the mount's other caches
+        (None: a budget of their own, ``config.cache_bytes``)."""
         self.config = config or VersionsConfig()
         self.numbers = numbers  # its inodes and handles; the root is the first
         self.store = store
@@ -156,7 +159,7 @@ class VersionsTree:
             sweep_interval=self.config.sweep_interval,
             sweep_per_page=self.config.sweep_per_page,
         )
-        self.contents = VersionCache(self.config.cache_bytes)
+        self.contents = VersionCache(self.config.cache_bytes, budget=cache_budget)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.started = time.time()
         self.nodes: dict[int, VNode] = {}

@@ -32,9 +32,8 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TypeGuard
 
-import cachetools
-
 from memfs import paths
+from memfs.cache_budget import BudgetedCache, CacheBudget
 from memfs.core.model.config import DEFAULT_CONTENT_BYTES
 from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion
 
@@ -45,15 +44,21 @@ _END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 class ContentCache:
-    """Memory contents keyed by their sha256, bounded by total bytes (LRU)."""
+    """Memory contents keyed by their sha256, charged by bytes to a ``CacheBudget`` (LRU
+    across the caches that share it; its own budget of ``max_bytes`` if none is given)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_CONTENT_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self._cache: cachetools.LRUCache[str, bytes] = cachetools.LRUCache(
-            maxsize=max(1, max_bytes), getsizeof=lambda value: max(1, len(value))
-        )
+    def __init__(
+        self, max_bytes: int = DEFAULT_CONTENT_BYTES, *, budget: CacheBudget | None = None
+    ) -> None:
+        self.budget = budget or CacheBudget(max_bytes)
+        self._cache: BudgetedCache[str, bytes] = BudgetedCache(self.budget, len, name="contents")
         self.hits = 0
         self.misses = 0
+
+    @property
+    def max_bytes(self) -> int:
+        """The budget this cache shares (with the other caches handed the same one)."""
+        return self.budget.max_bytes
 
     def get(self, sha: str | None) -> bytes | None:
         if sha is None:
@@ -70,12 +75,11 @@ class ContentCache:
         return sha is not None and sha in self._cache
 
     def put(self, sha: str, content: bytes) -> None:
-        if len(content) <= self.max_bytes:
-            self._cache[sha] = content
+        self._cache.put(sha, bytes(content))  # never a caller's bytearray or memoryview
 
     @property
     def bytes(self) -> int:
-        return int(self._cache.currsize)
+        return self._cache.bytes
 
     def __len__(self) -> int:
         return len(self._cache)

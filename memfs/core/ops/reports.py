@@ -72,6 +72,8 @@ class CoreStatus:
     clashes: list[ShownClash]
     search_by_server: bool | None  # None: undecided until the first search
     search_local_documents: int
+    # what holds memory, as the core counts it: name -> {"bytes": ..., "entries": ...}
+    memory: dict[str, dict[str, int]]
 
 
 @dataclass(frozen=True)

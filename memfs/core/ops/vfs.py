@@ -760,7 +760,32 @@ class Vfs:
             clashes=self._shown_clashes(),
             search_by_server=store_search.by_server,
             search_local_documents=len(store_search.local.index),
+            memory=self._memory_holders(),
         )
+
+    def _memory_holders(self) -> dict[str, dict[str, int]]:
+        """What holds the daemon's memory, as the core counts it: the caches sharing the cache
+        budget (bytes and entries each) and the structures outside it (entries; bytes where
+        known)."""
+        budget = self.contents.budget
+        holders = {
+            "cache budget": {
+                "bytes": budget.used,
+                "limit": budget.max_bytes,
+                "evictions": budget.evictions,
+                "released": budget.released,
+            }
+        }
+        for name, (size, entries) in budget.by_cache().items():
+            holders[name] = {"bytes": size, "entries": entries}
+        index = self.search.search.local.index
+        return holders | {
+            "inodes": {"entries": len(self.table.nodes)},
+            "version index": {"entries": len(self.versions.index.versions)},
+            "version nodes": {"entries": len(self.versions.nodes)},
+            "search index": {"bytes": index.bytes, "entries": len(index)},
+            "local files": {"bytes": self.budget.total},
+        }
 
     def _shown_clashes(self) -> list[ShownClash]:
         def shown(clash: Clash) -> bool:

@@ -1,0 +1,103 @@
+"""What a core holds in memory stays within its cache budget (``memfs.cache_budget``), FUSE-free.
+
+The caches of clean, re-fetchable data (contents, version contents) are charged to one budget
+and evicted least recently used across all of them; several cores handed one budget share it
+(a session's stores). Structures that grow with the store's history or with every name ever
+seen are bounded too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from support.fake_store import FakeStore
+
+from memfs.cache_budget import BudgetedCache, CacheBudget
+from memfs.core.build import build_core
+from memfs.search.engine import Hit
+
+from .helpers import CONFIG
+
+KB = 1024
+
+
+def test_the_least_recently_used_entry_of_any_cache_leaves_first() -> None:
+    budget = CacheBudget(100)
+    first: BudgetedCache[str, bytes] = BudgetedCache(budget, len, name="first")
+    second: BudgetedCache[str, bytes] = BudgetedCache(budget, len, name="second")
+    first.put("a", b"x" * 40)
+    second.put("b", b"y" * 40)
+    assert first.get("a") is not None  # "a" is now more recent than "b"
+    second.put("c", b"z" * 40)  # over by 20: the oldest use is "b", in the same cache
+    assert "b" not in second and "a" in first and "c" in second
+    first.put("d", b"w" * 40)  # over again: "a" (used before "c") leaves
+    assert "a" not in first and list(second) == ["c"]
+    assert budget.used == first.bytes + second.bytes == 80 <= budget.max_bytes
+    assert budget.by_cache() == {"first": (40, 1), "second": (40, 1)}
+
+
+def test_an_entry_larger_than_the_budget_is_not_kept_and_evicts_nothing() -> None:
+    budget = CacheBudget(100)
+    cache: BudgetedCache[str, bytes] = BudgetedCache(budget, len, name="contents")
+    cache.put("small", b"x" * 60)
+    assert not cache.put("huge", b"y" * 101)
+    assert "huge" not in cache and "small" in cache and budget.used == 60
+
+
+def test_contents_and_version_contents_share_the_cache_size() -> None:
+    # .versions/ kept a second 64 MiB cache of its own: reading history could double a mount
+    config = dataclasses.replace(CONFIG, cache_bytes=100 * KB)
+    vfs = build_core(FakeStore(), config)
+    for n in range(50):
+        vfs.contents.put(f"content-{n}", b"c" * (4 * KB))
+        vfs.versions.contents.put(f"version-{n}", b"v" * (4 * KB))
+    held = vfs.contents.bytes + vfs.versions.contents.size
+    assert held <= 100 * KB
+    assert vfs.contents.bytes > 0 and vfs.versions.contents.size > 0  # both kept recent ones
+    assert vfs.contents.max_bytes == 100 * KB
+
+
+def test_cores_handed_one_budget_share_it() -> None:
+    budget = CacheBudget(64 * KB)
+    cores = [build_core(FakeStore(), CONFIG, cache_budget=budget) for _ in range(3)]
+    for n in range(40):
+        for core in cores:
+            core.contents.put(f"{id(core)}-{n}", b"x" * (2 * KB))
+    assert sum(core.contents.bytes for core in cores) == budget.used <= 64 * KB
+    # the most recent entries of every store are there; the oldest of all left
+    assert all(core.contents.peek(f"{id(core)}-39") for core in cores)
+    assert not any(core.contents.peek(f"{id(core)}-0") for core in cores)
+
+
+def notes(count: int, size: int) -> dict[str, str]:
+    """``count`` memories of about ``size`` bytes of words, each its own text."""
+    words = ["tomato", "sauce", "basil", "kernel", "inode", "socket", "journal", "replica"]
+    return {
+        f"/notes/note-{n:04}.md": " ".join(
+            words[(n * 7 + i * 3) % len(words)] for i in range(size // 7)
+        )
+        for n in range(count)
+    }
+
+
+async def test_the_local_search_index_is_charged_to_the_cache_budget() -> None:
+    # the index of a store without server search held a full copy of the store's text outside
+    # any budget: now it keeps the text compressed and is charged to the cache size, the
+    # content cache making room for it
+    store = FakeStore()
+    tree = notes(200, 5 * KB)
+    for path, content in tree.items():
+        store.seed(path, content)
+    config = dataclasses.replace(CONFIG, cache_bytes=600 * KB, server_search=False)
+    vfs = build_core(store, config)
+    assert paths_of(await vfs.search.search.search("tomato")) != []
+    index = vfs.search.search.local.index
+    assert len(index) == 200
+    assert index.bytes < sum(map(len, tree.values())) / 2  # a copy of the text, compressed
+    assert vfs.contents.budget.by_cache()["search index"] == (index.bytes, 0)
+    assert vfs.contents.bytes + index.bytes <= 600 * KB
+    assert vfs.contents.bytes > 0  # the index's fetch filled what room there is
+
+
+def paths_of(hits: list[Hit]) -> list[str]:
+    return [hit.path for hit in hits]
