@@ -82,7 +82,7 @@ def build_core(
     )
     cache_budget = cache_budget or CacheBudget(config.cache_bytes)
     contents = ContentCache(budget=cache_budget)
-    listings = ListingCache(ttl=config.listing_ttl)
+    listings = ListingCache(ttl=config.listing_ttl, budget=cache_budget)
     bulk = BulkFetcher(
         store,
         contents,

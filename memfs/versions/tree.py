@@ -120,8 +120,9 @@ class VersionCache:
     none is given), least recently used first."""
 
     def __init__(self, max_bytes: int, *, budget: CacheBudget | None = None) -> None:
+        self.budget = budget or CacheBudget(max_bytes)
         self._cache: BudgetedCache[str, bytes] = BudgetedCache(
-            budget or CacheBudget(max_bytes), len, name="version contents"
+            self.budget, len, name="version contents"
         )
 
     def get(self, sha: str) -> bytes | None:
@@ -167,7 +168,10 @@ class VersionsTree:
         self.handles: dict[int, VHandle] = {}
         self._next_ino = numbers.first
         self._next_fh = numbers.first
-        self._logs: dict[tuple[object, ...], tuple[int, bytes]] = {}
+        # rendered log.txt files: (index generation, text), charged to the cache budget
+        self._logs: BudgetedCache[tuple[object, ...], tuple[int, bytes]] = BudgetedCache(
+            self.contents.budget, lambda log: len(log[1]), name="version logs"
+        )
         self._invalidations: list[tuple[str, int, bytes]] = []
         self.root = self._node(("root",), "root")
 
@@ -492,7 +496,7 @@ class VersionsTree:
             return cached[1]
         text = self._store_log() if node.kind == "log" else self._path_log(node.path)
         data = text.encode("utf-8")
-        self._logs[node.key] = (self.index.generation, data)
+        self._logs.put(node.key, (self.index.generation, data))
         return data
 
     def _describe(self, version: MemoryVersion) -> str:

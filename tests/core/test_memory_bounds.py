@@ -9,11 +9,15 @@ seen are bounded too.
 from __future__ import annotations
 
 import dataclasses
+import time
+from datetime import UTC, datetime
 
 from support.fake_store import FakeStore
 
 from memfs.cache_budget import BudgetedCache, CacheBudget
 from memfs.core.build import build_core
+from memfs.core.fetch.cache import Listing
+from memfs.models import Memory
 from memfs.search.engine import Hit
 
 from .helpers import CONFIG
@@ -67,6 +71,40 @@ def test_cores_handed_one_budget_share_it() -> None:
     # the most recent entries of every store are there; the oldest of all left
     assert all(core.contents.peek(f"{id(core)}-39") for core in cores)
     assert not any(core.contents.peek(f"{id(core)}-0") for core in cores)
+
+
+def listing_of(directory: str, count: int) -> Listing:
+    now = datetime.now(UTC)
+    items = tuple(
+        Memory(
+            id=f"mem_{directory.strip('/')}_{n}",
+            memory_store_id="memstore_1",
+            path=f"{directory}/note-{n:03}.md",
+            content_sha256=f"{n:064}",
+            content_size_bytes=100,
+            memory_version_id=f"memver_{directory.strip('/')}_{n}",
+            created_at=now,
+            updated_at=now,
+        )
+        for n in range(count)
+    )
+    return Listing(started=time.monotonic(), items=items)
+
+
+def test_listings_are_charged_to_the_cache_size() -> None:
+    # listings were bounded by count (4,096 directories, each of any size), outside the
+    # cache size: now each is charged its estimated bytes, and the least recently used leaves
+    config = dataclasses.replace(CONFIG, cache_bytes=200 * KB, listing_ttl=60.0)
+    vfs = build_core(FakeStore(), config)
+    for n in range(200):
+        assert vfs.listings.put(f"/d{n}", listing_of(f"/d{n}", 20))
+        assert vfs.listings.get("/d0") is not None  # used all along: kept
+    assert vfs.listings.bytes <= 200 * KB
+    assert 0 < len(vfs.listings) < 200
+    assert vfs.listings.get("/d199") is not None and vfs.listings.stale("/d1") is None
+    vfs.contents.put("sha", b"x" * (150 * KB))  # contents take the room of listings
+    assert vfs.listings.bytes + vfs.contents.bytes <= 200 * KB
+    assert vfs.listings.stale("/d199") is not None  # the most recent listings stay
 
 
 def notes(count: int, size: int) -> dict[str, str]:

@@ -217,12 +217,35 @@ def listing_name(item: ListItem) -> str:
     return paths.basename(item.path.rstrip("/"))
 
 
-class ListingCache:
-    """Directory listings: ``ttl`` seconds, or while the change feed vouches (module doc)."""
+def listing_bytes(listing: Listing) -> int:
+    """What a listing is charged to the cache budget: an estimate of its Python objects
+    (an item, its strings and its place in the index: about 800 bytes, measured)."""
+    return LISTING_BYTES + LISTING_ITEM_BYTES * len(listing.items)
 
-    def __init__(self, ttl: float = 1.0, maxsize: int = 4096) -> None:
+
+LISTING_BYTES = 200
+LISTING_ITEM_BYTES = 800
+
+
+class ListingCache:
+    """Directory listings: ``ttl`` seconds, or while the change feed vouches (module doc).
+
+    Charged to a ``CacheBudget`` (``listing_bytes`` each; the mount's, shared with its
+    contents; its own of ``DEFAULT_CONTENT_BYTES`` if none is given) and to at most
+    ``maxsize`` directories: the budget evicts the listing used least recently, as the whole
+    listing of a directory (``evict_oldest``), only between two calls of this class."""
+
+    def __init__(
+        self, ttl: float = 1.0, maxsize: int = 4096, *, budget: CacheBudget | None = None
+    ) -> None:
         self.ttl = ttl
         self.maxsize = maxsize
+        self.name = "listings"
+        self.budget = budget or CacheBudget(DEFAULT_CONTENT_BYTES)
+        self.bytes = 0  # charged to the budget: the sum of ``_charged``
+        self._charged: dict[str, int] = {}  # directory -> its listing's bytes
+        self._used: dict[str, int] = {}  # directory -> the budget's clock at its last use
+        self.budget.join(self)
         self._cache: dict[str, Listing] = {}
         self._where: dict[str, str] = {}  # memory id -> directory whose listing shows it
         self._changed: dict[str, float] = {}  # directory -> when its listing was dropped/patched
@@ -260,6 +283,7 @@ class ListingCache:
         vouched = now < self.vouched_until and listing.started >= self._trusted_from
         if now - listing.started < self.ttl or vouched:
             self.hits += 1
+            self._used[directory] = self.budget.tick()
             return listing
         self.misses += 1  # kept: ``stale`` serves it while the server cannot be reached
         return None
@@ -277,7 +301,7 @@ class ListingCache:
             oldest = min(self._cache, key=lambda d: self._cache[d].started)
             self._remove(oldest)
         self._remove(directory)
-        self._cache[directory] = listing
+        self._keep(directory, listing)
         for item in listing.items:
             if isinstance(item, Memory):
                 self._where[item.id] = directory
@@ -285,6 +309,7 @@ class ListingCache:
                     self._latest[item.id] = item.updated_at
         if not listing.items:
             self._prune_empty(directory)  # no memory below it: not a directory on the server
+        self.budget.make_room()  # here only: evictions never interrupt a patch
         return True
 
     def drop(self, directory: str) -> None:
@@ -399,7 +424,7 @@ class ListingCache:
         listing = self._cache.get(directory)
         if listing is not None:
             item = replace(memory, content=None)
-            self._cache[directory] = listing.with_item(item, now=time.monotonic())
+            self._keep(directory, listing.with_item(item, now=time.monotonic()))
             self._where[memory.id] = directory
         self._add_prefixes(memory.path)
 
@@ -415,7 +440,7 @@ class ListingCache:
             listing = listing.without(item, now=time.monotonic())
         else:  # not shown: its absence is as new as now all the same
             listing = replace(listing, patched={**listing.patched, memory_id: time.monotonic()})
-        self._cache[directory] = listing
+        self._keep(directory, listing)
         if self._where.get(memory_id) == directory:
             del self._where[memory_id]
         if not listing.items and directory != keep:
@@ -433,7 +458,7 @@ class ListingCache:
                 return
             self._mark_changed(parent)
             above = above.without(shown, now=time.monotonic())
-            self._cache[parent] = above
+            self._keep(parent, above)
             self._gone.append(directory)
             if above.items:
                 return
@@ -447,12 +472,36 @@ class ListingCache:
             if listing is not None and listing.directory_item(directory) is None:
                 self._mark_changed(parent)
                 prefix = MemoryPrefix(paths.as_prefix(directory))
-                self._cache[parent] = listing.with_item(prefix, now=time.monotonic())
+                self._keep(parent, listing.with_item(prefix, now=time.monotonic()))
+
+    def _keep(self, directory: str, listing: Listing) -> None:
+        """Hold ``listing`` as ``directory``'s (new, or a patch of the one held)."""
+        self._cache[directory] = listing
+        self._used.setdefault(directory, self.budget.tick())
+        size = listing_bytes(listing)
+        self._charge(size - self._charged.get(directory, 0))
+        self._charged[directory] = size
+
+    def _charge(self, size: int) -> None:
+        self.bytes += size
+        self.budget.used += size
+        self.budget.released += max(0, -size)
+
+    # -- the budget's side (memfs.cache_budget) ------------------------------------------
+
+    def oldest_tick(self) -> int:
+        return min(self._used.values())
+
+    def evict_oldest(self) -> None:
+        """Forget the listing used least recently (it is fetched again when needed)."""
+        self._remove(min(self._used, key=self._used.__getitem__))
 
     def _remove(self, directory: str) -> None:
         listing = self._cache.pop(directory, None)
         if listing is None:
             return
+        self._charge(-self._charged.pop(directory))
+        del self._used[directory]
         for item in listing.items:
             if isinstance(item, Memory) and self._where.get(item.id) == directory:
                 del self._where[item.id]
@@ -462,6 +511,9 @@ class ListingCache:
         self._changed.clear()
         self._cache.clear()
         self._where.clear()
+        self._charge(-self.bytes)
+        self._charged.clear()
+        self._used.clear()
 
     def __len__(self) -> int:
         return len(self._cache)
