@@ -42,6 +42,7 @@ from memfs.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from memfs.mount import storelog
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import AllocationSites, MemoryReturn
@@ -282,10 +283,13 @@ class Daemon:
         specs = opts.store_specs()
         if self.several:
             check_slugs(specs)
+            storelog.name_stores_in_log()
         check_mountpoint(opts.mountpoint)
         async with contextlib.AsyncExitStack() as stack:
             for index, spec in enumerate(specs):
                 slot = index + 1 if self.several else 0
+                if self.several:
+                    storelog.CURRENT.set(spec.slug)
                 try:
                     store = await stack.enter_async_context(self._open_store(spec))
                     served = self._serve_store(spec, store, slot)
@@ -301,6 +305,7 @@ class Daemon:
                     stack.callback(served.journal.close)
                     # before mounting: nobody waits on a mount not serving
                     await self._replay(served)
+            storelog.CURRENT.set(None)
             return await self._mount()
 
     def _serve_store(self, spec: StoreSpec, store: OpenStore, slot: int) -> ServedStore:
@@ -369,14 +374,14 @@ class Daemon:
         directories: dict[str, StoreDirectory] = {}
         for served in self.stores:
             directories[served.spec.slug] = served.operations
-            router.serve(served.slot, served.operations)
+            router.serve(served.slot, served.operations, name=served.spec.slug)
         for slot, (spec, why) in self.unavailable.items():
             root_ino = StoreNumbers.in_slot(slot * SLOT).files.first
             unavailable = UnavailableStore(root_ino, why, uid=self._uid, gid=self._gid)
             directories[spec.slug] = unavailable
-            router.serve(slot, unavailable)
+            router.serve(slot, unavailable, name=spec.slug)
         self._root = RootOperations(self.scratch, directories)
-        router.serve(0, self._root, statfs=True)
+        router.serve(0, self._root, statfs=True, name=None)
         return router
 
     def _mount_options(self) -> set[str]:
@@ -473,6 +478,8 @@ class Daemon:
         """The background tasks of one store, in a nursery of its own: if one fails, that
         store's tasks end (its subtree keeps answering, from what its core holds, and says so
         in ``memfs status``) and the other stores keep theirs."""
+        if self.several:
+            storelog.CURRENT.set(served.spec.slug)  # its tasks' log lines name it
         started = False
         try:
             async with trio.open_nursery() as nursery:
@@ -732,8 +739,9 @@ class Daemon:
                         f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
                     )
 
-    @staticmethod
-    async def _flush_store(served: ServedStore, patience: float) -> None:
+    async def _flush_store(self, served: ServedStore, patience: float) -> None:
+        if self.several:
+            storelog.CURRENT.set(served.spec.slug)
         try:
             failures = await served.core.flush_all(patience=patience)
         except Exception as exc:  # one store's trouble is not the others'

@@ -23,6 +23,7 @@ from typing import Any
 import pyfuse3
 
 from memfs.errors import CrossDeviceError, NoEntryError
+from memfs.mount import storelog
 from memfs.mount.fuse_ops import fail
 from memfs.numbers import SLOT
 
@@ -45,16 +46,31 @@ class Router(pyfuse3.Operations):
         super().__init__()
         self._slots: dict[int, pyfuse3.Operations] = {}
         self._statfs: pyfuse3.Operations | None = None  # whose figures ``df`` shows
+        # a mount of several stores: each slot's store, for the log (``storelog``)
+        self._names: dict[int, str | None] | None = None
 
-    def serve(self, slot: int, operations: pyfuse3.Operations, *, statfs: bool = False) -> None:
+    def serve(
+        self,
+        slot: int,
+        operations: pyfuse3.Operations,
+        *,
+        statfs: bool = False,
+        name: str | None = None,
+    ) -> None:
         """Hand the requests for the numbers of ``slot`` to ``operations``; with ``statfs``,
-        statfs too (the kernel names no inode for it)."""
+        statfs too (the kernel names no inode for it); ``name``: the store's, for the log
+        lines its requests make (a mount of several stores)."""
         self._slots[slot] = operations
+        if name is not None or self._names is not None:
+            self._names = (self._names or {}) | {slot: name}
         if statfs or self._statfs is None:
             self._statfs = operations
 
     def _of(self, op: str, number: int) -> pyfuse3.Operations:
-        operations = self._slots.get(number >> SLOT_BITS)
+        slot = number >> SLOT_BITS
+        operations = self._slots.get(slot)
+        if self._names is not None:
+            storelog.CURRENT.set(self._names.get(slot))
         if operations is None:
             fail(op, NoEntryError(f"no tree serves number {number}"))
         return operations

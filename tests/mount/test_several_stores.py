@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import subprocess
 import uuid
@@ -276,6 +277,9 @@ def test_one_store_down_while_the_other_works(
     wait_for(lambda: health()["down"] != "ok", timeout=15)
     assert health()["up"] == "ok"
     assert health()["missing"].startswith("UNAVAILABLE: memory store 'memstore_does_not_exist'")
+    # the log says which store each line is about
+    assert "[missing] store missing cannot be served" in mounted.log()
+    wait_for(lambda: re.search(r"WARNING \S+ \[down\] ", mounted.log()), timeout=20)
     # while the other store works as ever
     (root / "up" / "b.md").write_text("beta\n")
     fd = os.open(root / "up", os.O_RDONLY | os.O_DIRECTORY)
