@@ -22,9 +22,10 @@ The feed's state and its invariants:
   published since the feed's last read *began*. ``refresh`` takes it before reading and puts it
   back if the read does not finish (cancelled, database away), so a publish is never lost: a
   read that began after a publish sees the change (publishes follow commits: ``changes``).
-  Reads run one at a time (``_reading``: the read in progress): N followers woken by one
-  publish make one read; the others wait for it, wake together when it ends and find its
-  events.
+  Reads run one at a time (``_lock``): N followers woken by one publish make one read; the
+  others wait for it and find its events. (They pass the lock on one by one: the streams'
+  sends spread out, and under a fast run of writes each send carries several events. Waking
+  them all at once measured 3-4x the CPU per write with 300 streams.)
 - ``gone``: the read said the store is gone (``NotFoundError``): nothing more will come; a
   follower that has every event sends the end of the stream.
 - ``_failures``: how many reads failed because the database is away
@@ -123,7 +124,7 @@ class SharedFeed(Generic[T]):
         self._events: list[SharedEvent[T]] = []
         self._positions: list[int] = []  # of ``_events``, for bisection
         self._bytes = 0
-        self._reading: trio.Event | None = None  # set when the read in progress ends
+        self._lock = trio.Lock()  # held by the read in progress
         self.gone: NotFoundError | None = None
         self._failures = 0
         self._failure: ServiceUnavailableError | None = None  # the last one
@@ -148,25 +149,19 @@ class SharedFeed(Generic[T]):
 
     async def refresh(self, *, failures: int | None = None) -> None:
         """Read what was committed since the last read, if anything was published since it
-        began (one read at a time; the others wait for it, and wake together when it ends).
+        began (one read at a time; the others wait for it, then find nothing more to read).
         ``failures``: the feed's ``failures`` when the caller began to wait for news; a read
         that failed since (the one it was woken for) fails this call too."""
         if failures is None:
             failures = self._failures
-        while True:
+        async with self._lock:
             if self._failures != failures and self._failure is not None:
                 failure = self._failure
                 raise ServiceUnavailableError(failure.message, retry_after=failure.retry_after)
-            reading = self._reading
-            if reading is not None:
-                await reading.wait()
-                continue  # it failed (above), or news came during it: read again
-            if self.gone is not None or not self._news.take_news():
-                return
-            await self._read_news()
+            while self.gone is None and self._news.take_news():
+                await self._read_news()
 
     async def _read_news(self) -> None:
-        self._reading = trio.Event()
         finished = False
         try:
             more = True
@@ -185,8 +180,6 @@ class SharedFeed(Generic[T]):
         finally:
             if not finished:
                 self._news.mark_news()
-            self._reading.set()
-            self._reading = None
 
     def _append(self, events: list[SharedEvent[T]]) -> None:
         for event in events:
@@ -277,10 +270,6 @@ class Fanout(Generic[T]):
         if not feed.members and self._feeds.get(topic) is feed:
             del self._feeds[topic]
             feed.close()
-
-    @property
-    def feed_count(self) -> int:
-        return len(self._feeds)
 
 
 class Follower(Generic[T]):
