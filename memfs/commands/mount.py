@@ -123,7 +123,12 @@ def register(subparsers: Any) -> None:
         "store, which does not record its server (never done unasked; `memfs status` lists it)",
     )
     mount.add_argument(
-        "--cache-size", type=float, default=64.0, metavar="MB", help="clean content cache (MB)"
+        "--cache-size",
+        type=float,
+        default=64.0,
+        metavar="MB",
+        help="clean data kept in memory: contents, listings, .versions/ contents, a local "
+        "search index (MB; the stores of one mount share it)",
     )
     mount.add_argument(
         "--local-bytes",

@@ -401,6 +401,25 @@ def mount_report(reports: list[dict[str, Any]], *, mountpoint: str) -> dict[str,
     return {"type": REPORT_TYPE, "mountpoint": mountpoint, "stores": reports}
 
 
+def _budget_line(memory: dict[str, dict[str, int]] | None) -> list[str]:
+    """The cache budget's use, and what uses it (``--cache-size``: memfs.cache_budget)."""
+    if not memory or "cache budget" not in memory:
+        return []
+    budget = memory["cache budget"]
+    parts = ", ".join(
+        f"{name} {part['bytes']:,}"
+        for name, part in memory.items()
+        if name != "cache budget" and "entries" in part and part["bytes"] and name in _CHARGED
+    )
+    return [
+        f"cache budget     {budget['bytes']:,} of {budget['limit']:,} bytes"
+        + (f" ({parts})" if parts else "")
+    ]
+
+
+_CHARGED = ("contents", "listings", "version contents", "version logs", "search index")
+
+
 def render(doc: dict[str, Any]) -> str:
     """The status document as text for a person: a mount of several stores shows each store,
     then its scratch."""
@@ -474,6 +493,7 @@ def render_store(doc: dict[str, Any]) -> str:
         f"{cache['listings']} directories, {cache['listing_patches']} changes patched in; "
         f"{cache['prefetches']} bulk fetches "
         f"({cache['walk_prefetches']} ahead of a walk, {cache['prefetch_pages']} pages)",
+        *_budget_line(doc.get("memory")),
         f"uploads          {uploads['pending']} pending, {uploads['journal_records']} in the "
         f"journal ({uploads['journal_dir']}), {uploads['replayed']} replayed at start",
     ]
