@@ -409,7 +409,7 @@ def _budget_line(memory: dict[str, dict[str, int]] | None) -> list[str]:
     parts = ", ".join(
         f"{name} {part['bytes']:,}"
         for name, part in memory.items()
-        if name != "cache budget" and "entries" in part and part["bytes"] and name in _CHARGED
+        if name in _CHARGED and part.get("bytes")
     )
     return [
         f"cache budget     {budget['bytes']:,} of {budget['limit']:,} bytes"

@@ -198,6 +198,7 @@ def test_cold_grep_r_is_read_ahead_in_bulk(mount_factory):
     assert doc["cache"]["walk_prefetches"] == 9
     text = memfs("status", str(m.path), env=m.env).stdout
     assert "(9 ahead of a walk, " in text
+    assert "cache budget " in text  # what the caches hold together (--cache-size)
 
 
 def test_grep_r_and_find(mount_factory):
