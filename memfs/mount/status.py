@@ -417,7 +417,14 @@ def _budget_line(memory: dict[str, dict[str, int]] | None) -> list[str]:
     ]
 
 
-_CHARGED = ("contents", "listings", "version contents", "version logs", "search index")
+_CHARGED = (
+    "contents",
+    "listings",
+    "version contents",
+    "version views",
+    "version logs",
+    "search index",
+)
 
 
 def render(doc: dict[str, Any]) -> str:

@@ -84,7 +84,6 @@ class VNode:
     view: int = 0  # the view root's inode (vdir, vfile)
     instant: datetime | None = None  # view roots
     version_id: str | None = None  # vfile, hfile
-    view_data: View | None = None  # view roots
     lookups: int = 0
     open_count: int = 0
 
@@ -136,6 +135,16 @@ class VersionCache:
         return self._cache.bytes
 
 
+def view_bytes(view: View) -> int:
+    """What a point-in-time view is charged to the cache budget: an estimate of its dicts
+    and sets (about 150 bytes a file, measured)."""
+    return VIEW_BYTES + VIEW_FILE_BYTES * len(view.files)
+
+
+VIEW_BYTES = 200
+VIEW_FILE_BYTES = 150
+
+
 class VersionsTree:
     """The ``.versions`` tree of one mount. See the module docstring."""
 
@@ -168,7 +177,11 @@ class VersionsTree:
         self.handles: dict[int, VHandle] = {}
         self._next_ino = numbers.first
         self._next_fh = numbers.first
-        # rendered log.txt files: (index generation, text), charged to the cache budget
+        # point-in-time views by their root's inode (the kernel may hold thousands of roots),
+        # and rendered log.txt files: (index generation, text), charged to the cache budget
+        self._views: BudgetedCache[int, View] = BudgetedCache(
+            self.contents.budget, view_bytes, name="version views"
+        )
         self._logs: BudgetedCache[tuple[object, ...], tuple[int, bytes]] = BudgetedCache(
             self.contents.budget, lambda log: len(log[1]), name="version logs"
         )
@@ -339,10 +352,10 @@ class VersionsTree:
         assert root.instant is not None
         # new versions only matter to recent instants; redactions (the sweep) to any
         await self._learn(newer=not self.index.complete_at(root.instant), sweep=True)
-        data = root.view_data
+        data = self._views.get(root.ino)
         if data is None or data.generation != self.index.generation:
             data = self.index.view(root.instant)
-            root.view_data = data
+            self._views.put(root.ino, data)
         return data
 
     async def _view_child(self, node: VNode, name: str) -> VNode:

@@ -17,8 +17,10 @@ from support.fake_store import FakeStore
 from memfs.cache_budget import BudgetedCache, CacheBudget
 from memfs.core.build import build_core
 from memfs.core.fetch.cache import Listing
+from memfs.core.model.inodes import ROOT_INODE
 from memfs.models import Memory
 from memfs.search.engine import Hit
+from memfs.versions.tree import VersionsConfig, VersionsTree
 
 from .helpers import CONFIG
 
@@ -139,3 +141,27 @@ async def test_the_local_search_index_is_charged_to_the_cache_budget() -> None:
 
 def paths_of(hits: list[Hit]) -> list[str]:
     return [hit.path for hit in hits]
+
+
+async def test_point_in_time_views_are_charged_to_the_cache_size() -> None:
+    # each view root kept its view (every file at that instant: ~150 bytes a file) for as long
+    # as the kernel held the root, which is until memory pressure: now views are cached in the
+    # budget, and a view evicted is computed again from the index
+    store = FakeStore()
+    for n in range(60):
+        store.seed(f"/d{n % 3}/note-{n:02}.md", f"note {n}\n")
+    budget = CacheBudget(30 * KB)
+    config = VersionsConfig(settled_after=0.0, refresh_interval=0.0, recheck=60.0)
+    tree = VersionsTree(store, config, cache_budget=budget)
+    versions_root = (await tree.lookup(ROOT_INODE, ".versions")).ino
+    instants = [name for name, _ in await tree.readdir(versions_root) if name[:1].isdigit()]
+    assert len(instants) == 60
+    for name in instants:
+        view = (await tree.lookup(versions_root, name)).ino
+        assert len(await tree.readdir(view)) >= 1  # d0 at least
+    views = budget.by_cache()["version views"]
+    assert budget.used <= 30 * KB and 0 < views[1] < 60
+    last = (await tree.lookup(versions_root, instants[-1])).ino
+    assert sorted(name for name, _ in await tree.readdir(last)) == ["d0", "d1", "d2"]
+    first = (await tree.lookup(versions_root, instants[0])).ino  # evicted: computed again
+    assert [name for name, _ in await tree.readdir(first)] == ["d0"]
