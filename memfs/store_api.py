@@ -107,6 +107,13 @@ class StoreAPI(Protocol):
         """One page of the memories and prefixes right below ``prefix`` ("/a/b/"; None: root),
         in path order; ``with_content``: each memory with its content (the bulk fetch)."""
 
+    async def list_subtree_page(
+        self, prefix: str | None, *, cursor: str | None = None, limit: int = 20
+    ) -> Page[Memory]:
+        """One page of every memory below ``prefix`` ("/a/b/"; None: root) at any depth, each
+        with its content, in path order: the walk readahead's bulk fetch of a whole sub-tree
+        (one page of 20 may span several small directories)."""
+
     def list_below(self, prefix: str | None) -> AsyncIterator[Memory]:
         """Every memory below ``prefix`` at any depth, without content, in path order."""
 

@@ -77,6 +77,14 @@ class MemoryStoresAPI:
             page=cursor,
         )
 
+    async def list_subtree_page(
+        self, prefix: str | None, *, cursor: str | None = None, limit: int = 20
+    ) -> Page[Memory]:
+        page = await self.client.list_memories_page(
+            self._store_id, path_prefix=prefix, limit=limit, view="full", page=cursor
+        )
+        return Page([m for m in page.data if isinstance(m, Memory)], page.next_page)
+
     async def list_below(self, prefix: str | None) -> AsyncIterator[Memory]:
         async for item in self.client.list_memories(
             self._store_id, path_prefix=prefix, limit=PAGE, view="basic"

@@ -212,6 +212,17 @@ class FakeStore:
 
         return await self._call("list_directory_page", apply)
 
+    async def list_subtree_page(
+        self, prefix: str | None, *, cursor: str | None = None, limit: int = 20
+    ) -> Page[Memory]:
+        def apply() -> Page[Memory]:
+            items = self._below(prefix or "/")
+            start = int(cursor or 0)
+            more = start + limit < len(items)
+            return Page(items[start : start + limit], str(start + limit) if more else None)
+
+        return await self._call("list_subtree_page", apply)
+
     async def list_below(self, prefix: str | None) -> AsyncIterator[Memory]:
         found = await self._call("list_below", lambda: list(self._below(prefix or "/")))
         for memory in found:

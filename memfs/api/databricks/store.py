@@ -189,6 +189,13 @@ class DatabricksStore:
                 items.append(self._memory(entry, with_content=with_content))
         return Page(items, None)
 
+    async def list_subtree_page(
+        self, prefix: str | None, *, cursor: str | None = None, limit: int = 20
+    ) -> Page[Memory]:
+        """Every entry below ``prefix`` with its content, in one page (what a directory's
+        listing fetches anyway: the API lists flat entries)."""
+        return Page([self._memory(entry) for entry in await self._entries(prefix)], None)
+
     async def list_below(self, prefix: str | None) -> AsyncIterator[Memory]:
         for entry in await self._entries(prefix):
             yield self._memory(entry, with_content=False)

@@ -11,16 +11,24 @@ content instead of sending their own request. A directory is prefetched at most 
 
 *Walk readahead* (``grep -r``, ``find -exec cat``, ``tar c``): a reader that read a directory's
 files in bulk and then lists the directory that comes next in a depth-first walk of sorted names
-(the order ``readdir`` returns) is walking the tree. From then on the next ``lookahead``
-directories of the walk are fetched ahead, concurrently, each with its ``view=full`` pages,
-which bring its listing (memories and sub-directories, in path order) as well as its contents:
-the walker's ``readdir`` and reads of those directories cost no request and do not wait for
-the server. The walk never goes above the highest directory the walker listed, and ends when
-the walker lists something else. Listing-only walks (``ls -R``, ``find``) read no file and
-trigger nothing.
+(the order ``readdir`` returns) is walking the tree. From then on the walk is fetched by
+*sub-tree*: the walker's directory with everything below it, then each later sibling of it and
+of the directories above it, each with ``depth=0`` ``view=full`` pages (20 memories of any
+depth a request: a page spans several small directories, so a sub-tree never costs more
+requests than its directories one by one). Up to ``lookahead`` sub-trees are fetched ahead of
+the walker, at most ``MAX_IN_FLIGHT`` at once. When the directories read so far are small (at most
+``SMALL_DIRECTORY`` entries), sibling sub-trees would cost a page each for a few memories: the
+walk's top is fetched as one stream instead. A sub-tree's pages bring the listings of its
+directories (``memfs.core.fetch.subtree``) as well as their contents: the walker's ``readdir``
+and reads there cost no request, and wait only for the page that completes what they need.
+Walk fetches stop taking pages while they hold more than half the content cache ahead of the
+walker (and nobody waits for them): the cache would evict what the walker has not read yet.
+The walk never goes above the highest directory the walker listed, and ends when the walker
+lists something else. Listing-only walks (``ls -R``, ``find``) read no file and trigger nothing.
 
 Clean data only: contents go into ``ContentCache`` by sha, complete listings into
-``ListingCache`` (without contents). This module must not know about inodes, dirty data or FUSE.
+``ListingCache`` (without contents). A failed fetch only means readers ask for themselves. This
+module must not know about inodes, dirty data or FUSE.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import trio
 
 from memfs import paths
 from memfs.core.fetch.cache import ContentCache, Listing, ListingCache
+from memfs.core.fetch.subtree import SubTreeListings
 from memfs.core.model.config import DEFAULT_LOOKAHEAD
 from memfs.errors import ApiConnectionError, ApiError
 from memfs.models import ListItem, Memory, MemoryPrefix
@@ -45,15 +54,40 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 20  # the API's limit with view=full
 WALK_MEMORY = 300.0  # seconds a readdir counts as part of a walk (the walk's top)
+# Walk fetches in flight at once. A few overlap the server's latency, and its work with ours,
+# so a walk is not one request after another; more would take a larger share of a server that
+# serves a fleet of mounts, for little: four keep a walker reading from the cache busy.
+MAX_IN_FLIGHT = 4
+# At most this many entries a directory: MAX_IN_FLIGHT fetches of one directory each bring no
+# more per round trip than one stream of pages of PAGE_SIZE over them all, for more requests.
+SMALL_DIRECTORY = PAGE_SIZE // MAX_IN_FLIGHT
+WALKER_PATIENCE = 30.0  # seconds a fetch far ahead waits for the walker, then stops
 
 
 @dataclass
 class _Prefetch:
+    directory: str
     started: float
+    subtree: bool = False  # every memory below ``directory`` (depth=0), not only its own
+    walk: bool = False  # fetched ahead of a walk
     done: bool = False
-    listed: bool = False  # its complete listing went into the listing cache
+    stopped: bool = False  # a walk fetch that ended early: it brought only what it ``listed``
+    ended: float = 0.0
+    listed: set[str] = field(default_factory=set)  # complete listings put in the cache
     seen: set[str] = field(default_factory=set)  # shas delivered so far
+    waiters: int = 0  # readers waiting for it: it never pauses for the walker then
     progress: trio.Event = field(default_factory=trio.Event)
+
+    def covers(self, directory: str) -> bool:
+        if self.stopped and directory not in self.listed:
+            return False
+        return directory == self.directory or (
+            self.subtree and paths.is_below(directory, self.directory)
+        )
+
+    def woke(self) -> None:
+        self.progress.set()
+        self.progress = trio.Event()
 
 
 def walk_order(directory: str) -> tuple[str, ...]:
@@ -89,15 +123,19 @@ class BulkFetcher:
         self._misses: dict[str, float] = {}
         self._listed: dict[str, float] = {}  # readdir not yet followed by a miss
         self._readdirs: dict[str, float] = {}  # every recent readdir (the walk's top)
-        self._running: dict[str, _Prefetch] = {}
+        self._running: dict[str, _Prefetch] = {}  # by the directory each fetches
         # a walk: where the walker is (its contents fetched in bulk), the highest directory it
-        # listed (None until a second directory confirms the walk), what is fetched ahead of it
+        # listed (None until a second directory confirms the walk), the sub-trees fetched
+        # ahead of it, and the bytes walk fetches brought for directories it has not listed
         self._walk_at: str | None = None
         self._walk_top_dir: str | None = None
         self._ahead: set[str] = set()
+        self._bytes_ahead: dict[str, int] = {}
+        self._nudge = trio.Event()  # the walker moved on, or waits: paused fetches look again
         self.prefetches = 0
         self.walk_prefetches = 0
         self.pages = 0
+        self.most_in_flight = 0  # walk fetches running at once, at most (status, tests)
 
     def run_in(self, nursery: trio.Nursery) -> None:
         """Run background work in ``nursery`` from now on (the daemon's, once it runs)."""
@@ -121,9 +159,9 @@ class BulkFetcher:
         """Content ``sha`` of a memory in ``directory`` from a prefetch, or None (retrieve it)."""
         if sha is None:
             return None
-        now = time.monotonic()
-        job = self._running.get(directory)
-        if job is None or (now - job.started > self.window and job.done):
+        job = self._job_for(directory)
+        if job is None:
+            now = time.monotonic()
             last = max(
                 self._misses.get(directory, -math.inf), self._listed.pop(directory, -math.inf)
             )
@@ -134,21 +172,29 @@ class BulkFetcher:
             self._end_walk()
             self._walk_at = directory  # a walk starts here if its successor is listed next
             if self.nursery is None:
-                await self._run(directory, job)
+                await self._run(job)
         while True:
             cached = self.contents.get(sha)
-            if cached is not None or sha in job.seen or job.done:
+            if cached is not None or sha in job.seen or job.done or directory in job.listed:
                 return cached
-            await job.progress.wait()
+            await self._wait(job)
 
     async def listing(self, directory: str) -> Listing | None:
         """The listing a running prefetch of ``directory`` is about to bring, or None."""
-        job = self._running.get(directory)
+        job = self._job_for(directory)
         if job is None or job.done:
             return None  # a finished one already put its listing in the cache
-        while not job.done:
+        while not job.done and directory not in job.listed:
+            await self._wait(job)
+        return self.listings.get(directory) if directory in job.listed else None
+
+    async def _wait(self, job: _Prefetch) -> None:
+        job.waiters += 1
+        self._nudged()  # a fetch paused for the walker goes on: someone needs it
+        try:
             await job.progress.wait()
-        return self.listings.get(directory) if job.listed else None
+        finally:
+            job.waiters -= 1
 
     # -- walks --------------------------------------------------------------------------------
 
@@ -169,14 +215,19 @@ class BulkFetcher:
                 self._end_walk()
                 return
             self._walk_top_dir = top
+            if self._small_directories(top) and self._job_for(top) is None:
+                self._start(top, walk=True, subtree=True)  # one stream of the whole walk
         elif directory not in self._ahead and not self._later_in_walk(directory):
             log.debug("walk ends: %s listed after %s", directory, self._walk_at)
             self._end_walk()
             return
         self._walk_at = directory
-        self._ahead = {d for d in self._ahead if walk_order(d) > walk_order(directory)}
-        if self._recent_job(directory) is None:
-            self._start(directory, walk=True)
+        order = walk_order(directory)
+        self._ahead = {d for d in self._ahead if walk_order(d) > order}
+        self._bytes_ahead = {d: n for d, n in self._bytes_ahead.items() if walk_order(d) > order}
+        self._nudged()
+        if self._job_for(directory) is None:
+            self._start(directory, walk=True, subtree=True)
         self._plan()
 
     def _later_in_walk(self, directory: str) -> bool:
@@ -189,18 +240,30 @@ class BulkFetcher:
         self._walk_at = None
         self._walk_top_dir = None
         self._ahead.clear()
+        self._bytes_ahead.clear()
+        self._nudged()
+
+    def _nudged(self) -> None:
+        self._nudge.set()
+        self._nudge = trio.Event()
 
     def _plan(self) -> None:
-        """Keep ``lookahead`` directories of the walk fetched ahead of the walker."""
+        """Keep ``lookahead`` sub-trees of the walk fetched ahead of the walker, at most
+        ``MAX_IN_FLIGHT`` walk fetches at once."""
         if self._walk_at is None or self._walk_top_dir is None or self.nursery is None:
             return
-        for following in self._walk_after(self._walk_at, self._walk_top_dir):
-            if len(self._ahead) >= self.lookahead:
+        in_flight = sum(1 for job in self._running.values() if job.walk and not job.done)
+        for following in self._subtrees_after(self._walk_at, self._walk_top_dir):
+            if len(self._ahead) >= self.lookahead or in_flight >= MAX_IN_FLIGHT:
                 return
             if following in self._ahead:
                 continue
-            if self._recent_job(following) is None:
-                self._start(following, walk=True)
+            job = self._job_for(following)
+            if job is not None and job.directory != following:
+                continue  # inside a sub-tree fetched already
+            if job is None:
+                self._start(following, walk=True, subtree=True)
+                in_flight += 1
             self._ahead.add(following)
 
     def _walk_top(self, directory: str) -> str:
@@ -213,6 +276,17 @@ class BulkFetcher:
                 break
             top = parent
         return top
+
+    def _small_directories(self, top: str) -> bool:
+        """Whether the directories the walker listed below ``top`` hold at most
+        ``SMALL_DIRECTORY`` entries on average (then one stream of ``top`` serves best)."""
+        sizes = []
+        for directory in self._readdirs:
+            if paths.is_below(directory, top):
+                listing = self.listings.stale(directory)
+                if listing is not None:
+                    sizes.append(len(listing.items))
+        return bool(sizes) and sum(sizes) <= SMALL_DIRECTORY * len(sizes)
 
     def _subdirectories(self, directory: str) -> list[str]:
         listing = self.listings.stale(directory)
@@ -240,83 +314,149 @@ class BulkFetcher:
             current = parent
         return None
 
-    def _walk_after(self, current: str, top: str) -> Iterator[str]:
-        """Directories a walk of ``top`` lists after ``current``, in order, as far as listings
-        are known: a directory whose listing is not known yet is yielded without its subtree
-        (fetching it brings the listing; the next plan goes on from there)."""
-        yield from self._subtree(current)
-        while current not in (top, "/"):
-            parent = paths.parent(current)
-            for sibling in self._subdirectories(parent):
-                if sibling > current:
-                    yield sibling
-                    yield from self._subtree(sibling)
-            current = parent
-
-    def _subtree(self, directory: str) -> Iterator[str]:
+    def _subtrees_after(self, current: str, top: str) -> Iterator[str]:
+        """The sub-trees a walk of ``top`` reads after ``current``'s own files, in order:
+        ``current``'s sub-directories, then the later siblings of ``current`` and of each
+        directory above it up to ``top``, as far as listings are known."""
         try:
-            below = self._subdirectories(directory)
+            yield from self._subdirectories(current)
+            while current not in (top, "/"):
+                parent = paths.parent(current)
+                yield from (d for d in self._subdirectories(parent) if d > current)
+                current = parent
         except _Unknown:
-            return
-        for sub in below:
-            yield sub
-            yield from self._subtree(sub)
+            return  # a listing not known (yet): a later plan goes on
 
     # -- fetching -----------------------------------------------------------------------------
 
-    def _recent_job(self, directory: str) -> _Prefetch | None:
-        job = self._running.get(directory)
-        if job is not None and job.done and time.monotonic() - job.started > self.window:
-            return None
-        return job
+    def _job_for(self, directory: str) -> _Prefetch | None:
+        """The running or recent fetch that brings ``directory``: its own, or a sub-tree's."""
+        for candidate in (directory, *reversed(paths.ancestors(directory)), "/"):
+            job = self._running.get(candidate)
+            if job is None or not job.covers(directory):
+                continue
+            if job.done and time.monotonic() - max(job.started, job.ended) > self.window:
+                return None
+            return job
+        return None
 
-    def _start(self, directory: str, *, walk: bool = False) -> _Prefetch:
+    def _start(self, directory: str, *, walk: bool = False, subtree: bool = False) -> _Prefetch:
         now = time.monotonic()
         if len(self._running) > 1000:
             recent = now - self.window
             self._running = {
-                d: j for d, j in self._running.items() if not j.done or j.started > recent
+                d: j for d, j in self._running.items() if not j.done or j.ended > recent
             }
-        job = _Prefetch(started=now)
+        job = _Prefetch(directory, started=now, subtree=subtree, walk=walk)
         log.debug("bulk fetch of %s%s", directory, " (ahead of a walk)" if walk else "")
         self._running[directory] = job
         self.prefetches += 1
         if walk:
             self.walk_prefetches += 1
+            in_flight = sum(1 for j in self._running.values() if j.walk and not j.done)
+            self.most_in_flight = max(self.most_in_flight, in_flight)
         if self.nursery is not None:
-            self.nursery.start_soon(self._run, directory, job)
+            self.nursery.start_soon(self._run, job)
         return job
 
-    async def _run(self, directory: str, job: _Prefetch) -> None:
-        prefix = None if directory == "/" else paths.as_prefix(directory)
-        items: list[ListItem] = []
+    async def _run(self, job: _Prefetch) -> None:
         try:
-            cursor: str | None = None
-            while True:
-                page = await self.store.list_directory_page(
-                    prefix, with_content=True, cursor=cursor, limit=PAGE_SIZE
-                )
-                self.pages += 1
-                for item in page.data:
-                    if isinstance(item, Memory) and item.content is not None:
-                        self.contents.put(item.content_sha256, item.content.encode("utf-8"))
-                        job.seen.add(item.content_sha256)
-                        item = dataclasses.replace(item, content=None)
-                    items.append(item)
-                job.progress.set()
-                job.progress = trio.Event()
-                cursor = page.next_page
-                if not cursor:
-                    break
-            # the pages are a complete depth=1 listing: readdir needs no request of its own
-            job.listed = self.listings.put(directory, Listing(job.started, tuple(items)))
+            if job.subtree:
+                await self._fetch_subtree(job)
+            else:
+                await self._fetch_directory(job)
         except (ApiError, ApiConnectionError) as exc:
-            log.info("prefetch of %s stopped: %s", directory, exc)
+            log.info("prefetch of %s stopped: %s", job.directory, exc)
+            job.stopped = job.walk  # the walk fetches again what a reader reaches next
         except Exception:  # a background task must not take the mount down; readers retrieve
             if self.nursery is None:
                 raise
-            log.warning("prefetch of %s failed", directory, exc_info=True)
+            log.warning("prefetch of %s failed", job.directory, exc_info=True)
+            job.stopped = job.walk
         finally:
             job.done = True
-            job.progress.set()
+            job.ended = time.monotonic()
+            job.woke()
         self._plan()  # its sub-directories are known now: the walk can look further
+
+    async def _fetch_directory(self, job: _Prefetch) -> None:
+        """The ``depth=1`` pages of one directory: its memories and sub-directories."""
+        prefix = None if job.directory == "/" else paths.as_prefix(job.directory)
+        items: list[ListItem] = []
+        cursor: str | None = None
+        while True:
+            page = await self.store.list_directory_page(
+                prefix, with_content=True, cursor=cursor, limit=PAGE_SIZE
+            )
+            self.pages += 1
+            items.extend(self._keep(job, item) for item in page.data)
+            job.woke()
+            cursor = page.next_page
+            if not cursor:
+                break
+        # the pages are a complete depth=1 listing: readdir needs no request of its own
+        self._put_listing(job, job.directory, tuple(items), job.started)
+
+    async def _fetch_subtree(self, job: _Prefetch) -> None:
+        """The ``depth=0`` pages of a sub-tree, each directory's listing put once complete."""
+        prefix = None if job.directory == "/" else paths.as_prefix(job.directory)
+        tree = SubTreeListings(job.directory)
+        asked: list[float] = []  # when each page's request began
+        cursor: str | None = None
+        while True:
+            asked.append(time.monotonic())
+            page = await self.store.list_subtree_page(prefix, cursor=cursor, limit=PAGE_SIZE)
+            self.pages += 1
+            for memory in page.data:
+                kept = self._keep(job, memory)
+                if isinstance(kept, Memory):
+                    tree.add(kept)
+            for directory, items, first in tree.passed():
+                self._put_listing(job, directory, items, asked[max(0, first - 1)])
+            job.woke()
+            cursor = page.next_page
+            if not cursor:
+                break
+            tree.next_page()
+            if job.walk and not await self._room_ahead(job):
+                log.debug("walk fetch of %s stopped: the walker stopped", job.directory)
+                job.stopped = True
+                return
+        for directory, items, first in tree.rest():
+            self._put_listing(job, directory, items, asked[max(0, first - 1)])
+        if tree.disordered:  # the server's pages were not in path order: trust none of them
+            log.info("pages of %s came out of path order: listings not kept", job.directory)
+            for directory in job.listed:
+                self.listings.drop(directory)
+            job.listed.clear()
+
+    def _keep(self, job: _Prefetch, item: ListItem) -> ListItem:
+        """``item`` without its content, which goes into the content cache."""
+        if not isinstance(item, Memory) or item.content is None:
+            return item
+        data = item.content.encode("utf-8")
+        self.contents.put(item.content_sha256, data)
+        job.seen.add(item.content_sha256)
+        directory = paths.parent(item.path)
+        walker = self._walk_at
+        if job.walk and walker is not None and walk_order(directory) > walk_order(walker):
+            self._bytes_ahead[directory] = self._bytes_ahead.get(directory, 0) + len(data)
+        return dataclasses.replace(item, content=None)
+
+    def _put_listing(
+        self, job: _Prefetch, directory: str, items: tuple[ListItem, ...], started: float
+    ) -> None:
+        if self.listings.put(directory, Listing(started, items)):
+            job.listed.add(directory)
+
+    async def _room_ahead(self, job: _Prefetch) -> bool:
+        """Wait while walk fetches hold more than half the content cache ahead of the walker
+        (more would evict what it has not read yet), unless a reader waits for ``job``; False:
+        the walker stopped (``job`` stops: what it did not bring is fetched when asked)."""
+        while sum(self._bytes_ahead.values()) > self.contents.max_bytes // 2 and not job.waiters:
+            nudge = self._nudge
+            with trio.move_on_after(WALKER_PATIENCE):
+                await nudge.wait()
+            if not nudge.is_set():
+                return False
+        return True

@@ -29,6 +29,7 @@ class CacheFigures:
     prefetches: int
     walk_prefetches: int
     prefetch_pages: int
+    walk_most_in_flight: int  # walk fetches running at once, at most
     inodes: int
 
 

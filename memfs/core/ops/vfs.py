@@ -740,6 +740,7 @@ class Vfs:
                 prefetches=bulk.prefetches,
                 walk_prefetches=bulk.walk_prefetches,
                 prefetch_pages=bulk.pages,
+                walk_most_in_flight=bulk.most_in_flight,
                 inodes=len(self.table.nodes),
             ),
             uploads=UploadFigures(

@@ -70,11 +70,13 @@ async def test_grep_r_fetches_ahead_one_request_per_20_memories(
     assert len(out) == sum(DIRS.values())
     assert out["/d2/s/f03.md"] == b"/d2/s 3\n" and out["/d5/f24.md"] == b"/d5 24\n"
     assert client.stats.count("GET", RETRIEVE) == 0
-    # the root and d0 are listed before the walk is recognised (d0's reads start it); from d1
-    # on, each directory costs only its view=full pages, which bring its listing too
-    pages = sum(math.ceil(count / 20) for count in DIRS.values())
+    # the root and d0 are listed before the walk is recognised (d0's reads start it: its own
+    # pages); from d1 on, each sub-tree costs only its depth=0 view=full pages, which bring its
+    # listings too: d2 with d2/s is one sub-tree of 30 memories, 2 pages (by directory, 2 + 1)
+    subtrees = {"/d0": 25, "/d1": 25, "/d2": 30, "/d3": 25, "/d4": 25, "/d5": 25}
+    pages = sum(math.ceil(count / 20) for count in subtrees.values())
     assert client.stats.count("GET", LISTING) == 2 + pages
-    assert vfs.bulk.walk_prefetches == len(DIRS) - 1
+    assert vfs.bulk.walk_prefetches == len(subtrees) - 1
 
 
 async def test_listing_only_walk_fetches_no_content(client: StoreClient, store_id: str) -> None:
