@@ -10,8 +10,10 @@ import os
 from typing import Any
 
 import trio
+from support.fake_databricks import FakeDatabricks
 from support.fake_store import FakeStore
 
+from memfs.api.databricks.store import DatabricksStore
 from memfs.core.build import build_core
 from memfs.core.fetch.prefetch import MAX_IN_FLIGHT, SMALL_DIRECTORY
 from memfs.core.fetch.subtree import SubTreeListings
@@ -62,7 +64,7 @@ async def walk(vfs: Vfs, ino: int, path: str, out: dict[str, bytes]) -> None:
             await vfs.release(fh)
 
 
-async def walked(store: FakeStore, **config: Any) -> tuple[Vfs, dict[str, bytes]]:
+async def walked(store: Any, **config: Any) -> tuple[Vfs, dict[str, bytes]]:
     vfs = build_core(store, VfsConfig(**config))
     vfs.listings.vouch(math.inf)  # what a healthy change feed does
     out: dict[str, bytes] = {}
@@ -131,6 +133,24 @@ async def test_a_tree_larger_than_the_content_cache_is_read_right() -> None:
     vfs, out = await walked(store, cache_bytes=size // 4)
     assert out == contents
     assert vfs.contents.bytes <= size // 4
+
+
+async def test_a_databricks_walk_lists_each_sub_tree_once() -> None:
+    api = FakeDatabricks()
+    contents = {}
+    for directory, count in NESTED.items():
+        for n in range(count):
+            path = f"{directory}/f{n:02}.md"
+            api.put("alice", path, f"{path} {n}\n")
+            contents[path] = f"{path} {n}\n".encode()
+    store = DatabricksStore(api, api.store_id, "alice", None)  # type: ignore[arg-type]
+    _, out = await walked(store)
+    assert out == contents
+    assert api.calls["get_entry"] == 0  # every content came with a listing
+    # the root, /p0, /p0/t0 listed by the walker, /p0/t0 read; then /p0/t1, /p0/t2 and p1..p7
+    # one listing each (the API lists whole sub-trees anyway): 13, where by directory the
+    # walk asked for every one of the 32 directories
+    assert api.calls["list_entries"] == 4 + 2 + 7
 
 
 def test_sub_tree_listings_are_complete_once_the_pages_pass_them() -> None:
