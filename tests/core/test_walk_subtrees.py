@@ -117,6 +117,24 @@ async def test_small_directories_are_fetched_in_one_stream() -> None:
     assert store.calls[SUBTREE] == math.ceil(len(contents) / 20)
 
 
+async def test_a_walk_below_a_listed_root_streams_only_its_own_directory() -> None:
+    store = FakeStore()
+    walked_part = seeded(store, {f"/a/d{n:02}": SMALL_DIRECTORY - 1 for n in range(10)})
+    seeded(store, {f"/b/d{n:02}": SMALL_DIRECTORY - 1 for n in range(30)})
+    vfs = build_core(store, VfsConfig())
+    vfs.listings.vouch(math.inf)
+    out: dict[str, bytes] = {}
+    async with trio.open_nursery() as nursery:
+        vfs.bulk.run_in(nursery)
+        entries = dict(await vfs.readdir(ROOT_INODE))  # an ls of the mount, then grep -r MNT/a
+        await walk(vfs, entries["a"].ino, "/a", out)
+        nursery.cancel_scope.cancel()
+    assert out == walked_part
+    # /a streamed in 2 pages of 20 (40 memories); nothing of /b's 120 was fetched
+    assert store.calls[SUBTREE] == 2
+    assert vfs.contents.bytes == sum(len(c) for c in walked_part.values())
+
+
 async def test_failed_sub_tree_fetches_fall_back_to_readers_asking() -> None:
     store = FakeStore()
     contents = seeded(store, NESTED)

@@ -16,11 +16,12 @@ files in bulk and then lists the directory that comes next in a depth-first walk
 of the directories above it, each with ``depth=0`` ``view=full`` pages (20 memories of any
 depth a request: a page spans several small directories, so a sub-tree never costs more
 requests than its directories one by one). Up to ``lookahead`` sub-trees are fetched ahead of
-the walker, at most ``MAX_IN_FLIGHT`` at once. When the directories read so far are small (at most
-``SMALL_DIRECTORY`` entries), sibling sub-trees would cost a page each for a few memories: the
-walk's top is fetched as one stream instead. A sub-tree's pages bring the listings of its
-directories (``memfs.core.fetch.subtree``) as well as their contents: the walker's ``readdir``
-and reads there cost no request, and wait only for the page that completes what they need.
+the walker, at most ``MAX_IN_FLIGHT`` at once. When the directories read so far are small (at
+most ``SMALL_DIRECTORY`` entries), sibling sub-trees would cost a page each for a few memories:
+the directory that holds them is fetched as one stream instead. A sub-tree's pages bring the
+listings of its directories (``memfs.core.fetch.subtree``) as well as their contents: the
+walker's ``readdir`` and reads there cost no request, and wait only for the page that completes
+what they need.
 Walk fetches stop taking pages while they hold more than half the content cache ahead of the
 walker (and nobody waits for them): the cache would evict what the walker has not read yet.
 The walk never goes above the highest directory the walker listed, and ends when the walker
@@ -215,8 +216,12 @@ class BulkFetcher:
                 self._end_walk()
                 return
             self._walk_top_dir = top
-            if self._small_directories(top) and self._job_for(top) is None:
-                self._start(top, walk=True, subtree=True)  # one stream of the whole walk
+            # small siblings: one stream of the directory that holds them (never above the
+            # walk's top, nor above where the walker is: its top may be an earlier ``ls``)
+            holder = paths.parent(directory)
+            small = paths.is_below(directory, top) and self._small_directories(holder)
+            if small and self._job_for(holder) is None:
+                self._start(holder, walk=True, subtree=True)
         elif directory not in self._ahead and not self._later_in_walk(directory):
             log.debug("walk ends: %s listed after %s", directory, self._walk_at)
             self._end_walk()
@@ -277,12 +282,12 @@ class BulkFetcher:
             top = parent
         return top
 
-    def _small_directories(self, top: str) -> bool:
-        """Whether the directories the walker listed below ``top`` hold at most
-        ``SMALL_DIRECTORY`` entries on average (then one stream of ``top`` serves best)."""
+    def _small_directories(self, holder: str) -> bool:
+        """Whether the directories the walker listed below ``holder`` hold at most
+        ``SMALL_DIRECTORY`` entries on average (then one stream of ``holder`` serves best)."""
         sizes = []
         for directory in self._readdirs:
-            if paths.is_below(directory, top):
+            if paths.is_below(directory, holder):
                 listing = self.listings.stale(directory)
                 if listing is not None:
                     sizes.append(len(listing.items))
