@@ -159,7 +159,9 @@ def check_slugs(specs: list[StoreSpec]) -> None:
     seen: set[str] = set()
     for spec in specs:
         slug = spec.slug
-        if slug in ("", ".", "..") or "/" in slug or "\0" in slug or len(slug.encode()) > 255:
+        # a name at the root, and the prefix of log lines: no control characters either
+        bad = any(ord(c) < 0x20 or ord(c) == 0x7F for c in slug)
+        if slug in ("", ".", "..") or "/" in slug or bad or len(slug.encode()) > 255:
             raise MountError(f"{slug!r} cannot name a store's directory")
         if slug in seen:
             raise MountError(f"two stores are named {slug!r}")
