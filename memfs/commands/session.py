@@ -345,7 +345,7 @@ async def _supervise(
     except SessionError as exc:
         return refuse(exc.problems, EXIT_REFUSED)
 
-    prompt = render_prompt(plans)
+    prompt = render_prompt(plans, root)
     prompt_file = Path(os.path.abspath(args.prompt_file)) if args.prompt_file else None
 
     def ready() -> None:

@@ -2,17 +2,22 @@
 
 Markdown for a system prompt: what is mounted where, read-only or not, which API each store is
 (a Memory Stores store keeps every version under ``.versions/``; a Databricks store is one
-actor's entries, their descriptions the ``user.description`` attribute), and how to search.
-Descriptions and instructions are the store owner's words, passed through unchanged.
+actor's entries, their descriptions the ``user.description`` attribute), how to search, and
+that every other name at the session's root is local scratch (never uploaded, lost at the end
+of the session; ``mv`` into or out of a store copies). Descriptions and instructions are the
+store owner's words, passed through unchanged.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from memfs.session.plan import MountPlan
 
 
-def render_prompt(plans: list[MountPlan]) -> str:
-    """Markdown for an agent's system prompt: what is mounted where, and how to use it."""
+def render_prompt(plans: list[MountPlan], root: Path) -> str:
+    """Markdown for an agent's system prompt: what is mounted where under ``root``, and how to
+    use it."""
     count = len(plans)
     noun = "memory store" if count == 1 else "memory stores"
     lines = [
@@ -30,6 +35,12 @@ def render_prompt(plans: list[MountPlan]) -> str:
         "To search a store by words, read `<path>/.search/<words>` "
         '(`cat <path>/.search/"tomato sauce"`): the matching files, best first, one a line, '
         "each path first. `.search` is never listed and cannot be written.",
+        "",
+        f"The {noun} {'is the directory' if count == 1 else 'are the directories'} under "
+        f"`{root}` listed below. Any other name you create in `{root}` itself is local "
+        "scratch: never uploaded, lost when the session ends. Moving a file between scratch "
+        "and a store, or between two stores, copies it (`mv` copies, then removes the "
+        "original).",
     ]
     for plan in plans:
         store = plan.store

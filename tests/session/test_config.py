@@ -309,7 +309,7 @@ def test_prompt_names_each_mount_its_path_access_kind_description_and_instructio
             Path("/mnt/memory/team-memory"),
         ),
     ]
-    prompt = render_prompt(plans)
+    prompt = render_prompt(plans, Path("/mnt/memory"))
     assert prompt.startswith("# Memory\n\nYou have 3 memory stores mounted as directories.")
     memory_stores = (
         "- Kind: Memory Stores store; every change of a file is kept as a version under "
@@ -333,6 +333,12 @@ def test_prompt_names_each_mount_its_path_access_kind_description_and_instructio
     ) in prompt
     assert "Read-only file system" in prompt
     assert 'read `<path>/.search/<words>` (`cat <path>/.search/"tomato sauce"`)' in prompt
+    assert (
+        "The memory stores are the directories under `/mnt/memory` listed below. Any other "
+        "name you create in `/mnt/memory` itself is local scratch: never uploaded, lost when "
+        "the session ends. Moving a file between scratch and a store, or between two stores, "
+        "copies it (`mv` copies, then removes the original).\n"
+    ) in prompt
 
 
 def databricks(store_id: str, **extra: object) -> dict[str, object]:
