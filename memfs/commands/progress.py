@@ -69,7 +69,9 @@ class FlushProgress:
         for mountpoint in self.mountpoints:
             try:
                 doc = json.loads(state_path(mountpoint, "status").read_text())
-                total = (total or 0) + int(doc["uploads"]["pending"])
-            except (MountError, OSError, ValueError, KeyError, TypeError):
+                # a mount of several stores (a session) has one section per store
+                sections = doc.get("stores") or [doc]
+                total = (total or 0) + sum(int(s["uploads"]["pending"]) for s in sections)
+            except (MountError, OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
         return total

@@ -1,17 +1,19 @@
-"""``memfs session …``: mount a sandbox session's memory stores under one root, and stop it.
+"""``memfs session …``: serve a sandbox session's memory stores from one mount, and stop it.
 
 - ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
   [--session-id S] [--profile NAME] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks
-  the whole session (config, stores, directories) before mounting anything, mounts every store at
-  ``<root>/<slug>``, prints the agent's prompt (or writes it to ``--prompt-file``), and
-  supervises the mounts until SIGTERM/SIGINT. With ``--detach`` the supervisor runs in the
-  background and the command returns once every store is mounted.
-- ``memfs session stop [--root R]`` asks the supervisor to flush, unmount and clean up, waits for
+  the whole session (config, stores, root) before mounting anything, then this one process
+  serves every store from one FUSE mount at the root (each store the directory
+  ``<root>/<slug>``, every other name there local scratch), prints the agent's prompt (or
+  writes it to ``--prompt-file``), and serves until SIGTERM/SIGINT. With ``--detach`` the
+  session runs in the background and the command returns once every store answers.
+- ``memfs session stop [--root R]`` asks the session to flush, unmount and clean up, waits for
   it, and reports anything that may not have been uploaded.
-- ``memfs session status [--root R] [--json]`` shows the running session and its mounts.
+- ``memfs session status [--root R] [--json]`` shows the running session and each store's
+  health, and the files waiting, refused or in conflict.
 
 This module owns argument parsing, logging setup, the detach handshake and exit codes; the
-checks and the prompt are ``memfs.session.plan``'s, the mounts ``memfs.session.supervisor``'s.
+checks and the prompt are ``memfs.session.plan``'s, serving ``memfs.session.runner``'s.
 It must not print a traceback for an expected failure (one line ``memfs session: …``
 instead), and never prints or logs the API key: it travels by environment or
 ``--api-key-file`` only (as does a base URL, which may carry a password); a Databricks token
@@ -52,9 +54,9 @@ from memfs.private import (
 # here: they bring trio and httpx, which `memfs session --help` does not need.
 if TYPE_CHECKING:
     from memfs.api.config import ClientConfig
+    from memfs.mount.daemon import MountOptions
     from memfs.mount.owner import Owner
     from memfs.session.plan import MountPlan, SessionConfig, SessionState
-    from memfs.session.supervisor import MountCommand
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +65,8 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 
 DEFAULT_ROOT = "/mnt/memory"  # where a sandbox session's stores are mounted
-# The supervisor's flush bound (memfs.session.supervisor.FLUSH_TIMEOUT, 30 s) plus lazy
-# unmounts; a number here, not a sum, so that --help need not import the supervisor.
+# The session's flush bound (memfs.session.runner.FLUSH_TIMEOUT, 30 s) plus a lazy unmount;
+# a number here, not a sum, so that --help need not import the daemon.
 STOP_TIMEOUT = 45.0
 PROMPT_DIR_MODE = 0o755  # directories made for --prompt-file: the agent reads the prompt
 CHECK_RETRIES = 1  # fail fast while checking a session: a person is waiting
@@ -73,11 +75,13 @@ CHECK_RETRIES = 1  # fail fast while checking a session: a person is waiting
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "session",
-        help="mount a sandbox session's memory stores under one root (/mnt/memory)",
+        help="serve a sandbox session's memory stores from one mount (/mnt/memory)",
         description=(
-            "Mount up to 8 memory stores at ROOT/<slug>, as a sandbox session does, and print "
-            "the text an agent needs about them. Runs until SIGTERM/SIGINT or "
-            "`memfs session stop`, then flushes, unmounts and removes the directories."
+            "Serve up to 8 memory stores from one mount at ROOT, as a sandbox session does: "
+            "each store is the directory ROOT/<slug>, every other name at ROOT is local "
+            "scratch (in memory, never uploaded). Prints the text an agent needs about them. "
+            "One process; runs until SIGTERM/SIGINT or `memfs session stop`, then flushes "
+            "every store, unmounts and removes ROOT if it created it."
         ),
     )
     parser.add_argument(
@@ -94,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--detach",
         action="store_true",
-        help="run the supervisor in the background; return once every store is mounted",
+        help="run the session in the background; return once every store answers",
     )
     parser.add_argument(
         "--session-id", metavar="S", help="attribute writes to this session (default: sesn_…)"
@@ -119,17 +123,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--log-file",
         metavar="F",
-        help="with --detach: where the supervisor logs (default: next to its state file)",
+        help="with --detach: where the session logs (default: next to its state file)",
     )
     parser.add_argument(
         "--allow-other",
         action="store_true",
-        help="let every user of the machine use the mounts (FUSE allow_other; off by default)",
+        help="let every user of the machine use the mount (FUSE allow_other; off by default)",
     )
     parser.add_argument(
         "--uid",
         metavar="USER",
-        help="owner of every mount's files, e.g. the user the agent runs as (with "
+        help="owner of every store's files and of ROOT, e.g. the user the agent runs as (with "
         "--allow-other; default: the config's owner.uid)",
     )
     parser.add_argument(
@@ -143,16 +147,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--replay-legacy-journal",
         action="store_true",
-        help="each mount also uploads the journal an earlier memfs left for its store, which "
+        help="each store also uploads the journal an earlier memfs left for it, which "
         "does not record its server (memfs mount --replay-legacy-journal)",
     )
     parser.add_argument(
         "--local-bytes",
         type=byte_size,
         metavar="SIZE",
-        help="each mount's budget for local-only files, refused content and files waiting for "
-        "the store, past which creates and writes get ENOSPC (memfs mount --local-bytes; "
-        "default: 64M)",
+        help="each store's budget for local-only files, refused content and files waiting for "
+        "the store, and the budget of the scratch at ROOT, past which creates and writes get "
+        "ENOSPC (memfs mount --local-bytes; default: 64M)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -160,17 +164,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=needs_extra("mount", "memfs session", _start))
 
     commands = parser.add_subparsers(dest="session_command", metavar="COMMAND")
-    stop = commands.add_parser("stop", help="stop the session at ROOT: flush, unmount, clean up")
+    stop = commands.add_parser(
+        "stop", help="stop the session at ROOT: flush every store, unmount, remove ROOT"
+    )
     _root_option(stop)
     stop.add_argument(
         "--timeout",
         type=float,
         default=STOP_TIMEOUT,
         metavar="S",
-        help="seconds to wait for the supervisor",
+        help="seconds to wait for the session to stop",
     )
     stop.set_defaults(func=needs_extra("mount", "memfs session stop", _stop))
-    status = commands.add_parser("status", help="show the session at ROOT and its mounts")
+    status = commands.add_parser(
+        "status",
+        help="show the session at ROOT: each store's health, files waiting, refused, in conflict",
+    )
     _root_option(status)
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(func=needs_extra("mount", "memfs session status", _status))
@@ -180,7 +189,7 @@ def _root_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root",
         default=DEFAULT_ROOT,
-        help="where the stores are mounted, one directory each",
+        help="the session's mount point: one directory per store, the rest scratch",
     )
     complete_paths(parser, directories=("root",))
 
@@ -258,15 +267,9 @@ def _start(args: argparse.Namespace) -> int:
         )
     for note in config.notes:
         log.info("%s", note)
-    if config.owner.uid not in (None, os.geteuid()) and not args.allow_other:
-        log.warning(
-            "the files belong to uid %d, but without --allow-other only uid %d can use the mounts",
-            config.owner.uid,
-            os.geteuid(),
-        )
     if args.detach and args.ready_fd is None:
         return _detach(args, root, session_id)
-    return trio.run(_supervise, args, root, session_id, config, client_config)
+    return trio.run(_serve, args, root, session_id, config, client_config)
 
 
 def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
@@ -280,24 +283,30 @@ def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
 
 
 def _running_session(root: Path) -> SessionState | None:
-    """The live session at ``root``, if any; a dead one's leftover state file is removed."""
+    """The live session at ``root``, if any. What a dead one left is cleaned up: its state file,
+    and if it died without its teardown (``kill -9``), its dead mount and the root it made (its
+    stores' journals are replayed by this session)."""
     from memfs.session.plan import SessionState, state_path
+    from memfs.session.runner import clean_up_after
 
     path = state_path(root)
     state = SessionState.read(path)
     if state is None:
         return None
-    if _is_supervisor(state.pid):
+    if _is_session_process(state.pid):
         return state
     if state.problems:
         log.warning("the previous session at %s ended with problems:", root)
         for problem in state.problems:
             log.warning("  %s", problem)
+    if state.status != "stopped":
+        for line in clean_up_after(state):
+            log.warning("%s", line)
     path.unlink(missing_ok=True)
     return None
 
 
-def _is_supervisor(pid: int) -> bool:
+def _is_session_process(pid: int) -> bool:
     """True if ``pid`` is alive and is a ``memfs session`` process (not a reused pid)."""
     from memfs.session.plan import pid_alive
 
@@ -311,7 +320,7 @@ def _is_supervisor(pid: int) -> bool:
     return b"session" in argv and any(b"memfs" in arg for arg in argv)
 
 
-async def _supervise(
+async def _serve(
     args: argparse.Namespace,
     root: Path,
     session_id: str,
@@ -319,10 +328,11 @@ async def _supervise(
     client_config: ClientConfig | None,
 ) -> int:
     from memfs.api import StoreClient
+    from memfs.mount.statedir import MountError
     from memfs.session.plan import SessionError, plan_mounts, state_path
     from memfs.session.prompt import render_prompt
+    from memfs.session.runner import SessionRunner
     from memfs.session.stores import fetch_databricks_stores, fetch_stores
-    from memfs.session.supervisor import MountError, Supervisor
 
     ready_fd: int | None = args.ready_fd
 
@@ -352,8 +362,11 @@ async def _supervise(
         if prompt_file is not None:
             try:
                 _write_prompt(prompt_file, prompt)
-            except OSError as exc:  # NotPrivateError too; the supervisor unmounts everything
-                raise MountError(f"the prompt file {prompt_file} was not written: {exc}") from None
+            except OSError as exc:  # NotPrivateError too; the runner stops the session
+                problem = f"the prompt file {prompt_file} was not written: {exc}"
+                if ready_fd is not None:
+                    _send_ready(ready_fd, {"ok": False, "problems": [problem], "code": EXIT_FAILED})
+                raise OSError(problem) from None
             log.info("agent prompt written to %s", prompt_file)
         if ready_fd is not None:
             _send_ready(ready_fd, {"ok": True, "prompt": prompt, "pid": os.getpid()})
@@ -361,18 +374,17 @@ async def _supervise(
             sys.stdout.write(prompt)
             sys.stdout.flush()
 
-    supervisor = Supervisor(
+    runner = SessionRunner(
         plans,
-        root=root,
+        _mount_options(args, plans, root, session_id, config.owner),
         session_id=session_id,
         state_file=state_path(root),
-        command=_mount_command(args, config.owner),
         log_file=args.log_file,
     )
-    log.info("session %s: mounting %d stores under %s", session_id, len(plans), root)
+    log.info("session %s: serving %d stores under %s", session_id, len(plans), root)
     _log_plan(plans)
     try:
-        return await supervisor.run(ready=ready)
+        return await runner.run(ready=ready)
     except MountError as exc:
         return refuse([str(exc)], EXIT_FAILED)
 
@@ -382,30 +394,31 @@ def _log_plan(plans: list[MountPlan]) -> None:
         log.debug("plan: %s -> %s %s", plan.described, plan.path, plan.attachment.access)
 
 
-def _mount_command(args: argparse.Namespace, owner: Owner) -> MountCommand:
-    from memfs.session.supervisor import MountCommand
+def _mount_options(
+    args: argparse.Namespace, plans: list[MountPlan], root: Path, session_id: str, owner: Owner
+) -> MountOptions:
+    """The one daemon of the session: every store of ``plans`` at ``root``, as ``memfs mount``
+    would mount each (its options, credentials and the session's attribution)."""
+    from memfs.mount.daemon import MountOptions
+    from memfs.session.runner import StoreAccess, store_spec
 
-    options = owner.mount_arguments()
-    if args.debug:
-        options.append("--debug")
-    if args.allow_other:
-        options.append("--allow-other")  # each mount logs the warning
-    if args.replay_legacy_journal:
-        options.append("--replay-legacy-journal")
+    access = StoreAccess(
+        api_key_file=os.path.abspath(args.api_key_file) if args.api_key_file else None,
+        base_url=args.base_url,
+        profile=args.profile,
+        replay_legacy_journal=args.replay_legacy_journal,
+    )
+    extra: dict[str, Any] = {}
     if args.local_bytes is not None:
-        options += ["--local-bytes", str(args.local_bytes)]
-    memory_stores: tuple[str, ...] = ()
-    if args.api_key_file:
-        memory_stores = ("--api-key-file", os.path.abspath(args.api_key_file))
-    databricks: tuple[str, ...] = ("--profile", args.profile) if args.profile else ()
-    env = None
-    if args.base_url:
-        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
-    return MountCommand(
-        mount_options=tuple(options),
-        memory_stores_options=memory_stores,
-        databricks_options=databricks,
-        env=env,
+        extra["local_bytes"] = args.local_bytes
+    return MountOptions(
+        store="",
+        mountpoint=str(root),
+        stores=tuple(store_spec(plan, session_id, access) for plan in plans),
+        debug=args.debug,
+        allow_other=args.allow_other,
+        owner=owner,
+        **extra,
     )
 
 
@@ -416,14 +429,14 @@ def _write_prompt(path: Path, text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# --detach: a supervisor in the background, and a pipe that says when it is ready
+# --detach: the session in the background, and a pipe that says when it is ready
 
 
 def _send_ready(fd: int, message: dict[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as pipe:
             pipe.write(json.dumps(message))
-    except OSError as exc:  # the parent is gone; keep supervising
+    except OSError as exc:  # the parent is gone; keep serving
         log.warning("cannot report readiness: %s", exc)
 
 
@@ -476,7 +489,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        raw = pipe.read()  # EOF when the supervisor is ready, refused, or dead
+        raw = pipe.read()  # EOF when the session is ready, refused, or dead
     try:
         message = json.loads(raw) if raw else None
     except ValueError:
@@ -484,7 +497,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
     if not isinstance(message, dict):
         code = child.poll()
         return _fail(
-            f"the session supervisor exited (status {code}) before it was ready; see {log_file}",
+            f"the session exited (status {code}) before it was ready; see {log_file}",
             EXIT_FAILED,
         )
     if not message.get("ok"):
@@ -496,7 +509,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         sys.stdout.write(str(message.get("prompt", "")))
         sys.stdout.flush()
     print(
-        f"memfs session: {session_id} running (supervisor pid {child.pid}, log {log_file}); "
+        f"memfs session: {session_id} running (pid {child.pid}, log {log_file}); "
         f"stop it with: memfs session stop --root {root}",
         file=sys.stderr,
     )
@@ -516,19 +529,18 @@ def _stop(args: argparse.Namespace) -> int:
     state = SessionState.read(path)
     if state is None:
         return _fail(f"no session is running at {root}", EXIT_FAILED)
-    if _is_supervisor(state.pid):
+    if _is_session_process(state.pid):
         from memfs.commands.progress import FlushProgress
 
         os.kill(state.pid, signal.SIGTERM)
         deadline = time.monotonic() + args.timeout
-        mounts = [str(mount.get("path")) for mount in state.mounts]
-        with FlushProgress("memfs session", mounts) as progress:
+        with FlushProgress("memfs session", [str(root)]) as progress:
             while pid_alive(state.pid) and time.monotonic() < deadline:
                 progress.update()
                 time.sleep(0.1)
         if pid_alive(state.pid):
             return _fail(
-                f"the supervisor (pid {state.pid}) did not stop within {args.timeout:g} s",
+                f"the session (pid {state.pid}) did not stop within {args.timeout:g} s",
                 EXIT_FAILED,
             )
         state = SessionState.read(path)
@@ -538,64 +550,82 @@ def _stop(args: argparse.Namespace) -> int:
     path.unlink(missing_ok=True)
     problems = list(state.problems)
     if state.status != "stopped":
-        problems += _clean_up_after(state)
+        from memfs.session.runner import clean_up_after
+
+        problems += clean_up_after(state)
     for problem in problems:
         print(f"memfs session: {problem}", file=sys.stderr)
     return EXIT_FAILED if problems else EXIT_OK
 
 
-def _clean_up_after(state: SessionState) -> list[str]:
-    """A supervisor died without its teardown: detach its mounts, remove empty directories."""
-    from memfs.session.supervisor import UNUPLOADED_NOTE, lazy_unmount, mount_health
-
-    problems = [f"the supervisor (pid {state.pid}) died without unmounting; cleaning up"]
-    for mount in state.mounts:
-        mount_path = Path(str(mount.get("path")))
-        if os.path.ismount(mount_path) or (mount_health(mount_path) or "").startswith("dead"):
-            lazy_unmount(mount_path)
-            problems.append(f"{mount_path}: detached lazily; {UNUPLOADED_NOTE}")
-        try:
-            mount_path.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            problems.append(f"cannot remove {mount_path}: {exc.strerror}")
-    return problems
-
-
 def _status(args: argparse.Namespace) -> int:
     from memfs.session.plan import SessionState, state_path
-    from memfs.session.supervisor import mount_health
 
     root = Path(os.path.abspath(args.root))
     state = SessionState.read(state_path(root))
     if state is None:
         return _fail(f"no session at {root}", EXIT_FAILED)
-    alive = _is_supervisor(state.pid)
-    health = {
-        str(m.get("path")): (mount_health(Path(str(m.get("path")))) or "ok") if alive else "-"
-        for m in state.mounts
-    }
+    alive = _is_session_process(state.pid)
+    doc = _daemon_status(root, state.pid) if alive else None
+    stores = {str(section.get("slug")): section for section in (doc or {}).get("stores") or []}
+    for mount in state.mounts:
+        mount.update(_store_status(stores.get(Path(str(mount.get("path"))).name), alive))
+    scratch = (doc or {}).get("scratch")
     if args.json:
         data = state.to_json()
         data["alive"] = alive
-        for mount in data["mounts"]:
-            mount["health"] = health[str(mount.get("path"))]
+        data["scratch"] = scratch
         print(json.dumps(data, indent=2))
-    else:
-        print(f"session  {state.session_id}")
-        print(f"root     {state.root}")
-        print(f"status   {state.status if alive else state.status + ' (supervisor gone)'}")
-        print(f"pid      {state.pid}")
-        for mount in state.mounts:
-            store = str(mount.get("memory_store_id"))
-            if mount.get("api") == "databricks":
-                session = f", session {mount['session_id']}" if mount.get("session_id") else ""
-                store = f"databricks:{store} (actor {mount.get('actor_id')}{session})"
-            print(
-                f"  {mount.get('path')}  {mount.get('access')}  {store}  "
-                f"{health[str(mount.get('path'))]}"
-            )
-        for problem in state.problems:
-            print(f"problem  {problem}")
+        return EXIT_OK if alive else EXIT_FAILED
+    print(f"session  {state.session_id}")
+    print(f"root     {state.root}")
+    print(f"status   {state.status if alive else state.status + ' (its process is gone)'}")
+    print(f"pid      {state.pid}")
+    if scratch is not None:
+        print(
+            f"scratch  {scratch.get('used_bytes', 0):,} bytes, {scratch.get('inodes', 0)} "
+            "inodes (in memory, never uploaded, gone at stop)"
+        )
+    for mount in state.mounts:
+        store = str(mount.get("memory_store_id"))
+        if mount.get("api") == "databricks":
+            session = f", session {mount['session_id']}" if mount.get("session_id") else ""
+            store = f"databricks:{store} (actor {mount.get('actor_id')}{session})"
+        print(f"  {mount.get('path')}  {mount.get('access')}  {store}  {mount['health']}")
+        for path in mount["waiting"]:
+            print(f"    waiting: {path}")
+        for path in mount["refused"]:
+            print(f"    refused: {path}")
+        for conflict in mount["conflicts"]:
+            saved = conflict.get("saved_as") or "(not saved)"
+            print(f"    conflict: {conflict.get('path')} -> {saved}")
+    for problem in state.problems:
+        print(f"problem  {problem}")
     return EXIT_OK if alive else EXIT_FAILED
+
+
+def _daemon_status(root: Path, pid: int) -> dict[str, Any] | None:
+    """The status document the session's daemon publishes (``memfs.mount.status``), if it is
+    this session's (not a stale one of an earlier process)."""
+    from memfs.mount.statedir import MountError, state_path
+
+    try:
+        doc = json.loads(state_path(str(root), "status").read_text())
+    except (MountError, OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("pid") == pid else None
+
+
+def _store_status(section: dict[str, Any] | None, alive: bool) -> dict[str, Any]:
+    """One store's health, and its files waiting, refused and in conflict, from its section of
+    the daemon's status document (``memfs status ROOT/<slug>`` shows the whole section)."""
+    if section is None:
+        health = "starting (no status yet)" if alive else "-"
+        return {"health": health, "waiting": [], "refused": [], "conflicts": []}
+    uploads = section.get("uploads") or {}
+    return {
+        "health": str(section.get("health") or "ok"),
+        "waiting": list(uploads.get("waiting") or []),
+        "refused": list((section.get("refused") or {}).get("files") or []),
+        "conflicts": list((section.get("conflicts") or {}).get("recent") or []),
+    }

@@ -1,3 +1,3 @@
-"""``memfs session``: the checked plan of up to eight mounts (``plan``) and the supervisor that
-runs, watches and stops their daemons (``supervisor``).
+"""``memfs session``: the checked plan of up to eight stores (``plan``) and the runner that
+serves them all from one mount daemon in its own process, then stops it (``runner``).
 """

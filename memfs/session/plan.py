@@ -1,22 +1,22 @@
-"""A sandbox session's memory stores: the config, its validation, the mount plan, the prompt.
+"""A sandbox session's memory stores: the config, its validation, the plan, the state file.
 
 A session attaches up to eight stores in the platform's own resource shape (a JSON list, or an
 object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "access",
-"instructions"}``, and optionally an ``owner`` of every mount's files: ``{"uid", "gid",
-"umask"}``); each is mounted at ``<root>/<slug>``. A Databricks Agent Memory store is the same
-resource with ``"api": "databricks"``, an ``actor_id`` and optionally a ``session_id`` (whose
-entries are mounted). This module owns:
+"instructions"}``, and optionally an ``owner`` of every store's files: ``{"uid", "gid",
+"umask"}``); one mount at the root serves them all, each store the directory ``<root>/<slug>``.
+A Databricks Agent Memory store is the same resource with ``"api": "databricks"``, an
+``actor_id`` and optionally a ``session_id`` (whose entries are served). This module owns:
 
 - parsing and checking the config (``load_config``, ``parse_config``), then the stores as the
-  API knows them (``check_stores``), then the directories (``plan_mounts``) — every check runs
-  before anything is mounted, and each problem is one line for a person (``SessionError``);
+  API knows them (``check_stores``), then the root and the slugs (``plan_mounts``) — every
+  check runs before anything is mounted, and each problem is one line for a person
+  (``SessionError``);
 - session ids (``new_session_id``) and the state file by which ``memfs session stop`` finds a
-  running supervisor (``SessionState``, ``state_path``).
+  running session (``SessionState``, ``state_path``).
 
 It must not mount, start processes or touch the network: ``memfs.session.stores`` retrieves the
-stores (given to ``check_stores`` and ``plan_mounts``), the supervisor
-(``memfs.session.supervisor``) does the mounting, ``memfs.session.prompt`` writes what an agent
-needs to know about the mounts.
+stores (given to ``check_stores`` and ``plan_mounts``), the runner (``memfs.session.runner``)
+serves them, ``memfs.session.prompt`` writes what an agent needs to know about them.
 """
 
 from __future__ import annotations
@@ -365,12 +365,13 @@ def check_stores(attachments: list[Attachment], stores: dict[str, MemoryStore | 
 def plan_mounts(
     attachments: list[Attachment], stores: dict[str, MemoryStore | None], root: Path
 ) -> list[MountPlan]:
-    """Check the stores and the directories, and say where each store goes.
+    """Check the stores and the root, and say where each store goes.
 
     A Memory Stores store goes at the slug of its name; a Databricks store at its id, or, when
     it is attached more than once (for other actors or sessions), at the slug of its id, actor
     and session (``notes-agent-7-s1``). Raises SessionError with every problem found. Nothing
-    is created or mounted here.
+    is created or mounted here: the root is the one mount point, the stores' directories are
+    the mount's own.
     """
     problems = check_stores(attachments, stores)
     if problems:
@@ -403,49 +404,36 @@ def plan_mounts(
         by_slug[name_slug] = plan
         plans.append(plan)
     problems.extend(check_root(root))
-    for plan in plans:
-        problems.extend(check_mount_path(plan.path))
     if problems:
         raise SessionError(problems)
     return plans
 
 
 def check_root(root: Path) -> list[str]:
-    """The session root must be a directory we can create mount points in, or not exist yet."""
+    """The session root is the mount point: it must not exist yet (the session creates it and
+    removes it at the end), or be an empty directory (kept at the end), never a symbolic link
+    (the mount would cover wherever it points: one planted by another user could point at any
+    empty directory of the machine), nor a mount already."""
+    if root.is_symlink():
+        return [
+            f"session root {root} is a symbolic link; remove it (memfs never mounts through one)"
+        ]
     try:
-        info = root.stat()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        return [f"session root {root} is unusable: {exc.strerror}"]
-    if not root.is_dir():
-        return [f"session root {root} exists and is not a directory"]
-    if not os.access(root, os.W_OK | os.X_OK):
-        return [f"session root {root} is not writable"]
-    del info
-    return []
-
-
-def check_mount_path(path: Path) -> list[str]:
-    """A mount point must not exist, or be an empty directory (not a mount already), never a
-    symbolic link: the mount would cover wherever it points (one planted by another user could
-    point at any empty directory of the machine)."""
-    if path.is_symlink():
-        return [f"mount path {path} is a symbolic link; remove it (memfs never mounts through one)"]
-    try:
-        entries = os.listdir(path)
+        entries = os.listdir(root)
     except FileNotFoundError:
         return []
     except NotADirectoryError:
-        return [f"mount path {path} exists and is not a directory"]
+        return [f"session root {root} exists and is not a directory"]
     except OSError as exc:
         if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
-            return [f"mount path {path} is a dead mount; unmount it (fusermount3 -uz {path})"]
-        return [f"mount path {path} is unusable: {exc.strerror}"]
-    if os.path.ismount(path):
-        return [f"mount path {path} is already a mount point"]
+            return [f"session root {root} is a dead mount; unmount it (fusermount3 -uz {root})"]
+        return [f"session root {root} is unusable: {exc.strerror}"]
+    if os.path.ismount(root):
+        return [f"session root {root} is already a mount point"]
     if entries:
-        return [f"mount path {path} exists and is not empty ({len(entries)} entries)"]
+        return [f"session root {root} exists and is not empty ({len(entries)} entries)"]
+    if not os.access(root, os.W_OK | os.X_OK):
+        return [f"session root {root} is not writable"]
     return []
 
 
@@ -466,7 +454,7 @@ def check_session_id(session_id: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The state file: how `memfs session stop` and `status` find a running supervisor
+# The state file: how `memfs session stop` and `status` find a running session
 
 
 def state_dir() -> Path:
@@ -491,7 +479,8 @@ def state_path(root: Path) -> Path:
 
 @dataclass
 class SessionState:
-    """What a running (or finished) supervisor tells ``memfs session stop`` and ``status``."""
+    """What a running (or finished) session tells ``memfs session stop`` and ``status``; ``pid``
+    is the process that serves every store (``memfs.session.runner``)."""
 
     pid: int
     root: str
@@ -500,6 +489,7 @@ class SessionState:
     mounts: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     log_file: str | None = None
+    created_root: bool = False  # the session made the root: removed when it ends
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -510,6 +500,7 @@ class SessionState:
             "mounts": self.mounts,
             "problems": self.problems,
             "log_file": self.log_file,
+            "created_root": self.created_root,
         }
 
     @classmethod
@@ -522,6 +513,7 @@ class SessionState:
             mounts=list(data.get("mounts") or []),
             problems=[str(p) for p in data.get("problems") or []],
             log_file=data.get("log_file"),
+            created_root=bool(data.get("created_root")),
         )
 
     def write(self, path: Path) -> None:

@@ -19,7 +19,7 @@ from memfs.cli import build_parser
 from memfs.commands import session as session_command
 from memfs.commands.admin_actions import ACTIONS
 from memfs.mount.owner import DEFAULT_UMASK
-from memfs.session.supervisor import FLUSH_TIMEOUT
+from memfs.session.runner import FLUSH_TIMEOUT
 
 EXIT_USAGE = 2
 

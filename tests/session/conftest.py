@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Api, force_unmount, run_memfs
+from .helpers import Api, stop_and_unmount
 
 
 @pytest.fixture
@@ -31,7 +31,4 @@ def root(tmp_path: Path, session_env: dict[str, str]) -> Iterator[Path]:
     try:
         yield path
     finally:
-        state_dir = Path(session_env["MEMFS_STATE_DIR"])
-        if state_dir.exists() and any(state_dir.glob("*.json")):
-            run_memfs(["session", "stop", "--root", str(path)], session_env, timeout=60)
-        force_unmount(path)
+        stop_and_unmount(path, session_env)

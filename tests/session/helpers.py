@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -101,3 +102,76 @@ def mounts_under(root: Path) -> list[str]:
 def force_unmount(root: Path) -> None:
     for point in mounts_under(root):
         subprocess.run(["fusermount3", "-uz", point], capture_output=True, check=False)
+
+
+def both_apis_env(server: Any, tmp_path: Path) -> dict[str, str]:
+    """Both APIs' credentials for ``server`` (which serves both), as their users set them;
+    nothing of the machine's; the session's state and journals under ``tmp_path``."""
+    env = server.client_env()
+    env.update(
+        DATABRICKS_HOST=server.base_url,
+        DATABRICKS_TOKEN=server.api_key,
+        HOME=str(tmp_path / "home"),  # no ~/.databrickscfg of the machine's
+        MEMFS_STATE_DIR=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    return env
+
+
+def session_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``memfs session status --json`` of the running session at ``root``."""
+    done = run_memfs(["session", "status", "--root", str(root), "--json"], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (``/proc``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def processes_naming(path: Path) -> list[int]:
+    """The processes whose command line names ``path`` or a path below it (a session's, and
+    the mount daemons an earlier memfs started for it, each with its mount point)."""
+    prefix = str(path).encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if any(arg == prefix or arg.startswith(prefix + b"/") for arg in argv):
+            found.append(int(entry))
+    return found
+
+
+def fsync_write(path: Path, content: str) -> None:
+    """Write ``path`` and return once the store has it (fsync waits for the upload)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, content.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def stop_and_unmount(root: Path, env: dict[str, str]) -> None:
+    """Teardown: stop the session at ``root`` if one is recorded, then detach whatever is left."""
+    state_dir = Path(env["MEMFS_STATE_DIR"])
+    if state_dir.exists() and any(state_dir.glob("*.json")):
+        run_memfs(["session", "stop", "--root", str(root)], env, timeout=90)
+    force_unmount(root)

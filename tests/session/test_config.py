@@ -1,4 +1,4 @@
-"""Session config parsing, store and directory checks, the prompt and the state file (no server)."""
+"""Session config parsing, store and root checks, the prompt and the state file (no server)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from memfs.session.prompt import render_prompt
 from memfs.session.stores import databricks_store
 
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+ROOT = Path("/mnt/memory")
 
 
 def store(
@@ -120,18 +121,30 @@ def test_an_owner_for_every_mount_of_the_session() -> None:
     assert Owner().mount_arguments() == []
 
 
-def test_replay_legacy_journal_is_passed_to_every_mount_of_the_session() -> None:
-    """A session mounts as ``memfs mount`` does: the option that replays a journal of an earlier
-    memfs (which recorded no workspace) reaches each mount, and only when asked."""
+def test_replay_legacy_journal_is_passed_to_every_store_of_the_session() -> None:
+    """A session serves each store as ``memfs mount`` would: the option that replays a journal
+    of an earlier memfs (which recorded no workspace) reaches each store, and only when asked."""
     from memfs.cli import build_parser
-    from memfs.commands.session import _mount_command
+    from memfs.commands.session import _mount_options
 
-    def options(*argv: str) -> tuple[str, ...]:
+    plans = [
+        MountPlan(
+            Attachment("memstore_a", "read_write", "", 0), store("memstore_a", "a"), ROOT / "a"
+        ),
+        MountPlan(
+            Attachment("team", "read_write", "", 1, "databricks", "agent-7"),
+            databricks_store("team", ""),
+            ROOT / "team",
+        ),
+    ]
+
+    def replayed(*argv: str) -> list[bool]:
         args = build_parser().parse_args(["session", "--config", "c.json", *argv])
-        return _mount_command(args, Owner()).mount_options
+        options = _mount_options(args, plans, ROOT, "sesn_x", Owner())
+        return [spec.replay_legacy_journal for spec in options.stores]
 
-    assert "--replay-legacy-journal" in options("--replay-legacy-journal")
-    assert "--replay-legacy-journal" not in options()
+    assert replayed("--replay-legacy-journal") == [True, True]
+    assert replayed() == [False, False]
 
 
 @pytest.mark.parametrize(
@@ -252,43 +265,33 @@ def test_a_name_without_letters_or_digits_is_refused(tmp_path: Path) -> None:
     assert "gives an empty directory name" in info.value.problems[0]
 
 
-def test_mount_paths_must_be_absent_or_empty_directories(tmp_path: Path) -> None:
-    stores = {
-        "memstore_a": store("memstore_a", "a"),
-        "memstore_b": store("memstore_b", "b"),
-        "memstore_c": store("memstore_c", "c"),
-    }
-    (tmp_path / "a").mkdir()  # empty: fine
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "left-over.md").write_text("x")
-    (tmp_path / "c").write_text("a file")
-    with pytest.raises(SessionError) as info:
-        plan_mounts(
-            attach(
-                ("memstore_a", "read_write"),
-                ("memstore_b", "read_write"),
-                ("memstore_c", "read_only"),
-            ),
-            stores,
-            tmp_path,
-        )
-    assert info.value.problems == [
-        f"mount path {tmp_path / 'b'} exists and is not empty (1 entries)",
-        f"mount path {tmp_path / 'c'} exists and is not a directory",
+def test_the_root_must_be_absent_or_an_empty_directory(tmp_path: Path) -> None:
+    """The root is the one mount point: what is in it would be hidden by the mount (the stores'
+    directories are the mount's own), and a link would have the mount cover where it points."""
+
+    def problems(root: Path) -> list[str]:
+        try:
+            plan_mounts(attach(("memstore_a", "read_write")), {"memstore_a": store("a", "a")}, root)
+        except SessionError as exc:
+            return exc.problems
+        return []
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "busy" / "a").mkdir(parents=True)  # even the store's own directory
+    (tmp_path / "file").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    assert problems(tmp_path / "absent") == []
+    assert problems(tmp_path / "empty") == []
+    assert problems(tmp_path / "busy") == [
+        f"session root {tmp_path / 'busy'} exists and is not empty (1 entries)"
     ]
-
-
-def test_root_must_be_a_directory(tmp_path: Path) -> None:
-    (tmp_path / "root").write_text("")
-    with pytest.raises(SessionError) as info:
-        plan_mounts(
-            attach(("memstore_a", "read_write")),
-            {"memstore_a": store("memstore_a", "a")},
-            tmp_path / "root",
-        )
-    assert (
-        info.value.problems[0] == f"session root {tmp_path / 'root'} exists and is not a directory"
-    )
+    assert problems(tmp_path / "file") == [
+        f"session root {tmp_path / 'file'} exists and is not a directory"
+    ]
+    assert problems(tmp_path / "link") == [
+        f"session root {tmp_path / 'link'} is a symbolic link; remove it (memfs never mounts "
+        "through one)"
+    ]
 
 
 def test_prompt_names_each_mount_its_path_access_kind_description_and_instructions() -> None:
@@ -452,6 +455,7 @@ def test_state_file_round_trip_outside_the_root(
         status="running",
         mounts=[{"path": "/r/a"}],
         problems=["p"],
+        created_root=True,  # what a session that dies leaves for the next to clean up
     )
     state.write(path)
     assert SessionState.read(path) == state

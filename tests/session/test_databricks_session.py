@@ -1,6 +1,7 @@
 """A session of Databricks stores beside Memory Stores stores, on the reference server (which
-serves both APIs): one root, each store at its own directory, each mounted for its own API,
-stopped together with each mount's report; and the refusals only Databricks stores have.
+serves both APIs): one process and one mount at the root, each store at its own directory,
+each reached through its own API, stopped together with each store's report; and the refusals
+only Databricks stores have.
 """
 
 from __future__ import annotations
@@ -15,39 +16,26 @@ from support.databricks import ACTOR, Workspace
 from support.journals import journal_home
 from support.servers import ServerProcess
 
-from memfs.mount.daemon import state_path as daemon_state_path
-
-from .helpers import Api, force_unmount, mounts_under, run_memfs, slug_of, unique, write_config
+from .helpers import (
+    Api,
+    both_apis_env,
+    force_unmount,
+    fsync_write,
+    mounts_under,
+    run_memfs,
+    session_status,
+    slug_of,
+    unique,
+    write_config,
+)
 
 pytestmark = pytest.mark.fuse
 
 
-def databricks_env(server: ServerProcess, tmp_path: Path) -> dict[str, str]:
-    """Both APIs' credentials, as their users set them; nothing of the machine's."""
-    env = server.client_env()
-    env.update(
-        DATABRICKS_HOST=server.base_url,
-        DATABRICKS_TOKEN=server.api_key,
-        HOME=str(tmp_path / "home"),  # no ~/.databrickscfg of the machine's
-        MEMFS_STATE_DIR=str(tmp_path / "state"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-    )
-    return env
-
-
-def daemon_argv(mount: Path) -> list[str]:
-    pid = daemon_state_path(str(mount), "pid").read_text().split()[0]
+def session_argv(root: Path, env: dict[str, str]) -> list[str]:
+    """The command line of the process that serves the session at ``root``."""
+    pid = session_status(root, env)["pid"]
     return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
-
-
-def fsync(path: Path, content: str) -> None:
-    """Write ``path`` and return once the store has it (fsync waits for the upload)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, content.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_together(
@@ -58,7 +46,7 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
     workspace = Workspace(fresh_server)
     team = workspace.create_store()
     workspace.put(team, "/prefs.md", "be brief\n", description="the user's tastes")
-    env = databricks_env(fresh_server, tmp_path)
+    env = both_apis_env(fresh_server, tmp_path)
     root = tmp_path / "memory"
     config = write_config(
         tmp_path / "session.json",
@@ -77,16 +65,10 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
             env,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert sorted(mounts_under(root)) == sorted(str(path) for path in mounts.values())
-
-        # each mounted for its own API; no token on any command line
-        team_argv = daemon_argv(mounts["team"])
-        assert team_argv[team_argv.index("--api") + 1] == "databricks"
-        assert team_argv[team_argv.index("--actor") + 1] == ACTOR
-        assert "--session-id" not in team_argv
-        assert "--session-id" in daemon_argv(mounts["notes"])
-        for mount in mounts.values():
-            assert fresh_server.api_key not in "\0".join(daemon_argv(mount))
+        assert mounts_under(root) == [str(root)]  # one mount, each store a directory of it
+        assert sorted(os.listdir(root)) == sorted(path.name for path in mounts.values())
+        # no token on the command line of the one process
+        assert fresh_server.api_key not in "\0".join(session_argv(root, env))
 
         prompt = prompt_file.read_text()
         assert f"## {team}\n\n- Path: `{mounts['team']}`\n- Access: read-write\n" in prompt
@@ -105,8 +87,8 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
         # files written in each reach that store's API, and only it
         assert (mounts["team"] / "prefs.md").read_text() == "be brief\n"
         assert os.getxattr(mounts["team"] / "prefs.md", "user.description") == b"the user's tastes"
-        fsync(mounts["notes"] / "learned.md", "a fact\n")
-        fsync(mounts["team"] / "tone.md", "formal\n")
+        fsync_write(mounts["notes"] / "learned.md", "a fact\n")
+        fsync_write(mounts["team"] / "tone.md", "formal\n")
         assert api.memories(notes["id"])["/learned.md"]["content"] == "a fact\n"
         assert workspace.content(team, "/tone.md") == "formal\n"
         assert "/tone.md" not in api.memories(notes["id"])
@@ -151,7 +133,7 @@ def test_databricks_refusals_are_one_line_each_before_anything_mounts(
     workspace = Workspace(server)
     team = workspace.create_store()
     workspace.http.close()
-    env = databricks_env(server, tmp_path)
+    env = both_apis_env(server, tmp_path)
 
     def dbx(store: str, **extra: str) -> dict[str, str]:
         return {"type": "memory_store", "api": "databricks", "memory_store_id": store, **extra}
@@ -180,14 +162,14 @@ def test_databricks_refusals_are_one_line_each_before_anything_mounts(
 def test_a_databricks_store_with_a_session_id_shows_and_writes_that_session_only(
     tmp_path: Path, server: ServerProcess
 ) -> None:
-    """``"session_id"`` of a Databricks resource: the mount gets ``--session`` (the supervisor
-    passes it), lists that session's entries only and creates new files in it."""
+    """``"session_id"`` of a Databricks resource: the store's directory lists that session's
+    entries only and creates new files in it."""
     workspace = Workspace(server)
     team = workspace.create_store()
     workspace.put(team, "/shared.md", "no session\n")
     workspace.put(team, "/mine.md", "in s1\n", session="s1")
     workspace.put(team, "/theirs.md", "in s2\n", session="s2")
-    env = databricks_env(server, tmp_path)
+    env = both_apis_env(server, tmp_path)
     root = tmp_path / "memory"
     config = write_config(
         tmp_path / "session.json",
@@ -198,11 +180,9 @@ def test_a_databricks_store_with_a_session_id_shows_and_writes_that_session_only
     try:
         done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
         assert done.returncode == 0, done.stderr
-        argv = daemon_argv(mount)
-        assert argv[argv.index("--session") + 1] == "s1"
         assert os.listdir(mount) == ["mine.md"]
         assert (mount / "mine.md").read_text() == "in s1\n"
-        fsync(mount / "new.md", "written in s1\n")
+        fsync_write(mount / "new.md", "written in s1\n")
         assert workspace.content(team, "/new.md", session="s1") == "written in s1\n"
         assert workspace.content(team, "/new.md") is None
         assert workspace.content(team, "/new.md", session="s2") is None

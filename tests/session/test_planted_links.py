@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.planted import NOBODY, plant, untouched, victim
 
-from .helpers import Api, force_unmount, mounts_under, run_memfs, slug_of, unique, write_config
+from .helpers import Api, force_unmount, mounts_under, run_memfs, unique, write_config
 
 PIDS_AHEAD = 3000  # links planted for this many of the next pids
 UNKNOWN = [{"type": "memory_store", "memory_store_id": "memstore_nope"}]
@@ -104,17 +104,15 @@ def test_a_session_log_planted_as_a_link_is_refused(
     assert done.stderr == f"memfs session: the session log {log_file} {why}\n"
 
 
-def test_a_mount_path_planted_as_a_link_is_refused(
+def test_a_root_planted_as_a_link_is_refused(
     tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
 ) -> None:
-    """A link at ``ROOT/<slug>`` would have root mount the store over the empty directory it
-    names, anywhere on the machine."""
+    """A link at the root would have root mount the session over the empty directory it names,
+    anywhere on the machine."""
     store = api.create_store(unique("Notes"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    root.mkdir()
-    mount_path = root / slug_of(store["name"])
-    plant("symbolic link", mount_path, elsewhere)
+    plant("symbolic link", root, elsewhere)
     config = write_config(
         tmp_path / "session.json", [{"type": "memory_store", "memory_store_id": store["id"]}]
     )
@@ -126,6 +124,7 @@ def test_a_mount_path_planted_as_a_link_is_refused(
         force_unmount(elsewhere)  # what an earlier memfs mounted there
     assert done.returncode == 2
     assert done.stderr == (
-        f"memfs session: mount path {mount_path} is a symbolic link; remove it (memfs never "
+        f"memfs session: session root {root} is a symbolic link; remove it (memfs never "
         "mounts through one)\n"
     )
+    assert root.is_symlink() and os.listdir(elsewhere) == []

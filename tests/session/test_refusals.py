@@ -103,9 +103,9 @@ def test_malformed_json(tmp_path: Path, root: Path, session_env: dict[str, str])
     assert not root.exists()
 
 
-def test_mount_path_not_empty(
-    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
-) -> None:
+def test_root_not_empty(tmp_path: Path, root: Path, session_env: dict[str, str], api: Api) -> None:
+    """The root is the session's one mount point: a file in it would be hidden, so it is refused
+    and left as it is."""
     store = api.create_store(unique("Busy"))
     occupied = root / slug_of(store["name"])
     occupied.mkdir(parents=True)
@@ -115,9 +115,7 @@ def test_mount_path_not_empty(
     )
     done = run_memfs(["session", "--config", str(config), "--root", str(root)], session_env)
     assert done.returncode == 2
-    assert done.stderr.strip().endswith(
-        f"mount path {occupied} exists and is not empty (1 entries)"
-    )
+    assert done.stderr.strip().endswith(f"session root {root} exists and is not empty (1 entries)")
     assert sorted(p.name for p in root.iterdir()) == [occupied.name]
     assert (occupied / "stale.md").read_text() == "left over"
     assert mounts_under(root) == []

@@ -1,0 +1,341 @@
+"""The process of a sandbox session: one mount daemon serving every store of the session.
+
+Given a checked plan (``memfs.session.plan.plan_mounts``), ``SessionRunner`` creates the root if
+it does not exist, writes the state file (its pid is this process's: ``memfs session stop``
+signals it), and runs the mount daemon (``memfs.mount.daemon.Daemon``) in this process with
+every store of the plan: one FUSE mount at the root, each store the directory named by its slug,
+every other name there local scratch held in the daemon's memory. On SIGTERM, SIGINT or SIGHUP
+the daemon flushes every store (bounded by ``FLUSH_TIMEOUT`` in all), unmounts and leaves its
+unmount report, one section per store; the runner turns the report into the stop report
+(``stop_report``), removes the root if it created it, and records the outcome in the state file.
+
+There is no watch and no remount: pyfuse3 serves one mount per process, so a daemon that dies
+(``kill -9``) takes the whole mount with it. What it had acknowledged to a program (a file
+closed, fsynced, renamed, removed) is in each store's write-back journal on disk until the
+server has it, and the next ``memfs session`` at the same root detaches the dead mount
+(``clean_up_after``) and replays every store's journal before it serves.
+
+The stop report says, once per change, what was not uploaded and in which journal directory it
+is kept: it quotes the daemon's unmount report (``memfs.mount.status.unmount_report``, one per
+store), never the daemon's log.
+
+Invariants:
+- nothing is mounted before the whole plan was checked (the caller's job); a failure while
+  starting leaves nothing mounted, and removes the root if this runner created it;
+- only a root this runner (or the dead session it cleans up after) created is removed, and only
+  with ``rmdir``: after unmounting, scratch is gone with the daemon's memory and the root is
+  empty again; a directory that is not empty is reported and kept, never deleted recursively.
+
+It must not talk to the API (the daemon does), nor parse configs or render prompts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from memfs.mount.daemon import FINAL_FLUSH_SECONDS, Daemon, MountOptions, StoreSpec
+from memfs.mount.statedir import MountError, is_dead_mount, remove_state
+from memfs.mount.statedir import state_path as daemon_state_path
+from memfs.mount.status import REPORT_TYPE, report_sections
+from memfs.private import NotPrivateError, check_private_file
+from memfs.session.plan import MountPlan, SessionState
+
+log = logging.getLogger(__name__)
+
+FLUSH_TIMEOUT = FINAL_FLUSH_SECONDS  # seconds for the daemon's final flush of every store
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+UNUPLOADED_NOTE = (
+    "changes it had acknowledged stay in its write-back journal on disk and are uploaded by the "
+    "next session or mount of this store"
+)
+
+
+@dataclass(frozen=True)
+class StoreAccess:
+    """How the session reaches its stores, the same for every store of one API: the Memory
+    Stores key file and base URL (None: the environment's), the Databricks profile (None:
+    ``DATABRICKS_HOST``/``DATABRICKS_TOKEN``), and whether an earlier memfs's journal, which
+    recorded no server, is replayed (``memfs mount --replay-legacy-journal``)."""
+
+    api_key_file: str | None = None
+    base_url: str | None = None
+    profile: str | None = None
+    replay_legacy_journal: bool = False
+
+
+def store_spec(plan: MountPlan, session_id: str, access: StoreAccess) -> StoreSpec:
+    """One store of the session as the daemon serves it: the directory of its slug, reached
+    through its own API (a Memory Stores store's writes attributed to ``session_id``, a
+    Databricks store's entries those of its actor and session)."""
+    attachment = plan.attachment
+    spec = StoreSpec(
+        slug=plan.slug,
+        store=plan.store.id,
+        read_only=plan.read_only,
+        replay_legacy_journal=access.replay_legacy_journal,
+    )
+    if attachment.databricks:
+        return dataclasses.replace(
+            spec,
+            api="databricks",
+            actor=attachment.actor_id,
+            dbx_session=attachment.session_id,
+            profile=access.profile,
+        )
+    return dataclasses.replace(
+        spec, api_key_file=access.api_key_file, base_url=access.base_url, session_id=session_id
+    )
+
+
+def lazy_unmount(path: Path) -> bool:
+    """Detach a (possibly dead) mount point now, whatever still uses it (blocking)."""
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    argv = [tool, "-uz", str(path)] if tool else ["umount", "-l", str(path)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=15)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        log.warning("lazy unmount of %s failed: %s", path, lines[-1] if lines else "")
+    return done.returncode == 0
+
+
+def clean_up_after(state: SessionState) -> list[str]:
+    """What is left of a session whose process died without its teardown (``kill -9``): detach
+    its dead mount, remove the root if that session created it. One line per thing done or not."""
+    root = Path(state.root)
+    problems = [f"the session daemon (pid {state.pid}) died without unmounting; cleaning up"]
+    if is_dead_mount(str(root)) or os.path.ismount(root):
+        lazy_unmount(root)
+        problems.append(f"{root}: detached lazily; every store's {UNUPLOADED_NOTE}")
+    try:
+        remove_state(str(root), logs=False)
+    except MountError as exc:
+        log.debug("the daemon's state files of %s not removed: %s", root, exc)
+    if state.created_root:
+        remove_dir(root, problems)
+    return problems
+
+
+def remove_dir(path: Path, problems: list[str]) -> None:
+    """``rmdir``: never a recursive delete (what is in a directory we did not fill is not ours)."""
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        problems.append(f"cannot remove {path}: {exc.strerror}")
+
+
+def sd_notify(message: str) -> None:
+    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode("utf-8"))
+    except OSError as exc:
+        log.warning("cannot notify systemd: %s", exc)
+
+
+class SessionRunner:
+    """Serves a session's stores from one daemon in this process, then tears down (module
+    docstring)."""
+
+    def __init__(
+        self,
+        plans: list[MountPlan],
+        options: MountOptions,
+        *,
+        session_id: str,
+        state_file: Path,
+        log_file: str | None = None,
+    ) -> None:
+        self._plans = plans
+        self._options = options
+        self._root = Path(options.mountpoint)
+        self._session_id = session_id
+        self._state_file = state_file
+        self._log_file = log_file
+        self._created_root = False
+        self._problems: list[str] = []
+        self._ready_failure: str | None = None  # the caller's ``ready`` failed: stop at once
+        self._served = False  # the daemon said every store answers
+
+    # -- state file -----------------------------------------------------------------------
+
+    def _write_state(self, status: str) -> None:
+        state = SessionState(
+            pid=os.getpid(),
+            root=str(self._root),
+            session_id=self._session_id,
+            status=status,
+            mounts=[plan.to_json() for plan in self._plans],
+            problems=list(self._problems),
+            log_file=self._log_file,
+            created_root=self._created_root,
+        )
+        try:
+            state.write(self._state_file)
+        except OSError as exc:
+            log.warning("cannot write session state %s: %s", self._state_file, exc)
+
+    # -- the whole life -------------------------------------------------------------------
+
+    async def run(self, *, ready: Callable[[], None] | None = None) -> int:
+        """Serve the stores, call ``ready`` once they answer, serve until a signal, tear down;
+        return the exit code. ``ready`` may raise ``OSError``: the session stops at once.
+
+        Raises MountError (after undoing everything) when the daemon cannot start.
+        """
+        if not self._root.exists():
+            try:
+                self._root.mkdir(parents=True)
+            except OSError as exc:
+                raise MountError(f"cannot create the session root {self._root}: {exc}") from None
+            self._created_root = True
+        self._write_state("starting")
+
+        def on_ready(message: str) -> None:
+            if message != "ok":
+                return  # the daemon raises the MountError that says why
+            self._served = True
+            self._write_state("running")
+            log.info(
+                "session %s: %d stores served under %s by this process (pid %d)",
+                self._session_id,
+                len(self._plans),
+                self._root,
+                os.getpid(),
+            )
+            sd_notify("READY=1")
+            try:
+                if ready is not None:
+                    ready()
+            except OSError as exc:
+                # the daemon's own signal handlers are installed: this stops it as a stop does
+                self._ready_failure = str(exc)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        daemon = Daemon(self._options, on_ready)
+        failure: MountError | None = None
+        # A signal before the daemon's own handlers are installed (while it opens the stores and
+        # replays their journals) cancels the start; later ones are the daemon's to handle, and
+        # one more while it flushes is only logged (the flush has its own deadline).
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._early_signals, signals, nursery.cancel_scope)
+                try:
+                    await daemon.run()
+                except MountError as exc:
+                    failure = exc
+                finally:
+                    nursery.cancel_scope.cancel()
+            if not self._served and failure is None:
+                failure = MountError("stopped by a signal before every store was served")
+            with trio.CancelScope(shield=True):
+                sd_notify("STOPPING=1")
+                self._write_state("stopping")
+                await trio.to_thread.run_sync(self._teardown)
+        if failure is not None:
+            for problem in self._problems:
+                log.error("%s", problem)
+            self._state_file.unlink(missing_ok=True)
+            raise failure
+        if self._ready_failure is not None:
+            self._problems.insert(0, self._ready_failure)
+        for problem in self._problems:
+            log.error("%s", problem)
+        if self._problems:
+            self._write_state("stopped")
+            return EXIT_FAILED
+        self._state_file.unlink(missing_ok=True)
+        log.info("session %s stopped; every store flushed and unmounted", self._session_id)
+        return EXIT_OK
+
+    async def _early_signals(self, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not self._served:
+                log.info("received %s before every store was served: stopping", name)
+                scope.cancel()
+                return
+            log.warning("received %s again: already stopping (at most %g s)", name, FLUSH_TIMEOUT)
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _teardown(self) -> None:
+        """After the daemon: its report as the stop report, then the root (blocking)."""
+        root = str(self._root)
+        if self._served:
+            self._problems += self._stop_report()
+        if is_dead_mount(root) or os.path.ismount(root):  # the daemon could not unmount it
+            lazy_unmount(self._root)
+        try:
+            remove_state(root, logs=False)
+        except MountError as exc:
+            log.debug("the daemon's state files of %s not removed: %s", root, exc)
+        if self._created_root:
+            remove_dir(self._root, self._problems)
+
+    def _stop_report(self) -> list[str]:
+        """The daemon's unmount report (one section per store) in words, each change once."""
+        path = daemon_state_path(str(self._root), "report.json")
+        try:
+            check_private_file(path, "unmount report")
+            report = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return [f"{self._root}: the daemon left no unmount report; every store's "
+                    f"{UNUPLOADED_NOTE}"]  # fmt: skip
+        except (NotPrivateError, OSError, ValueError) as exc:
+            return [f"{self._root}: the unmount report is unreadable ({exc}); {UNUPLOADED_NOTE}"]
+        if not isinstance(report, dict) or report.get("type") != REPORT_TYPE:
+            return [f"{self._root}: the unmount report is unreadable; {UNUPLOADED_NOTE}"]
+        problems: list[str] = []
+        for section in report.get("stores") or []:
+            mountpoint = section.get("mountpoint") or str(self._root / str(section.get("slug")))
+            problems += stop_report(Path(mountpoint), section)
+        return problems
+
+
+def stop_report(path: Path, report: dict[str, Any] | None) -> list[str]:
+    """One problem line per error of the daemon's final flush and per change it could not
+    upload as meant (not uploaded: with the journal directory that keeps it; refused; in
+    conflict; of a deleted store), each once, from one store's unmount report."""
+    if report is None:
+        return []
+    problems: dict[str, None] = {}
+    for error in report.get("errors") or []:
+        problems.setdefault(f"{path}: {' '.join(error.split())}", None)
+    for kind, header, items in report_sections(report):
+        if kind == "gone":
+            problems.setdefault(f"{path}: {header.rstrip(':')}", None)
+        fates = [""] * len(items)  # a refused file's or a conflict's line says where it went
+        if kind == "pending":
+            fates = [
+                f" (kept in {p['kept_in']}, uploaded by the next mount of this store)"
+                if p["kept_in"]
+                else " (lost: the mount had no journal)"
+                for p in report["pending"]
+            ]
+        for item, fate in zip(items, fates, strict=True):
+            problems.setdefault(f"{path}: {item}{fate}", None)
+    return list(problems)
