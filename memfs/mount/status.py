@@ -1,5 +1,5 @@
 """What a mount reports about itself: ``memfs status MOUNTPOINT [--json]`` while it runs, and
-the unmount report that ``memfs umount [--json]`` and the session supervisor read when it ends.
+the unmount report that ``memfs umount [--json]`` and the session runner read when it ends.
 
 Owns the status document (the mount point, the store's name and id, the daemon's log file,
 requests by endpoint, cache hits and misses, bytes cached, pending uploads and journal records,
@@ -17,7 +17,7 @@ The unmount report (``unmount_report``) is the JSON document the daemon leaves w
 was not uploaded (``pending``: journal records, with the error ``memfs status`` shows for them),
 refused files, conflicts, the store's deletion and where its changes were handed over, and the
 errors of the final flush. It is built from the state ``collect`` reads, so the two agree;
-``report_sections`` words it (``memfs umount`` prints it, the supervisor's stop report quotes
+``report_sections`` words it (``memfs umount`` prints it, the session runner's stop report quotes
 it).
 
 ``collect`` must not change any state of the mount (``unmount_report`` runs once it is over:
