@@ -15,7 +15,9 @@ fresh directory each round, as ``bench_mount.write_many``), in
   ``fdatasync``s it: the least a durable close can cost in such a daemon);
 - a memfs mount of a fresh store on a local ``memfs server``.
 
-Targets run in a new order each round; medians over ``--rounds``. The files a round wrote are
+Targets run in a new order each round; medians over ``--rounds``, with each daemon's CPU time per
+file (utime + stime from ``/proc/PID/stat`` over its loop: steadier than wall time on a shared
+machine, where a local ``fdatasync`` moves by 2x from minute to minute). The files a round wrote are
 removed after it (memfs: until the store has the removals), so every round finds the directory
 at its size. Owns no product code.
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_floor import FLOORFS, stop_floorfs, stop_memfs, wait_mounted
+from bench_floor import FLOORFS, cpu_seconds, stop_floorfs, stop_memfs, wait_mounted
 from bench_mount import Mount, make_tree, seed, server, timed, write_many, write_tree
 
 from memfs.api.config import ClientConfig, Secret
@@ -83,6 +85,7 @@ def main() -> int:
     times: dict[str, list[float]] = {
         t: [] for t in (LOCAL, LOCAL_SYNC, FLOOR, FLOOR_JOURNAL, MEMFS)
     }
+    cpu: dict[str, list[float]] = {t: [] for t in (FLOOR, FLOOR_JOURNAL, MEMFS)}
     with (
         tempfile.TemporaryDirectory(prefix="memfs-bench-write-") as tmp,
         server(key, Path(tmp)) as url,
@@ -111,6 +114,8 @@ def main() -> int:
                 wait_mounted(point, proc, log)
                 floors[name] = (point, proc)
             memfs.mount()
+            pids = {name: proc.pid for name, (_, proc) in floors.items()}
+            pids[MEMFS] = memfs.status()["pid"]
             roots = {
                 LOCAL: work / "local" / big,
                 LOCAL_SYNC: work / "local" / big,
@@ -126,9 +131,12 @@ def main() -> int:
                     label = f"r{n}-{order.index(name)}-{len(name)}"
                     sync = name == LOCAL_SYNC
                     files = args.files
+                    before = cpu_seconds(pids[name]) if name in pids else 0.0
                     times[name].append(
                         timed(lambda: write(roots[name], label, files, sync=sync))  # noqa: B023
                     )
+                    if name in pids:
+                        cpu[name].append(cpu_seconds(pids[name]) - before)
                 memfs.settle()  # this round's uploads do not run into the next round
                 remove_written(roots[MEMFS])  # a store holds at most 2,000 memories
                 remove_written(roots[LOCAL])
@@ -144,11 +152,17 @@ def main() -> int:
         f"load average {load:.1f}; {args.files} new files a round in a directory of {size} "
         f"files, median of {args.rounds} rounds\n"
     )
-    print("| target | seconds | ms per file | vs local with fdatasync |")
-    print("|---|---:|---:|---:|")
+    print("| target | seconds | ms per file | vs local with fdatasync | daemon CPU ms per file |")
+    print("|---|---:|---:|---:|---:|")
     for name, seconds in medians.items():
         ratio = seconds / medians[LOCAL_SYNC]
-        print(f"| {name} | {seconds:.3f} | {1000 * seconds / args.files:.2f} | {ratio:.2f} |")
+        used = f"{1000 * statistics.median(cpu[name]) / args.files:.2f}" if name in cpu else ""
+        print(
+            f"| {name} | {seconds:.3f} | {1000 * seconds / args.files:.2f} | {ratio:.2f} | {used} |"
+        )
+    print("\nEach round, ms per file:")
+    for name, values in times.items():
+        print(f"- {name}: " + ", ".join(f"{1000 * v / args.files:.2f}" for v in values))
     return 0
 
 

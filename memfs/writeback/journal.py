@@ -227,8 +227,11 @@ class Journal:
         except BaseException:
             os.close(self._fd)
             raise
-        # record name -> where its entry is in the log (the content stays on disk)
+        # record name -> where its entry is in the log (the content stays on disk); _live_bytes
+        # is the sum of their lengths, kept with every change of _live (a close must not add up
+        # every pending record to decide whether to compact)
         self._live = {name: (start, end) for name, (_, start, end) in live.items()}
+        self._live_bytes = sum(end - start for start, end in self._live.values())
 
     @classmethod
     def open(
@@ -410,10 +413,12 @@ class Journal:
             os.ftruncate(self._fd, 0)
             self._size = 0  # what the file holds now, whether or not the flush succeeds
             self._live.clear()
+            self._live_bytes = 0
             os.fdatasync(self._fd)
             return
         self._append([(None, _frame(json.dumps({"drop": name}).encode()))])
-        del self._live[name]
+        start, end = self._live.pop(name)
+        self._live_bytes -= end - start
         self._compact()
 
     def _append(self, entries: list[tuple[str | None, bytes]]) -> None:
@@ -430,6 +435,8 @@ class Journal:
             raise
         for name, frame in entries:
             if name is not None:
+                old_start, old_end = self._live.get(name, (0, 0))
+                self._live_bytes += len(frame) - (old_end - old_start)
                 self._live[name] = (start, start + len(frame))
             start += len(frame)
         self._size = start
@@ -437,8 +444,7 @@ class Journal:
     def _compact(self) -> None:
         """Rewrite a large log that is mostly dead entries (module docstring). A failure before
         the rename is logged, not raised: the entry that asked is durable in the old log."""
-        live_bytes = sum(end - start for start, end in self._live.values())
-        if self._size < COMPACT_BYTES or live_bytes * 2 > self._size:
+        if self._size < COMPACT_BYTES or self._live_bytes * 2 > self._size:
             return
         raw = os.pread(self._fd, self._size, 0)
         spans: dict[str, tuple[int, int]] = {}
