@@ -24,8 +24,11 @@ import logging
 import os
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
+
+from memfs.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,11 @@ class AllocationSites:
     """A debugging aid: where the daemon's Python memory was allocated, written every
     ``interval`` seconds to the file ``$MEMFS_DEBUG_MEMORY_FILE`` names, when the daemon runs
     under ``tracemalloc`` (``PYTHONTRACEMALLOC=1``; scripts/bench_memory.py --trace). Does
-    nothing otherwise. The file is the operator's own: written only where they asked."""
+    nothing otherwise. The file is the operator's own: written only where they asked, and as
+    every file the daemon (often root) writes, through ``memfs.private.replace_file``: a link
+    planted at its name is replaced, never followed, and a directory others could swap it in is
+    refused. A write that fails is logged and the sites are not written again: a debugging aid
+    never stops a mount."""
 
     def __init__(self, path: str, *, interval: float = SITES_INTERVAL) -> None:
         self.path = path
@@ -102,6 +109,7 @@ class AllocationSites:
         return cls(path) if path and tracemalloc.is_tracing() else None
 
     def write(self) -> None:
+        """Write the current sites (``OSError``, ``NotPrivateError`` included, if it cannot)."""
         snapshot = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)]
         )
@@ -112,11 +120,15 @@ class AllocationSites:
             f"{stat.size / 1e6:8.2f} MB {stat.count:8d} blocks  {stat.traceback[0]}"
             for stat in stats[:SITES_SHOWN]
         ]
-        with open(self.path, "w") as file:
-            file.write("\n".join(lines) + "\n")
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        replace_file(Path(self.path), data, "allocation sites file")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             await trio.sleep(self.interval)
-            self.write()
+            try:
+                self.write()
+            except OSError as exc:
+                log.warning("%s: %s; not written again", DEBUG_FILE_VARIABLE, exc)
+                return
