@@ -183,7 +183,9 @@ def register(subparsers: Any) -> None:
     umount = subparsers.add_parser(
         "umount",
         help="flush pending writes and unmount",
-        description="Ask the mount daemon to upload pending writes, unmount and exit.",
+        description="Ask the mount daemon to upload pending writes, unmount and exit. The "
+        "root of a `memfs session` stops the session (memfs session stop); a store under it "
+        "cannot be unmounted alone.",
     )
     umount.add_argument("mountpoint", metavar="MOUNTPOINT")
     umount.add_argument(
@@ -474,6 +476,9 @@ def run_umount(args: argparse.Namespace) -> int:
     from memfs.mount.statedir import MountError, is_dead_mount, remove_state, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
+    held = _umount_session(mountpoint, as_json=args.json)
+    if held is not None:
+        return held
     try:
         pid = _daemon_pid(mountpoint)
     except MountError as exc:
@@ -511,6 +516,26 @@ def run_umount(args: argparse.Namespace) -> int:
     if code == 0:  # all uploaded: nothing of this mount is worth keeping, not even its log
         remove_state(mountpoint, logs=True)
     return code
+
+
+def _umount_session(mountpoint: str, *, as_json: bool) -> int | None:
+    """``memfs umount ROOT`` of a session's mount stops the session, as ``memfs session stop``
+    does (its process serves nothing else; every store flushed, what was not uploaded printed
+    store by store); a path inside it (``ROOT/<slug>``: its stores share one mount, none can
+    leave alone) is refused with the command that stops it. None: no session holds the path."""
+    from memfs.commands.session import STOP_TIMEOUT, session_holding, stop_session
+
+    root = session_holding(Path(mountpoint))
+    if root is None:
+        return None
+    if root != Path(mountpoint):
+        print(
+            f"memfs umount: {mountpoint} is inside the session at {root}, whose stores share "
+            f"one mount; stop the whole session: memfs session stop --root {root}",
+            file=sys.stderr,
+        )
+        return 1
+    return stop_session(root, timeout=STOP_TIMEOUT, command="memfs umount", as_json=as_json)
 
 
 def _detach_dead(mountpoint: str, report: Path, as_json: bool) -> int:

@@ -194,8 +194,8 @@ def _root_option(parser: argparse.ArgumentParser) -> None:
     complete_paths(parser, directories=("root",))
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"memfs session: {message}", file=sys.stderr)
+def _fail(message: str, code: int, command: str = "memfs session") -> int:
+    print(f"{command}: {message}", file=sys.stderr)
     return code
 
 
@@ -521,41 +521,79 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    setup_logging(debug=False)
+    return stop_session(Path(os.path.abspath(args.root)), timeout=args.timeout)
+
+
+def stop_session(
+    root: Path, *, timeout: float, command: str = "memfs session", as_json: bool = False
+) -> int:
+    """Stop the session at ``root`` (``memfs session stop``, and ``memfs umount ROOT``, which
+    is ``command`` in the messages): signal its process, wait up to ``timeout`` seconds while it
+    flushes every store and unmounts, then print what was not uploaded, store by store (or the
+    outcome as JSON); clean up after a session whose process died."""
     from memfs.session.plan import SessionState, pid_alive, state_path
 
-    setup_logging(debug=False)
-    root = Path(os.path.abspath(args.root))
     path = state_path(root)
     state = SessionState.read(path)
     if state is None:
-        return _fail(f"no session is running at {root}", EXIT_FAILED)
+        return _fail(f"no session is running at {root}", EXIT_FAILED, command)
     if _is_session_process(state.pid):
         from memfs.commands.progress import FlushProgress
 
         os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + args.timeout
-        with FlushProgress("memfs session", [str(root)]) as progress:
+        deadline = time.monotonic() + timeout
+        with FlushProgress(command, [str(root)]) as progress:
             while pid_alive(state.pid) and time.monotonic() < deadline:
                 progress.update()
                 time.sleep(0.1)
         if pid_alive(state.pid):
             return _fail(
-                f"the session (pid {state.pid}) did not stop within {args.timeout:g} s",
+                f"the session (pid {state.pid}) did not stop within {timeout:g} s",
                 EXIT_FAILED,
+                command,
             )
-        state = SessionState.read(path)
-        if state is None:
-            print(f"memfs session: stopped; every store flushed and unmounted under {root}")
+        stopped = SessionState.read(path)
+        if stopped is None:  # the session removes its state file when all went well
+            if as_json:
+                print(json.dumps(_stop_outcome(state, []), indent=1))
+            else:
+                print(f"{command}: stopped; every store flushed and unmounted under {root}")
             return EXIT_OK
+        state = stopped
     path.unlink(missing_ok=True)
     problems = list(state.problems)
     if state.status != "stopped":
         from memfs.session.runner import clean_up_after
 
         problems += clean_up_after(state)
-    for problem in problems:
-        print(f"memfs session: {problem}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(_stop_outcome(state, problems), indent=1))
+    for problem in [] if as_json else problems:
+        print(f"{command}: {problem}", file=sys.stderr)
     return EXIT_FAILED if problems else EXIT_OK
+
+
+def _stop_outcome(state: SessionState, problems: list[str]) -> dict[str, Any]:
+    """A stop as JSON (``memfs umount --json ROOT``): the session, and one line per change
+    that was not uploaded as meant (the stop report's lines, store by store)."""
+    return {
+        "type": "memfs_session_stop",
+        "root": state.root,
+        "session_id": state.session_id,
+        "problems": problems,
+    }
+
+
+def session_holding(path: Path) -> Path | None:
+    """The root of the session whose mount ``path`` is, or is inside of (its state file says
+    so, whether its process runs or died): None if no session holds it."""
+    from memfs.session.plan import state_path
+
+    for candidate in (path, *path.parents):
+        if state_path(candidate).exists():
+            return candidate
+    return None
 
 
 def _status(args: argparse.Namespace) -> int:

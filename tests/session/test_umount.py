@@ -1,0 +1,87 @@
+"""``memfs umount ROOT`` of a session's mount stops the session as ``memfs session stop`` does
+(every store flushed, what was not uploaded printed store by store, the process gone, ROOT
+removed); ``memfs umount ROOT/<slug>`` is refused: the stores share one mount."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs.session.plan import pid_alive
+
+from .helpers import (
+    Api,
+    mounts_under,
+    run_memfs,
+    session_status,
+    slug_of,
+    unique,
+    write_config,
+)
+
+pytestmark = pytest.mark.fuse
+
+
+def start(
+    tmp_path: Path, root: Path, env: dict[str, str], api: Api, *names: str
+) -> tuple[int, list[dict[str, Any]]]:
+    """A detached session of new stores named ``names``: its pid, and the stores."""
+    stores = [api.create_store(unique(name)) for name in names]
+    config = write_config(
+        tmp_path / "session.json",
+        [{"type": "memory_store", "memory_store_id": store["id"]} for store in stores],
+    )
+    done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
+    assert done.returncode == 0, done.stderr
+    return session_status(root, env)["pid"], stores
+
+
+def test_umount_of_the_root_stops_the_session_and_of_a_store_is_refused(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    pid, (notes, wiki) = start(tmp_path, root, session_env, api, "Notes", "Wiki")
+    n, w = root / slug_of(notes["name"]), root / slug_of(wiki["name"])
+    # closed, not synced: journaled, and still waiting for its upload delay
+    (n / "pending.md").write_text("flushed by umount\n")
+    (root / "scratch.txt").write_text("local\n")
+
+    refused = run_memfs(["umount", str(w)], session_env)
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        f"memfs umount: {w} is inside the session at {root}, whose stores share one mount; "
+        f"stop the whole session: memfs session stop --root {root}\n"
+    )
+    assert pid_alive(pid) and mounts_under(root) == [str(root)]
+    assert (n / "pending.md").read_text() == "flushed by umount\n"  # still served
+
+    done = run_memfs(["umount", str(root)], session_env, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        f"memfs umount: stopped; every store flushed and unmounted under {root}\n"
+    )
+    assert not pid_alive(pid)
+    assert mounts_under(root) == []
+    assert not root.exists()  # the session made it; scratch went with the daemon's memory
+    assert api.memories(notes["id"])["/pending.md"]["content"] == "flushed by umount\n"
+    gone = run_memfs(["session", "status", "--root", str(root)], session_env)
+    assert gone.returncode == 1 and gone.stderr == f"memfs session: no session at {root}\n"
+
+
+def test_umount_json_of_a_session_names_what_was_not_uploaded_store_by_store(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    pid, (_, deleted) = start(tmp_path, root, session_env, api, "Kept", "Deleted")
+    api.call("DELETE", f"/v1/memory_stores/{deleted['id']}")
+    done = run_memfs(["umount", "--json", str(root)], session_env, timeout=90)
+    assert done.returncode == 1, done.stderr
+    outcome = json.loads(done.stdout)
+    d = root / slug_of(deleted["name"])
+    assert outcome["type"] == "memfs_session_stop" and outcome["root"] == str(root)
+    assert outcome["problems"] == [
+        f"{d}: the memory store {deleted['id']} no longer exists (deleted while mounted); "
+        "nothing was waiting to be uploaded"
+    ], outcome
+    assert not pid_alive(pid) and mounts_under(root) == []
