@@ -22,7 +22,7 @@ import anthropic
 import pytest
 from support.databricks import ACTOR, Workspace, databricks_env
 from support.memfs_daemon import SeveralStores
-from support.mounts import MountedStore, memfs
+from support.mounts import MountedStore, fsync_dir, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
@@ -41,6 +41,21 @@ def _store(sdk: anthropic.Anthropic, memories: dict[str, str]) -> str:
     for path, content in memories.items():
         sdk.beta.memory_stores.memories.create(store.id, path=path, content=content)
     return store.id
+
+
+def _store_on(server: ServerProcess, memories: dict[str, str]) -> str:
+    """A new store on ``server`` (another than the session's ``sdk`` talks to)."""
+    sdk = anthropic.Anthropic(api_key=server.api_key, base_url=server.base_url, max_retries=0)
+    try:
+        return _store(sdk, memories)
+    finally:
+        sdk.close()
+
+
+def _health(mounted: SeveralStores) -> dict[str, str]:
+    """Each store's health by slug, as ``memfs status ROOT --json`` shows it."""
+    doc = json.loads(memfs("status", str(mounted.root), "--json", env=mounted.env).stdout)
+    return {store["slug"]: store["health"] for store in doc["stores"]}
 
 
 def _paths(sdk: anthropic.Anthropic, store_id: str) -> set[str]:
@@ -229,13 +244,7 @@ def test_one_store_down_while_the_other_works(
     tmp_path: Path,
 ) -> None:
     up = _store(sdk, {"/a.md": "alpha\n"})
-    fresh_sdk = anthropic.Anthropic(
-        api_key=fresh_server.api_key, base_url=fresh_server.base_url, max_retries=0
-    )
-    try:
-        down = _store(fresh_sdk, {"/d.md": "down\n", "/later.md": "never read\n"})
-    finally:
-        fresh_sdk.close()
+    down = _store_on(fresh_server, {"/d.md": "down\n", "/later.md": "never read\n"})
     mounted = several(
         [
             {
@@ -271,8 +280,7 @@ def test_one_store_down_while_the_other_works(
     (root / "down" / "waits.md").write_text("waiting\n")
 
     def health() -> dict[str, str]:
-        doc = json.loads(memfs("status", str(root), "--json", env=mounted.env).stdout)
-        return {store["slug"]: store["health"] for store in doc["stores"]}
+        return _health(mounted)
 
     wait_for(lambda: health()["down"] != "ok", timeout=15)
     assert health()["up"] == "ok"
@@ -282,11 +290,7 @@ def test_one_store_down_while_the_other_works(
     wait_for(lambda: re.search(r"WARNING \S+ \[down\] ", mounted.log()), timeout=20)
     # while the other store works as ever
     (root / "up" / "b.md").write_text("beta\n")
-    fd = os.open(root / "up", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(root / "up")
     assert _paths(sdk, up) == {"/a.md", "/b.md"}
     assert (root / "up" / "a.md").read_text() == "alpha\n"
     single = memfs("status", str(root / "down"), env=mounted.env)
@@ -331,3 +335,63 @@ def test_a_mount_of_one_store_keeps_its_numbers(mount: MountedStore) -> None:
     assert os.stat(mount.path / ".versions").st_ino == 1 << 48
     (mount.path / "f.md").write_text("x")
     assert 1 < os.stat(mount.path / "f.md").st_ino < 1 << 47
+
+
+def test_a_revoked_key_and_a_deleted_store_fail_in_their_own_subtrees(
+    several: Callable[..., SeveralStores],
+    server: ServerProcess,
+    fresh_server: ServerProcess,
+    sdk: anthropic.Anthropic,
+    tmp_path: Path,
+) -> None:
+    """Mid-session: one store's key is refused (401), another store is deleted on the server;
+    each answers its own errnos (EACCES, ENODEV: as a mount of it alone would) and shows its
+    own health, while the third store reads and writes as ever."""
+    up = _store(sdk, {"/a.md": "alpha\n"})
+    deleted = _store(sdk, {"/d.md": "deleted soon\n"})
+    revoked = _store_on(fresh_server, {"/r.md": "read before\n", "/later.md": "never read\n"})
+    key = _key_file(tmp_path, server)
+    mounted = several(
+        [
+            {"slug": "up", "store": up, "base_url": server.base_url, "api_key_file": key},
+            {"slug": "deleted", "store": deleted, "base_url": server.base_url, "api_key_file": key},
+            {
+                "slug": "revoked",
+                "store": revoked,
+                "base_url": fresh_server.base_url,
+                "api_key_file": _key_file(tmp_path, fresh_server),
+            },
+        ]
+    )
+    root = mounted.root
+    assert (root / "revoked" / "r.md").read_text() == "read before\n"
+    assert (root / "deleted" / "d.md").read_text() == "deleted soon\n"
+    # the revoked store's server now takes another key only (same port, same database)
+    fresh_server.keys = [server.keys[1]]
+    fresh_server.restart()
+    sdk.beta.memory_stores.delete(deleted)
+
+    def health() -> dict[str, str]:
+        return _health(mounted)
+
+    wait_for(lambda: health()["deleted"].startswith("GONE"), timeout=15)
+    wait_for(lambda: health()["revoked"] != "ok", timeout=15)
+    shown = health()
+    assert shown["up"] == "ok"
+    assert shown["deleted"] == "GONE: deleted on the server (changes fail with ENODEV)"
+    assert shown["revoked"].startswith("UNREACHABLE: "), shown
+    # each failing store answers its own errno in its own subtree ...
+    assert _errno(lambda: (root / "deleted" / "new.md").write_text("x")) == errno.ENODEV
+    assert _errno(lambda: (root / "revoked" / "later.md").read_text()) == errno.EACCES
+    assert (root / "revoked" / "r.md").read_text() == "read before\n"  # at hand: still read
+    # ... while the other store reads and writes as ever
+    assert (root / "up" / "a.md").read_text() == "alpha\n"
+    (root / "up" / "b.md").write_text("beta\n")
+    fsync_dir(root / "up")
+    assert _paths(sdk, up) == {"/a.md", "/b.md"}
+    one = memfs("status", str(root / "deleted"), env=mounted.env)
+    assert one.returncode == 0 and "STORE GONE" in one.stdout, one.stdout
+    assert deleted in one.stdout and revoked not in one.stdout and up not in one.stdout
+    result = mounted.umount()
+    assert f"the memory store {deleted} no longer exists" in result.stderr, result.stderr
+    assert "up:" not in result.stderr

@@ -1,19 +1,23 @@
 """``memfs umount ROOT`` of a session's mount stops the session as ``memfs session stop`` does
 (every store flushed, what was not uploaded printed store by store, the process gone, ROOT
-removed); ``memfs umount ROOT/<slug>`` is refused: the stores share one mount."""
+removed); ``memfs umount ROOT/<slug>`` is refused: the stores share one mount. A store deleted
+mid-session fails alone, and the session's commands say which."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from memfs.session.plan import pid_alive
 
 from .helpers import (
     Api,
+    fsync_write,
     mounts_under,
     run_memfs,
     session_status,
@@ -70,15 +74,40 @@ def test_umount_of_the_root_stops_the_session_and_of_a_store_is_refused(
     assert gone.returncode == 1 and gone.stderr == f"memfs session: no session at {root}\n"
 
 
-def test_umount_json_of_a_session_names_what_was_not_uploaded_store_by_store(
+def test_a_store_deleted_mid_session_fails_alone_and_is_named_by_status_and_umount(
     tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
 ) -> None:
-    pid, (_, deleted) = start(tmp_path, root, session_env, api, "Kept", "Deleted")
+    """One store failing is one store failing (issue 21, item 3), seen through the session's
+    commands: ``memfs session status`` (JSON and words), ``memfs status ROOT/<slug>``, and the
+    report of ``memfs umount --json ROOT``."""
+    pid, (kept, deleted) = start(tmp_path, root, session_env, api, "Kept", "Deleted")
+    k, d = root / slug_of(kept["name"]), root / slug_of(deleted["name"])
     api.call("DELETE", f"/v1/memory_stores/{deleted['id']}")
+
+    def health() -> dict[str, str]:
+        return {
+            Path(m["path"]).name: m["health"] for m in session_status(root, session_env)["mounts"]
+        }
+
+    wait_for(lambda: health()[d.name] != "ok", timeout=15)
+    gone = "GONE: deleted on the server (changes fail with ENODEV)"
+    assert health() == {k.name: "ok", d.name: gone}
+    words = run_memfs(["session", "status", "--root", str(root)], session_env).stdout
+    assert f"  {d}  read_write  {deleted['id']}  {gone}\n" in words, words
+    assert f"  {k}  read_write  {kept['id']}  ok\n" in words, words
+    one = run_memfs(["status", str(d)], session_env)
+    assert one.returncode == 0 and "STORE GONE" in one.stdout, one.stdout
+    assert kept["id"] not in one.stdout
+    # the deleted store's subtree refuses changes; the other store reads and writes as ever
+    with pytest.raises(OSError) as refused:
+        (d / "new.md").write_text("nowhere to go\n")
+    assert refused.value.errno == errno.ENODEV
+    fsync_write(k / "still.md", "works\n")
+    assert api.memories(kept["id"])["/still.md"]["content"] == "works\n"
+
     done = run_memfs(["umount", "--json", str(root)], session_env, timeout=90)
     assert done.returncode == 1, done.stderr
     outcome = json.loads(done.stdout)
-    d = root / slug_of(deleted["name"])
     assert outcome["type"] == "memfs_session_stop" and outcome["root"] == str(root)
     assert outcome["problems"] == [
         f"{d}: the memory store {deleted['id']} no longer exists (deleted while mounted); "

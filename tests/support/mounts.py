@@ -52,6 +52,16 @@ def _dead_mount(path: Path) -> bool:
     return False
 
 
+def fsync_dir(path: Path) -> None:
+    """Return once the daemon has uploaded every change pending under ``path`` (a directory
+    fsync of a mount, or of a store's directory in a mount of several, waits for it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class MountedStore:
     """A store, its mount point and helpers to check the store behind the mount."""
@@ -118,11 +128,7 @@ class MountedStore:
 
     def settle(self) -> None:
         """Wait until the daemon has uploaded everything pending (fsync of the mount root)."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.path)
 
     def pass_marker(self, name: str = "marker.md") -> None:
         """Create ``name`` now, wait until the store has it, then settle: by then the daemon has
