@@ -45,6 +45,7 @@ from memfs.commands.parsing import byte_size, complete_paths
 from memfs.private import (
     NotPrivateError,
     check_directory_of,
+    check_private_file,
     open_append,
     private_dir,
     replace_file,
@@ -532,9 +533,15 @@ def stop_session(
     is ``command`` in the messages): signal its process, wait up to ``timeout`` seconds while it
     flushes every store and unmounts, then print what was not uploaded, store by store (or the
     outcome as JSON); clean up after a session whose process died."""
-    from memfs.session.plan import SessionState, pid_alive, state_path
+    from memfs.session.plan import SessionState, pid_alive, state_dir, state_path
 
     path = state_path(root)
+    try:  # it names a pid to signal and a root to unmount and remove: another user's is refused
+        if os.path.lexists(path):
+            private_dir(state_dir(), "state directory", create=False, tighten=False)
+            check_private_file(path, "session state file")
+    except NotPrivateError as exc:
+        return _fail(str(exc), EXIT_FAILED, command)
     state = SessionState.read(path)
     if state is None:
         return _fail(f"no session is running at {root}", EXIT_FAILED, command)
