@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[mount,server,postgres,semantic,databricks,test]'
+	$(BIN)/pip install -q -e '.[mount,server,postgres,semantic,databricks,mcp,test]'
 	touch $@
 
 demo: setup

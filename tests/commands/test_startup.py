@@ -29,6 +29,8 @@ HEAVY = (
     "memfs.session",
     "memfs.versions",
     "memfs.writeback",
+    "memfs.mcp",
+    "mcp",
 )
 
 # Runs main(argv), then prints, as the last line of stdout, its exit status and the heavy
@@ -77,6 +79,8 @@ def run_main(*argv: str) -> tuple[int, list[str], str]:
         (["stores", "list", "--help"], 0),
         (["memories", "log", "store", "-n", "0"], 2),
         (["completion", "--help"], 0),
+        (["mcp", "--help"], 0),
+        (["mcp", "store", "--actor", "a"], 2),  # --actor without --api databricks
     ],
 )
 def test_answers_without_importing_what_commands_run_on(argv: list[str], status: int) -> None:

@@ -1,0 +1,21 @@
+"""The MCP server of a memory store: the memory tool and its companions, for agents without
+a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
+
+- ``backend``: ``MemoryBackend``, all the tools need from a store (read with the content's
+  SHA-256, list, create, update with a precondition, delete, history, search), its records and
+  its errors. The tools are written against it alone.
+- ``memory_paths``: ``/memories/a/b.md`` <-> the store's ``/a/b.md``; escapes refused.
+- ``memory_tool``: the ``memory`` tool (``memory_20250818``'s contract, word for word), every
+  write guarded by the content it read (no lost update).
+- ``history_tools``: ``memory_history``, ``memory_restore``; ``search_tool``:
+  ``memory_search``; ``databricks_tools``: ``search_memory``, ``save_memory``,
+  ``list_memories``, ``forget_memory``.
+- ``catalogue``: which tools a store gets (its API, read-only or not), their schemas, dispatch.
+- ``app``: the official SDK's low-level ``Server`` over a catalogue (run under trio).
+- ``store_backend``: the adapter over the client seam (``memfs.store_api.StoreAPI``), for
+  ``memfs mcp STORE``. Only it may reach a client; the reference server, which may serve the
+  same tools over its own storage later, never imports it (import-linter contracts).
+
+Everything but ``store_backend`` imports only the shared leaves (``memfs.models``,
+``memfs.errors``, ``memfs.paths``...) and the ``mcp`` SDK. docs/mcp.md says what it offers.
+"""

@@ -1,0 +1,270 @@
+"""``StoreBackend``: the MCP tools' ``MemoryBackend`` over the client seam (``StoreAPI``), for
+``memfs mcp STORE``: a Memory Stores store (``MemoryStoresAPI``) or one actor's entries of a
+Databricks store (``DatabricksStore``).
+
+The seam's errors (``memfs.errors``) become the backend's here, with one-line messages; the
+preconditions are the seam's own (``expected_sha256``: the server checks it on Memory Stores,
+``DatabricksStore`` compares just before the write). Search is ``memfs.search.engine``'s:
+the server's where offered, else a local index of the store, brought up to date before each
+search. The reference server never imports this module (an import-linter contract): when it
+serves these tools it will give them a backend over its own storage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+from memfs.errors import (
+    ApiConnectionError,
+    ApiError,
+    BadRequestError,
+    ConflictError,
+    FsError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+    RequestTooLargeError,
+)
+from memfs.mcp.backend import (
+    BackendError,
+    ChangedError,
+    Listed,
+    Match,
+    MissingError,
+    RefusedError,
+    StoredMemory,
+    StoreInfo,
+    TakenError,
+    UnavailableError,
+    Version,
+)
+from memfs.models import Memory, MemoryVersion
+from memfs.search.engine import StoreSearch
+from memfs.store_api import StoreAPI
+
+log = logging.getLogger(__name__)
+
+# a deleted memory's history is found by its path among the store's newest versions: at most
+# this many are looked at (a path deleted longer ago than that has no history to show)
+HISTORY_SCAN = 2_000
+
+
+class StoreBackend:
+    """One store behind the seam, as the MCP tools use it."""
+
+    def __init__(self, store: StoreAPI, info: StoreInfo) -> None:
+        self.store = store
+        self._info = info
+        self._search = StoreSearch(store)
+
+    @property
+    def info(self) -> StoreInfo:
+        return self._info
+
+    async def read(self, path: str) -> StoredMemory | None:
+        with _translated():
+            found = await self.store.find(path)
+            if found is None:
+                return None
+            try:
+                memory = await self.store.read(found.id, with_content=True)
+            except NotFoundError:
+                return None  # deleted between the two requests
+        return _stored(memory)
+
+    async def list_below(self, prefix: str) -> list[Listed]:
+        with _translated():
+            return [
+                Listed(m.id, m.path, m.content_size_bytes, m.content_sha256, m.description or "")
+                async for m in self.store.list_below(None if prefix == "/" else prefix)
+            ]
+
+    async def create(self, path: str, content: str, *, description: str = "") -> StoredMemory:
+        with _translated():
+            if self._info.descriptions:
+                memory = await self.store.create(path, content, description=description)
+            else:
+                memory = await self.store.create(path, content)
+        return _stored(memory, content)
+
+    async def update(
+        self,
+        memory_id: str,
+        *,
+        expected_sha256: str,
+        content: str | None = None,
+        path: str | None = None,
+        description: str | None = None,
+    ) -> StoredMemory:
+        with _translated():
+            memory = await self.store.update(
+                memory_id,
+                content=content,
+                path=path,
+                expected_sha256=expected_sha256,
+                description=description if self._info.descriptions else None,
+            )
+        return _stored(memory, content)
+
+    async def delete(self, memory_id: str, *, expected_sha256: str) -> None:
+        with _translated():
+            await self.store.delete(memory_id, expected_sha256=expected_sha256)
+
+    async def history(self, path: str, limit: int) -> list[Version]:
+        if not self._info.history:
+            raise RefusedError("This store keeps no history.")
+        with _translated():
+            found = await self.store.find(path)
+            memory_id = found.id if found is not None else await self._last_at(path)
+            if memory_id is None:
+                raise MissingError(f"No memory was ever at {path}.")
+            versions: list[Version] = []
+            async for version in self.store.list_versions(memory_id=memory_id):
+                versions.append(_version(version))
+                if len(versions) >= limit:
+                    break
+        return versions
+
+    async def _last_at(self, path: str) -> str | None:
+        """The id of the memory last seen at ``path`` among the newest ``HISTORY_SCAN``
+        versions of the store."""
+        seen = 0
+        async for version in self.store.list_versions():
+            if version.path == path:
+                return version.memory_id
+            seen += 1
+            if seen >= HISTORY_SCAN:
+                break
+        return None
+
+    async def version(self, version_id: str) -> Version:
+        if not self._info.history:
+            raise RefusedError("This store keeps no history.")
+        with _translated():
+            return _version(await self.store.get_version(version_id))
+
+    async def search(self, query: str, limit: int) -> list[Match]:
+        with _translated():
+            hits = await self._search.search(query, limit=limit)
+        return [Match(hit.path, hit.score, hit.line, hit.description) for hit in hits]
+
+
+def _stored(memory: Memory, content: str | None = None) -> StoredMemory:
+    text = memory.content if memory.content is not None else content
+    return StoredMemory(
+        id=memory.id,
+        path=memory.path,
+        content=text or "",
+        sha256=memory.content_sha256,
+        description=memory.description or "",
+    )
+
+
+def _version(version: MemoryVersion) -> Version:
+    author = ""
+    if version.created_by is not None:
+        author = f"{version.created_by.type.removesuffix('_actor')} {version.created_by.id}"
+    return Version(
+        id=version.id,
+        memory_id=version.memory_id,
+        path=version.path or "",
+        operation=str(version.operation),
+        created_at=version.created_at,
+        author=author,
+        size=version.content_size_bytes,
+        content=version.content,
+    )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The seam's errors as the backend's (one line each, nothing secret: no URL, no key)."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise MissingError(_line(exc)) from exc
+    except PreconditionFailedError as exc:
+        raise ChangedError(_line(exc)) from exc
+    except PathConflictError as exc:
+        raise TakenError(_line(exc)) from exc
+    except ConflictError as exc:
+        raise ChangedError(_line(exc)) from exc
+    except (BadRequestError, RequestTooLargeError) as exc:
+        raise RefusedError(f"The store refused it: {_line(exc)}") from exc
+    except ApiConnectionError as exc:
+        raise UnavailableError(f"The store did not answer: {exc}") from exc
+    except ApiError as exc:
+        if exc.status >= 500 or exc.status == 429:
+            raise UnavailableError(f"The store is unavailable: {_line(exc)}") from exc
+        raise BackendError(f"The store answered: {exc}") from exc
+    except FsError as exc:
+        raise BackendError(str(exc) or type(exc).__name__) from exc
+
+
+def _line(exc: ApiError) -> str:
+    return exc.message.splitlines()[0] if exc.message else str(exc)
+
+
+@asynccontextmanager
+async def open_memory_stores(
+    store: str,
+    *,
+    read_only: bool,
+    api_key_file: str | None = None,
+    base_url: str | None = None,
+    session_id: str | None = None,
+) -> AsyncIterator[StoreBackend]:
+    """The backend of the Memory Stores store ``store`` (id or exact name), with the key and
+    base URL ``memfs mount`` takes (``ConfigError``; the ``ApiError`` of the first request)."""
+    from memfs.api import StoreClient
+    from memfs.api.config import ClientConfig
+    from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+
+    config = ClientConfig.from_env(
+        api_key_file=api_key_file, base_url=base_url, session_id=session_id
+    )
+    async with StoreClient(config) as client:
+        # a tool call waits on these: a long retry-after is an error, not a wait
+        quick = client.with_options(timeout=10.0, max_retries=2, deadline=30.0)
+        found = await quick.resolve_store(store)
+        capabilities = await memory_stores_capabilities(quick)
+        info = StoreInfo(
+            api="memory-stores",
+            name=found.name,
+            read_only=read_only,
+            history=capabilities.versions,
+            descriptions=False,
+            renames_keep_id=capabilities.rename_keeps_identity,
+            description=found.description,
+        )
+        yield StoreBackend(MemoryStoresAPI(quick, found.id, capabilities), info)
+
+
+@asynccontextmanager
+async def open_databricks(
+    store: str,
+    actor: str,
+    session: str | None,
+    *,
+    read_only: bool,
+    profile: str | None = None,
+) -> AsyncIterator[StoreBackend]:
+    """The backend of ``actor``'s entries (``session``'s, or the session-less ones) of the
+    Databricks store ``store``; the workspace as ``memfs mount --api databricks`` finds it."""
+    from memfs.api.databricks import open_store
+
+    async with open_store(store, actor, session, profile=profile) as opened:
+        caps = opened.quick.capabilities
+        in_session = f", session {session}" if session else ""
+        info = StoreInfo(
+            api="databricks",
+            name=f"{store} (actor {actor}{in_session})",
+            read_only=read_only,
+            history=caps.versions,
+            descriptions=caps.descriptions,
+            renames_keep_id=caps.rename_keeps_identity,
+            description=opened.description,
+        )
+        yield StoreBackend(opened.quick, info)
