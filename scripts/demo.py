@@ -4,8 +4,10 @@ Starts a reference server on a throwaway database, creates a demo store with a f
 mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit, a search), then
 shows the version the edit stored. Then the same server's Databricks Agent Memory API: a store
 with one actor's entries, mounted with ``--api databricks``, its descriptions as extended
-attributes, and a search. Both are unmounted at the end. With ``--keep`` the mounts stay up until
-Ctrl-C so you can explore them from another terminal.
+attributes, and a search. Then a sandbox session: two more stores (one read-only) served by one
+process under one root, local scratch beside them, its status, and its stop. Everything is
+unmounted at the end. With ``--keep`` the two mounts (not the session, stopped by its tour) stay
+up until Ctrl-C so you can explore them from another terminal.
 
 The API key is generated here and passed to child processes through the environment only.
 """
@@ -13,7 +15,9 @@ The API key is generated here and passed to child processes through the environm
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -63,10 +67,12 @@ def banner(text: str) -> None:
     print(f"\n\033[1m== {text}\033[0m", flush=True)
 
 
-def run(cmd: list[str], env: dict[str, str], *, shell_view: str | None = None) -> str:
+def run(
+    cmd: list[str], env: dict[str, str], *, shell_view: str | None = None, stdin: str = ""
+) -> str:
     shown = shell_view or shlex.join(["memfs", *cmd[3:]] if cmd[:3] == MEMFS else cmd)
     print(f"$ {shown}", flush=True)
-    done = subprocess.run(cmd, env=env, text=True, capture_output=True, check=False)
+    done = subprocess.run(cmd, env=env, text=True, capture_output=True, check=False, input=stdin)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     if done.returncode != 0:
@@ -125,6 +131,51 @@ def databricks_tour(base_url: str, key: str, point: Path, env: dict[str, str]) -
     run([*MEMFS, "search", DATABRICKS_STORE, "payment risk", *as_actor, "--limit", "3"], db_env)
 
 
+def session_tour(work: Path, root: Path, env: dict[str, str]) -> None:
+    """Two new stores (one read-only) as one sandbox session under ``root``: one process, one
+    mount, each store a directory, every other name local scratch; then ``memfs session stop``
+    (the caller stops it again if this fails halfway)."""
+    banner("a sandbox session: several stores under one root, served by one process")
+    ids = {}
+    for name in ("Agent Notes", "Team Wiki"):
+        created = run([*MEMFS, "stores", "create", name], env)
+        ids[name] = re.findall(r"\((memstore_\w+)\)", created)[0]
+    run([*MEMFS, "memories", "put", "Team Wiki", "/onboarding.md", "-"], env,
+        shell_view="memfs memories put 'Team Wiki' /onboarding.md - <<< …",
+        stdin="Ask in #help; be brief.\n")  # fmt: skip
+    config = work / "session.json"
+    config.write_text(
+        json.dumps(
+            [
+                {"type": "memory_store", "memory_store_id": ids["Agent Notes"]},
+                {
+                    "type": "memory_store",
+                    "memory_store_id": ids["Team Wiki"],
+                    "access": "read_only",
+                    "instructions": "Team conventions. Read first.",
+                },
+            ]
+        )
+    )
+    print(f"$ cat {config}\n{config.read_text()}", flush=True)
+    prompt = work / "prompt.md"
+    run([*MEMFS, "session", "--config", str(config), "--root", str(root), "--detach",
+         "--prompt-file", str(prompt)], env)  # fmt: skip
+    run(["head", "-n", "12", str(prompt)], env)
+    run(["ls", str(root)], env)
+    run(["cat", str(root / "team-wiki" / "onboarding.md")], env)
+    draft, notes = shlex.quote(f"{root}/draft.txt"), shlex.quote(f"{root}/agent-notes/")
+    shell = f"echo 'a draft' > {draft} && mv {draft} {notes}"
+    run(["sh", "-c", shell], env, shell_view=shell + "   # scratch, then copied into a store")
+    refused = f"echo x > {shlex.quote(f'{root}/team-wiki/new.md')}"
+    print(f"$ {refused}", flush=True)
+    done = subprocess.run(["sh", "-c", refused], env=env, text=True, capture_output=True)
+    sys.stdout.write(done.stderr)  # read-only: "Read-only file system"
+    run([*MEMFS, "session", "status", "--root", str(root)], env)
+    run([*MEMFS, "session", "stop", "--root", str(root)], env)
+    run([*MEMFS, "memories", "ls", "Agent Notes"], env)  # the stop uploaded the copy
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="stay mounted until Ctrl-C")
@@ -138,6 +189,7 @@ def main() -> int:
     env = {**os.environ, "ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base_url}
     env.pop("MEMFS_API_KEYS", None)
     env["XDG_CACHE_HOME"] = str(work / "cache")  # the mount's journal goes with the demo
+    env["MEMFS_STATE_DIR"] = str(work / "state")  # and the session's state file
     memfs = MEMFS
     mountpoint = work / "mnt" / "demo-memory"
     mountpoint.mkdir(parents=True)
@@ -152,6 +204,7 @@ def main() -> int:
     )
     mounted = False
     db_mountpoint = work / "mnt" / DATABRICKS_STORE
+    session_root = work / "mnt" / "memory"
     try:
         wait_healthy(base_url, server)
         banner("creating the store 'Demo Memory' with a few memories")
@@ -196,6 +249,7 @@ def main() -> int:
 
         os.chdir(work)
         databricks_tour(base_url, key, db_mountpoint, env)
+        session_tour(work, session_root, env)
 
         if args.keep:
             banner(f"mounted at {mountpoint} and {db_mountpoint}; press Ctrl-C to unmount")
@@ -212,6 +266,8 @@ def main() -> int:
             subprocess.run([*memfs, "umount", str(mountpoint)], env=env, check=False)
         if os.path.ismount(db_mountpoint):
             subprocess.run([*memfs, "umount", str(db_mountpoint)], env=env, check=False)
+        if os.path.ismount(session_root):  # the tour stopped halfway
+            subprocess.run([*memfs, "umount", str(session_root)], env=env, check=False)
         server.terminate()
         try:
             server.wait(10)
@@ -219,7 +275,7 @@ def main() -> int:
             server.kill()
         server_log.close()
         # Never walk into a mount that is still up: rmtree would delete memories.
-        if not os.path.ismount(mountpoint) and not os.path.ismount(db_mountpoint):
+        if not any(os.path.ismount(p) for p in (mountpoint, db_mountpoint, session_root)):
             shutil.rmtree(work, ignore_errors=True)
     banner("done: the server and its throwaway database are gone")
     return 0
