@@ -56,8 +56,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    usage = api_usage_error(
+def usage_error(args: argparse.Namespace) -> str | None:
+    """The options that do not go with ``--api`` (one line), or None."""
+    return api_usage_error(
         args,
         "serve",
         (
@@ -66,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
             ("--session-id", args.session_id),
         ),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    usage = usage_error(args)
     if usage is not None:
         print(f"memfs mcp: {usage}", file=sys.stderr)
         return 2
