@@ -593,12 +593,14 @@ def _stop_outcome(state: SessionState, problems: list[str]) -> dict[str, Any]:
 
 
 def session_holding(path: Path) -> Path | None:
-    """The root of the session whose mount ``path`` is, or is inside of (its state file says
-    so, whether its process runs or died): None if no session holds it."""
-    from memfs.session.plan import state_path
+    """The root of the session whose mount ``path`` is, or is inside of: its state file says
+    so and its process runs, or died (``kill -9``) before its teardown. None if no session
+    holds it (a session that stopped with problems leaves its state file, not its mount)."""
+    from memfs.session.plan import SessionState, state_path
 
     for candidate in (path, *path.parents):
-        if state_path(candidate).exists():
+        state = SessionState.read(state_path(candidate))
+        if state is not None and (state.status != "stopped" or _is_session_process(state.pid)):
             return candidate
     return None
 

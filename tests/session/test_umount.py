@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.journals import journal_records
 from support.waiting import wait_for
 
-from memfs.session.plan import pid_alive
+from memfs.session.plan import SessionState, pid_alive, state_path
 
 from .helpers import (
     Api,
@@ -114,3 +117,42 @@ def test_a_store_deleted_mid_session_fails_alone_and_is_named_by_status_and_umou
         "nothing was waiting to be uploaded"
     ], outcome
     assert not pid_alive(pid) and mounts_under(root) == []
+
+
+def test_a_session_that_stopped_with_problems_holds_no_mount(
+    tmp_path: Path, session_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its state file stays (for ``memfs session stop`` to print its problems), its mount is
+    gone: ``memfs umount`` of that root, or of a path in it, is about whatever is there now."""
+    root = tmp_path / "memory"
+    (root / "store").mkdir(parents=True)
+    monkeypatch.setenv("MEMFS_STATE_DIR", session_env["MEMFS_STATE_DIR"])
+    path = state_path(root)
+    path.parent.mkdir(mode=0o700)
+    SessionState(
+        pid=2**22 + 1, root=str(root), session_id="sesn_done", status="stopped",
+        problems=[f"{root}/store: 1 change(s) not uploaded"],
+    ).write(path)  # fmt: skip
+    for point in (root, root / "store"):
+        done = run_memfs(["umount", str(point)], session_env)
+        assert done.returncode == 1
+        assert done.stderr == f"memfs umount: {point} is not mounted\n"
+    assert path.exists()  # still there for `memfs session stop` to report
+
+
+def test_umount_after_a_kill_9_detaches_the_dead_mount_and_keeps_the_journal(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    pid, (notes,) = start(tmp_path, root, session_env, api, "Notes")
+    (root / slug_of(notes["name"]) / "kept.md").write_text("journaled\n")  # closed: journaled
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid), timeout=10)
+    done = run_memfs(["umount", str(root)], session_env)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"memfs umount: the session daemon (pid {pid}) died without unmounting; cleaning up\n"
+    ), done.stderr
+    assert mounts_under(root) == [] and not root.exists()
+    # what it had acknowledged waits in the store's journal for the next session or mount
+    assert journal_records(Path(session_env["XDG_CACHE_HOME"]) / "memfs") == 1
+    assert api.memories(notes["id"]) == {}
