@@ -111,6 +111,7 @@ def build_core(
         on_queued=lambda key: uploader.queued(key),
         on_done=lambda key, error: uploader.done(key, error),
         on_retry=lambda key, error: uploader.retried(key, error),
+        on_cancel=lambda key: durable.cancelled(key),
     )
     budget = LocalBudget(config.local_bytes)
     refusals = Refusals(kept_dir, budget)

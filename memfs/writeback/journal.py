@@ -28,14 +28,19 @@ planted is never read. ``open`` refuses (``JournalError``, one line) a cache dir
 directory or slot that is not the user's own or that others can write to, and any record file
 that is not a regular file of the user's; the directories it creates are 0700, records 0600.
 
-Durability: ``put`` and ``drop`` append one entry and ``fdatasync`` the log before they return
-(one flush per commit: the log's directory entry was made durable when the log was created).
-So after ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. Only the entry
-being appended when the machine stopped can be torn: its length or checksum does not match, and
-``open`` cuts the log there (entries are appended in order and each was flushed before the
-next began, so nothing written before it is lost). A failed append is cut off the same way;
-if even that fails, the next append is written over it (entries are written at the end of the
-last whole one, not appended), so torn bytes are only ever at the end.
+Durability: ``put`` appends one entry and ``fdatasync``s the log before it returns (one flush
+per commit: the log's directory entry was made durable when the log was created). So after
+``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. ``drop`` does the same,
+except ``drop(name, flush=False)`` (the record's change is on the server): its entry is written
+and left for the next flush, any ``put``'s, ``flush()`` or ``close``; a ``kill -9`` cannot lose
+it (the page cache has it), a power cut can, and then the record is replayed, which is harmless
+for a change the server has (docs/writeback.md, "Crash and restart"). Entries are appended in
+order and everything before the last flushed entry is on disk, so what a power cut can tear is
+after it: the one entry being appended, and drops not flushed yet. ``open`` cuts the log at the
+first entry whose length or checksum does not match (nothing but such drops follows it). A
+failed append is cut off the same way; if even that fails, the next append is written over it
+(entries are written at the end of the last whole one, not appended), so torn bytes are only
+ever at the end.
 When no record is live the log is truncated to nothing; when dead entries make up more than
 half of a log over ``COMPACT_BYTES``, the live ones are copied to ``log.new``, flushed, and
 renamed over the log (a crash before the rename leaves the old log, which ``open`` uses).
@@ -232,6 +237,9 @@ class Journal:
         # every pending record to decide whether to compact)
         self._live = {name: (start, end) for name, (_, start, end) in live.items()}
         self._live_bytes = sum(end - start for start, end in self._live.values())
+        # True while the log holds a drop (or a truncation) not flushed yet: ``drop(flush=False)``
+        # sets it, any flush of the log clears it
+        self.unflushed = False
 
     @classmethod
     def open(
@@ -391,6 +399,8 @@ class Journal:
         for the next mount."""
         if self._lock_fd is None:
             return
+        with contextlib.suppress(OSError):  # at worst, uploaded records are replayed
+            self.flush()
         os.close(self._fd)
         lock = self.directory.with_name(self.directory.name + ".lock")
         _remove_slot(self.directory, lock)  # still locked: nobody else is using it
@@ -405,8 +415,10 @@ class Journal:
         self.writes += 1
         self._compact()
 
-    def drop(self, name: str) -> None:
-        """Forget the record ``name`` (nothing happens if there is none)."""
+    def drop(self, name: str, *, flush: bool = True) -> None:
+        """Forget the record ``name`` (nothing happens if there is none). ``flush`` False: the
+        entry is durable at the next flush only (for a change the server has: module
+        docstring); a flush of the log is one ``fdatasync`` however many drops wait."""
         if name not in self._live:
             return
         if len(self._live) == 1:  # the last one: nothing in the log is live any more
@@ -414,25 +426,36 @@ class Journal:
             self._size = 0  # what the file holds now, whether or not the flush succeeds
             self._live.clear()
             self._live_bytes = 0
-            os.fdatasync(self._fd)
+            self.unflushed = True
+            if flush:
+                self.flush()
             return
-        self._append([(None, _frame(json.dumps({"drop": name}).encode()))])
+        self._append([(None, _frame(json.dumps({"drop": name}).encode()))], flush=flush)
         start, end = self._live.pop(name)
         self._live_bytes -= end - start
         self._compact()
 
-    def _append(self, entries: list[tuple[str | None, bytes]]) -> None:
-        """Append ``entries`` (record name or None, frame) with one flush; on failure the log
-        is cut back to where it was, so no torn entry hides the ones appended later."""
+    def flush(self) -> None:
+        """Make the drops written with ``flush=False`` durable (nothing to do: no system call)."""
+        if self.unflushed:
+            os.fdatasync(self._fd)
+            self.unflushed = False
+
+    def _append(self, entries: list[tuple[str | None, bytes]], *, flush: bool = True) -> None:
+        """Append ``entries`` (record name or None, frame) with one flush (``flush`` False: none,
+        for drops); on failure the log is cut back to where it was, so no torn entry hides the
+        ones appended later."""
         start = self._size
         data = b"".join(frame for _, frame in entries)
         try:
             _write_at(self._fd, data, start)
-            os.fdatasync(self._fd)
+            if flush:
+                os.fdatasync(self._fd)  # the drops written before it too
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
             raise
+        self.unflushed = not flush
         for name, frame in entries:
             if name is not None:
                 old_start, old_end = self._live.get(name, (0, 0))
@@ -462,6 +485,7 @@ class Journal:
         os.close(self._fd)
         self._fd, self._size, self._live = fd, size, spans
         _fsync_dir(self.directory)  # raised if it fails: the new log's name may not survive
+        self.unflushed = False  # the new log holds no dropped record, and was flushed
 
     def has(self, name: str) -> bool:
         return name in self._live

@@ -14,6 +14,8 @@ Durability hooks: ``on_queued(key)`` runs (synchronously) every time ``schedule`
 so the caller can write its journal record before the operation that asked is acknowledged;
 ``on_done(key, error)`` runs when the entry goes away: after success (``error`` None), after
 ``cancel`` (None), or after a permanent failure (the error, after ``on_failure``);
+``on_cancel(key)`` runs after that ``on_done`` of a ``cancel``, before ``cancel`` returns (what
+forgets the work must be durable before the operation that cancelled it is acknowledged);
 ``on_retry(key, error)`` runs after each transient failure that stays queued for a retry. The
 queue itself still holds no data.
 
@@ -70,6 +72,10 @@ def _ignore_retry(key: Hashable, exc: BaseException) -> None:
     return None
 
 
+def _ignore_cancel(key: Hashable) -> None:
+    return None
+
+
 @dataclass
 class _Entry:
     due: float
@@ -93,6 +99,7 @@ class WriteBack:
         on_queued: Callable[[Hashable], None] = _ignore_queued,
         on_done: Callable[[Hashable, BaseException | None], None] = _ignore_done,
         on_retry: Callable[[Hashable, BaseException], None] = _ignore_retry,
+        on_cancel: Callable[[Hashable], None] = _ignore_cancel,
         retry: RetryPolicy | None = None,
         concurrency: int = 4,
     ) -> None:
@@ -102,6 +109,7 @@ class WriteBack:
         self.on_queued = on_queued
         self.on_done = on_done
         self.on_retry = on_retry
+        self.on_cancel = on_cancel
         self._retry = retry or RetryPolicy(base_delay=0.5, max_delay=30.0)
         self._limiter = trio.CapacityLimiter(concurrency)
         self._entries: dict[Hashable, _Entry] = {}
@@ -157,6 +165,7 @@ class WriteBack:
         elif entry is not None:
             del self._entries[key]
         self.on_done(key, None)
+        self.on_cancel(key)
 
     async def flush(self, key: Hashable, *, patience: float = 0.0) -> None:
         """Run the pending work of ``key`` now and wait; raise the error of that run.

@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.ops.durable import DROP_FLUSH_DELAY
 from memfs.errors import NotUtf8Error
 
 from .helpers import CONFIG, running_core
@@ -150,3 +152,30 @@ async def test_a_delete_undone_and_done_again_is_recorded_again(
         await vfs.unlink(ROOT_INODE, "d.md")
         [again] = core.records()
         assert (again.name, again.op, again.base_sha) == (first.name, "delete", first.base_sha)
+
+
+async def test_an_uploads_drop_waits_for_a_flush_and_a_cancels_is_flushed_at_once(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """One ``fdatasync`` a commit: the drop of what the server has rides on the next flush (or
+    ``DropFlusher``'s, ``DROP_FLUSH_DELAY`` later); the drop of a change superseded here (a
+    replay would undo the unlink) is flushed before the unlink returns."""
+    async with running_core(store, cache_dir) as core:
+        journal, durable = core.journal, core.vfs.durable
+        await core.save("b.md", b"b\n")  # waits for its upload: recorded, flushed
+        uploaded = await core.save("c.md", b"c\n")
+        await core.vfs.writeback.flush(uploaded)
+        assert [r.path for r in core.records()] == ["/b.md"] and journal.unflushed
+        await core.vfs.unlink(ROOT_INODE, "b.md")  # before its upload: cancelled
+        assert core.records() == [] and not journal.unflushed
+        assert "/b.md" not in store.contents()
+        uploaded = await core.save("d.md", b"d\n")
+        await core.vfs.writeback.flush(uploaded)
+        assert journal.unflushed
+        async with trio.open_nursery() as nursery:
+            await nursery.start(durable.flusher.run)
+            await trio.sleep(DROP_FLUSH_DELAY * 0.9)
+            assert journal.unflushed
+            await trio.sleep(DROP_FLUSH_DELAY * 0.2)
+            assert not journal.unflushed
+            nursery.cancel_scope.cancel()

@@ -646,6 +646,40 @@ def test_drops_are_durable_and_the_last_one_empties_the_log(tmp_path: Path) -> N
     assert os.listdir(tmp_path / STORE) == []  # an empty log does not keep the slot
 
 
+def test_a_drop_left_for_the_next_flush_costs_no_fdatasync_until_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal.open(tmp_path, STORE)
+    for name in "abc":
+        journal.put(Record(name=name, op="delete", written_at=name))
+    flushes: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (flushes.append(fd), real(fd))[1])
+    journal.drop("a", flush=False)
+    journal.drop("b", flush=False)
+    assert flushes == [] and journal.unflushed
+    assert [json.loads(p) for p in entries(journal.directory / "log")][-2:] == [
+        {"drop": "a"},
+        {"drop": "b"},
+    ]  # written: a kill -9 cannot lose them (the page cache has them)
+    journal.put(Record(name="d", op="delete", written_at="d"))
+    assert len(flushes) == 1 and not journal.unflushed  # the put's flush covers both drops
+    journal.flush()
+    assert len(flushes) == 1  # nothing waits: no system call
+    journal.drop("c", flush=False)
+    journal.flush()
+    journal.flush()
+    assert len(flushes) == 2 and not journal.unflushed
+    journal.drop("d", flush=False)  # the last record: the log is cut to nothing, not flushed
+    assert len(flushes) == 2 and journal.unflushed
+    assert (journal.directory / "log").stat().st_size == 0
+    journal.put(Record(name="e", op="delete", written_at="e"))
+    journal.drop("e", flush=False)
+    journal.close()  # flushes what waits
+    assert len(flushes) == 4
+    assert names(tmp_path) == []
+
+
 def test_compaction_keeps_every_live_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -170,6 +170,26 @@ async def test_cancel_of_an_unknown_key_still_reports_it_done(clock):
     assert script.done == [("ghost", None)] and len(wb) == 0
 
 
+async def test_on_cancel_hears_a_cancel_after_on_done_and_never_an_upload(clock):
+    """A cancel's forgetting is made durable by ``on_cancel`` (the journal's flush of the drop
+    that ``on_done`` wrote); an upload's ``on_done`` is not followed by it."""
+    script = Script()
+    heard: list[tuple[str, Hashable]] = []
+    wb = WriteBack(
+        script.upload,
+        on_done=lambda key, exc: heard.append(("done", key)),
+        on_cancel=lambda key: heard.append(("cancel", key)),
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(wb.run)
+        wb.schedule("a", 0)
+        wb.schedule("b", 60)
+        await wb.flush("a")
+        wb.cancel("b")
+        assert heard == [("done", "a"), ("done", "b"), ("cancel", "b")]
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_save_after_a_cancel_during_the_run_is_uploaded(clock):
     """Deleted while uploading, then created again under the same key: the new save counts."""
     script = Script()

@@ -9,7 +9,10 @@ Owns the link between the write-back queue and the on-disk journal (``memfs.writ
   not written again: one record per commit;
 - when the work is done (or cancelled: the change was superseded locally) the record is dropped;
   a permanent failure other than a conflict keeps it, so it is reported at unmount and retried
-  by the next mount;
+  by the next mount. The drop of work the server has is flushed with the next commit's record,
+  or by ``DropFlusher`` within ``DROP_FLUSH_DELAY`` (one ``fdatasync`` a commit instead of two:
+  a power cut before then replays a change the server has, which changes nothing); a cancel's
+  drop is flushed before the operation that cancelled returns (a replay would undo it);
 - a conflict (the memory changed on the server) keeps the remote head and saves the local
   content as a sibling memory ``<name>.conflict-<UTC time>[.<ext>]``, itself a queued, journaled
   create (``("conflict", n)`` keys), counted in ``conflicts``;
@@ -35,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from memfs import paths
 from memfs.core.fetch.cache import ContentCache, ListingCache
 from memfs.core.fetch.orphans import hand_over
@@ -57,6 +62,10 @@ from memfs.writeback.queue import WriteBack
 log = logging.getLogger(__name__)
 
 MAX_CONFLICTS_KEPT = 50
+# a drop left for the next flush is flushed at the latest this long after it (seconds): the
+# window in which a power cut replays a change the server already has (and a change made on the
+# server since turns that replay into a conflict copy)
+DROP_FLUSH_DELAY = 0.5
 Access = tuple[int | None, int | None, int | None]  # a file's mode, uid, gid (None: the mount's)
 WAITING_FOR_ROOM = "waiting for room (the store is full)"  # why a create is not uploaded yet
 
@@ -148,6 +157,7 @@ class Durable:
         self.copy_created = copy_created
         # conflict copies waiting for room as files, by inode: saved once that file is created
         self._copies_waiting: dict[int, ConflictInfo] = {}
+        self.flusher = DropFlusher(journal)
 
     # -- names --------------------------------------------------------------------------------
 
@@ -206,11 +216,18 @@ class Durable:
         ):
             self.failed.pop(name, None)
             self._journaled.pop(name, None)
-            self.journal.drop(name)
+            self.journal.drop(name, flush=False)  # the server has it (a cancel: ``cancelled``)
+            self.flusher.soon()
         elif isinstance(error, StoreFullError):  # kept, and queued again when room appears
             self.failed[name] = (self.describe(key), WAITING_FOR_ROOM)
         else:
             self.failed[name] = (self.describe(key), f"{type(error).__name__}: {error}")
+
+    def cancelled(self, key: Hashable) -> None:
+        """The queue forgot the work of ``key`` (after ``done``): the change was superseded
+        here, and a replay of its record would undo that, so the drop is flushed now."""
+        if self.journal is not None:
+            self.journal.flush()
 
     def retry(self, key: Hashable, error: BaseException) -> None:
         """A transient failure (server unreachable, 5xx, 429): remember it for the report."""
@@ -499,10 +516,11 @@ class Durable:
                 items.append((record.path, data))
         directory, written = hand_over(self.journal.directory.parent, items)
         for record in records:
-            self.journal.drop(record.name)
+            self.journal.drop(record.name, flush=False)
             self._journaled.pop(record.name, None)
             self.failed.pop(record.name, None)
             self.retrying.pop(record.name, None)
+        self.journal.flush()  # once for all of them
         return directory, written + lines
 
     # -- reporting ----------------------------------------------------------------------------
@@ -525,6 +543,32 @@ class Durable:
                 }
             )
         return entries
+
+
+class DropFlusher:
+    """Flushes the journal's drops left for the next flush (``Durable.done``) within
+    ``DROP_FLUSH_DELAY`` of the first of them, when no commit's flush came first; one
+    ``fdatasync`` for all of them."""
+
+    def __init__(self, journal: Journal | None) -> None:
+        self.journal = journal
+        self._due = trio.Event()
+
+    def soon(self) -> None:
+        self._due.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._due.wait()
+            await trio.sleep(DROP_FLUSH_DELAY)
+            self._due = trio.Event()
+            if self.journal is None:
+                continue
+            try:
+                self.journal.flush()
+            except OSError as exc:  # the drops stay written: a power cut replays them, harmless
+                log.warning("journal drops not flushed: %s", exc)
 
 
 def _numbered(path: str, attempt: int) -> str:

@@ -622,8 +622,9 @@ class Vfs:
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Start the background tasks in ``nursery``: the write-back queue, bulk fetches
-        ahead of a walk, the store's usage counts."""
+        ahead of a walk, the store's usage counts, the journal's flushes of drops."""
         await nursery.start(self.writeback.run)
+        await nursery.start(self.durable.flusher.run)
         self.bulk.run_in(nursery)
         self.usage.run_in(nursery)
 
