@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from support.hosted_like import hosted_like_client
+
 from memfs.api import StoreClient
+from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+from memfs.mcp.backend import StoreInfo
+from memfs.mcp.store_backend import StoreBackend
 
 from .conftest import connected
 
@@ -131,3 +136,22 @@ async def test_read_only_offers_no_writing_tool_and_refuses_every_write(
     memories = [m async for m in client.list_memories(ms_store)]
     assert [(m.path, m.id) for m in memories] == [("/a.md", created.id)]
     assert (await client.get_memory(ms_store, created.id)).content == "keep\n"
+
+
+async def test_without_server_search_a_local_index_answers_and_keeps_up(
+    server: Any, ms_store: str
+) -> None:
+    async with hosted_like_client(server) as (client, transport):
+        capabilities = await memory_stores_capabilities(client)
+        info = StoreInfo("memory-stores", "hosted-like", False, True, False, True)
+        backend = StoreBackend(MemoryStoresAPI(client, ms_store, capabilities), info)
+        async with connected(backend) as tools:
+            await tools.memory("create", path="/memories/garden.md", file_text="tomatoes\n")
+            answer = await tools.ok("memory_search", query="tomatoes")
+            assert answer.splitlines()[1].startswith("/memories/garden.md\t")
+            await tools.memory("create", path="/memories/sauce.md", file_text="tomatoes, basil\n")
+            answer = await tools.ok("memory_search", query="basil")
+            assert [row.split("\t")[0] for row in answer.splitlines()[1:]] == ["/memories/sauce.md"]
+        assert transport.capability_checks >= 1
+        routes = client.stats.snapshot()["by_route"]
+        assert not any("memfs/search" in route for route in routes)
