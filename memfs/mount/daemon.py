@@ -287,28 +287,73 @@ class Daemon:
             check_slugs(specs)
             storelog.name_stores_in_log()
         check_mountpoint(opts.mountpoint)
-        async with contextlib.AsyncExitStack() as stack:
-            for index, spec in enumerate(specs):
-                slot = index + 1 if self.several else 0
-                if self.several:
-                    storelog.CURRENT.set(spec.slug)
-                try:
-                    store = await stack.enter_async_context(self._open_store(spec))
-                    served = self._serve_store(spec, store, slot)
-                except MountError as exc:
+        # Each store is opened (resolved, its journal opened and replayed) by a task of its own,
+        # side by side, and held open by it until the mount ends: ``closing`` lets them close
+        # their journals and clients once it has, each in the task that opened them.
+        closing = trio.Event()
+        failure: MountError | None = None
+        async with trio.open_nursery() as holders:
+            try:
+                opened: dict[int, ServedStore] = {}
+                failures: dict[int, tuple[StoreSpec, MountError]] = {}
+                async with trio.open_nursery() as opening:
+                    for index, spec in enumerate(specs):
+                        slot = index + 1 if self.several else 0
+                        opening.start_soon(
+                            self._start_store, holders, spec, slot, closing, opened, failures
+                        )
+                for slot, (spec, exc) in sorted(failures.items()):
                     if not self.several:
-                        raise
+                        raise exc
                     # one store failing is one store failing: its directory says so (EIO)
                     log.error("store %s cannot be served: %s", spec.slug, exc)
                     self.unavailable[slot] = (spec, str(exc))
-                    continue
-                self.stores.append(served)
+                self.stores = [opened[slot] for slot in sorted(opened)]  # in the plan's order
+                return await self._mount()
+            except MountError as exc:
+                failure = exc  # raised below, once every store is closed (not as a group)
+            finally:
+                closing.set()
+        assert failure is not None
+        raise failure
+
+    async def _start_store(
+        self,
+        holders: trio.Nursery,
+        spec: StoreSpec,
+        slot: int,
+        closing: trio.Event,
+        opened: dict[int, ServedStore],
+        failures: dict[int, tuple[StoreSpec, MountError]],
+    ) -> None:
+        """Open one store in a task of ``holders`` (``_hold_store``); its outcome by slot."""
+        if self.several:
+            storelog.CURRENT.set(spec.slug)  # this task's log lines (and its holder's) name it
+        try:
+            opened[slot] = await holders.start(self._hold_store, spec, slot, closing)
+        except MountError as exc:
+            failures[slot] = (spec, exc)
+
+    async def _hold_store(
+        self,
+        spec: StoreSpec,
+        slot: int,
+        closing: trio.Event,
+        *,
+        task_status: trio.TaskStatus[ServedStore],
+    ) -> None:
+        """Open the store of ``spec`` and replay its journal (before mounting: nobody waits on
+        a mount not serving), report it started, hold it open until ``closing``, close it."""
+        async with self._open_store(spec) as store:
+            served = self._serve_store(spec, store, slot)
+            try:
                 if served.journal is not None:
-                    stack.callback(served.journal.close)
-                    # before mounting: nobody waits on a mount not serving
                     await self._replay(served)
-            storelog.CURRENT.set(None)
-            return await self._mount()
+                task_status.started(served)
+                await closing.wait()
+            finally:
+                if served.journal is not None:
+                    served.journal.close()
 
     def _serve_store(self, spec: StoreSpec, store: OpenStore, slot: int) -> ServedStore:
         """Build the core of ``store`` in its slot of the mount (memfs.numbers)."""
