@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
 from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra, needs_extra
-from memfs.commands.parsing import byte_size, complete_paths
+from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.private import NotPrivateError, create_private_file
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def register(subparsers: Any) -> None:
     )
     mount.add_argument(
         "--cache-size",
-        type=float,
+        type=megabytes,
         default=64.0,
         metavar="MB",
         help="clean data kept in memory: contents, listings, .versions/ contents, a local "

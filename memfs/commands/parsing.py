@@ -85,3 +85,14 @@ def byte_size(text: str) -> int:
             f"{text!r} is not a size in bytes (e.g. 1048576, 512K, 64M, 1G)"
         )
     return int(number) * _UNITS[unit]
+
+
+def megabytes(text: str) -> float:
+    """An argparse ``type``: a number of megabytes (MiB), 0 or more (``--cache-size``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 2**40:  # NaN and infinities too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes (e.g. 64, 0.5)")
+    return value

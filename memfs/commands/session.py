@@ -1,7 +1,8 @@
 """``memfs session …``: serve a sandbox session's memory stores from one mount, and stop it.
 
 - ``memfs session --config FILE [--root /mnt/memory] [--prompt-file F] [--detach]
-  [--session-id S] [--profile NAME] [--allow-other] [--uid U] [--gid G] [--umask M]`` checks
+  [--session-id S] [--profile NAME] [--allow-other] [--uid U] [--gid G] [--umask M]
+  [--cache-size MB] [--local-bytes SIZE]`` checks
   the whole session (config, stores, root) before mounting anything, then this one process
   serves every store from one FUSE mount at the root (each store the directory
   ``<root>/<slug>``, every other name there local scratch), prints the agent's prompt (or
@@ -30,6 +31,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memfs.commands.extras import needs_extra
-from memfs.commands.parsing import byte_size, complete_paths
+from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.private import (
     NotPrivateError,
     check_directory_of,
@@ -158,6 +160,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="each store's budget for local-only files, refused content and files waiting for "
         "the store, and the budget of the scratch at ROOT, past which creates and writes get "
         "ENOSPC (memfs mount --local-bytes; default: 64M)",
+    )
+    parser.add_argument(
+        "--cache-size",
+        type=megabytes,
+        metavar="MB",
+        help="clean data kept in memory, one budget every store shares: contents, listings, "
+        ".versions/ contents, local search indexes (MB; memfs mount --cache-size; default: 64)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -333,7 +342,7 @@ async def _serve(
     from memfs.session.plan import SessionError, plan_mounts, state_path
     from memfs.session.prompt import render_prompt
     from memfs.session.runner import SessionRunner
-    from memfs.session.stores import fetch_databricks_stores, fetch_stores
+    from memfs.session.stores import fetch_all_stores
 
     ready_fd: int | None = args.ready_fd
 
@@ -345,13 +354,13 @@ async def _serve(
         return code
 
     try:
-        stores = {}
-        if client_config is not None:
-            async with StoreClient(client_config) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            quick = None  # a session of Databricks stores only needs no Memory Stores client
+            if client_config is not None:
+                client = await stack.enter_async_context(StoreClient(client_config))
                 quick = client.with_options(max_retries=CHECK_RETRIES)
-                stores.update(await fetch_stores(quick, config.attachments))
-        if any(attachment.databricks for attachment in config.attachments):
-            stores.update(await fetch_databricks_stores(config.attachments, args.profile))
+            # both APIs' stores checked side by side
+            stores = await fetch_all_stores(quick, config.attachments, args.profile)
         plans = plan_mounts(config.attachments, stores, root)
     except SessionError as exc:
         return refuse(exc.problems, EXIT_REFUSED)
@@ -412,6 +421,8 @@ def _mount_options(
     extra: dict[str, Any] = {}
     if args.local_bytes is not None:
         extra["local_bytes"] = args.local_bytes
+    if args.cache_size is not None:
+        extra["cache_mb"] = args.cache_size
     return MountOptions(
         store="",
         mountpoint=str(root),
@@ -475,6 +486,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv.append("--replay-legacy-journal")
     if args.local_bytes is not None:
         argv += ["--local-bytes", str(args.local_bytes)]
+    if args.cache_size is not None:
+        argv += ["--cache-size", str(args.cache_size)]
     for flag, value in (("--uid", args.uid), ("--gid", args.gid), ("--umask", args.umask)):
         if value is not None:
             argv += [flag, value]
@@ -618,10 +631,12 @@ def _status(args: argparse.Namespace) -> int:
     for mount in state.mounts:
         mount.update(_store_status(stores.get(Path(str(mount.get("path"))).name), alive))
     scratch = (doc or {}).get("scratch")
+    cache = _cache_budget(doc)
     if args.json:
         data = state.to_json()
         data["alive"] = alive
         data["scratch"] = scratch
+        data["cache_budget"] = cache
         print(json.dumps(data, indent=2))
         return EXIT_OK if alive else EXIT_FAILED
     print(f"session  {state.session_id}")
@@ -632,6 +647,11 @@ def _status(args: argparse.Namespace) -> int:
         print(
             f"scratch  {scratch.get('used_bytes', 0):,} bytes, {scratch.get('inodes', 0)} "
             "inodes (in memory, never uploaded, gone at stop)"
+        )
+    if cache is not None:
+        print(
+            f"cache    {cache['bytes']:,} of {cache['limit']:,} bytes (clean data, one budget "
+            "every store shares: --cache-size)"
         )
     for mount in state.mounts:
         store = str(mount.get("memory_store_id"))
@@ -661,6 +681,16 @@ def _daemon_status(root: Path, pid: int) -> dict[str, Any] | None:
     except (MountError, OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("pid") == pid else None
+
+
+def _cache_budget(doc: dict[str, Any] | None) -> dict[str, int] | None:
+    """The budget the session's stores share (``memfs.cache_budget``): its bytes and limit, as
+    every store's section of the daemon's status document has them."""
+    for section in (doc or {}).get("stores") or []:
+        budget = (section.get("memory") or {}).get("cache budget")
+        if isinstance(budget, dict):
+            return {"bytes": int(budget["bytes"]), "limit": int(budget["limit"])}
+    return None
 
 
 def _store_status(section: dict[str, Any] | None, alive: bool) -> dict[str, Any]:

@@ -306,7 +306,6 @@ class Daemon:
                     if not self.several:
                         raise exc
                     # one store failing is one store failing: its directory says so (EIO)
-                    log.error("store %s cannot be served: %s", spec.slug, exc)
                     self.unavailable[slot] = (spec, str(exc))
                 self.stores = [opened[slot] for slot in sorted(opened)]  # in the plan's order
                 return await self._mount()
@@ -333,6 +332,8 @@ class Daemon:
             opened[slot] = await holders.start(self._hold_store, spec, slot, closing)
         except MountError as exc:
             failures[slot] = (spec, exc)
+            if self.several:
+                log.error("store %s cannot be served: %s", spec.slug, exc)
 
     async def _hold_store(
         self,

@@ -2,9 +2,10 @@
 
 ``fetch_stores`` asks the Memory Stores API (through the ``StoreClient`` it is handed),
 ``fetch_databricks_stores`` opens each Databricks store as its mount will
-(``memfs.api.databricks.open_store``). Both answer by ``Attachment.store_key`` (None: no such
-store) and raise ``SessionError`` for failures that are not one store's (credentials, network),
-each one line, each once. ``memfs.session.plan`` checks what they found.
+(``memfs.api.databricks.open_store``); ``fetch_all_stores`` runs the two side by side. They
+answer by ``Attachment.store_key`` (None: no such store) and raise ``SessionError`` for failures
+that are not one store's (credentials, network), each one line, each once.
+``memfs.session.plan`` checks what they found.
 """
 
 from __future__ import annotations
@@ -90,6 +91,32 @@ async def fetch_databricks_stores(
             nursery.start_soon(one, attachment)
     if failures:
         raise SessionError(sorted(set(failures)))
+    return found
+
+
+async def fetch_all_stores(
+    client: StoreClient | None, attachments: list[Attachment], profile: str | None = None
+) -> dict[str, MemoryStore | None]:
+    """``fetch_stores`` (with ``client``: None when no store is a Memory Stores store) and
+    ``fetch_databricks_stores`` side by side; one SessionError with the failures of both (the
+    Memory Stores API's first)."""
+    found: dict[str, MemoryStore | None] = {}
+    problems: dict[bool, list[str]] = {False: [], True: []}  # by API: databricks?
+
+    async def one(databricks: bool) -> None:
+        try:
+            if databricks:
+                found.update(await fetch_databricks_stores(attachments, profile))
+            elif client is not None:
+                found.update(await fetch_stores(client, attachments))
+        except SessionError as exc:
+            problems[databricks] = exc.problems
+
+    async with trio.open_nursery() as nursery:
+        for databricks in {attachment.databricks for attachment in attachments}:
+            nursery.start_soon(one, databricks)
+    if problems[False] or problems[True]:
+        raise SessionError(problems[False] + problems[True])
     return found
 
 

@@ -8,6 +8,7 @@ the dead mount and uploads every store's journal before it serves.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -53,8 +54,11 @@ def dbx(store: str) -> dict[str, str]:
     }
 
 
-def start(config: Path, root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
+def start(
+    config: Path, root: Path, env: dict[str, str], *options: str
+) -> subprocess.CompletedProcess[str]:
+    argv = ["session", "--config", str(config), "--root", str(root), "--detach", *options]
+    done = run_memfs(argv, env)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -97,7 +101,7 @@ def test_eight_stores_are_one_process_and_one_mount_beside_scratch(
     rw = [root / slug_of(s["name"]) for s in writable]
     ro = [root / slug_of(s["name"]) for s in references]
     try:
-        start(config, root, env)
+        start(config, root, env, "--cache-size", "12.5")  # one budget of 12.5 MiB
         state = session_status(root, env)
         assert len(state["mounts"]) == 8
         # one process (none other serves the root, it has no child), one mount; each store a
@@ -140,7 +144,13 @@ def test_eight_stores_are_one_process_and_one_mount_beside_scratch(
         assert {Path(m["path"]).name: m["health"] for m in state["mounts"]} == {
             name: "ok" for name in [p.name for p in rw + ro] + [team]
         }
+        # the stores share one cache budget, of --cache-size
+        budget = 12.5 * 1024 * 1024
+        assert state["cache_budget"]["limit"] == budget
+        sections = json.loads(run_memfs(["status", str(root), "--json"], env).stdout)["stores"]
+        assert [s["memory"]["cache budget"]["limit"] for s in sections] == [budget] * 8
         shown = run_memfs(["session", "status", "--root", str(root)], env).stdout
+        assert f" of {budget:,.0f} bytes (clean data, one budget every store shares" in shown
         assert f"  {root / team}  read_write  databricks:{team} (actor {ACTOR})  ok\n" in shown
         assert f"  {ro[0]}  read_only  {references[0]['id']}  ok\n" in shown
 
