@@ -230,8 +230,6 @@ def setup_logging(*, debug: bool) -> None:
 def _start(args: argparse.Namespace) -> int:
     import dataclasses  # here with the rest: it imports inspect, which --help does not need
 
-    import trio
-
     from memfs.api.config import ClientConfig, ConfigError
     from memfs.session.plan import (
         SessionError,
@@ -278,7 +276,9 @@ def _start(args: argparse.Namespace) -> int:
     for note in config.notes:
         log.info("%s", note)
     if args.detach and args.ready_fd is None:
-        return _detach(args, root, session_id)
+        return _detach(args, root, session_id)  # the session's own process imports the rest
+    import trio
+
     return trio.run(_serve, args, root, session_id, config, client_config)
 
 
@@ -297,7 +297,6 @@ def _running_session(root: Path) -> SessionState | None:
     and if it died without its teardown (``kill -9``), its dead mount and the root it made (its
     stores' journals are replayed by this session)."""
     from memfs.session.plan import SessionState, state_path
-    from memfs.session.runner import clean_up_after
 
     path = state_path(root)
     state = SessionState.read(path)
@@ -310,6 +309,10 @@ def _running_session(root: Path) -> SessionState | None:
         for problem in state.problems:
             log.warning("  %s", problem)
     if state.status != "stopped":
+        # here only: the runner brings the whole mount daemon, which `--detach`'s parent (this
+        # process, until it hands over) does not otherwise load (~0.3-0.8 s of a start)
+        from memfs.session.runner import clean_up_after
+
         for line in clean_up_after(state):
             log.warning("%s", line)
     path.unlink(missing_ok=True)

@@ -8,8 +8,10 @@ a mount must not import trio, httpx, FUSE, the server stack, nor memfs below the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,13 +50,16 @@ print("\\n" + json.dumps({"status": status, "loaded": loaded}))
 """
 
 
-def run_main(*argv: str) -> tuple[int, list[str], str]:
+def run_main(
+    *argv: str, env: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY
+) -> tuple[int, list[str], str]:
     proc = subprocess.run(
-        [sys.executable, "-c", RUN_AND_REPORT, ",".join(HEAVY), *argv],
+        [sys.executable, "-c", RUN_AND_REPORT, ",".join(heavy), *argv],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.splitlines()[-1])
@@ -94,3 +99,22 @@ def test_a_command_imports_what_it_needs_when_it_runs() -> None:
     status, loaded, stderr = run_main("completion", "bash")
     assert status == 0, stderr
     assert loaded == ["shtab"]
+
+
+def test_a_detached_session_leaves_the_daemon_to_its_own_process(tmp_path: Path) -> None:
+    """``memfs session --detach`` checks the config, then hands over to the session's process:
+    it never loads the mount daemon, the core or trio, which that process loads anyway."""
+    config = tmp_path / "session.json"
+    store = {"type": "memory_store", "memory_store_id": "memstore_x", "access": "read_only"}
+    config.write_text(json.dumps([store]))
+    env = dict(
+        os.environ,
+        ANTHROPIC_API_KEY="sk-startup-test-" + "s" * 20,
+        ANTHROPIC_BASE_URL="http://127.0.0.1:1",  # nothing there: the session refuses
+        MEMFS_STATE_DIR=str(tmp_path / "state"),
+    )
+    argv = ["session", "--config", str(config), "--root", str(tmp_path / "root"), "--detach"]
+    heavy = ("trio", "pyfuse3", "memfs.core", "memfs.mount.daemon", "memfs.session.runner")
+    status, loaded, stderr = run_main(*argv, env=env, heavy=heavy)
+    assert status == 2 and "cannot reach the API at http://127.0.0.1:1" in stderr, stderr
+    assert loaded == []
