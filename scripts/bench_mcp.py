@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Benchmark ``memfs mcp``: how soon it answers ``initialize``, and what a tool call costs over
+the API requests it makes.
+
+1. Start-up: ``memfs mcp STORE`` spawned ``--runs`` times, as an agent's host does, driven by
+   the official client over stdio: the wall time from spawn to the ``initialize`` answer, and
+   the CPU time of the process (user + system, counted when it exits after stdin closes), next
+   to ``memfs --version`` and ``python -c "import mcp"`` (the SDK's own import) measured in the
+   same run. Goal (issue 22): ready within 0.5 s on a quiet machine.
+2. Tool calls, in process (the official client over memory streams, the JSON-RPC handshake of
+   stdio): ``memory view`` of a file and ``memory str_replace`` on a store of 20 memories, each
+   against the same requests made directly with the client (``find_memory`` + ``get_memory``,
+   and + ``update_memory`` with the precondition); the requests each call made, counted by the
+   client (deterministic). Goal: a tool call within 1.5x the requests it makes.
+
+All against a local ``memfs server`` (SQLite). Prints a markdown table, or JSON with
+``--json``. Owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cli import memfs_command
+from bench_server import server_on
+
+from memfs.api import StoreClient
+from memfs.api.config import ClientConfig, Secret
+
+GOAL_READY_S = 0.5
+GOAL_CALL_RATIO = 1.5
+
+
+def cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cost(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``argv`` run to its end."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        before, started = cpu_of_children(), time.perf_counter()
+        subprocess.run(argv, env=env, capture_output=True, check=True)
+        walls.append(time.perf_counter() - started)
+        cpus.append(cpu_of_children() - before)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+async def ready_once(argv: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawning ``memfs mcp`` to its ``initialize`` answer."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    started = time.perf_counter()
+    with open(os.devnull, "w") as errors:
+        async with Client(stdio_client(params, errlog=errors), mode="legacy"):
+            return time.perf_counter() - started
+
+
+def startup(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = cpu_of_children()
+        walls.append(trio.run(ready_once, argv, env))
+        cpus.append(cpu_of_children() - before)  # the process has exited: stdin closed
+    return statistics.median(walls), statistics.median(cpus)
+
+
+async def median_seconds(action: Callable[[], Awaitable[object]], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[dict[str, Any]]:
+    from mcp import Client
+
+    from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+    from memfs.mcp.app import build_server
+    from memfs.mcp.backend import StoreInfo
+    from memfs.mcp.store_backend import StoreBackend
+
+    config = ClientConfig(api_key=Secret(key), base_url=base_url)
+    async with StoreClient(config) as direct, StoreClient(config) as served:
+        capabilities = await memory_stores_capabilities(served)
+        info = StoreInfo("memory-stores", "bench", False, True, False, True)
+        backend = StoreBackend(MemoryStoresAPI(served, store_id, capabilities), info)
+        path = "/notes/n7.md"
+        upper = {"now": False}  # the file holds "NOTE" (else "note"); both edits flip it
+
+        def swap() -> tuple[str, str]:
+            old, new = ("NOTE", "note") if upper["now"] else ("note", "NOTE")
+            upper["now"] = not upper["now"]
+            return old, new
+
+        async def direct_view() -> None:
+            found = await direct.find_memory(store_id, path)
+            assert found is not None
+            await direct.get_memory(store_id, found.id)
+
+        async def direct_edit() -> None:
+            found = await direct.find_memory(store_id, path)
+            assert found is not None
+            memory = await direct.get_memory(store_id, found.id)
+            old, new = swap()
+            content = (memory.content or "").replace(old, new)
+            await direct.update_memory(
+                store_id, found.id, content=content, expected_sha256=memory.content_sha256
+            )
+
+        rows = []
+        async with Client(build_server(backend), mode="legacy") as client:
+
+            async def mcp_view() -> None:
+                result = await client.call_tool(
+                    "memory", {"command": "view", "path": "/memories" + path}
+                )
+                assert not result.is_error
+
+            async def mcp_edit() -> None:
+                old, new = swap()
+                result = await client.call_tool(
+                    "memory",
+                    {"command": "str_replace", "path": "/memories" + path, "old_str": old,
+                     "new_str": new},
+                )  # fmt: skip
+                assert not result.is_error, result
+
+            for label, through_mcp, by_hand in (
+                ("`memory view` of a file", mcp_view, direct_view),
+                ("`memory str_replace`", mcp_edit, direct_edit),
+            ):
+                await by_hand()  # warm both connections
+                await through_mcp()
+                before = served.stats.snapshot()["total"]
+                await through_mcp()
+                requests = served.stats.snapshot()["total"] - before
+                mcp_s = await median_seconds(through_mcp, runs)
+                direct_s = await median_seconds(by_hand, runs)
+                rows.append({"call": label, "requests": requests, "mcp_s": mcp_s,
+                             "direct_s": direct_s, "ratio": mcp_s / direct_s})  # fmt: skip
+        return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--runs", type=int, default=7, help="spawns of memfs mcp")
+    parser.add_argument("--calls", type=int, default=50, help="tool calls of each kind")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args()
+
+    memfs = memfs_command()
+    key = "sk-memfs-bench-" + secrets.token_hex(12)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMFS_"))}
+    load_before = os.getloadavg()
+    with (
+        tempfile.TemporaryDirectory(prefix="memfs-bench-mcp-") as tmp,
+        server_on(Path(tmp) / "bench.db", key) as base_url,
+    ):
+        client_env = dict(env, ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=base_url)
+
+        async def fill() -> str:
+            config = ClientConfig(api_key=Secret(key), base_url=base_url)
+            async with StoreClient(config) as client:
+                store = await client.create_store(f"bench-{secrets.token_hex(4)}")
+                for n in range(20):
+                    await client.create_memory(store.id, f"/notes/n{n}.md", f"note {n}\n")
+                return store.id
+
+        store_id = trio.run(fill)
+        ready_wall, ready_cpu = startup([*memfs, "mcp", store_id], client_env, args.runs)
+        version_wall, version_cpu = process_cost([*memfs, "--version"], env, args.runs)
+        sdk_wall, sdk_cpu = process_cost([sys.executable, "-c", "import mcp"], env, args.runs)
+        calls = trio.run(tool_calls, base_url, key, store_id, args.calls)
+    result = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "startup": [
+            {
+                "what": "`memfs mcp STORE` to its initialize answer",
+                "wall_s": ready_wall,
+                "cpu_s": ready_cpu,
+                "goal_s": GOAL_READY_S,
+            },
+            {"what": "`memfs --version`", "wall_s": version_wall, "cpu_s": version_cpu},
+            {
+                "what": "`python -c 'import mcp'` (the SDK's import)",
+                "wall_s": sdk_wall,
+                "cpu_s": sdk_cpu,
+            },
+        ],
+        "calls": calls,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['date']}, {result['machine']}, load {load_before[0]:.1f} -> "
+          f"{result['load_after'][0]:.1f}\n")  # fmt: skip
+    print("| start-up | wall (s) | CPU (s) | goal (s) |\n|---|---:|---:|---:|")
+    for row in result["startup"]:
+        goal = row.get("goal_s")
+        print(f"| {row['what']} | {row['wall_s']:.3f} | {row['cpu_s']:.3f} | "
+              f"{'' if goal is None else goal} |")  # fmt: skip
+    print("\n| tool call | requests | through MCP (ms) | the requests alone (ms) | ratio | goal |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in calls:
+        print(
+            f"| {row['call']} | {row['requests']} | {row['mcp_s'] * 1000:.1f} | "
+            f"{row['direct_s'] * 1000:.1f} | {row['ratio']:.2f} | {GOAL_CALL_RATIO} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
