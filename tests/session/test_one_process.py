@@ -207,7 +207,9 @@ def test_a_killed_session_loses_nothing_the_next_one_uploads_every_store(
 
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not pid_alive(pid), timeout=10)
-        assert error_of(lambda: os.listdir(root)) == errno.ENOTCONN  # the mount died with it
+        # the mount died with it: ENOTCONN, or ECONNABORTED for a request the kernel had queued
+        # when the connection was aborted (seen under load)
+        assert error_of(lambda: os.listdir(root)) in (errno.ENOTCONN, errno.ECONNABORTED)
         cache = tmp_path / "cache" / "memfs"
         assert journal_records(cache) == 3
 
