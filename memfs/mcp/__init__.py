@@ -5,6 +5,8 @@ a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
   SHA-256, list, create, update with a precondition, delete, history, search), its records and
   its errors. The tools are written against it alone.
 - ``memory_paths``: ``/memories/a/b.md`` <-> the store's ``/a/b.md``; escapes refused.
+- ``tool_error``: ``ToolError`` (a call that did nothing, and the line that says why) and the
+  argument checks every tool shares.
 - ``memory_tool``: the ``memory`` tool (``memory_20250818``'s contract, word for word), every
   write guarded by the content it read (no lost update).
 - ``history_tools``: ``memory_history``, ``memory_restore``; ``search_tool``:

@@ -1,6 +1,7 @@
 """Two MCP clients (each with its own connection to the server, as two agents would be) editing
 different lines of one memory at the same time lose no edit reported as done; and a store that
-stops answering is a one-line tool error, never a crash of the MCP server."""
+stops answering, or a bug in a tool, is a one-line tool error, never a crash of the MCP
+server."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from support.servers import ServerProcess
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
-from memfs.mcp.store_backend import open_memory_stores
+from memfs.mcp.backend import Match
+from memfs.mcp.store_backend import StoreBackend, open_memory_stores
 
 from .conftest import connected
 
@@ -68,3 +70,18 @@ async def test_a_store_that_stops_answering_is_a_tool_error(
         assert len(answer.splitlines()) == 1
         assert fresh_server.api_key not in answer
         assert await tools.refused("no_such_tool") == "Unknown tool: no_such_tool"
+
+
+async def test_a_bug_in_a_tool_is_an_internal_error_and_the_server_goes_on(
+    open_ms: Callable[..., Any], caplog: Any
+) -> None:
+    class Buggy(StoreBackend):
+        async def search(self, query: str, limit: int) -> list[Match]:
+            raise RuntimeError("a bug, with a detail the model must not see")
+
+    async with open_ms() as opened, connected(Buggy(opened.store, opened.info)) as tools:
+        answer = await tools.refused("memory_search", query="anything")
+        assert answer == "Internal error in memory_search; see the server's log."
+        await tools.memory("create", path="/memories/a.md", file_text="still serving")
+        assert "still serving" in await tools.memory("view", path="/memories/a.md")
+    assert "a bug, with a detail" in caplog.text  # logged with its traceback
