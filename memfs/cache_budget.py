@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -193,3 +194,57 @@ class PinnedCharge:
 
     def evict_oldest(self) -> None:
         raise LookupError("a pinned charge has no entries")
+
+
+class DroppableCharge:
+    """Bytes a structure holds whole and can build again (the version index): charged to the
+    budget like a cache of one entry, used when ``touch`` is called; when it is the least
+    recently used of the budget, the budget calls ``drop`` (the structure forgets its data,
+    and builds it again at its next use). Never dropped while ``held``: a structure is
+    inconsistent while it is being extended, and its users read it across awaits."""
+
+    def __init__(self, budget: CacheBudget, *, name: str, drop: Callable[[], None]) -> None:
+        self.budget = budget
+        self.name = name
+        self.bytes = 0
+        self.drops = 0
+        self._drop = drop
+        self._used = budget.tick()
+        self._held = 0
+        budget.join(self)
+
+    def touch(self) -> None:
+        self._used = self.budget.tick()
+
+    def set(self, size: int) -> None:
+        """The structure holds ``size`` bytes now (others make room; never itself)."""
+        self._held += 1
+        try:
+            self.budget.used += size - self.bytes
+            self.budget.released += max(0, self.bytes - size)
+            self.bytes = size
+            self.budget.make_room()
+        finally:
+            self._held -= 1
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Not dropped inside (a counter: nested and concurrent holders are fine)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+
+    def __len__(self) -> int:
+        return 1 if self.bytes and not self._held else 0  # 0: nothing the budget may take
+
+    def oldest_tick(self) -> int:
+        return self._used
+
+    def evict_oldest(self) -> None:
+        self.budget.used -= self.bytes
+        self.budget.released += self.bytes
+        self.bytes = 0
+        self.drops += 1
+        self._drop()

@@ -53,7 +53,7 @@ def sha256_hex(content: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Actor:
     """Who made a change: ``session_actor``, ``api_actor`` or ``user_actor``."""
 
@@ -123,7 +123,7 @@ class MemoryStore:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory:
     id: str
     memory_store_id: str
@@ -189,7 +189,7 @@ def list_item_from_json(data: JsonObject) -> ListItem:
     return Memory.from_json(data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemoryVersion:
     id: str
     memory_id: str

@@ -129,7 +129,7 @@ class FuseOperations(pyfuse3.Operations):
         self._dirs: dict[int, list[tuple[str, Node]]] = {}
         self._next_dir_fh = vfs.root_ino  # directory handles: the files' range (memfs.numbers)
         self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
-        self._vdirs: dict[int, list[tuple[str, int]]] = {}
+        self._vdirs: dict[int, list[tuple[str, int, VersionAttr]]] = {}
         self.search = vfs.search  # the read-only /.search tree: own inodes and handles
         # each open directory's "." and ".." (offsets 0 and 1 of its listing)
         self._dots: dict[int, list[tuple[bytes, pyfuse3.EntryAttributes]]] = {}
@@ -234,12 +234,13 @@ class FuseOperations(pyfuse3.Operations):
     async def opendir(self, inode: int, ctx: Any) -> int:
         try:
             listing: list[tuple[str, Node]] | None = None  # a store directory's
-            tree_listing: list[tuple[str, int]] = []  # a directory of .versions or .search
+            # a directory of .versions (with attributes) or .search (always empty)
+            tree_listing: list[tuple[str, int, VersionAttr]] = []
             if self.versions.owns(inode):
-                tree_listing = await self.versions.readdir(inode)
+                tree_listing = await self.versions.readdir_attrs(inode)
                 up = self.versions.parent_ino(inode)
             elif self.search.owns(inode):
-                tree_listing = await self.search.readdir(inode)  # always empty
+                await self.search.readdir(inode)
                 up = None
             else:
                 listing = await self.vfs.readdir(inode)
@@ -299,11 +300,9 @@ class FuseOperations(pyfuse3.Operations):
     def _readdir_versions(self, fh: int, start: int, before: int, token: Any) -> None:
         entries = self._vdirs[fh]
         for index in range(start, len(entries)):
-            name, ino = entries[index]
-            node = self.versions.nodes.get(ino)
-            if node is None:
+            name, ino, attr = entries[index]  # taken at opendir: the index may be gone now
+            if ino not in self.versions.nodes:
                 continue
-            attr = self.versions.attr(node)
             next_id = before + index + 1
             if not pyfuse3.readdir_reply(token, name.encode("utf-8"), entry(attr), next_id):
                 break

@@ -73,7 +73,7 @@ class VersionAttr(NodeAttr):
     """File attributes of a node of the tree (its own type: the tree's cache timeouts)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class VNode:
     """One inode below ``.versions``. ``kind`` says which part of the tree it belongs to."""
 
@@ -162,14 +162,15 @@ class VersionsTree:
         self.config = config or VersionsConfig()
         self.numbers = numbers  # its inodes and handles; the root is the first
         self.store = store
+        self.contents = VersionCache(self.config.cache_bytes, budget=cache_budget)
         self.index = VersionIndex(
             store,
             refresh_interval=self.config.refresh_interval,
             settled_after=self.config.settled_after,
             sweep_interval=self.config.sweep_interval,
             sweep_per_page=self.config.sweep_per_page,
+            budget=self.contents.budget,
         )
-        self.contents = VersionCache(self.config.cache_bytes, budget=cache_budget)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.started = time.time()
         self.nodes: dict[int, VNode] = {}
@@ -242,8 +243,10 @@ class VersionsTree:
     def attr(self, node: VNode) -> VersionAttr:
         directory = stat.S_IFDIR | 0o755
         if node.kind in ("root", "hdir"):
-            newest = self.index.order[-1][0].timestamp() if self.index.order else self.started
-            return self._attr(node.ino, directory, 0, newest)
+            newest = self.index.newest()
+            return self._attr(
+                node.ino, directory, 0, newest.timestamp() if newest else self.started
+            )
         if node.kind in ("view", "vdir"):
             root = node if node.kind == "view" else self.nodes.get(node.view)
             instant = root.instant if root is not None and root.instant else None
@@ -260,11 +263,12 @@ class VersionsTree:
 
     async def getattr(self, ino: int) -> VersionAttr:
         node = self._get(ino)
-        if node.kind in ("hdir", "hfile", "hlog"):
-            await self._recheck_path(node.path)
-        elif node.kind in ("vfile", "log"):
-            await self._learn(newer=False, sweep=True)
-        return self.attr(node)
+        with self.index.charge.held():
+            if node.kind in ("hdir", "hfile", "hlog"):
+                await self._recheck_path(node.path)
+            elif node.kind in ("vfile", "log"):
+                await self._learn(newer=False, sweep=True)
+            return self.attr(node)
 
     # -- freshness ----------------------------------------------------------------------------
 
@@ -314,9 +318,10 @@ class VersionsTree:
 
     async def lookup(self, parent: int, name: str) -> VersionAttr:
         """``parent`` is the mount root (for ``.versions``) or a node of this tree."""
-        node = await self._child(parent, name)
-        node.lookups += 1
-        return self.attr(node)
+        with self.index.charge.held():
+            node = await self._child(parent, name)
+            node.lookups += 1
+            return self.attr(node)
 
     async def _child(self, parent: int, name: str) -> VNode:
         if not self.owns(parent):
@@ -390,6 +395,17 @@ class VersionsTree:
 
     async def readdir(self, ino: int) -> list[tuple[str, int]]:
         """(name, inode) of every entry, sorted; each entry counts as a lookup when replied."""
+        with self.index.charge.held():
+            return await self._readdir(ino)
+
+    async def readdir_attrs(self, ino: int) -> list[tuple[str, int, VersionAttr]]:
+        """``readdir`` with each entry's attributes, taken from the same index (the index may
+        be dropped before the kernel reads the listing: never compute them then)."""
+        with self.index.charge.held():
+            entries = await self._readdir(ino)
+            return [(name, child, self.attr(self.nodes[child])) for name, child in entries]
+
+    async def _readdir(self, ino: int) -> list[tuple[str, int]]:
         node = self._get(ino)
         if not node.is_dir:
             raise NotDirectoryError("not a directory")
@@ -440,6 +456,10 @@ class VersionsTree:
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         """Open for reading; returns (fh, keep_cache)."""
+        with self.index.charge.held():
+            return await self._open(ino, flags)
+
+    async def _open(self, ino: int, flags: int) -> tuple[int, bool]:
         node = self._get(ino)
         if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
             raise ReadOnlyError(f"{VERSIONS_NAME} is read-only")
@@ -480,6 +500,7 @@ class VersionsTree:
         return ReadOnlyError(f"{what}: {VERSIONS_NAME} is read-only")
 
     async def _content(self, version_id: str) -> bytes:
+        await self.index.refresh(newer=False)  # lists the history again if it was dropped
         version = self.index.versions.get(version_id)
         if version is None:
             raise NoEntryError(f"unknown version {version_id}")

@@ -9,8 +9,12 @@ seen are bounded too.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import json
+import os
 import time
-from datetime import UTC, datetime
+import tracemalloc
+from datetime import UTC, datetime, timedelta
 
 from support.fake_store import FakeStore
 
@@ -18,8 +22,9 @@ from memfs.cache_budget import BudgetedCache, CacheBudget
 from memfs.core.build import build_core
 from memfs.core.fetch.cache import Listing
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.models import Memory
+from memfs.models import Memory, MemoryVersion, format_time
 from memfs.search.engine import Hit
+from memfs.versions.index import HISTORY_ENTRY_BYTES, VERSION_BYTES, VersionIndex
 from memfs.versions.tree import VersionsConfig, VersionsTree
 
 from .helpers import CONFIG
@@ -150,7 +155,7 @@ async def test_point_in_time_views_are_charged_to_the_cache_size() -> None:
     store = FakeStore()
     for n in range(60):
         store.seed(f"/d{n % 3}/note-{n:02}.md", f"note {n}\n")
-    budget = CacheBudget(30 * KB)
+    budget = CacheBudget(80 * KB)  # the index takes about 39 kB of it (60 versions)
     config = VersionsConfig(settled_after=0.0, refresh_interval=0.0, recheck=60.0)
     tree = VersionsTree(store, config, cache_budget=budget)
     versions_root = (await tree.lookup(ROOT_INODE, ".versions")).ino
@@ -160,8 +165,99 @@ async def test_point_in_time_views_are_charged_to_the_cache_size() -> None:
         view = (await tree.lookup(versions_root, name)).ino
         assert len(await tree.readdir(view)) >= 1  # d0 at least
     views = budget.by_cache()["version views"]
-    assert budget.used <= 30 * KB and 0 < views[1] < 60
+    assert budget.used <= 80 * KB and 0 < views[1] < 60
     last = (await tree.lookup(versions_root, instants[-1])).ino
     assert sorted(name for name, _ in await tree.readdir(last)) == ["d0", "d1", "d2"]
     first = (await tree.lookup(versions_root, instants[0])).ino  # evicted: computed again
     assert [name for name, _ in await tree.readdir(first)] == ["d0"]
+
+
+def versions_from_the_wire(memories: int, count: int) -> list[MemoryVersion]:
+    """``count`` versions of ``memories`` memories, each parsed from its own JSON (as from a
+    listing page: every string its own copy), oldest first."""
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    items = [
+        {
+            "id": f"memver_{n:026}",
+            "type": "memory_version",
+            "memory_id": f"mem_{n % memories:026}",
+            "memory_store_id": "memstore_01jabcdefghijklmnopqrstu",
+            "operation": "created" if n < memories else "modified",
+            "created_at": format_time(start + timedelta(seconds=n)),
+            "path": f"/area-{n % 6}/topic-{n % 5}/note-{n % memories:05}.md",
+            "content_sha256": f"{n:064x}",
+            "content_size_bytes": 1000 + n,
+            "created_by": {"type": "api_actor", "api_key_id": "apikey_01jabcdefghijklmnopqrs"},
+            "redacted_at": None,
+            "redacted_by": None,
+        }
+        for n in range(count)
+    ]
+    return [MemoryVersion.from_json(item) for item in json.loads(json.dumps(items))]
+
+
+def test_the_version_index_costs_what_the_budget_is_charged() -> None:
+    # every version's metadata, from the wire, took about 1,080 bytes (its own copy of its
+    # store's id, memory id, path and author; a __dict__ per object) and the histories 245 an
+    # entry, outside any budget: now what it holds is at most what it is charged
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        versions = versions_from_the_wire(300, 3000)
+        index = VersionIndex(FakeStore())
+        index.merge(reversed(versions))
+        del versions  # the index holds its own
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        assert index.charge.bytes == 3000 * VERSION_BYTES
+        index.history()
+        with_history = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held <= 3000 * VERSION_BYTES
+    assert index.charge.bytes == 3000 * (VERSION_BYTES + HISTORY_ENTRY_BYTES)
+    assert with_history <= index.charge.bytes
+
+
+async def test_the_version_index_is_dropped_from_the_budget_and_listed_again() -> None:
+    # the index kept every version since the first use of .versions for the daemon's life:
+    # now it is charged to the cache budget, dropped when it is its least recently used part,
+    # and listed again at its next use, where every view is what it was
+    store = FakeStore()
+    for n in range(30):
+        store.seed(f"/d{n % 3}/note-{n:02}.md", f"note {n}\n")
+    for n in range(30):
+        store.edit(store.head(f"/d{n % 3}/note-{n:02}.md").id, f"note {n}, edited\n")
+    budget = CacheBudget(200 * KB)
+    config = VersionsConfig(settled_after=0.0, refresh_interval=60.0, recheck=60.0)
+    tree = VersionsTree(store, config, cache_budget=budget)
+    versions_root = (await tree.lookup(ROOT_INODE, ".versions")).ino
+    instants = [name for name, _ in await tree.readdir(versions_root) if name[:1].isdigit()]
+    middle = (await tree.lookup(versions_root, instants[44])).ino  # 30 notes, 15 edited
+    before = await view_of(tree, middle)
+    assert budget.by_cache()["version index"] == (60 * VERSION_BYTES, 1)
+    listings = store.calls["list_versions"]
+
+    tree.contents.put("other", b"x" * (190 * KB))  # the index is the least recently used
+    assert len(tree.index.versions) == 0 and tree.index.charge.drops == 1
+    assert budget.used <= 200 * KB and budget.by_cache()["version index"] == (0, 0)
+    assert store.calls["list_versions"] == listings  # nothing listed until it is used
+
+    assert await view_of(tree, middle) == before  # listed again: the same view
+    assert store.calls["list_versions"] == listings + 1
+    assert len(tree.index.versions) == 60
+    assert before["/d0/note-00.md"] == b"note 0, edited\n"
+    assert before["/d2/note-29.md"] == b"note 29\n"  # not yet edited at that instant
+
+
+async def view_of(tree: VersionsTree, view: int) -> dict[str, bytes]:
+    """Every file of a point-in-time view and its content, by path."""
+    files: dict[str, bytes] = {}
+    for directory, directory_ino in await tree.readdir(view):
+        for name, ino in await tree.readdir(directory_ino):
+            fh, _ = await tree.open(ino, os.O_RDONLY)
+            try:
+                files[f"/{directory}/{name}"] = await tree.read(fh, 0, 1 << 20)
+            finally:
+                await tree.release(fh)
+    return files
