@@ -40,7 +40,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 
 VERSIONS_NAME = ".versions"
 MAX_INVALIDATIONS = 1000  # queued kernel invalidations kept when nobody takes them
+KEEP_RECENT = 16  # entries of .versions the kernel is never asked to forget (see _shed)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,9 @@ class VersionsConfig:
     settled_after: float = 10.0  # views of instants older than this get no new versions
     sweep_interval: float = 2.0  # re-list the whole history (redactions) at most this often...
     sweep_per_page: float = 1.0  # ...and at most once per this many seconds per page of 100
+    # nodes kept before the kernel is asked to forget the least recently used views (and
+    # history): it holds every node it was shown until memory pressure, ~300 bytes each here
+    max_nodes: int = 2000
     # False when the store API keeps no history (Capabilities.versions): .versions is ENOENT
     enabled: bool = True
 
@@ -187,6 +193,10 @@ class VersionsTree:
             self.contents.budget, lambda log: len(log[1]), name="version logs"
         )
         self._invalidations: list[tuple[str, int, bytes]] = []
+        # names in .versions (views, history) by their last use, least recent first: which
+        # the kernel is asked to forget when the tree holds more than config.max_nodes
+        self._entries_used: OrderedDict[str, None] = OrderedDict()
+        self._listed_only: dict[str, None] = {}  # shown by `ls .versions`, never used since
         self.root = self._node(("root",), "root")
 
     # -- numbering ----------------------------------------------------------------------------
@@ -207,6 +217,35 @@ class VersionsTree:
             self.nodes[node.ino] = node
             self.by_key[key] = node
         return node
+
+    def _used(self, name: str, *, listed: bool = False) -> None:
+        """``name`` in ``.versions`` (a view, ``history``) was used; ``listed``: only shown
+        by ``ls .versions`` (the kernel holds it all the same: the first it may forget)."""
+        if not listed:
+            self._listed_only.pop(name, None)
+            self._entries_used[name] = None
+            self._entries_used.move_to_end(name)
+        elif name not in self._entries_used:
+            self._listed_only[name] = None
+
+    def _shed(self) -> list[tuple[str, int, bytes]]:
+        """When the tree holds more than ``config.max_nodes`` nodes: invalidations asking the
+        kernel to forget every entry of ``.versions`` (views and history) but the
+        ``KEEP_RECENT`` used last. It forgets their subtrees (FORGET for every node below that
+        no open file holds) and ``forget`` drops our nodes; a name asked about is not asked
+        again until it is used again (the kernel looks it up, or ``ls .versions`` shows it)."""
+        if len(self.nodes) <= self.config.max_nodes:
+            return []
+        names = list(self._listed_only)
+        self._listed_only.clear()
+        while len(self._entries_used) > KEEP_RECENT:
+            names.append(self._entries_used.popitem(last=False)[0])
+        items = [("entry", self.root.ino, name.encode("utf-8")) for name in names]
+        if items:
+            log.debug(
+                "versions: %d nodes; the kernel is asked to forget %d", len(self.nodes), len(items)
+            )
+        return items
 
     def _get(self, ino: int) -> VNode:
         node = self.nodes.get(ino)
@@ -310,9 +349,10 @@ class VersionsTree:
 
     def take_invalidations(self) -> list[tuple[str, int, bytes]]:
         """Kernel cache invalidations to run (``vfs.Invalidation`` tuples: ``("inode", ino,
-        b"")`` or ``("entry", parent_ino, name)``), from a worker thread, never in a handler."""
+        b"")`` or ``("entry", parent_ino, name)``), from a worker thread, never in a handler:
+        what learnt redactions changed, and the entries the kernel should forget (``_shed``)."""
         items, self._invalidations = self._invalidations, []
-        return items
+        return items + self._shed()
 
     # -- names --------------------------------------------------------------------------------
 
@@ -339,7 +379,9 @@ class VersionsTree:
             return await self._view_child(node, name)
         return await self._history_child(node, name)
 
-    async def _root_child(self, name: str) -> VNode:
+    async def _root_child(self, name: str, *, listed: bool = False) -> VNode:
+        if name != LOG_NAME:
+            self._used(name, listed=listed)
         if name == HISTORY_NAME:
             return self._node(("hdir", "/"), "hdir", path="/")
         if name == LOG_NAME:
@@ -355,6 +397,7 @@ class VersionsTree:
 
     async def _view(self, root: VNode) -> View:
         assert root.instant is not None
+        self._used(str(root.key[1]))
         # new versions only matter to recent instants; redactions (the sweep) to any
         await self._learn(newer=not self.index.complete_at(root.instant), sweep=True)
         data = self._views.get(root.ino)
@@ -366,7 +409,7 @@ class VersionsTree:
     async def _view_child(self, node: VNode, name: str) -> VNode:
         root = node if node.kind == "view" else self._get(node.view)
         data = await self._view(root)
-        path = paths.join(node.path, name)
+        path = sys.intern(paths.join(node.path, name))  # one copy for the views showing it
         version = data.files.get(path)
         if version is not None:
             child = self._node(("vfile", root.ino, path), "vfile", path=path, view=root.ino)
@@ -377,6 +420,7 @@ class VersionsTree:
         raise NoEntryError(f"{path} did not exist at {stamp(data.instant)}")
 
     async def _history_child(self, node: VNode, name: str) -> VNode:
+        self._used(HISTORY_NAME)
         await self._recheck_path(node.path)
         entries, tree = self.index.history()
         if node.path != "/" and name == LOG_NAME and node.path in entries:
@@ -427,7 +471,10 @@ class VersionsTree:
         result = []
         for name in sorted(set(names)):
             try:
-                child = await self._child(ino, name)
+                if node.kind == "root":  # shown, not used: the first the kernel may forget
+                    child = await self._root_child(name, listed=True)
+                else:
+                    child = await self._child(ino, name)
             except NoEntryError:
                 continue
             result.append((name, child.ino))

@@ -261,3 +261,49 @@ async def view_of(tree: VersionsTree, view: int) -> dict[str, bytes]:
             finally:
                 await tree.release(fh)
     return files
+
+
+async def test_the_kernel_is_asked_to_forget_the_views_used_least_recently() -> None:
+    # every node of .versions the kernel was shown (each instant of `ls .versions`, each file
+    # of a view read) stayed until the kernel forgot it, which it does under memory pressure
+    # only (10,144 nodes after the 10-minute benchmark): above max_nodes, the kernel is asked
+    # to forget every entry of .versions but the most recently used, and forgets their subtrees
+    store = FakeStore()
+    for n in range(40):
+        store.seed(f"/d/note-{n:02}.md", f"note {n}\n")
+    invalidated: list[tuple[str, int, bytes]] = []
+
+    async def invalidator(items: list[tuple[str, int, bytes]]) -> None:
+        invalidated.extend(items)
+
+    vfs = build_core(store, CONFIG, invalidator=invalidator)
+    tree = vfs.versions
+    tree.config.max_nodes = 30
+    versions_root = (await tree.lookup(ROOT_INODE, ".versions")).ino
+    listed = await tree.readdir(versions_root)  # 40 instants, history/, log.txt
+    for _, ino in listed:
+        tree.remember(ino)  # readdirplus: the kernel holds each
+    used = [name for name, _ in listed[30:40]]  # then reads 10 of the views
+    for name in used:
+        view = (await tree.lookup(versions_root, name)).ino
+        (directory,) = await tree.readdir(view)
+        for _, ino in await tree.readdir(directory[1]):
+            tree.remember(ino)
+    assert len(tree.nodes) > 30
+
+    await vfs.run_invalidations()
+    asked = {name.decode() for kind, parent, name in invalidated if parent == versions_root}
+    assert all(kind == "entry" for kind, _, _ in invalidated)
+    assert asked and not asked & set(used)  # the views read last are kept
+    assert {listed[0][0], "history"} <= asked  # only listed: the first asked to forget
+    invalidated.clear()
+    await vfs.run_invalidations()
+    assert invalidated == []  # asked once, until they are used again
+
+    held = len(tree.nodes)
+    for name, ino in listed:  # the kernel forgets them (and what it held below them)
+        if name in asked:
+            tree.forget(ino, 1)
+    assert len(tree.nodes) == held - len(asked) and len(asked) == 41 - 10  # log.txt: kept
+    view = (await tree.lookup(versions_root, listed[0][0])).ino  # looked up again: resolves
+    assert [name for name, _ in await tree.readdir(view)] == ["d"]

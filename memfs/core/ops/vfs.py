@@ -687,7 +687,7 @@ class Vfs:
 
     async def run_invalidations(self) -> None:
         """Hand queued kernel invalidations to the invalidator (from the feed's tasks)."""
-        items = self.namespace.take_invalidations()
+        items = self.namespace.take_invalidations() + self.versions.take_invalidations()
         if items and self.invalidator is not None:
             await self.invalidator(items)
 
