@@ -8,11 +8,17 @@ first (each use takes a number from the budget's one clock; the cache whose olde
 the smallest number gives it up). So a walk of the history does not double the mount's memory,
 and several stores of one daemon can share one budget by being handed one object.
 
-Invariants: ``CacheBudget.used`` is the sum of the sizes of the entries of its caches, and
-after every ``put`` it is at most ``max_bytes`` (an entry larger than the whole budget is not
-kept). Sizes are what the caller's ``sizeof`` says (bytes for contents; an estimate for
-listings); the process's RSS holds more (Python objects, the allocator's slack), which the
-goal's fixed 40 MB is for.
+Structures that are built whole rather than entry by entry join the same budget: a
+``PinnedCharge`` (the local search index: never evicted, the others make room) and a
+``DroppableCharge`` (the version index: dropped whole when it is the least recently used, and
+built again at its next use).
+
+Invariants: ``CacheBudget.used`` is the sum of the sizes of the entries of its caches and of
+its charges, and after every ``put`` it is at most ``max_bytes`` (an entry larger than the
+whole budget is not kept), unless pinned or held charges alone take more. Sizes are what the
+caller's ``sizeof`` says (bytes for contents; an estimate for listings and indexes); the
+process's RSS holds more (Python objects, the allocator's slack), which the goal's fixed 40 MB
+is for.
 
 Not thread-safe: caches and their budget belong to the daemon's trio thread (``memfs.core``).
 """

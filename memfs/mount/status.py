@@ -423,6 +423,7 @@ _CHARGED = (
     "version contents",
     "version views",
     "version logs",
+    "version index",
     "search index",
 )
 

@@ -16,6 +16,7 @@ import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
+import trio
 from support.fake_store import FakeStore
 
 from memfs.cache_budget import BudgetedCache, CacheBudget
@@ -307,3 +308,28 @@ async def test_the_kernel_is_asked_to_forget_the_views_used_least_recently() -> 
     assert len(tree.nodes) == held - len(asked) and len(asked) == 41 - 10  # log.txt: kept
     view = (await tree.lookup(versions_root, listed[0][0])).ino  # looked up again: resolves
     assert [name for name, _ in await tree.readdir(view)] == ["d"]
+
+
+async def test_the_version_index_is_not_dropped_while_a_request_uses_it() -> None:
+    store = FakeStore()
+    for n in range(20):
+        store.seed(f"/note-{n:02}.md", f"note {n}\n")
+    budget = CacheBudget(100 * KB)
+    config = VersionsConfig(settled_after=0.0, refresh_interval=0.0, recheck=60.0)
+    tree = VersionsTree(store, config, cache_budget=budget)
+    versions_root = (await tree.lookup(ROOT_INODE, ".versions")).ino
+    await tree.readdir(versions_root)
+    store.seed("/late.md", "late\n")
+    gate = store.hold_next("list_versions")  # the next listing waits in the middle
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tree.readdir, versions_root)
+        await store.wait_calls("list_versions", 2)
+        # over the budget with the index as its least recently used part: held, it stays
+        # (the new entry leaves instead)
+        tree.contents.put("other", b"x" * (90 * KB))
+        assert len(tree.index.versions) == 20 and tree.index.charge.drops == 0
+        gate.set()
+    assert len(tree.index.versions) == 21  # the listing merged into a whole index
+    tree.contents.put("more", b"y" * (90 * KB))  # not held any more: it leaves now
+    assert tree.index.charge.drops == 1 and len(tree.index.versions) == 0
+    assert tree.contents.get("more") is not None and budget.used <= 100 * KB

@@ -783,7 +783,10 @@ class Vfs:
         index = self.search.search.local.index
         return holders | {
             "inodes": {"entries": len(self.table.nodes)},
-            "version index": {"entries": len(self.versions.index.versions)},
+            "version index": {  # in the budget too; entries here are versions
+                "bytes": self.versions.index.charge.bytes,
+                "entries": len(self.versions.index.versions),
+            },
             "version nodes": {"entries": len(self.versions.nodes)},
             "search index": {"bytes": index.bytes, "entries": len(index)},
             "local files": {"bytes": self.budget.total},
