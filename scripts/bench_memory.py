@@ -6,8 +6,9 @@ Starts ``memfs server --faults none`` on a throwaway database, seeds one store w
 directories two levels deep), mounts it with the default content cache (64 MiB, or
 ``--cache-size``) and ``--search local`` (the hosted API has no search: the mount indexes the
 store itself; ``--search auto`` to let the reference server rank), then runs a mixed workload
-for ``--minutes`` (2; the goal's figure is 10): ``cat`` of a memory, ``grep -r`` of a directory
-and now and then of the whole mount, ``ls -R``, edits (an appended line), new files, renames,
+for ``--minutes`` (2; the goal's figure is 10) or ``--steps`` (the same work at any load, for
+two runs side by side): ``cat`` of a memory, ``grep -r`` of a directory and now and then of
+the whole mount, ``ls -R``, edits (an appended line), new files, renames,
 deletes, reads of ``.versions/`` (the log, a point-in-time view, a memory's history) and of
 ``.search/`` — one after the other, drawn at random with a fixed seed, so two runs do the same
 work.
@@ -241,8 +242,11 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             sampler.start()
             workload = Workload(mount.point, tree, rng)
             deadline = time.monotonic() + args.minutes * 60
-            while time.monotonic() < deadline:
+            steps = 0
+            while time.monotonic() < deadline and steps != args.steps:
                 workload.step()
+                steps += 1
+            minutes = (time.monotonic() - deadline) / 60 + args.minutes
             mount.settle()
             sampler.stop()
             end_rss, end_pss = sampler.sample()
@@ -254,7 +258,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {
         "memories": args.memories,
         "store_mb": round(sum(len(v) for v in tree.values()) / MB, 1),
-        "minutes": args.minutes,
+        "minutes": round(minutes, 1),
+        "steps": steps,
         "load": load(),
         "cache_budget_mb": round(budget_mb, 1),
         "goal_mb": round(budget_mb + GOAL_SLACK_MB, 1),
@@ -284,7 +289,7 @@ def render(result: dict[str, Any]) -> str:
     verdict = "within" if result["rss_end_mb"] <= goal and result["rss_peak_mb"] <= goal else "over"
     lines = [
         f"{result['memories']} memories ({result['store_mb']} MB of text), "
-        f"{result['minutes']} min of mixed work; load {result['load']}",
+        f"{result['minutes']} min of mixed work ({result['steps']:,} steps); load {result['load']}",
         "",
         "| | RSS (MB) | PSS (MB) |",
         "|---|---|---|",
@@ -312,6 +317,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=1500)
     parser.add_argument("--minutes", type=float, default=2.0)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="stop after this many steps (--minutes at most): runs compare at any load",
+    )
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--cache-size", type=float, default=None, metavar="MB")
     parser.add_argument("--search", default="local", choices=["local", "auto"])
