@@ -197,3 +197,21 @@ async def test_lookups_and_creates_cost_the_same_in_a_big_directory(
             await looked_up(vfs, "/d", *(f"renamed-{n}.md" for n in range(ops)))
             counts[size] = (scanned[0], merged[0])
     assert counts[1000] == counts[10]
+
+
+async def test_a_lookup_counts_the_subdirectories_of_the_directory_it_lists(
+    autojump_clock: MockClock, store: FakeStore, cache_dir: Path
+) -> None:
+    """A lookup fetches the directory's listing: its subdirectories are counted from it
+    (nlink 2 + n, as after ``ls``), so the kernel keeps the directory's attributes instead of
+    asking for them at every path walk through it."""
+    store.seed("/a/x.md", "x\n")
+    store.seed("/b/y.md", "y\n")
+    store.seed("/top.md", "t\n")
+    async with running_core(store, cache_dir) as core:
+        root = core.vfs.table.by_path["/"].ino
+        assert not (await core.vfs.getattr(root)).nlink_counted
+        await core.vfs.lookup(root, "top.md")
+        assert (await core.vfs.getattr(root)).nlink == 4  # the root's own 2, a and b
+        await core.vfs.readdir(root)
+        assert (await core.vfs.getattr(root)).nlink == 4  # as ls counts them

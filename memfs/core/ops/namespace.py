@@ -217,6 +217,7 @@ class Namespace:
         create in a directory of 2,000 memories must not cost 2,000 merges."""
         listing = await self._listing(directory)
         now = self.state.now()
+        self._count_subdirs(directory, listing, now)
         found = None
         path = paths.join(directory, name)
         clashing = base_name(name)  # ``x.file-clash`` is the memory ``x`` when x clashes
@@ -239,6 +240,19 @@ class Namespace:
             if self.table.child(directory, name) is not node:
                 return None
         return node if self._local_entry(directory, name, node, listing) else None
+
+    def _count_subdirs(self, directory: str, listing: Listing, now: float) -> None:
+        """Give every subdirectory of a listed ``directory`` its node, as ``children`` does, so
+        that its nlink is counted (once per directory): an uncounted one is asked for again at
+        every path walk through it (``memfs.mount.fuse_ops.entry``), a request more per file
+        written below a directory nobody listed."""
+        merged = self.table.by_path.get(directory)
+        if merged is None or merged.subdirs_known:
+            return
+        for item in listing.items:
+            if isinstance(item, MemoryPrefix):
+                self._listed_entry(directory, item, listing, now)
+        merged.subdirs_known = True
 
     def _listed_entry(
         self, directory: str, item: ListItem, listing: Listing, now: float
