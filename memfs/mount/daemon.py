@@ -1,7 +1,12 @@
-"""The mount daemon: one process, one mount of one store.
+"""The mount daemon: one process, one FUSE mount, of one store or of several.
 
-Owns the startup checks (credentials, store, mount point), ``pyfuse3.init``, the trio nursery
-(FUSE loop, write-back queue, change feed, signals), the readiness report to the parent
+``memfs mount`` runs it with one store at the root of its mount; a ``memfs session`` runs it
+in its own process with every store of the session, each the directory named by its slug,
+beside local scratch (``MountOptions.stores``; ``mount.router`` hands requests to them).
+
+Owns the startup checks (credentials, stores, mount point), the opening of the stores (side by
+side, one task each), ``pyfuse3.init``, the trio nursery (FUSE loop, each store's write-back
+queue and change feed in a nursery of its own, signals), the readiness report to the parent
 process, the pid file that ``memfs umount`` reads, and the final flush (bounded) before the
 filesystem goes away. Kernel invalidations run here, from a worker thread only.
 
