@@ -12,6 +12,9 @@ otherwise rank by "she", "to" and "be" (PostgreSQL's english configuration drops
 itself; measured on tests/data/search_eval.json in docs/benchmarks.md, *Search*). The list is
 PostgreSQL's own (``tsearch_data/english.stop``), so a query counts the same words on both
 backends: "don't" is two function words, "would" is none.
+
+``best_line`` picks the line of a memory that a result shows (a mount's ``.search/`` and the
+server's MCP tools alike).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+MAX_LINE = 200  # characters of the best line shown (best_line)
 MAX_TERMS = 32  # words beyond these are ignored: a query is a few words
 _WORD = re.compile(r"\w+")
 
@@ -64,3 +68,33 @@ def fts5_match(terms: list[str]) -> str:
     each a quoted string (a ``\\w+`` word holds no ``"``, the one character FTS5 strings must
     escape)."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in content_terms(terms))
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks too) one space."""
+    return " ".join(text.split())
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to tell which line matched ("tomatoes" for "tomato")."""
+    return word[: max(3, len(word) - 2)]
+
+
+def _matches(term: str, tokens: set[str]) -> bool:
+    stem = _stem(term)
+    return any(token.startswith(stem) or term.startswith(_stem(token)) for token in tokens)
+
+
+def best_line(content: str, query: str) -> str:
+    """The line of ``content`` holding the most words of ``query`` (the first of equals; the
+    first non-blank line if none holds one), on one line, at most ``MAX_LINE`` characters."""
+    terms = [term.casefold() for term in content_terms(query_terms(query))]
+    best, best_count = "", -1
+    for line in content.splitlines():
+        if line.strip():
+            tokens = set(words(line))
+            count = sum(1 for term in terms if _matches(term, tokens))
+            if count > best_count:
+                best, best_count = line, count
+    text = one_line(best)
+    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"

@@ -66,6 +66,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8700, help="port to bind")
     parser.add_argument(
+        "--mcp-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients reach the MCP endpoints by, besides the bound address (and "
+        "localhost for a loopback or wildcard bind); repeatable. Any other Host header is "
+        "refused (421), as an Origin not of these names (403): DNS-rebinding protection",
+    )
+    parser.add_argument(
         "--api-key",
         action="append",
         default=[],
@@ -186,6 +195,7 @@ def read_admin_key(key_file: str | None, environ: dict[str, str] | os._Environ[s
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from memfs.server.mcp_endpoint import allowed_host_names
     from memfs.server.serve import ServerSettings, StartupError, serve
 
     logging.basicConfig(
@@ -274,6 +284,7 @@ def run(args: argparse.Namespace) -> int:
         max_streams_per_key=args.max_streams_per_key,
         stream_buffer=args.stream_buffer,
         h2c=args.h2c,
+        mcp_hosts=tuple(allowed_host_names(args.host, args.mcp_host)),
     )
     try:
         trio.run(serve, settings)

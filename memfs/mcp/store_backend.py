@@ -13,34 +13,20 @@ serves these tools it will give them a backend over its own storage.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from memfs.errors import (
-    ApiConnectionError,
-    ApiError,
-    BadRequestError,
-    ConflictError,
-    FsError,
-    NotFoundError,
-    PathConflictError,
-    PreconditionFailedError,
-    RequestTooLargeError,
-)
+from memfs.errors import NotFoundError
+from memfs.mcp.api_records import stored, translated, version_record
 from memfs.mcp.backend import (
-    BackendError,
-    ChangedError,
     Listed,
     Match,
     MissingError,
     RefusedError,
     StoredMemory,
     StoreInfo,
-    TakenError,
-    UnavailableError,
     Version,
 )
-from memfs.models import Memory, MemoryVersion
 from memfs.search.engine import StoreSearch
 from memfs.store_api import StoreAPI
 
@@ -64,7 +50,7 @@ class StoreBackend:
         return self._info
 
     async def read(self, path: str) -> StoredMemory | None:
-        with _translated():
+        with translated():
             found = await self.store.find(path)
             if found is None:
                 return None
@@ -72,22 +58,22 @@ class StoreBackend:
                 memory = await self.store.read(found.id, with_content=True)
             except NotFoundError:
                 return None  # deleted between the two requests
-        return _stored(memory)
+        return stored(memory)
 
     async def list_below(self, prefix: str) -> list[Listed]:
-        with _translated():
+        with translated():
             return [
                 Listed(m.id, m.path, m.content_size_bytes, m.content_sha256, m.description or "")
                 async for m in self.store.list_below(None if prefix == "/" else prefix)
             ]
 
     async def create(self, path: str, content: str, *, description: str = "") -> StoredMemory:
-        with _translated():
+        with translated():
             if self._info.descriptions:
                 memory = await self.store.create(path, content, description=description)
             else:
                 memory = await self.store.create(path, content)
-        return _stored(memory, content)
+        return stored(memory, content)
 
     async def update(
         self,
@@ -98,7 +84,7 @@ class StoreBackend:
         path: str | None = None,
         description: str | None = None,
     ) -> StoredMemory:
-        with _translated():
+        with translated():
             memory = await self.store.update(
                 memory_id,
                 content=content,
@@ -106,23 +92,23 @@ class StoreBackend:
                 expected_sha256=expected_sha256,
                 description=description if self._info.descriptions else None,
             )
-        return _stored(memory, content)
+        return stored(memory, content)
 
     async def delete(self, memory_id: str, *, expected_sha256: str) -> None:
-        with _translated():
+        with translated():
             await self.store.delete(memory_id, expected_sha256=expected_sha256)
 
     async def history(self, path: str, limit: int) -> list[Version]:
         if not self._info.history:
             raise RefusedError("This store keeps no history.")
-        with _translated():
+        with translated():
             found = await self.store.find(path)
             memory_id = found.id if found is not None else await self._last_at(path)
             if memory_id is None:
                 raise MissingError(f"No memory was ever at {path}.")
             versions: list[Version] = []
             async for version in self.store.list_versions(memory_id=memory_id):
-                versions.append(_version(version))
+                versions.append(version_record(version))
                 if len(versions) >= limit:
                     break
         return versions
@@ -142,69 +128,13 @@ class StoreBackend:
     async def version(self, version_id: str) -> Version:
         if not self._info.history:
             raise RefusedError("This store keeps no history.")
-        with _translated():
-            return _version(await self.store.get_version(version_id))
+        with translated():
+            return version_record(await self.store.get_version(version_id))
 
     async def search(self, query: str, limit: int) -> list[Match]:
-        with _translated():
+        with translated():
             hits = await self._search.search(query, limit=limit)
         return [Match(hit.path, hit.score, hit.line, hit.description) for hit in hits]
-
-
-def _stored(memory: Memory, content: str | None = None) -> StoredMemory:
-    text = memory.content if memory.content is not None else content
-    return StoredMemory(
-        id=memory.id,
-        path=memory.path,
-        content=text or "",
-        sha256=memory.content_sha256,
-        description=memory.description or "",
-    )
-
-
-def _version(version: MemoryVersion) -> Version:
-    author = ""
-    if version.created_by is not None:
-        author = f"{version.created_by.type.removesuffix('_actor')} {version.created_by.id}"
-    return Version(
-        id=version.id,
-        memory_id=version.memory_id,
-        path=version.path or "",
-        operation=str(version.operation),
-        created_at=version.created_at,
-        author=author,
-        size=version.content_size_bytes,
-        content=version.content,
-    )
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """The seam's errors as the backend's (one line each, nothing secret: no URL, no key)."""
-    try:
-        yield
-    except NotFoundError as exc:
-        raise MissingError(_line(exc)) from exc
-    except PreconditionFailedError as exc:
-        raise ChangedError(_line(exc)) from exc
-    except PathConflictError as exc:
-        raise TakenError(_line(exc)) from exc
-    except ConflictError as exc:
-        raise ChangedError(_line(exc)) from exc
-    except (BadRequestError, RequestTooLargeError) as exc:
-        raise RefusedError(f"The store refused it: {_line(exc)}") from exc
-    except ApiConnectionError as exc:
-        raise UnavailableError(f"The store did not answer: {exc}") from exc
-    except ApiError as exc:
-        if exc.status >= 500 or exc.status == 429:
-            raise UnavailableError(f"The store is unavailable: {_line(exc)}") from exc
-        raise BackendError(f"The store answered: {exc}") from exc
-    except FsError as exc:
-        raise BackendError(str(exc) or type(exc).__name__) from exc
-
-
-def _line(exc: ApiError) -> str:
-    return exc.message.splitlines()[0] if exc.message else str(exc)
 
 
 @asynccontextmanager

@@ -33,7 +33,7 @@ from memfs import paths
 from memfs.errors import NotFoundError
 from memfs.models import Memory, MemoryPrefix, MemoryVersion
 from memfs.search.index import SearchIndex
-from memfs.search_words import content_terms, query_terms, words
+from memfs.search_words import best_line, one_line, query_terms
 from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ DEFAULT_LIMIT = 10
 PAGE_SIZE = 20  # the API's limit with view=full (as the bulk fetch's)
 CHANGES_PAGE = 100  # recent changes asked before a search; a full page is a gap: rebuild
 OVERLAP = timedelta(seconds=2)  # versions committed out of order are not missed
-MAX_LINE = 200  # characters of the best line shown
 BEFORE_TIMEOUT = 5.0  # seconds a search waits for the mount's pending uploads (server away)
 
 
@@ -72,39 +71,10 @@ class Hit:
         return asdict(self)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _stem(word: str) -> str:
-    """A crude stem, enough to tell which line matched ("tomatoes" for "tomato")."""
-    return word[: max(3, len(word) - 2)]
-
-
-def _matches(term: str, tokens: set[str]) -> bool:
-    stem = _stem(term)
-    return any(token.startswith(stem) or term.startswith(_stem(token)) for token in tokens)
-
-
-def best_line(content: str, query: str) -> str:
-    """The line of ``content`` holding the most words of ``query`` (the first of equals; the
-    first non-blank line if none holds one), on one line, at most ``MAX_LINE`` characters."""
-    terms = [term.casefold() for term in content_terms(query_terms(query))]
-    best, best_count = "", -1
-    for line in content.splitlines():
-        if line.strip():
-            tokens = set(words(line))
-            count = sum(1 for term in terms if _matches(term, tokens))
-            if count > best_count:
-                best, best_count = line, count
-    text = _one_line(best)
-    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
-
-
 def render(hits: list[Hit]) -> str:
     """The text of a result file: ``path<TAB>score<TAB>description<TAB>line``, one hit a line."""
     return "".join(
-        f"{hit.path}\t{hit.score:.4g}\t{_one_line(hit.description)}\t{_one_line(hit.line)}\n"
+        f"{hit.path}\t{hit.score:.4g}\t{one_line(hit.description)}\t{one_line(hit.line)}\n"
         for hit in hits
     )
 

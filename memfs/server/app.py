@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 
 from memfs.server import changes
 from memfs.server.envelope import EXCEPTION_HANDLERS
+from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.metrics import Metrics
 from memfs.server.middleware import DEFAULT_BODY_TIMEOUT, ApiMiddleware
 from memfs.server.routes import build_routes
@@ -42,19 +43,22 @@ def create_app(
     change_hub: changes.ChangeHub | None = None,
     admin_key: str | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    mcp_hosts: Sequence[str] = DEFAULT_MCP_HOSTS,
 ) -> ApiMiddleware:
     """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
 
     With ``change_hub`` the change stream is offered; the hub must be fed (``NotifyingStorage``
     around ``storage``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
     (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
-    alone. A request body gets ``body_timeout`` seconds to arrive (else 408)."""
+    alone. A request body gets ``body_timeout`` seconds to arrive (else 408). The MCP endpoints
+    answer clients that name the server by one of ``mcp_hosts`` (``mcp_endpoint``: the Host
+    header's name, any port)."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
     if admin_key is not None and admin_key in api_keys:
         raise ValueError("the admin key must differ from every API key")
     metrics = metrics or Metrics()
-    routes = build_routes(storage, change_hub, metrics)
+    routes = build_routes(storage, change_hub, metrics, mcp_hosts)
     starlette = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
     starlette.router.redirect_slashes = False
     inner: ASGIApp = starlette if fault_middleware is None else fault_middleware(starlette)

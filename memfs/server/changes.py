@@ -433,13 +433,24 @@ class NotifyingDatabricks(DatabricksStorage):
             store_id, flt, after=after, limit=limit, with_content=with_content
         )
 
-    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
-        updated = await self.inner.update_entry(store_id, entry_id, patch)
+    async def update_entry(
+        self,
+        store_id: str,
+        entry_id: str,
+        patch: EntryPatch,
+        *,
+        expected_sha256: str | None = None,
+    ) -> DbxEntry:
+        updated = await self.inner.update_entry(
+            store_id, entry_id, patch, expected_sha256=expected_sha256
+        )
         self.hub.publish(change_topic(store_id))  # a no-op update wakes streams harmlessly
         return updated
 
-    async def delete_entry(self, store_id: str, entry_id: str) -> None:
-        await self.inner.delete_entry(store_id, entry_id)
+    async def delete_entry(
+        self, store_id: str, entry_id: str, *, expected_sha256: str | None = None
+    ) -> None:
+        await self.inner.delete_entry(store_id, entry_id, expected_sha256=expected_sha256)
         self.hub.publish(change_topic(store_id))
 
     async def search_entries(

@@ -279,11 +279,24 @@ class DatabricksStorage(abc.ABC):
     ) -> Page[DbxEntry, EntryPosition]: ...
 
     @abc.abstractmethod
-    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
-        """Apply the patch; ``update_time`` moves only when something changed."""
+    async def update_entry(
+        self,
+        store_id: str,
+        entry_id: str,
+        patch: EntryPatch,
+        *,
+        expected_sha256: str | None = None,
+    ) -> DbxEntry:
+        """Apply the patch; ``update_time`` moves only when something changed.
+        ``expected_sha256`` (a memfs extension, not on the wire: the server's MCP tools): only
+        if the content's SHA-256 is still that, checked in the write's transaction, else
+        ``PreconditionFailedError``."""
 
     @abc.abstractmethod
-    async def delete_entry(self, store_id: str, entry_id: str) -> None: ...
+    async def delete_entry(
+        self, store_id: str, entry_id: str, *, expected_sha256: str | None = None
+    ) -> None:
+        """Delete; ``expected_sha256`` as for ``update_entry``."""
 
     @abc.abstractmethod
     async def search_entries(

@@ -55,6 +55,7 @@ from memfs.server.changes import (
     PgListener,
 )
 from memfs.server.faults import FaultMiddleware, FaultSpec
+from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.metrics import Metrics
 from memfs.server.middleware import DEFAULT_BODY_TIMEOUT
 from memfs.server.search import SearchIndex
@@ -176,6 +177,8 @@ class ServerSettings:
     faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
     admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
     semantic: bool = False  # fuse BM25 with the embedding model (the semantic extra)
+    # the names the MCP endpoints may be reached by (Host and Origin checks: mcp_endpoint)
+    mcp_hosts: tuple[str, ...] = DEFAULT_MCP_HOSTS
 
     @property
     def is_postgres(self) -> bool:
@@ -300,6 +303,7 @@ async def _serve(
             fault_middleware=fault_middleware,
             admin_key=settings.admin_key,
             body_timeout=settings.body_timeout,
+            mcp_hosts=settings.mcp_hosts,
         )
         http2.install()
         config = http2.ServerConfig()

@@ -6,6 +6,7 @@
 (``DatabricksRoutes``: the Databricks Agent Memory API on ``Storage.databricks``, listed by
 ``databricks_route_table``), ``memfs.server.event_stream`` (the change stream and the
 capabilities it announces) and ``memfs.server.databricks_stream`` (the Databricks one).
+``memfs.server.mcp_endpoint`` the MCP tools of a store (both APIs) over streamable HTTP.
 ``/healthz`` and ``/metrics`` are answered here. An endpoint reads
 its request with ``memfs.server.validation`` (bodies) and ``memfs.server.query`` (parameters,
 pages), calls ``Storage`` and renders the answer; whatever it raises becomes the error envelope
@@ -15,6 +16,7 @@ pages), calls ``Storage`` and renders the answer; whatever it raises becomes the
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,6 +25,12 @@ from starlette.routing import Route
 from memfs.server import changes
 from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH, DatabricksChangeStream
 from memfs.server.event_stream import CHANGE_STREAM_PATH, SEARCH_PATH, EventStream
+from memfs.server.mcp_endpoint import (
+    DATABRICKS_MCP_PATH,
+    DEFAULT_MCP_HOSTS,
+    MEMORY_STORES_MCP_PATH,
+    McpEndpoint,
+)
 from memfs.server.metrics import CONTENT_TYPE, Metrics
 from memfs.server.routes.databricks import DatabricksRoutes, databricks_route_table
 from memfs.server.routes.memories import MemoryRoutes
@@ -34,8 +42,14 @@ from memfs.server.storage import Storage
 log = logging.getLogger(__name__)
 
 
-def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metrics) -> list[Route]:
-    """Every route of the server on ``storage``; the change streams only with a ``hub``."""
+def build_routes(
+    storage: Storage,
+    hub: changes.ChangeHub | None,
+    metrics: Metrics,
+    mcp_hosts: Sequence[str] = DEFAULT_MCP_HOSTS,
+) -> list[Route]:
+    """Every route of the server on ``storage``; the change streams only with a ``hub``; the
+    MCP endpoints answer clients that name the server by one of ``mcp_hosts``."""
 
     async def healthz(request: Request) -> Response:
         await storage.ping()
@@ -50,6 +64,7 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
     store = stores + "/{store_id}"
     memory = store + "/memories/{memory_id}"
     version = store + "/memory_versions/{version_id}"
+    mcp = McpEndpoint(storage, mcp_hosts)
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
@@ -70,6 +85,9 @@ def build_routes(storage: Storage, hub: changes.ChangeHub | None, metrics: Metri
         Route(version + "/redact", v.redact_version, methods=["POST"]),
         Route(SEARCH_PATH, SearchRoutes(storage).search, methods=["POST"]),
         Route("/v1/memfs/capabilities", events.capabilities, methods=["GET"]),
+        # streamable HTTP: POST carries the messages; GET and DELETE are answered by the SDK
+        Route(MEMORY_STORES_MCP_PATH, mcp, methods=["POST", "GET", "DELETE"]),
+        Route(DATABRICKS_MCP_PATH, mcp, methods=["POST", "GET", "DELETE"]),
         *(
             Route(path, endpoint, methods=methods)
             for path, endpoint, methods in databricks_route_table(

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
-from memfs.errors import NotFoundError
+from memfs.errors import NotFoundError, PreconditionFailedError
 from memfs.models import sha256_hex
 from memfs.server.databricks_storage import (
     AlreadyExistsError,
@@ -118,6 +118,19 @@ def _entry(row: Row) -> DbxEntry:
         create_time=from_us(row["created_us"]),
         update_time=from_us(row["updated_us"]),
     )
+
+
+def _check_content(row: Row, expected_sha256: str | None) -> None:
+    """The write's precondition, checked under the store's write lock (the API has none: the
+    server's MCP tools use it, so their compare-then-write leaves no window)."""
+    if expected_sha256 is None:
+        return
+    actual = sha256_hex(row["content"] or "")
+    if actual != expected_sha256:
+        raise PreconditionFailedError(
+            f"entry {row['id']!r} changed since it was read (content_sha256 {actual}, "
+            f"not {expected_sha256})"
+        )
 
 
 def _change(row: Row) -> DbxChange:
@@ -352,7 +365,14 @@ class SqlDatabricks(DatabricksStorage):
 
         return await self._backend._read(run)
 
-    async def update_entry(self, store_id: str, entry_id: str, patch: EntryPatch) -> DbxEntry:
+    async def update_entry(
+        self,
+        store_id: str,
+        entry_id: str,
+        patch: EntryPatch,
+        *,
+        expected_sha256: str | None = None,
+    ) -> DbxEntry:
         if self._backend.search.semantic:
             # Embed the new text before the write lock; a race only costs a cache miss.
             current = await self.get_entry(store_id, entry_id, with_content=True)
@@ -363,6 +383,7 @@ class SqlDatabricks(DatabricksStorage):
         def run(tx: Tx) -> DbxEntry:
             self._load_store(tx, store_id, lock=True)
             current = self._load_entry(tx, store_id, entry_id)
+            _check_content(current, expected_sha256)
             if not set(patch.fields) <= set(MUTABLE_FIELDS):
                 raise ValueError(f"only {MUTABLE_FIELDS} can change, not {sorted(patch.fields)}")
             changed = {k: v for k, v in patch.fields.items() if current[k] != v}
@@ -381,10 +402,15 @@ class SqlDatabricks(DatabricksStorage):
 
         return await self._backend._write(run)
 
-    async def delete_entry(self, store_id: str, entry_id: str) -> None:
+    async def delete_entry(
+        self, store_id: str, entry_id: str, *, expected_sha256: str | None = None
+    ) -> None:
         def run(tx: Tx) -> None:
             self._load_store(tx, store_id, lock=True)
-            gone = self._load_entry(tx, store_id, entry_id, with_content=False)
+            gone = self._load_entry(
+                tx, store_id, entry_id, with_content=expected_sha256 is not None
+            )
+            _check_content(gone, expected_sha256)
             tx.execute(
                 "DELETE FROM dbx_entries WHERE store_id = ? AND id = ?", (store_id, entry_id)
             )

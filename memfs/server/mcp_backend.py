@@ -1,0 +1,353 @@
+"""The MCP tools' ``MemoryBackend`` over the reference server's own ``Storage``, for the tools
+``memfs server`` serves over streamable HTTP (``memfs.server.mcp_endpoint``).
+
+Two backends, one per API, each built for one request (stateless: nothing outlives it):
+- ``MemoryStoresBackend``: a store of the Memory Stores API, written as the request's actor
+  (its key, or its session). The preconditions are the storage's own: ``expected_sha256`` is
+  checked inside the write's transaction.
+- ``DatabricksBackend``: one actor's entries (a session's, or the session-less ones) of a
+  Databricks store. The API has no precondition; ``DatabricksStorage`` takes one that is
+  compared inside the write's transaction, so the compare-then-write leaves no window (the
+  client's ``DatabricksStore`` has one round trip). No rename: a move is a create and a delete
+  guarded by the content read (changed meanwhile, the old entry stays: its change wins).
+
+Errors become the backend's through ``memfs.mcp.api_records.translated`` (the same table the
+client's adapter uses). This module must not import the client (``memfs.api``) nor the client's
+adapter (``memfs.mcp.store_backend``): import-linter contracts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from memfs.errors import NotFoundError, PreconditionFailedError
+from memfs.mcp.api_records import first_line, stored, translated, version_record
+from memfs.mcp.backend import (
+    ChangedError,
+    Listed,
+    Match,
+    MissingError,
+    RefusedError,
+    StoredMemory,
+    StoreInfo,
+    TakenError,
+    Version,
+)
+from memfs.models import Actor, Memory, sha256_hex
+from memfs.search_words import best_line
+from memfs.server.databricks_storage import (
+    SOURCE_AGENT,
+    AlreadyExistsError,
+    DatabricksStorage,
+    DbxEntry,
+    EntryFilter,
+    EntryPatch,
+    EntryPosition,
+    NewEntry,
+    ResourceExhaustedError,
+    SearchRequest,
+)
+from memfs.server.storage import MemoryPosition, Storage, VersionFilter
+
+log = logging.getLogger(__name__)
+
+PAGE = 200  # memories (entries) a listing asks the storage for at once
+# a deleted memory's history is found by its path among the store's newest versions: at most
+# this many are looked at (as memfs mcp's HISTORY_SCAN)
+HISTORY_SCAN = 2_000
+
+
+class MemoryStoresBackend:
+    """The store ``store_id`` of the Memory Stores API, written as ``actor``."""
+
+    def __init__(self, storage: Storage, store_id: str, actor: Actor, info: StoreInfo) -> None:
+        self.storage = storage
+        self.store_id = store_id
+        self.actor = actor
+        self._info = info
+
+    @property
+    def info(self) -> StoreInfo:
+        return self._info
+
+    async def read(self, path: str) -> StoredMemory | None:
+        with translated():
+            # a listing's prefix is a directory: seek the path within its parent's range
+            page = await self.storage.list_memories(
+                self.store_id,
+                prefix=path[: path.rindex("/") + 1],
+                depth=0,
+                after=MemoryPosition(path, inclusive=True),
+                limit=1,
+                with_content=True,
+            )
+        first = page.items[0] if page.items else None
+        if not isinstance(first, Memory) or first.path != path:
+            return None
+        return stored(first)
+
+    async def list_below(self, prefix: str) -> list[Listed]:
+        found: list[Listed] = []
+        after: MemoryPosition | None = None
+        with translated():
+            while True:
+                page = await self.storage.list_memories(
+                    self.store_id, prefix=prefix, depth=0, after=after, limit=PAGE,
+                    with_content=False,
+                )  # fmt: skip
+                found += [
+                    Listed(m.id, m.path, m.content_size_bytes, m.content_sha256)
+                    for m in page.items
+                    if isinstance(m, Memory)
+                ]
+                if page.next is None:
+                    return found
+                after = page.next
+
+    async def create(self, path: str, content: str, *, description: str = "") -> StoredMemory:
+        with translated():
+            memory = await self.storage.create_memory(
+                self.store_id, path=path, content=content, actor=self.actor
+            )
+        return stored(memory, content)
+
+    async def update(
+        self,
+        memory_id: str,
+        *,
+        expected_sha256: str,
+        content: str | None = None,
+        path: str | None = None,
+        description: str | None = None,
+    ) -> StoredMemory:
+        with translated():
+            memory = await self.storage.update_memory(
+                self.store_id,
+                memory_id,
+                content=content,
+                path=path,
+                expected_sha256=expected_sha256,
+                actor=self.actor,
+            )
+        return stored(memory, content)
+
+    async def delete(self, memory_id: str, *, expected_sha256: str) -> None:
+        with translated():
+            await self.storage.delete_memory(
+                self.store_id, memory_id, expected_sha256=expected_sha256, actor=self.actor
+            )
+
+    async def history(self, path: str, limit: int) -> list[Version]:
+        found = await self.read(path)
+        memory_id = found.id if found is not None else await self._last_at(path)
+        if memory_id is None:
+            raise MissingError(f"No memory was ever at {path}.")
+        with translated():
+            page = await self.storage.list_versions(
+                self.store_id,
+                VersionFilter(memory_id=memory_id),
+                after=None,
+                limit=limit,
+                with_content=False,
+            )
+        return [version_record(v) for v in page.items]
+
+    async def _last_at(self, path: str) -> str | None:
+        """The id of the memory last seen at ``path`` among the newest ``HISTORY_SCAN``
+        versions of the store."""
+        with translated():
+            page = await self.storage.list_versions(
+                self.store_id, VersionFilter(), after=None, limit=HISTORY_SCAN, with_content=False
+            )
+        return next((v.memory_id for v in page.items if v.path == path), None)
+
+    async def version(self, version_id: str) -> Version:
+        with translated():
+            return version_record(await self.storage.get_version(self.store_id, version_id))
+
+    async def search(self, query: str, limit: int) -> list[Match]:
+        with translated():
+            hits = await self.storage.search_memories(
+                self.store_id, query, limit=limit, path_prefix=None
+            )
+        return [Match(m.path, score, best_line(m.content or "", query)) for m, score in hits]
+
+
+class DatabricksBackend:
+    """``actor_id``'s entries of the Databricks store ``store_id``: those of ``session_id``, or
+    (None) the session-less ones, as ``memfs mcp --api databricks`` shows them."""
+
+    def __init__(
+        self,
+        dbx: DatabricksStorage,
+        store_id: str,
+        actor_id: str,
+        session_id: str | None,
+        info: StoreInfo,
+    ) -> None:
+        self.dbx = dbx
+        self.store_id = store_id
+        self.actor_id = actor_id
+        self.session_id = session_id
+        self._info = info
+
+    @property
+    def info(self) -> StoreInfo:
+        return self._info
+
+    def _mine(self, entry: DbxEntry) -> bool:
+        return entry.session_id == self.session_id
+
+    async def read(self, path: str) -> StoredMemory | None:
+        with _dbx_errors():
+            page = await self.dbx.list_entries(
+                self.store_id,
+                EntryFilter(self.actor_id, path=path),
+                after=None,
+                limit=PAGE,
+                with_content=True,
+            )
+        return next((_stored(e) for e in page.items if self._mine(e)), None)
+
+    async def list_below(self, prefix: str) -> list[Listed]:
+        # without a session the filter returns the whole actor: the others are left out here
+        flt = EntryFilter(
+            self.actor_id,
+            path_prefix=None if prefix == "/" else prefix,
+            session_id=self.session_id,
+        )
+        found: list[Listed] = []
+        after: EntryPosition | None = None
+        with _dbx_errors():
+            while True:
+                page = await self.dbx.list_entries(
+                    self.store_id, flt, after=after, limit=PAGE, with_content=True
+                )
+                for entry in filter(self._mine, page.items):
+                    content = entry.content or ""
+                    found.append(
+                        Listed(
+                            entry.id,
+                            entry.path,
+                            len(content.encode("utf-8")),
+                            sha256_hex(content),
+                            entry.description or "",
+                        )
+                    )
+                if page.next is None:
+                    return found
+                after = page.next
+
+    async def create(self, path: str, content: str, *, description: str = "") -> StoredMemory:
+        with _dbx_errors():
+            entry = await self.dbx.create_entry(
+                self.store_id,
+                NewEntry(
+                    entry_id=None,
+                    actor_id=self.actor_id,
+                    session_id=self.session_id,
+                    path=path,
+                    content=content,
+                    description=description or None,
+                    source_type=SOURCE_AGENT,
+                ),
+            )
+        return _stored(entry)
+
+    async def update(
+        self,
+        memory_id: str,
+        *,
+        expected_sha256: str,
+        content: str | None = None,
+        path: str | None = None,
+        description: str | None = None,
+    ) -> StoredMemory:
+        with _dbx_errors():
+            if path is not None:
+                current = await self.dbx.get_entry(self.store_id, memory_id, with_content=True)
+                if path != current.path:
+                    return await self._move(current, path, expected_sha256, content, description)
+            fields: dict[str, str | None] = {}
+            if content is not None:
+                fields["content"] = content
+            if description is not None:
+                fields["description"] = description or None
+            entry = await self.dbx.update_entry(
+                self.store_id, memory_id, EntryPatch(fields), expected_sha256=expected_sha256
+            )
+        return _stored(entry)
+
+    async def _move(
+        self,
+        current: DbxEntry,
+        path: str,
+        expected_sha256: str,
+        content: str | None,
+        description: str | None,
+    ) -> StoredMemory:
+        """A rename the API has not: create at ``path``, then delete the old entry only if it
+        still holds what was read (else it stays, its change wins, and the move is reported)."""
+        if sha256_hex(current.content or "") != expected_sha256:
+            raise ChangedError(f"{current.path} changed since it was read")
+        moved = await self.create(
+            path,
+            current.content or "" if content is None else content,
+            description=(current.description or "") if description is None else description,
+        )
+        try:
+            await self.dbx.delete_entry(self.store_id, current.id, expected_sha256=expected_sha256)
+        except NotFoundError:
+            pass  # deleted elsewhere meanwhile: moved all the same
+        except PreconditionFailedError:
+            log.warning(
+                "%s (%s) was changed elsewhere while it was moved to %s: not deleted",
+                current.path,
+                current.id,
+                path,
+            )
+        return moved
+
+    async def delete(self, memory_id: str, *, expected_sha256: str) -> None:
+        with _dbx_errors():
+            await self.dbx.delete_entry(self.store_id, memory_id, expected_sha256=expected_sha256)
+
+    async def history(self, path: str, limit: int) -> list[Version]:
+        raise RefusedError("This store keeps no history.")
+
+    async def version(self, version_id: str) -> Version:
+        raise RefusedError("This store keeps no history.")
+
+    async def search(self, query: str, limit: int) -> list[Match]:
+        request = SearchRequest(
+            self.actor_id,
+            query,
+            limit,
+            session_id=self.session_id,
+            session_less=self.session_id is None,
+        )
+        with _dbx_errors():
+            hits = await self.dbx.search_entries(self.store_id, request, with_content=True)
+        return [
+            Match(e.path, score, best_line(e.content or "", query), e.description or "")
+            for e, score in hits
+        ]
+
+
+def _stored(entry: DbxEntry) -> StoredMemory:
+    content = entry.content or ""
+    return StoredMemory(entry.id, entry.path, content, sha256_hex(content), entry.description or "")
+
+
+@contextmanager
+def _dbx_errors() -> Iterator[None]:
+    """The Databricks storage's own errors first, then the shared table."""
+    with translated():
+        try:
+            yield
+        except AlreadyExistsError as exc:
+            raise TakenError(first_line(exc)) from exc
+        except ResourceExhaustedError as exc:
+            raise RefusedError(f"The store refused it: {first_line(exc)}") from exc
