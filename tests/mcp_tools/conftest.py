@@ -67,6 +67,24 @@ class Tools:
         return sorted(tool.name for tool in (await self.client.list_tools()).tools)
 
 
+LINES = 8  # per writer, in the tests of two writers editing one memory
+
+
+async def edit_lines(tools: Tools, name: str, outcomes: dict[str, bool]) -> None:
+    """Writer ``name``'s edits of /memories/shared.md (its lines ``name-i todo`` to ``done``),
+    one call each; ``outcomes[name-i]``: reported done. A refusal must be the conflict's."""
+    for i in range(LINES):
+        answer, error = await tools.call(
+            "memory",
+            command="str_replace",
+            path="/memories/shared.md",
+            old_str=f"{name}-{i} todo",
+            new_str=f"{name}-{i} done",
+        )
+        assert not error or "was changed by another writer" in answer, answer
+        outcomes[f"{name}-{i}"] = not error
+
+
 @asynccontextmanager
 async def connected(backend: MemoryBackend) -> AsyncIterator[Tools]:
     async with Client(build_server(backend), mode="legacy", raise_exceptions=True) as client:

@@ -16,9 +16,7 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.mcp.backend import Match
 from memfs.mcp.store_backend import StoreBackend, open_memory_stores
 
-from .conftest import connected
-
-LINES = 8  # per writer
+from .conftest import LINES, connected, edit_lines
 
 
 async def test_two_clients_editing_different_lines_lose_no_reported_edit(
@@ -30,16 +28,7 @@ async def test_two_clients_editing_different_lines_lose_no_reported_edit(
 
     async def writer(name: str) -> None:
         async with open_ms() as backend, connected(backend) as tools:
-            for i in range(LINES):
-                answer, error = await tools.call(
-                    "memory",
-                    command="str_replace",
-                    path="/memories/shared.md",
-                    old_str=f"{name}-{i} todo",
-                    new_str=f"{name}-{i} done",
-                )
-                assert not error or "was changed by another writer" in answer, answer
-                outcomes[f"{name}-{i}"] = not error
+            await edit_lines(tools, name, outcomes)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(writer, "a")

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 import trio
 
+from memfs.errors import NotFoundError, PreconditionFailedError
+from memfs.models import sha256_hex
 from memfs.server.databricks_storage import (
     SOURCE_AGENT,
     AlreadyExistsError,
     EntryFilter,
+    EntryPatch,
     NewEntry,
 )
 from memfs.server.storage import Storage
@@ -94,3 +98,32 @@ async def test_each_store_numbers_its_changes_one_by_one(
     assert await log("one") == [(7, "created")]
     assert await log("two") == [(7, "store_deleted"), (8, "created")]
     assert await dbx.change_bounds("two") == (7, 8)  # its own history starts after 7
+
+
+async def test_a_content_precondition_is_checked_in_the_writes_transaction(
+    storage: Storage,
+) -> None:
+    """``expected_sha256`` (the server's MCP tools): an update or delete of content that changed
+    since it was read is refused and changes nothing; with the content read, it goes through."""
+    dbx = storage.databricks
+    await dbx.create_store("guarded", description=None, creator="apikey_x")
+    entry = await dbx.create_entry(
+        "guarded", NewEntry(None, "a", None, "/n.md", "first", None, SOURCE_AGENT)
+    )
+    read = sha256_hex("first")
+    await dbx.update_entry("guarded", entry.id, EntryPatch({"content": "second"}))  # elsewhere
+    with pytest.raises(PreconditionFailedError):
+        await dbx.update_entry(
+            "guarded", entry.id, EntryPatch({"content": "blind"}), expected_sha256=read
+        )
+    with pytest.raises(PreconditionFailedError):
+        await dbx.delete_entry("guarded", entry.id, expected_sha256=read)
+    now = await dbx.get_entry("guarded", entry.id, with_content=True)
+    assert now.content == "second"
+    updated = await dbx.update_entry(
+        "guarded", entry.id, EntryPatch({"content": "third"}), expected_sha256=sha256_hex("second")
+    )
+    assert updated.content == "third"
+    await dbx.delete_entry("guarded", entry.id, expected_sha256=sha256_hex("third"))
+    with pytest.raises(NotFoundError):
+        await dbx.get_entry("guarded", entry.id, with_content=False)
