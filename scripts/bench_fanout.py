@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Benchmark change-stream fan-out: write latency with N open change streams on one store.
 
-For each backend (``sqlite``: a ``memfs server`` on a SQLite file; ``postgres``: one on a
-database of a throwaway cluster, see ``tests/pgcluster.py``) and each N of ``--streams``, a
-fresh server; N change streams of the Memory Stores API (``GET …/memfs/changes``) follow one
-store, each on a raw HTTP/1.0 socket (``tests/support/sse.py``: the client side stays cheap);
-then ``--writes`` sequential updates of one memory, one every ``--interval`` seconds (0: each
-sent as soon as the previous one is answered, not when it was delivered). It reports the
-median and p99 write latency, the ratio of the median to the one with no stream, whether every
-stream received every change in commit order (the versions' ids, checked), the server's memory
+For each backend (``sqlite``: a ``memfs server`` on a SQLite file; ``postgres``: one on a database
+of a throwaway cluster, see ``tests/pgcluster.py``) and each N of ``--streams``, a fresh server; N
+change streams of the Memory Stores API (``GET …/memfs/changes``) follow one store, each on a raw
+HTTP/1.0 socket (``tests/support/sse.py``: the client side stays cheap), all in a process of their
+own (``--followers-in-process``: in the writer's, as before 2026-12-03, where the writer's answers
+waited in its event loop behind the followers' 300 receives: the followers of a real store are other
+machines' mounts); then ``--writes`` sequential updates of one memory, one every ``--interval``
+seconds (0: each sent as soon as the previous one is answered, not when it was delivered). It
+reports the median and p99 write latency, the ratio of the median to the one with no stream, whether
+every stream received every change in commit order (the versions' ids, checked), the server's memory
 per open stream (RSS after the streams are open minus before, over N), the server's CPU time per
-write (from the first write until every stream has every change: steadier than latency on a
-shared machine) and the storage reads the streams made during the writes (the server's
+write (from the first write until every stream has every change: steadier than latency on a shared
+machine) and the storage reads the streams made during the writes (the server's
 ``memfs_server_change_stream_reads_total``, when it has that counter).
 
 Prints a markdown table (or JSON with ``--json``). This script owns no product code.
@@ -24,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -58,7 +62,9 @@ class Result:
     complete: bool  # every stream got every change, in order
     rss_per_stream_kib: float
     cpu_ms_per_write: float  # the server's CPU time from the first write until all delivered
+    sys_ms_per_write: float  # of which in the kernel (system time: mostly the sockets' sends)
     reads: int | None  # storage reads of the change streams during the writes
+    server_ms: float  # the writes' mean time in the server (request in, answer handed over)
 
 
 @contextmanager
@@ -78,10 +84,11 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time the process has used."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """The user and the system (kernel) CPU time the process has used."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def stream_reads(url: str) -> int | None:
@@ -95,10 +102,95 @@ def stream_reads(url: str) -> int | None:
     return sum(counts) if counts else None
 
 
-Measured = tuple[list[float], bool, float, int, float]
+def write_time(url: str) -> tuple[float, int]:
+    """The seconds the server spent in updates of a memory, and how many (its request metrics)."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    found = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for kind in found:
+            if line.startswith(f"memfs_server_request_duration_seconds_{kind}{{") and (
+                'method="POST"' in line and 'route="/v1/memory_stores/{store_id}/memories/{' in line
+            ):
+                found[kind] += float(line.rsplit(" ", 1)[1])
+    return found["sum"], int(found["count"])
 
 
-async def measure(url: str, pid: int, n: int, writes: int, interval: float = 0.0) -> Measured:
+Measured = tuple[list[float], bool, float, int, tuple[float, float], float]
+
+
+class Followers:
+    """N change streams of ``path``, in this process (``inline``) or in a child process of
+    their own (``python bench_fanout.py --follow``, driven over its stdin and stdout)."""
+
+    def __init__(self, port: int, path: str, n: int, *, inline: bool) -> None:
+        self.port, self.path, self.n, self.inline = port, path, n, inline
+        self.streams = [RawStream(port, path, HEADERS) for _ in range(n)] if inline else []
+        self._proc: subprocess.Popen[str] | None = None
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        """Returns once every stream is ready."""
+        if self.inline:
+            with trio.fail_after(120):
+                async with trio.open_nursery() as opening:
+                    for stream in self.streams:
+                        opening.start_soon(nursery.start, stream.run)
+            return
+        argv = [sys.executable, __file__, "--follow", str(self.port), self.path, str(self.n)]
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        if await self._line() != "ready":
+            raise RuntimeError("the followers did not open their streams")
+
+    async def _line(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        return (await trio.to_thread.run_sync(self._proc.stdout.readline)).strip()
+
+    async def received(self, writes: int) -> list[list[str]]:
+        """The versions' ids each stream received, once each has ``writes`` (or 120 s passed)."""
+        if self.inline:
+            with trio.move_on_after(120):
+                for stream in self.streams:
+                    await stream.wait_for("memory_version", writes)
+            return [[data["id"] for _, data in s.named("memory_version")] for s in self.streams]
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(f"{writes}\n")
+        self._proc.stdin.flush()
+        got: list[list[str]] = json.loads(await self._line())
+        return got
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()  # its streams end with it
+            self._proc.wait()
+            self._proc = None
+
+
+async def follow(port: int, path: str, n: int) -> None:
+    """The followers' process (``--follow``): opens ``n`` streams, says ``ready``; for a line
+    with a number of writes, answers once every stream has that many versions (or 120 s passed)
+    with a JSON line: the ids each stream received (identical lists are sent once, by index)."""
+    streams = [RawStream(port, path, HEADERS) for _ in range(n)]
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(120):
+            async with trio.open_nursery() as opening:
+                for stream in streams:
+                    opening.start_soon(nursery.start, stream.run)
+        print("ready", flush=True)
+        line = await trio.to_thread.run_sync(sys.stdin.readline)
+        writes = int(line)
+        with trio.move_on_after(120):
+            for stream in streams:
+                await stream.wait_for("memory_version", writes)
+        print(json.dumps([[d["id"] for _, d in s.named("memory_version")] for s in streams]))
+        sys.stdout.flush()
+        await trio.to_thread.run_sync(sys.stdin.readline)  # until the parent kills it
+        nursery.cancel_scope.cancel()
+
+
+async def measure(
+    url: str, pid: int, n: int, writes: int, interval: float = 0.0, *, inline: bool = False
+) -> Measured:
     """(write latencies in ms, complete, RSS KiB per stream, reads during the writes, server CPU
     ms per write)."""
     port = int(url.rsplit(":", 1)[1])
@@ -114,40 +206,43 @@ async def measure(url: str, pid: int, n: int, writes: int, interval: float = 0.0
             (await client.post(target, json={"content": f"warm {i}"})).raise_for_status()
         await trio.sleep(0.5)
         before = rss_kib(pid)
-        path = f"/v1/memory_stores/{store}/memfs/changes"
-        followers = [RawStream(port, path, HEADERS) for _ in range(n)]
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(120):
-                async with trio.open_nursery() as opening:
-                    for follower in followers:
-                        opening.start_soon(nursery.start, follower.run)
-            await trio.sleep(0.5)
-            per_stream = (rss_kib(pid) - before) / n if n else 0.0
-            reads_before = stream_reads(url)
-            cpu_before = cpu_seconds(pid)
-            latencies: list[float] = []
-            written: list[str] = []
-            for i in range(writes):
-                started = time.perf_counter()
-                answer = await client.post(target, json={"content": f"write {i}"})
-                latencies.append((time.perf_counter() - started) * 1000)
-                answer.raise_for_status()
-                written.append(answer.json()["memory_version_id"])
-                await trio.sleep(max(0.0, started + interval - time.perf_counter()))
-            with trio.move_on_after(120):
-                for follower in followers:
-                    await follower.wait_for("memory_version", writes)
-            cpu = (cpu_seconds(pid) - cpu_before) * 1000 / writes
-            complete = all(
-                [data["id"] for _, data in f.named("memory_version")] == written for f in followers
-            )
-            reads_after = stream_reads(url)
-            nursery.cancel_scope.cancel()
+        followers = Followers(port, f"/v1/memory_stores/{store}/memfs/changes", n, inline=inline)
+        try:
+            async with trio.open_nursery() as nursery:
+                await followers.open(nursery)
+                await trio.sleep(0.5)
+                per_stream = (rss_kib(pid) - before) / n if n else 0.0
+                reads_before = stream_reads(url)
+                time_before = write_time(url)
+                cpu_before = cpu_seconds(pid)
+                latencies: list[float] = []
+                written: list[str] = []
+                for i in range(writes):
+                    started = time.perf_counter()
+                    answer = await client.post(target, json={"content": f"write {i}"})
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    answer.raise_for_status()
+                    written.append(answer.json()["memory_version_id"])
+                    await trio.sleep(max(0.0, started + interval - time.perf_counter()))
+                received = await followers.received(writes)
+                cpu_after = cpu_seconds(pid)
+                user, system = (
+                    (after - before) * 1000 / writes
+                    for after, before in zip(cpu_after, cpu_before, strict=True)
+                )
+                complete = len(received) == n and all(ids == written for ids in received)
+                reads_after = stream_reads(url)
+                time_after = write_time(url)
+                nursery.cancel_scope.cancel()
+        finally:
+            followers.close()
 
     reads = (
         reads_after - reads_before if reads_after is not None and reads_before is not None else -1
     )
-    return latencies, complete, per_stream, reads, cpu
+    spent, count = time_after[0] - time_before[0], time_after[1] - time_before[1]
+    server_ms = spent * 1000 / count if count else 0.0
+    return latencies, complete, per_stream, reads, (user + system, system), server_ms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,8 +257,18 @@ def main(argv: list[str] | None = None) -> int:
         "is answered)",
     )
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument(
+        "--followers-in-process",
+        action="store_true",
+        help="hold the streams in the writer's process (its answers then wait behind them)",
+    )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--follow", nargs=3, metavar=("PORT", "PATH", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.follow:  # the followers' process (``Followers``)
+        port, path, n = args.follow
+        trio.run(follow, int(port), path, int(n))
+        return 0
     bindir = PgCluster.find_bin()
     if bindir is None and "postgres" in args.backends:
         print("PostgreSQL binaries not found (apt-get install postgresql)", file=sys.stderr)
@@ -185,8 +290,13 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     db = str(Path(tmp) / f"fanout{n}.db")
                 with server(db, Path(tmp), n) as (url, pid):
-                    latencies, complete, per_stream, reads, cpu = trio.run(
-                        measure, url, pid, n, args.writes, args.interval
+                    latencies, complete, per_stream, reads, cpu, server_ms = trio.run(
+                        partial(measure, inline=args.followers_in_process),
+                        url,
+                        pid,
+                        n,
+                        args.writes,
+                        args.interval,
                     )
                 p50 = statistics.median(latencies)
                 baseline = baseline or p50
@@ -201,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
                         ratio=round(p50 / baseline, 2),
                         complete=complete,
                         rss_per_stream_kib=round(per_stream, 1),
-                        cpu_ms_per_write=round(cpu, 1),
+                        cpu_ms_per_write=round(cpu[0], 1),
+                        sys_ms_per_write=round(cpu[1], 1),
                         reads=reads if reads >= 0 else None,
+                        server_ms=round(server_ms, 2),
                     )
                 )
     if args.json:
@@ -210,19 +322,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     pace = f"one every {args.interval:g} s" if args.interval else "back to back"
-    print(f"{datetime.now(UTC):%Y-%m-%d}, {machine}; {args.writes} sequential writes, {pace}")
+    where = "the writer's process" if args.followers_in_process else "a process of their own"
+    load = "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M}, {machine}; {args.writes} sequential writes, {pace}; "
+        f"streams in {where}; {load}"
+    )
     print(
         "\n| backend | streams | write p50 (ms) | p99 (ms) | p50 / no stream "
         "| every stream got every change | server RSS per stream (KiB) "
-        "| server CPU per write (ms) | stream reads |"
+        "| server CPU per write (ms) | of which kernel | stream reads "
+        "| write in the server, mean (ms) |"
     )
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in results:
         reads = "n/a" if r.reads is None else str(r.reads)
         print(
             f"| {r.backend} | {r.streams} | {r.p50_ms} | {r.p99_ms} | {r.ratio} "
             f"| {'yes' if r.complete else 'NO'} | {r.rss_per_stream_kib} | {r.cpu_ms_per_write} "
-            f"| {reads} |"
+            f"| {r.sys_ms_per_write} "
+            f"| {reads} | {r.server_ms} |"
         )
     return 0 if all(r.complete for r in results) else 1
 

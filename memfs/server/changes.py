@@ -10,9 +10,10 @@ path.
 - ``ChangeHub``: the in-process fan-out of notifications. ``subscribe(store_id)`` returns a
   ``Subscription`` whose ``wait()`` returns once something was published for that store since
   the previous ``wait()`` (or the hub closed); ``take_news()`` is the same without waiting (a
-  store's shared reader reads only when there is news). Subscribe *before* reading storage: a
-  publish that lands during the read then wakes the next ``wait()`` at once, so nothing slips
-  between.
+  store's shared reader reads only when there is news), and ``on_news`` is called at each
+  notification (the shared reader wakes the first of its streams that wait). Subscribe
+  *before* reading storage: a publish that lands during the read then wakes the next
+  ``wait()`` at once, so nothing slips between.
   It also bounds the open streams of each API key (``max_streams_per_key``): one more
   ``subscribe(…, key=…)`` raises ``TooManyStreamsError`` (a 429 with ``retry-after``), so a
   client cannot hold unbounded connections, subscriptions and tasks. The bound is per process
@@ -44,7 +45,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import trio
 
@@ -121,10 +122,19 @@ class Subscription:
         self.key = key  # the API key (its id) whose stream this is; None: not counted
         self._event = trio.Event()
         self._pending = False
+        # Called at each notification (a store's shared feed wakes its first waiting stream).
+        self.on_news: Callable[[], None] | None = None
 
     def _notify(self) -> None:
         self._pending = True
         self._event.set()
+        if self.on_news is not None:
+            self.on_news()
+
+    @property
+    def has_news(self) -> bool:
+        """Whether something was published since the last ``take_news`` or ``wait``."""
+        return self._pending
 
     def take_news(self) -> bool:
         """Whether something was published since the last ``take_news`` or ``wait`` (and
@@ -143,18 +153,6 @@ class Subscription:
             await self._event.wait()
         self._pending = False
         self._event = trio.Event()
-
-    async def next_news(self) -> Literal["news", "idle", "closed"]:
-        """What a stream sends next, after its backlog: ``news`` once something was published
-        (read the store again), ``idle`` after ``hub.heartbeat`` seconds of nothing (send a
-        heartbeat), ``closed`` when the hub closed (end the stream: the server is stopping)."""
-        if self.hub.closed:
-            return "closed"
-        with trio.move_on_after(self.hub.heartbeat) as idle:
-            await self.wait()
-        if self.hub.closed:
-            return "closed"
-        return "idle" if idle.cancelled_caught else "news"
 
     def __enter__(self) -> Subscription:
         return self

@@ -22,10 +22,25 @@ The feed's state and its invariants:
   published since the feed's last read *began*. ``refresh`` takes it before reading and puts it
   back if the read does not finish (cancelled, database away), so a publish is never lost: a
   read that began after a publish sees the change (publishes follow commits: ``changes``).
-  Reads run one at a time (``_lock``): N followers woken by one publish make one read; the
-  others wait for it and find its events. (They pass the lock on one by one: the streams'
-  sends spread out, and under a fast run of writes each send carries several events. Waking
-  them all at once measured 3-4x the CPU per write with 300 streams.)
+  Reads run one at a time (``_lock``): followers that find a read in progress wait for it
+  and find its events. A publish wakes one member (``on_news``: ``pass_on``), not every
+  stream of the store (below).
+- ``_waiting``: the members that have every event the feed holds, parked oldest first; each
+  parked with its position at the feed's ``position`` of that moment, which only grows, so
+  the first one parked is the furthest behind: when it has nothing to send, no one parked
+  has. A publish wakes the first; a woken member that has something to do (events, the end
+  of the stream, a failure, a catch-up of its own) wakes the next before it does it, and one
+  that finds nothing parks again at the end. So the members take the news one after another,
+  one woken at a time: none is woken for nothing, and under a fast run of writes a member
+  further down takes several events in one send. (Waking every stream of a store at each
+  publish, each then queueing for the read's lock, measured 3-4x the CPU per write with
+  300 streams.) A member cancelled after it was woken wakes the next one as it leaves.
+- ``_read_at``: when the feed read each event. A follower with events to send first waits until
+  nothing else in the process can run (``trio.testing.wait_all_tasks_blocked``: the write
+  that made the change answers before 300 sends, and a read or write in progress is not
+  queued behind them), but never past ``yield_for`` seconds after the read of its first event,
+  so a busy server still delivers every change within about that delay plus its sends. It
+  then takes every event that came meanwhile, for one send.
 - ``gone``: the read said the store is gone (``NotFoundError``): nothing more will come; a
   follower that has every event sends the end of the stream.
 - ``_failures``: how many reads failed because the database is away
@@ -42,7 +57,8 @@ to the feed's ``position`` as seen *before* that read (every change up to there 
 before the read began, so the read returned it if it still exists and the follower wants it);
 that is how a follower behind the feed joins it, and how a store's first follower creates it.
 A follower subscribes to the hub before it reads anything, and refreshes the feed before it
-waits, so a change committed after its start is always sent, once, in commit order.
+waits (no checkpoint between finding nothing and parking), so a change committed after its
+start is always sent, once, in commit order.
 
 What a stream sends for a version is what was committed when the feed read it, just after the
 commit: a redaction that lands later reaches the streams that read that version afterwards
@@ -55,12 +71,13 @@ give it their read functions), nor contain SQL.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from memfs.errors import NotFoundError, ServiceUnavailableError
 from memfs.server.changes import DEFAULT_STREAM_BUFFER, ChangeHub, Subscription
@@ -70,6 +87,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # the recent events' bytes at most (full views: content)
 DEFAULT_MAX_BYTES_TOTAL = 64 * 1024 * 1024  # of all the feeds of one API in this process
+# How long after its read a change's sends wait for the server to have nothing else to do.
+DEFAULT_YIELD_FOR = 0.05
 
 T = TypeVar("T")
 
@@ -110,6 +129,7 @@ class SharedFeed(Generic[T]):
         *,
         max_events: int,
         max_bytes: int,
+        yield_for: float,
         budget: ByteBudget,
         count_read: Callable[[], None],
     ) -> None:
@@ -119,10 +139,12 @@ class SharedFeed(Generic[T]):
         self._count_read = count_read
         self.max_events = max_events
         self.max_bytes = max_bytes
+        self.yield_for = yield_for
         self.base = position
         self.position = position
         self._events: list[SharedEvent[T]] = []
         self._positions: list[int] = []  # of ``_events``, for bisection
+        self._read_at: list[float] = []  # of ``_events``: when the feed read each (trio clock)
         self._bytes = 0
         self._lock = trio.Lock()  # held by the read in progress
         self.gone: NotFoundError | None = None
@@ -130,8 +152,11 @@ class SharedFeed(Generic[T]):
         self._failure: ServiceUnavailableError | None = None  # the last one
         self.members: set[Follower[T]] = set()  # the followers that joined it
         self.rich_followers = 0
+        # The members waiting for news, oldest first (see "waiting" in the module docstring).
+        self._waiting = trio.lowlevel.ParkingLot()
         # Whatever was committed after ``position`` before the subscription: read it first.
         news.mark_news()
+        news.on_news = self.pass_on
 
     def after(self, position: int, *, rich: bool) -> list[SharedEvent[T]] | None:
         """The events after ``position``; None when the feed cannot tell (``position`` is
@@ -146,6 +171,32 @@ class SharedFeed(Generic[T]):
     @property
     def failures(self) -> int:
         return self._failures
+
+    @property
+    def stale(self) -> bool:
+        """Whether a follower must ``refresh`` before it trusts ``after``: something was
+        published since the last read began, or a read is in progress."""
+        return self._news.has_news or self._lock.locked()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for news, as the last of the members waiting (``pass_on`` wakes the first);
+        False after ``timeout`` seconds without."""
+        with trio.move_on_after(timeout):
+            await self._waiting.park()
+            return True
+        return False
+
+    async def yield_to_requests(self, position: int) -> None:
+        """Until nothing else in this process can run (no task runnable, no I/O ready), or
+        ``yield_for`` seconds after the feed read the event at ``position`` (one it holds)."""
+        deadline = self._read_at[bisect_left(self._positions, position)] + self.yield_for
+        if trio.current_time() < deadline:
+            with trio.move_on_at(deadline):
+                await wait_all_tasks_blocked()
+
+    def pass_on(self) -> None:
+        """Wake the member that has waited longest (the news, or a follower passing it on)."""
+        self._waiting.unpark(count=1)
 
     async def refresh(self, *, failures: int | None = None) -> None:
         """Read what was committed since the last read, if anything was published since it
@@ -182,11 +233,13 @@ class SharedFeed(Generic[T]):
                 self._news.mark_news()
 
     def _append(self, events: list[SharedEvent[T]]) -> None:
+        now = trio.current_time()
         for event in events:
             if event.position <= self.position:  # never: positions grow in commit order
                 continue
             self._events.append(event)
             self._positions.append(event.position)
+            self._read_at.append(now)
             self._bytes += event.size
             self._budget.held += event.size
             self.position = event.position
@@ -204,13 +257,14 @@ class SharedFeed(Generic[T]):
             drop += 1
         if drop:
             self.base = self._positions[drop - 1]
-            del self._events[:drop], self._positions[:drop]
+            del self._events[:drop], self._positions[:drop], self._read_at[:drop]
 
     def close(self) -> None:
         self._budget.held -= self._bytes
         self._bytes = 0
         self._events.clear()
         self._positions.clear()
+        self._read_at.clear()
         self._news.__exit__(None, None, None)
 
 
@@ -226,6 +280,7 @@ class Fanout(Generic[T]):
         max_events: int = DEFAULT_STREAM_BUFFER,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_bytes_total: int = DEFAULT_MAX_BYTES_TOTAL,
+        yield_for: float = DEFAULT_YIELD_FOR,
     ) -> None:
         self.hub = hub
         self.budget = ByteBudget(max_bytes_total)
@@ -233,6 +288,7 @@ class Fanout(Generic[T]):
         self.metrics = metrics
         self.max_events = max_events
         self.max_bytes = max_bytes
+        self.yield_for = yield_for
         self._feeds: dict[str, SharedFeed[T]] = {}
 
     def feed(self, topic: str) -> SharedFeed[T] | None:
@@ -258,6 +314,7 @@ class Fanout(Generic[T]):
             position,
             max_events=self.max_events,
             max_bytes=self.max_bytes,
+            yield_for=self.yield_for,
             budget=self.budget,
             count_read=lambda: self.metrics.count_stream_read(self.stream, "shared"),
         )
@@ -312,26 +369,46 @@ class Follower(Generic[T]):
         after the hub's heartbeat period without any; ``closed`` when the hub closed.
         Raises ``NotFoundError`` when the store is gone, as storage does."""
         failures: int | None = None  # the feed's failures when this follower began to wait
-        while True:
-            feed = self._joined()
-            if feed is not None:
-                await feed.refresh(failures=failures)
-                failures = None
-                events = feed.after(self.position, rich=self.rich)
-                if events is not None:
-                    if events:
-                        self.position = events[-1].position
-                        return events
-                    if feed.gone is not None:
-                        raise feed.gone
-                    failures = feed.failures
-                    news = await self.sub.next_news()
-                    if news != "news":
-                        return news
-                    continue
-            events = await self._catch_up(feed)
-            if events:
-                return events
+        woken: SharedFeed[T] | None = None  # the feed whose waiting members it must wake
+        yielded = False  # to the requests in progress, once: its events are sent next
+        try:
+            while True:
+                feed = self._joined()
+                if feed is not None:
+                    if feed.stale:
+                        await feed.refresh(failures=failures)
+                    failures = None
+                    events = feed.after(self.position, rich=self.rich)
+                    if events is not None:
+                        if events:
+                            if not yielded:
+                                yielded = True
+                                await feed.yield_to_requests(events[0].position)
+                                continue  # and send what came meanwhile too, at once
+                            self.position = events[-1].position
+                            return events
+                        if feed.gone is not None:
+                            raise feed.gone
+                        if self.fanout.hub.closed:
+                            return "closed"
+                        # Nothing after its position: every member waiting is where it is.
+                        woken = None
+                        failures = feed.failures
+                        if not await feed.wait(self.fanout.hub.heartbeat):
+                            return "idle"
+                        woken = feed
+                        if self.fanout.hub.closed:
+                            return "closed"
+                        continue
+                if woken is not None:  # behind what the feed holds: it reads on its own
+                    woken.pass_on()
+                    woken = None
+                events = await self._catch_up(feed)
+                if events:
+                    return events
+        finally:
+            if woken is not None:  # it has something to do: the next member may have too
+                woken.pass_on()
 
     async def _catch_up(self, feed: SharedFeed[T] | None) -> list[SharedEvent[T]]:
         """One page read on its own; at the end of the backlog, join (or create) the feed."""
