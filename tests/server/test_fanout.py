@@ -1,7 +1,8 @@
 """Change-stream fan-out (``memfs.server.fanout``) on a real server, over real sockets, on both
 backends: hundreds of streams of both APIs on one store cost one storage read per change (the
 server's ``memfs_server_change_stream_reads_total``), every stream gets every change in commit
-order, and a follower that joins late or lags catches up from storage on its own."""
+order, and a follower that joins late or lags catches up from storage on its own; with two
+replicas on one PostgreSQL database, each reads once per change for all of its streams."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from .helpers import KEY
 
 STREAMS = 300  # per API
 BUFFER = 8  # the server's --stream-buffer: what a follower may lag before it reads on its own
+REPLICA_STREAMS = 50  # per API, on each of two replicas
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -102,23 +104,32 @@ def entry_digests(stream: RawStream) -> list[str]:
     return [data["content_sha256"] for _, data in stream.named("entry_change")]
 
 
-async def test_hundreds_of_streams_cost_one_storage_read_per_change(
-    server: ServerProcess,
-) -> None:
-    space = Workspace(server)
+async def streams_cost_one_read_per_change(servers: list[ServerProcess], per_server: int) -> None:
+    """``per_server`` streams of each API on one store on each of ``servers`` (replicas of one
+    database when several), changes written through the first: every stream gets every change,
+    and each server reads storage once per change per store (fewer when changes come faster
+    than reads), never once per stream."""
+    writer = servers[0]
+    space = Workspace(writer)
     dbx_store = space.create_store()
     entry = space.put(dbx_store, "/e.md", "0")
-    bearer = {"authorization": f"Bearer {server.api_key}"}
+    bearer = {"authorization": f"Bearer {writer.api_key}"}
     async with (
-        httpx.AsyncClient(base_url=server.base_url, headers=memory_headers(server)) as client,
+        httpx.AsyncClient(base_url=writer.base_url, headers=memory_headers(writer)) as client,
         trio.open_nursery() as nursery,
     ):
         store = await MemoryStore.create(client)
-        memory_streams = [
-            RawStream(server.port, store.changes, memory_headers(server)) for _ in range(STREAMS)
-        ]
         dbx_path = f"{API}/{dbx_store}/memfs/changes?actor_id={ACTOR}"
-        dbx_streams = [RawStream(server.port, dbx_path, bearer) for _ in range(STREAMS)]
+        memory_streams = [
+            RawStream(server.port, store.changes, memory_headers(server))
+            for server in servers
+            for _ in range(per_server)
+        ]
+        dbx_streams = [
+            RawStream(server.port, dbx_path, bearer)
+            for server in servers
+            for _ in range(per_server)
+        ]
         await open_streams(nursery, memory_streams + dbx_streams)
         # A first change each, delivered everywhere: every stream now follows the live position.
         written = [await store.write("first")]
@@ -128,7 +139,7 @@ async def test_hundreds_of_streams_cost_one_storage_read_per_change(
                 await stream.wait_for("memory_version", 1)
             for stream in dbx_streams:
                 await stream.wait_for("entry_change", 1)
-        before = await trio.to_thread.run_sync(reads, server)
+        before = [await trio.to_thread.run_sync(reads, server) for server in servers]
 
         changes = 5
         contents = [f"change {i}" for i in range(changes)]
@@ -140,7 +151,7 @@ async def test_hundreds_of_streams_cost_one_storage_read_per_change(
                 await stream.wait_for("memory_version", changes + 1)
             for stream in dbx_streams:
                 await stream.wait_for("entry_change", changes + 1)
-        after = await trio.to_thread.run_sync(reads, server)
+        after = [await trio.to_thread.run_sync(reads, server) for server in servers]
         nursery.cancel_scope.cancel()
     space.http.close()
 
@@ -149,12 +160,37 @@ async def test_hundreds_of_streams_cost_one_storage_read_per_change(
         assert version_ids(stream) == written
     for stream in dbx_streams:
         assert entry_digests(stream) == digests
-    spent = {key: after.get(key, 0) - before.get(key, 0) for key in after}
-    # One read per change per store (fewer when changes come faster than reads), none of a
-    # follower's own: not one per follower.
-    for api in ("memory_stores", "databricks"):
-        assert 1 <= spent[(api, "shared")] <= changes, spent
-        assert spent[(api, "own")] == 0, spent
+    for was, now in zip(before, after, strict=True):
+        spent = {key: now.get(key, 0) - was.get(key, 0) for key in now}
+        for api in ("memory_stores", "databricks"):
+            assert 1 <= spent[(api, "shared")] <= changes, spent
+            assert spent[(api, "own")] == 0, spent
+
+
+async def test_hundreds_of_streams_cost_one_storage_read_per_change(
+    server: ServerProcess,
+) -> None:
+    await streams_cost_one_read_per_change([server], STREAMS)
+
+
+async def test_each_replica_reads_once_per_change_for_all_its_streams(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two ``memfs server`` processes on one PostgreSQL database (the writes' NOTIFY reaches
+    both): streams on both, writes through one."""
+    extra = ["--max-streams-per-key", str(2 * REPLICA_STREAMS + 8), "--stream-buffer", str(BUFFER)]
+    replicas = [
+        ServerProcess(db=tmp_path / f"{i}.db", port=free_port(), db_url=pg_url, extra_args=extra)
+        for i in range(2)
+    ]
+    try:
+        async with trio.open_nursery() as starting:
+            for replica in replicas:
+                starting.start_soon(trio.to_thread.run_sync, replica.start)
+        await streams_cost_one_read_per_change(replicas, REPLICA_STREAMS)
+    finally:
+        for replica in replicas:
+            replica.stop()
 
 
 async def test_late_and_lagging_followers_catch_up_on_their_own(server: ServerProcess) -> None:
