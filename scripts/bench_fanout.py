@@ -13,8 +13,11 @@ reports the median and p99 write latency, the ratio of the median to the one wit
 every stream received every change in commit order (the versions' ids, checked), the server's memory
 per open stream (RSS after the streams are open minus before, over N), the server's CPU time per
 write (from the first write until every stream has every change: steadier than latency on a shared
-machine) and the storage reads the streams made during the writes (the server's
-``memfs_server_change_stream_reads_total``, when it has that counter).
+machine; and of it the kernel's), the storage reads the streams made during the writes (the server's
+``memfs_server_change_stream_reads_total``, when it has that counter), the writes' mean time in the
+server (its request metrics: from the request's arrival until its answer was handed over) and how
+many streams, on average, had received a write's change before the writer had its answer (a count,
+not a time: whether the answer waited behind the streams' sends).
 
 Prints a markdown table (or JSON with ``--json``). This script owns no product code.
 """
@@ -65,6 +68,7 @@ class Result:
     sys_ms_per_write: float  # of which in the kernel (system time: mostly the sockets' sends)
     reads: int | None  # storage reads of the change streams during the writes
     server_ms: float  # the writes' mean time in the server (request in, answer handed over)
+    early: float  # streams that had a write's change before its writer had the answer, mean
 
 
 @contextmanager
@@ -115,7 +119,15 @@ def write_time(url: str) -> tuple[float, int]:
     return found["sum"], int(found["count"])
 
 
-Measured = tuple[list[float], bool, float, int, tuple[float, float], float]
+Measured = tuple[list[float], bool, float, int, tuple[float, float], float, float]
+
+
+Received = tuple[list[str], list[float]]  # a stream's versions' ids, and when each arrived
+
+
+def received(stream: RawStream) -> Received:
+    ids = [data["id"] for _, data in stream.named("memory_version")]
+    return ids, stream.times("memory_version")
 
 
 class Followers:
@@ -146,18 +158,18 @@ class Followers:
         assert self._proc is not None and self._proc.stdout is not None
         return (await trio.to_thread.run_sync(self._proc.stdout.readline)).strip()
 
-    async def received(self, writes: int) -> list[list[str]]:
-        """The versions' ids each stream received, once each has ``writes`` (or 120 s passed)."""
+    async def received(self, writes: int) -> list[Received]:
+        """The versions' ids each stream received and when (``time.perf_counter``: one clock
+        for every process of the machine), once each has ``writes`` (or 120 s passed)."""
         if self.inline:
             with trio.move_on_after(120):
                 for stream in self.streams:
                     await stream.wait_for("memory_version", writes)
-            return [[data["id"] for _, data in s.named("memory_version")] for s in self.streams]
+            return [received(stream) for stream in self.streams]
         assert self._proc is not None and self._proc.stdin is not None
         self._proc.stdin.write(f"{writes}\n")
         self._proc.stdin.flush()
-        got: list[list[str]] = json.loads(await self._line())
-        return got
+        return [(ids, times) for ids, times in json.loads(await self._line())]
 
     def close(self) -> None:
         if self._proc is not None:
@@ -169,7 +181,7 @@ class Followers:
 async def follow(port: int, path: str, n: int) -> None:
     """The followers' process (``--follow``): opens ``n`` streams, says ``ready``; for a line
     with a number of writes, answers once every stream has that many versions (or 120 s passed)
-    with a JSON line: the ids each stream received (identical lists are sent once, by index)."""
+    with a JSON line: the ids each stream received, and when (``received``)."""
     streams = [RawStream(port, path, HEADERS) for _ in range(n)]
     async with trio.open_nursery() as nursery:
         with trio.fail_after(120):
@@ -182,7 +194,7 @@ async def follow(port: int, path: str, n: int) -> None:
         with trio.move_on_after(120):
             for stream in streams:
                 await stream.wait_for("memory_version", writes)
-        print(json.dumps([[d["id"] for _, d in s.named("memory_version")] for s in streams]))
+        print(json.dumps([received(stream) for stream in streams]))
         sys.stdout.flush()
         await trio.to_thread.run_sync(sys.stdin.readline)  # until the parent kills it
         nursery.cancel_scope.cancel()
@@ -217,20 +229,26 @@ async def measure(
                 cpu_before = cpu_seconds(pid)
                 latencies: list[float] = []
                 written: list[str] = []
+                answered: list[float] = []  # when each write's answer arrived
                 for i in range(writes):
                     started = time.perf_counter()
                     answer = await client.post(target, json={"content": f"write {i}"})
-                    latencies.append((time.perf_counter() - started) * 1000)
+                    answered.append(time.perf_counter())
+                    latencies.append((answered[-1] - started) * 1000)
                     answer.raise_for_status()
                     written.append(answer.json()["memory_version_id"])
                     await trio.sleep(max(0.0, started + interval - time.perf_counter()))
-                received = await followers.received(writes)
+                got = await followers.received(writes)
                 cpu_after = cpu_seconds(pid)
                 user, system = (
                     (after - before) * 1000 / writes
                     for after, before in zip(cpu_after, cpu_before, strict=True)
                 )
-                complete = len(received) == n and all(ids == written for ids in received)
+                complete = len(got) == n and all(ids == written for ids, _ in got)
+                # How many streams had each write's change before its writer had the answer.
+                early = sum(
+                    at < done for _, times in got for at, done in zip(times, answered, strict=False)
+                )
                 reads_after = stream_reads(url)
                 time_after = write_time(url)
                 nursery.cancel_scope.cancel()
@@ -242,7 +260,8 @@ async def measure(
     )
     spent, count = time_after[0] - time_before[0], time_after[1] - time_before[1]
     server_ms = spent * 1000 / count if count else 0.0
-    return latencies, complete, per_stream, reads, (user + system, system), server_ms
+    cpu = (user + system, system)
+    return latencies, complete, per_stream, reads, cpu, server_ms, early / writes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     db = str(Path(tmp) / f"fanout{n}.db")
                 with server(db, Path(tmp), n) as (url, pid):
-                    latencies, complete, per_stream, reads, cpu, server_ms = trio.run(
+                    latencies, complete, per_stream, reads, cpu, server_ms, early = trio.run(
                         partial(measure, inline=args.followers_in_process),
                         url,
                         pid,
@@ -315,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                         sys_ms_per_write=round(cpu[1], 1),
                         reads=reads if reads >= 0 else None,
                         server_ms=round(server_ms, 2),
+                        early=round(early, 1),
                     )
                 )
     if args.json:
@@ -332,16 +352,16 @@ def main(argv: list[str] | None = None) -> int:
         "\n| backend | streams | write p50 (ms) | p99 (ms) | p50 / no stream "
         "| every stream got every change | server RSS per stream (KiB) "
         "| server CPU per write (ms) | of which kernel | stream reads "
-        "| write in the server, mean (ms) |"
+        "| write in the server, mean (ms) | streams served before the answer |"
     )
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         reads = "n/a" if r.reads is None else str(r.reads)
         print(
             f"| {r.backend} | {r.streams} | {r.p50_ms} | {r.p99_ms} | {r.ratio} "
             f"| {'yes' if r.complete else 'NO'} | {r.rss_per_stream_kib} | {r.cpu_ms_per_write} "
             f"| {r.sys_ms_per_write} "
-            f"| {reads} | {r.server_ms} |"
+            f"| {reads} | {r.server_ms} | {r.early} |"
         )
     return 0 if all(r.complete for r in results) else 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 
 import trio
@@ -29,6 +30,7 @@ class RawStream:
         # (event name, id, data not yet decoded: JSON is decoded when asked for, so a process
         # holding hundreds of streams spends little while they receive)
         self._events: list[tuple[str, str | None, str]] = []
+        self.arrived_at: list[float] = []  # of each of ``_events`` (``time.perf_counter``)
         self.ended = False
         self.resumed = trio.Event()
         self.resumed.set()
@@ -43,6 +45,14 @@ class RawStream:
     def named(self, name: str) -> list[tuple[str | None, dict[str, Any]]]:
         return [
             (event_id, json.loads(data)) for kind, event_id, data in self._events if kind == name
+        ]
+
+    def times(self, name: str) -> list[float]:
+        """When each event called ``name`` arrived (``time.perf_counter``, as ``named``)."""
+        return [
+            at
+            for (kind, _, _), at in zip(self._events, self.arrived_at, strict=True)
+            if kind == name
         ]
 
     def count(self, name: str) -> int:
@@ -95,4 +105,5 @@ class RawStream:
         fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
         if "event" in fields:
             self._events.append((fields["event"], fields.get("id"), fields["data"]))
+            self.arrived_at.append(time.perf_counter())
             self._arrived.set()
