@@ -22,6 +22,7 @@ from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
+from memfs.server.mcp_endpoint import allowed_host_names
 
 from .conftest import LINES, Tools, edit_lines
 from .test_stdio import memfs_mcp
@@ -129,7 +130,8 @@ async def test_read_only_offers_no_writing_tool_and_refuses_writes(
 
 async def test_refusals_before_any_tool(server: ServerProcess, ms_store: str) -> None:
     """No key: 401 as on every route; a foreign Host or Origin (DNS rebinding): 421 and 403;
-    a store that does not exist: 404; the Databricks route without actor_id: 400."""
+    GET and DELETE: 405 (stateless); a store that does not exist: 404; the Databricks route
+    without actor_id: 400."""
     url = ms_url(server, ms_store)
     async with httpx.AsyncClient(timeout=10) as http:
         answer = await http.post(url, json=INITIALIZE, headers=MCP_HEADERS)
@@ -145,6 +147,9 @@ async def test_refusals_before_any_tool(server: ServerProcess, ms_store: str) ->
         assert answer.status_code == 200, answer.text
         assert answer.json()["result"]["serverInfo"]["name"] == "memfs"
         assert "mcp-session-id" not in answer.headers  # stateless
+        for method in ("GET", "DELETE"):  # no stream held open, no session to end
+            answer = await http.request(method, url, headers=keyed)
+            assert answer.status_code == 405, (method, answer.text)
         missing = ms_url(server, "memstore_nosuchstore")
         assert (await http.post(missing, json=INITIALIZE, headers=keyed)).status_code == 404
         no_actor = f"{server.base_url}/api/2.0/agents/memory-stores/some-store/mcp"
@@ -209,3 +214,15 @@ async def test_both_apis_over_http_on_postgres(pg_server: ServerProcess) -> None
             assert "/e.md" in found
         assert workspace.content(dbx, "/e.md") == "one\ntwo\n"
         assert workspace.content(dbx, "/d.md") is None
+
+
+def test_the_names_a_server_may_be_reached_by() -> None:
+    loopback = ["127.0.0.1", "localhost", "[::1]"]
+    assert allowed_host_names("127.0.0.1") == loopback
+    assert allowed_host_names("0.0.0.0", ["memory.example.com"]) == [
+        *loopback,
+        "memory.example.com",
+    ]
+    assert allowed_host_names("::") == loopback
+    assert allowed_host_names("10.1.2.3") == ["10.1.2.3"]  # not localhost: another machine's
+    assert allowed_host_names("[fd00::7]", [" ", "m.example"]) == ["[fd00::7]", "m.example"]

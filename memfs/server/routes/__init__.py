@@ -85,9 +85,11 @@ def build_routes(
         Route(version + "/redact", v.redact_version, methods=["POST"]),
         Route(SEARCH_PATH, SearchRoutes(storage).search, methods=["POST"]),
         Route("/v1/memfs/capabilities", events.capabilities, methods=["GET"]),
-        # streamable HTTP: POST carries the messages; GET and DELETE are answered by the SDK
-        Route(MEMORY_STORES_MCP_PATH, mcp, methods=["POST", "GET", "DELETE"]),
-        Route(DATABRICKS_MCP_PATH, mcp, methods=["POST", "GET", "DELETE"]),
+        # streamable HTTP, stateless: POST only. The spec lets a server without server-initiated
+        # messages answer GET with 405; the SDK would hold an empty SSE stream open for ever
+        # (stateless mode), and DELETE ends a session, of which there are none.
+        Route(MEMORY_STORES_MCP_PATH, mcp, methods=["POST"]),
+        Route(DATABRICKS_MCP_PATH, mcp, methods=["POST"]),
         *(
             Route(path, endpoint, methods=methods)
             for path, endpoint, methods in databricks_route_table(
