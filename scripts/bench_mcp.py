@@ -12,6 +12,9 @@ the API requests it makes.
    against the same requests made directly with the client (``find_memory`` + ``get_memory``,
    and + ``update_memory`` with the precondition); the requests each call made, counted by the
    client (deterministic). Goal: a tool call within 1.5x the requests it makes.
+3. The same calls to ``memfs server``'s own MCP endpoint over streamable HTTP (the official
+   client's transport), against the same REST requests alone: the requests column counts the
+   endpoint's POSTs (the server's /metrics), one a call, the storage work behind it in-process.
 
 All against a local ``memfs server`` (SQLite). Prints a markdown table, or JSON with
 ``--json``. Owns no product code.
@@ -94,8 +97,20 @@ async def median_seconds(action: Callable[[], Awaitable[object]], runs: int) -> 
     return statistics.median(times)
 
 
+async def _mcp_route_requests(base_url: str) -> int:
+    """POSTs the server answered on its Memory Stores MCP route so far (its /metrics)."""
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(base_url + "/metrics")).text
+    prefix = 'memfs_server_requests_total{method="POST",route="/v1/memory_stores/{store_id}/mcp"'
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
 async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[dict[str, Any]]:
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
     from memfs.mcp.app import build_server
@@ -130,8 +145,11 @@ async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[
                 store_id, found.id, content=content, expected_sha256=memory.content_sha256
             )
 
-        rows = []
-        async with Client(build_server(backend), mode="legacy") as client:
+        rows: list[dict[str, Any]] = []
+
+        async def measure(client: Any, where: str, count: Callable[[], Awaitable[int]]) -> None:
+            """Both calls through ``client`` against the requests alone; ``count()``: requests
+            so far, of the kind this client makes (deterministic: counted, not timed)."""
 
             async def mcp_view() -> None:
                 result = await client.call_tool(
@@ -149,18 +167,34 @@ async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[
                 assert not result.is_error, result
 
             for label, through_mcp, by_hand in (
-                ("`memory view` of a file", mcp_view, direct_view),
-                ("`memory str_replace`", mcp_edit, direct_edit),
+                (f"`memory view` of a file{where}", mcp_view, direct_view),
+                (f"`memory str_replace`{where}", mcp_edit, direct_edit),
             ):
                 await by_hand()  # warm both connections
                 await through_mcp()
-                before = served.stats.snapshot()["total"]
+                before = await count()
                 await through_mcp()
-                requests = served.stats.snapshot()["total"] - before
+                requests = await count() - before
                 mcp_s = await median_seconds(through_mcp, runs)
                 direct_s = await median_seconds(by_hand, runs)
                 rows.append({"call": label, "requests": requests, "mcp_s": mcp_s,
                              "direct_s": direct_s, "ratio": mcp_s / direct_s})  # fmt: skip
+
+        async def client_requests() -> int:
+            return int(served.stats.snapshot()["total"])
+
+        async with Client(build_server(backend), mode="legacy") as client:
+            await measure(client, "", client_requests)
+
+        # memfs server's own endpoint: one HTTP request a call, the server's storage behind it
+        url = f"{base_url}/v1/memory_stores/{store_id}/mcp"
+        http = create_mcp_http_client(headers={"x-api-key": key})
+
+        async def mcp_posts() -> int:
+            return await _mcp_route_requests(base_url)
+
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            await measure(client, ", `memfs server` over HTTP", mcp_posts)
         return rows
 
 
