@@ -11,7 +11,10 @@ Two backends, one per API, each built for one request (stateless: nothing outliv
   client's ``DatabricksStore`` has one round trip). No rename: a move is a create and a delete
   guarded by the content read (changed meanwhile, the old entry stays: its change wins).
 
-Errors become the backend's through ``memfs.mcp.api_records.translated`` (the same table the
+What the model sends is checked as the REST routes check a body (``validation``,
+``databricks_validation``, ``search.validate_query``: paths, sizes, NUL), since the storage
+leaves those checks to the HTTP layer; a refusal is the tool's one-line error. Errors become
+the backend's through ``memfs.mcp.api_records.translated`` (the same table the
 client's adapter uses). This module must not import the client (``memfs.api``) nor the client's
 adapter (``memfs.mcp.store_backend``): import-linter contracts.
 """
@@ -37,6 +40,8 @@ from memfs.mcp.backend import (
 )
 from memfs.models import Actor, Memory, sha256_hex
 from memfs.search_words import best_line
+from memfs.server import databricks_validation as dbx_valid
+from memfs.server import validation
 from memfs.server.databricks_storage import (
     SOURCE_AGENT,
     AlreadyExistsError,
@@ -49,6 +54,7 @@ from memfs.server.databricks_storage import (
     ResourceExhaustedError,
     SearchRequest,
 )
+from memfs.server.search import validate_query
 from memfs.server.storage import MemoryPosition, Storage, VersionFilter
 
 log = logging.getLogger(__name__)
@@ -109,7 +115,10 @@ class MemoryStoresBackend:
     async def create(self, path: str, content: str, *, description: str = "") -> StoredMemory:
         with translated():
             memory = await self.storage.create_memory(
-                self.store_id, path=path, content=content, actor=self.actor
+                self.store_id,
+                path=validation.memory_path(path),
+                content=validation.memory_content(content),
+                actor=self.actor,
             )
         return stored(memory, content)
 
@@ -126,8 +135,8 @@ class MemoryStoresBackend:
             memory = await self.storage.update_memory(
                 self.store_id,
                 memory_id,
-                content=content,
-                path=path,
+                content=None if content is None else validation.memory_content(content),
+                path=None if path is None else validation.memory_path(path),
                 expected_sha256=expected_sha256,
                 actor=self.actor,
             )
@@ -170,7 +179,7 @@ class MemoryStoresBackend:
     async def search(self, query: str, limit: int) -> list[Match]:
         with translated():
             hits = await self.storage.search_memories(
-                self.store_id, query, limit=limit, path_prefix=None
+                self.store_id, validate_query(query), limit=limit, path_prefix=None
             )
         return [Match(m.path, score, best_line(m.content or "", query)) for m, score in hits]
 
@@ -248,9 +257,9 @@ class DatabricksBackend:
                     entry_id=None,
                     actor_id=self.actor_id,
                     session_id=self.session_id,
-                    path=path,
-                    content=content,
-                    description=description or None,
+                    path=dbx_valid.new_entry_path(path),
+                    content=dbx_valid.content(content),
+                    description=dbx_valid.description(description),
                     source_type=SOURCE_AGENT,
                 ),
             )
@@ -272,9 +281,9 @@ class DatabricksBackend:
                     return await self._move(current, path, expected_sha256, content, description)
             fields: dict[str, str | None] = {}
             if content is not None:
-                fields["content"] = content
+                fields["content"] = dbx_valid.content(content)
             if description is not None:
-                fields["description"] = description or None
+                fields["description"] = dbx_valid.description(description)
             entry = await self.dbx.update_entry(
                 self.store_id, memory_id, EntryPatch(fields), expected_sha256=expected_sha256
             )
@@ -321,14 +330,14 @@ class DatabricksBackend:
         raise RefusedError("This store keeps no history.")
 
     async def search(self, query: str, limit: int) -> list[Match]:
-        request = SearchRequest(
-            self.actor_id,
-            query,
-            limit,
-            session_id=self.session_id,
-            session_less=self.session_id is None,
-        )
         with _dbx_errors():
+            request = SearchRequest(
+                self.actor_id,
+                validate_query(query),
+                limit,
+                session_id=self.session_id,
+                session_less=self.session_id is None,
+            )
             hits = await self.dbx.search_entries(self.store_id, request, with_content=True)
         return [
             Match(e.path, score, best_line(e.content or "", query), e.description or "")

@@ -128,6 +128,34 @@ async def test_read_only_offers_no_writing_tool_and_refuses_writes(
     assert await client.find_memory(ms_store, "/b.md") is None
 
 
+async def test_the_servers_input_rules_hold_for_tool_calls(
+    server: ServerProcess, client: StoreClient, ms_store: str, workspace: Workspace
+) -> None:
+    """The storage leaves paths, sizes and NUL to the HTTP layer: the MCP backend applies the
+    same rules, so a tool call cannot store what a REST request could not (a one-line tool
+    error, nothing written)."""
+    too_big = "x" * 102_401
+    async with over_http(ms_url(server, ms_store), key_of(server)) as tools:
+        refused = await tools.refused(
+            "memory", command="create", path="/memories/big.md", file_text=too_big
+        )
+        assert refused.startswith("The store refused it: content: 102401 bytes"), refused
+        refused = await tools.refused(
+            "memory", command="create", path="/memories/nul.md", file_text="a\x00b"
+        )
+        assert "NUL" in refused and len(refused.splitlines()) == 1
+    assert await client.find_memory(ms_store, "/big.md") is None
+    assert await client.find_memory(ms_store, "/nul.md") is None
+    store = workspace.create_store()
+    query = f"actor_id={ACTOR}"
+    async with over_http(dbx_url(server, store, query), key_of(server)) as tools:
+        refused = await tools.refused("save_memory", path="/n.md", content="a\x00b")
+        assert "NUL" in refused
+        refused = await tools.refused("search_memory", query="water\x00")
+        assert "NUL" in refused
+    assert workspace.entries(store) == {}
+
+
 async def test_refusals_before_any_tool(server: ServerProcess, ms_store: str) -> None:
     """No key: 401 as on every route; a foreign Host or Origin (DNS rebinding): 421 and 403;
     GET and DELETE: 405 (stateless); a store that does not exist: 404; the Databricks route
@@ -180,6 +208,32 @@ async def test_stdio_and_http_clients_editing_one_memory_lose_no_reported_edit(
         nursery.start_soon(http_writer)
         nursery.start_soon(over_stdio)
     final = (await client.get_memory(ms_store, memory.id)).content or ""
+    for line, done in outcomes.items():
+        assert f"{line} {'done' if done else 'todo'}\n" in final, (line, done, final)
+    assert len(outcomes) == 2 * LINES
+    assert sum(outcomes.values()) >= LINES
+
+
+async def test_two_http_clients_on_databricks_lose_no_reported_edit(
+    server: ServerProcess, workspace: Workspace
+) -> None:
+    """Databricks has no precondition on the wire: the server's backend compares the content in
+    the write's transaction, so two agents editing one entry at once lose no reported edit."""
+    store = workspace.create_store()
+    workspace.put(
+        store, "/shared.md", "".join(f"{w}-{i} todo\n" for i in range(LINES) for w in "ab")
+    )
+    outcomes: dict[str, bool] = {}
+
+    async def writer(name: str) -> None:
+        url = dbx_url(server, store, f"actor_id={ACTOR}")
+        async with over_http(url, key_of(server)) as tools:
+            await edit_lines(tools, name, outcomes)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer, "a")
+        nursery.start_soon(writer, "b")
+    final = workspace.content(store, "/shared.md") or ""
     for line, done in outcomes.items():
         assert f"{line} {'done' if done else 'todo'}\n" in final, (line, done, final)
     assert len(outcomes) == 2 * LINES
