@@ -210,15 +210,21 @@ class DatabricksBackend:
         return entry.session_id == self.session_id
 
     async def read(self, path: str) -> StoredMemory | None:
+        # the path in every session of the actor (and none): pages until this one's
+        after: EntryPosition | None = None
         with _dbx_errors():
-            page = await self.dbx.list_entries(
-                self.store_id,
-                EntryFilter(self.actor_id, path=path),
-                after=None,
-                limit=PAGE,
-                with_content=True,
-            )
-        return next((_stored(e) for e in page.items if self._mine(e)), None)
+            while True:
+                page = await self.dbx.list_entries(
+                    self.store_id,
+                    EntryFilter(self.actor_id, path=path),
+                    after=after,
+                    limit=PAGE,
+                    with_content=True,
+                )
+                found = next((_stored(e) for e in page.items if self._mine(e)), None)
+                if found is not None or page.next is None:
+                    return found
+                after = page.next
 
     async def list_below(self, prefix: str) -> list[Listed]:
         # without a session the filter returns the whole actor: the others are left out here
