@@ -91,6 +91,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+            from mcp.server.transport_security import TransportSecurityMiddleware
 
             from memfs.mcp.app import build_server
         except ImportError as exc:  # pragma: no cover - the test environment has the extra
@@ -98,12 +99,21 @@ class McpEndpoint:
                 "this server has no MCP support: install memfs[mcp] where it runs"
             ) from exc
         request = Request(scope, receive)
+        security = self._security()
+        # Host and Origin first, before the store is looked up: a name the server does not
+        # answer to learns nothing (the SDK checks them again in its transport).
+        refusal = await TransportSecurityMiddleware(security).validate_request(
+            request, is_post=True
+        )
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
         backend = await self._backend(request)
         manager = StreamableHTTPSessionManager(
             build_server(backend),
             json_response=True,
             stateless=True,
-            security_settings=self._security(),
+            security_settings=security,
             max_request_body_size=MAX_BODY,
         )
         async with manager.run():

@@ -168,6 +168,11 @@ async def test_refusals_before_any_tool(server: ServerProcess, ms_store: str) ->
         keyed = {**MCP_HEADERS, **key_of(server)}
         answer = await http.post(url, json=INITIALIZE, headers={**keyed, "host": "evil.example"})
         assert answer.status_code == 421, answer.text
+        elsewhere = ms_url(server, "memstore_nosuchstore")  # refused before the store is sought
+        answer = await http.post(
+            elsewhere, json=INITIALIZE, headers={**keyed, "host": "evil.example"}
+        )
+        assert answer.status_code == 421, answer.text
         evil = {**keyed, "origin": "http://evil.example"}
         assert (await http.post(url, json=INITIALIZE, headers=evil)).status_code == 403
         local = {**keyed, "origin": f"http://localhost:{server.port}"}
