@@ -48,7 +48,10 @@ for _chatty in ("mcp.server.streamable_http_manager", "mcp.server.streamable_htt
 MEMORY_STORES_MCP_PATH = "/v1/memory_stores/{store_id}/mcp"
 DATABRICKS_MCP_PATH = "/api/2.0/agents/memory-stores/{store_id}/mcp"
 DEFAULT_MCP_HOSTS = ("127.0.0.1", "localhost", "[::1]")  # create_app's: a loopback server
-MAX_BODY = 2 * 1024 * 1024  # a tool call carries at most one memory (1 MiB) and its JSON
+# a tool call carries at most two texts of a memory's size (str_replace's old_str and new_str,
+# 100 KiB each), which JSON may \u-escape to 6 bytes a character: the REST routes' 1 MiB would
+# refuse a legitimate call
+MAX_BODY = 2 * 1024 * 1024
 
 
 class NotInstalledError(ApiError):
