@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memfs.session.plan import MountPlan
+from memfs.store_brief import access, one_paragraph, persistence
 
 
 def render_prompt(plans: list[MountPlan], root: Path) -> str:
@@ -24,9 +25,7 @@ def render_prompt(plans: list[MountPlan], root: Path) -> str:
         "# Memory",
         "",
         f"You have {count} {noun} mounted as {'a directory' if count == 1 else 'directories'}. "
-        f"The files in {'it' if count == 1 else 'them'} persist across sessions: read them "
-        "before you start, to recall what earlier sessions learned, and keep them up to date "
-        "as you work.",
+        + persistence(f"The files in {'it' if count == 1 else 'them'}"),
         "",
         "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
         "is UTF-8 text of at most 100 KB. A change is saved to the store when the file is "
@@ -44,13 +43,11 @@ def render_prompt(plans: list[MountPlan], root: Path) -> str:
     ]
     for plan in plans:
         store = plan.store
-        access = (
-            "read-only (you can read these files; writes fail)" if plan.read_only else "read-write"
-        )
-        lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`", f"- Access: {access}"]
+        lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`"]
+        lines.append(f"- Access: {access(plan.read_only)}")
         lines.append(f"- Kind: {_kind(plan)}")
         if store.description.strip():
-            lines.append(f"- Description: {_one_paragraph(store.description)}")
+            lines.append(f"- Description: {one_paragraph(store.description)}")
         if plan.attachment.instructions.strip():
             lines += ["", "Instructions:", "", plan.attachment.instructions.strip()]
     return "\n".join(lines) + "\n"
@@ -70,7 +67,3 @@ def _kind(plan: MountPlan) -> str:
         "(`getfattr -n user.description FILE`, `setfattr -n user.description -v TEXT FILE`); "
         "no `.versions/`"
     )
-
-
-def _one_paragraph(text: str) -> str:
-    return " ".join(text.split())
