@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 session_id=args.session_id,
             )
         async with opened as backend:
-            await serve_stdio(backend)
+            await serve_stdio(backend, backend if await backend.offers_changes() else None)
 
     try:
         trio.run(main)

@@ -13,7 +13,14 @@ a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
   ``memory_search``; ``databricks_tools``: ``search_memory``, ``save_memory``,
   ``list_memories``, ``forget_memory``.
 - ``catalogue``: which tools a store gets (its API, read-only or not), their schemas, dispatch.
-- ``app``: the official SDK's low-level ``Server`` over a catalogue (run under trio).
+- ``resources``: each memory a resource (``memfs://memories/a/b.md``, each segment
+  percent-encoded, accepted in that one form), listed a page at a time, read.
+- ``prompt``: the ``memory_store`` prompt (name, description, access; the session prompt's
+  words, from the leaf ``memfs.store_brief``).
+- ``subscriptions``: a backend's change feed (``ChangeFeed``) as resource notifications, for
+  ``memfs mcp`` over stdio (stateless HTTP has no session to push to).
+- ``app``: the official SDK's low-level ``Server`` over a catalogue, the resources, the prompt
+  and, over stdio, the subscriptions (run under trio).
 - ``store_backend``: the adapter over the client seam (``memfs.store_api.StoreAPI``), for
   ``memfs mcp STORE``. Only it may reach a client; the reference server, which may serve the
   same tools over its own storage later, never imports it (import-linter contracts).

@@ -1,4 +1,6 @@
-"""The MCP server of one store: the official SDK's low-level ``Server`` over a ``Catalogue``.
+"""The MCP server of one store: the official SDK's low-level ``Server`` over a ``Catalogue``
+(tools), ``resources`` (each memory a resource), ``prompt`` (the store's prompt) and, over
+stdio, ``Subscriptions`` (resource notifications from the store's change feed).
 
 The low-level server runs on anyio, so under trio, as the rest of memfs (FastMCP's server is
 not used: it relies on asyncio primitives). Transports are the caller's: ``memfs mcp`` runs it
@@ -6,24 +8,36 @@ over stdio (``serve_stdio``); tests connect the SDK's client in process.
 
 A tool's failure is a tool result with ``isError`` and a one-line message (the model reads it
 and may correct itself), never a protocol error; an unexpected exception is logged with its
-traceback and answered as an internal error without details.
+traceback and answered as an internal error without details. A resource or prompt request
+that fails is a protocol error (the protocol has no other way): invalid params for a URI or
+cursor that names nothing of this store, -32002 for a memory that is not there, an internal
+error with the store's one-line message when it failed.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import mcp_types as types
+import trio
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
 
 from memfs import __version__
-from memfs.mcp.backend import BackendError, MemoryBackend
+from memfs.errors import ApiConnectionError, ApiError
+from memfs.mcp import prompt, resources
+from memfs.mcp.backend import BackendError, ChangeFeed, MemoryBackend
 from memfs.mcp.catalogue import Catalogue
+from memfs.mcp.subscriptions import Subscriptions
 from memfs.mcp.tool_error import ToolError
 
 log = logging.getLogger(__name__)
+
+RESOURCE_NOT_FOUND = -32002  # the protocol's code for resources/read of no such resource
+T = TypeVar("T")
 
 
 def instructions(backend: MemoryBackend) -> str:
@@ -37,7 +51,19 @@ def instructions(backend: MemoryBackend) -> str:
     )
 
 
-def build_server(backend: MemoryBackend) -> Server[Any]:
+async def _protocol_errors(call: Callable[[], Awaitable[T]]) -> T:
+    """``call``'s answer; its failures as the protocol errors the module docstring names."""
+    try:
+        return await call()
+    except resources.ResourceError as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    except BackendError as exc:
+        raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+
+
+def build_server(backend: MemoryBackend, subscriptions: Subscriptions | None = None) -> Server[Any]:
+    """The server of ``backend``'s tools, resources and prompt; ``subscriptions``: a client to
+    push changes to is there (stdio), so resources can be subscribed to."""
     catalogue = Catalogue(backend)
     tools = [
         types.Tool(
@@ -70,6 +96,72 @@ def build_server(backend: MemoryBackend) -> Server[Any]:
             return _answer(f"Internal error in {params.name}; see the server's log.", error=True)
         return _answer(text, error=False)
 
+    def seen(ctx: ServerRequestContext[Any]) -> None:
+        if subscriptions is not None:
+            subscriptions.seen(ctx)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        seen(ctx)
+        found = await _protocol_errors(
+            lambda: resources.page(backend, params.cursor if params else None)
+        )
+        listed = [
+            types.Resource(
+                uri=resources.uri_of(memory.path),
+                name=memory.path,
+                description=memory.description or None,
+                mime_type=resources.mime_type(memory.path),
+                size=memory.size,
+            )
+            for memory in found.memories
+        ]
+        return types.ListResourcesResult(resources=listed, next_cursor=found.next_cursor)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            uri_template=resources.TEMPLATE,
+            name="memory",
+            title="A memory by its path",
+            description="The memory at a path of the store: memfs://memories/notes/a.md is "
+            "/memories/notes/a.md (each path segment percent-encoded).",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        seen(ctx)
+        memory = await _protocol_errors(lambda: resources.read(backend, params.uri))
+        if memory is None:
+            raise MCPError(RESOURCE_NOT_FOUND, f"No memory at {params.uri[:200]!r}.")
+        contents = types.TextResourceContents(
+            uri=params.uri, mime_type=resources.mime_type(memory.path), text=memory.content
+        )
+        return types.ReadResourceResult(contents=[contents])
+
+    offered = [spec.name for spec in catalogue.offered]
+    store_prompt = types.Prompt(name=prompt.NAME, description=prompt.DESCRIPTION)
+
+    async def list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[store_prompt])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if params.name != prompt.NAME:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name[:100]!r}")
+        text = types.TextContent(type="text", text=prompt.render(backend.info, offered))
+        return types.GetPromptResult(
+            description=prompt.DESCRIPTION,
+            messages=[types.PromptMessage(role="user", content=text)],
+        )
+
     return Server(
         "memfs",
         version=__version__,
@@ -77,6 +169,14 @@ def build_server(backend: MemoryBackend) -> Server[Any]:
         instructions=instructions(backend),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscriptions.subscribe if subscriptions else None,
+        on_unsubscribe_resource=subscriptions.unsubscribe if subscriptions else None,
+        on_subscriptions_listen=subscriptions.listen if subscriptions else None,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
 
 
@@ -84,10 +184,26 @@ def _answer(text: str, *, error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
-async def serve_stdio(backend: MemoryBackend) -> None:
-    """Serve ``backend``'s tools over this process's stdin and stdout until stdin ends."""
+async def serve_stdio(backend: MemoryBackend, feed: ChangeFeed | None = None) -> None:
+    """Serve ``backend`` over this process's stdin and stdout until stdin ends; with ``feed``
+    (the store pushes its changes), resources can be subscribed to."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(backend)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    subscriptions = Subscriptions(backend) if feed is not None else None
+    server = build_server(backend, subscriptions)
+    options = server.create_initialization_options(
+        NotificationOptions(resources_changed=subscriptions is not None)
+    )
+    async with stdio_server() as (read_stream, write_stream), trio.open_nursery() as nursery:
+        if subscriptions is not None and feed is not None:
+            nursery.start_soon(follow, subscriptions, feed)
+        await server.run(read_stream, write_stream, options)
+        nursery.cancel_scope.cancel()
+
+
+async def follow(subscriptions: Subscriptions, feed: ChangeFeed) -> None:
+    """``subscriptions.follow(feed)``; when the feed fails, the tools keep working without."""
+    try:
+        await subscriptions.follow(feed)
+    except (ApiError, ApiConnectionError, BackendError) as exc:
+        log.warning("the change feed ended (%s): no more resource notifications", exc)

@@ -16,6 +16,8 @@ messages. Anything else escaping a backend is a bug (the server answers it as a 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -151,3 +153,21 @@ class MemoryBackend(Protocol):
 
     async def search(self, query: str, limit: int) -> list[Match]:
         """The best ``limit`` memories for ``query``, best first."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed change of a memory, as a change feed tells it (no content)."""
+
+    memory_id: str
+    path: str  # its path after the change (a deleted memory's last)
+    operation: str  # created, modified, deleted
+
+
+class ChangeFeed(Protocol):
+    """The store's changes as they are committed, for resource subscriptions (optional: only
+    ``memfs mcp`` over stdio has a client to push them to)."""
+
+    def changes(self) -> AbstractAsyncContextManager[AsyncIterable[Change | None]]:
+        """The changes, oldest first; None once connected (every change committed from then
+        on will arrive) and after each reconnection. Reconnects on its own, ends by raising."""

@@ -13,12 +13,13 @@ serves these tools it will give them a backend over its own storage.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 
-from memfs.errors import NotFoundError
+from memfs.errors import ApiConnectionError, ApiError, NotFoundError
 from memfs.mcp.api_records import stored, translated, version_record
 from memfs.mcp.backend import (
+    Change,
     Listed,
     Match,
     MissingError,
@@ -28,7 +29,7 @@ from memfs.mcp.backend import (
     Version,
 )
 from memfs.search.engine import StoreSearch
-from memfs.store_api import StoreAPI
+from memfs.store_api import ChangeEvent, StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,29 @@ class StoreBackend:
         with translated():
             hits = await self._search.search(query, limit=limit)
         return [Match(hit.path, hit.score, hit.line, hit.description) for hit in hits]
+
+    async def offers_changes(self) -> bool:
+        """True if the store pushes its changes (``changes``); any doubt is a no."""
+        try:
+            return await self.store.offers_change_stream()
+        except (ApiError, ApiConnectionError) as exc:  # optional: a failed probe turns it off
+            log.warning("no change stream, so no resource subscriptions: %s", exc)
+            return False
+
+    @asynccontextmanager
+    async def changes(self) -> AsyncIterator[AsyncIterable[Change | None]]:
+        """The store's pushed changes, as the mount's change feed reads them (``ChangeFeed``)."""
+        async with self.store.change_stream() as stream:
+            yield _changes_of(stream)
+
+
+async def _changes_of(stream: AsyncIterable[ChangeEvent]) -> AsyncIterator[Change | None]:
+    async for event in stream:
+        version = event.version
+        if event.kind == "ready":
+            yield None
+        elif event.kind == "memory_version" and version is not None and version.path:
+            yield Change(version.memory_id, version.path, str(version.operation))
 
 
 @asynccontextmanager

@@ -17,6 +17,8 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
 from support.databricks import ACTOR, Workspace
 from support.servers import ServerProcess, free_port
 
@@ -85,6 +87,37 @@ async def test_memory_stores_over_http(
     memory = await client.find_memory(ms_store, "/a.md")
     assert memory is not None
     assert (await client.get_memory(ms_store, memory.id)).content == "one\n2\n"
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_resources_and_prompt_over_http_without_subscriptions(
+    server: ServerProcess, client: StoreClient, ms_store: str, workspace: Workspace
+) -> None:
+    """Memories are resources over HTTP too (both APIs), with the prompt; stateless HTTP has no
+    session to push to, so no subscription is offered and resources/subscribe is refused."""
+    await client.create_memory(ms_store, "/odd/what? #1.md", "hostile name\n")
+    async with over_http(ms_url(server, ms_store), key_of(server)) as tools:
+        offered = tools.client.server_capabilities.resources
+        assert offered is not None and not offered.subscribe and not offered.list_changed
+        listed = await tools.client.list_resources()
+        assert [r.uri for r in listed.resources] == ["memfs://memories/odd/what%3F%20%231.md"]
+        read = await tools.client.read_resource(listed.resources[0].uri)
+        assert read.contents[0].text == "hostile name\n"  # type: ignore[union-attr]
+        prompt = await tools.client.get_prompt("memory_store")
+        assert "- Access: read-write" in prompt.messages[0].content.text  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as refused:
+            await tools.client.subscribe_resource(listed.resources[0].uri)
+        assert refused.value.code == METHOD_NOT_FOUND
+    store = workspace.create_store()
+    workspace.put(store, "/fact.md", "water boils at 100 C")
+    workspace.put(store, "/fact.md", "in session s1", session="s1")
+    url = dbx_url(server, store, f"actor_id={ACTOR}&session_id=s1&read_only=true")
+    async with over_http(url, key_of(server)) as tools:
+        read = await tools.client.read_resource("memfs://memories/fact.md")
+        assert read.contents[0].text == "in session s1"  # type: ignore[union-attr]
+        prompt = await tools.client.get_prompt("memory_store")
+        text = prompt.messages[0].content.text  # type: ignore[union-attr]
+        assert f"(actor {ACTOR}, session s1)" in text and "- Access: read-only" in text
 
 
 async def test_databricks_over_http_is_one_actors_session(

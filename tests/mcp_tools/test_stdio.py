@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -21,13 +22,17 @@ WORKTREE = str(Path(__file__).resolve().parents[2])
 
 
 @asynccontextmanager
-async def memfs_mcp(env: dict[str, str], *args: str, errlog: Path) -> AsyncIterator[Client]:
+async def memfs_mcp(
+    env: dict[str, str], *args: str, errlog: Path, message_handler: Any = None
+) -> AsyncIterator[Client]:
     env = {**env, "PYTHONPATH": WORKTREE}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "memfs", "mcp", *args], env=env
     )
     with errlog.open("w") as log:
-        async with Client(stdio_client(params, errlog=log), mode="legacy") as client:
+        async with Client(
+            stdio_client(params, errlog=log), mode="legacy", message_handler=message_handler
+        ) as client:
             yield client
 
 

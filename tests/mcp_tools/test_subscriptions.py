@@ -1,0 +1,138 @@
+"""Resource subscriptions from the store's change feed: a memory changed through the REST API
+reaches an MCP client that follows it as a notification, in process (both protocol eras) and
+over stdio (``memfs mcp`` as a subprocess). Every wait has a timeout; that something was not
+told is shown by the next notice, which came after it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp import Client
+from mcp_types.version import LATEST_MODERN_VERSION
+from support.servers import ServerProcess
+
+from memfs.api import StoreClient
+from memfs.mcp.app import build_server
+from memfs.mcp.resources import uri_of
+from memfs.mcp.store_backend import StoreBackend
+from memfs.mcp.subscriptions import Subscriptions
+
+from .test_stdio import memfs_mcp
+
+UPDATED = "notifications/resources/updated"
+LIST_CHANGED = "notifications/resources/list_changed"
+WAIT = 10  # seconds a notice may take on a loaded machine (it takes milliseconds)
+
+pytestmark = pytest.mark.filterwarnings(
+    # resources/subscribe is the 2025 era's (what Claude Desktop, Code and Cursor speak)
+    "ignore::mcp.shared.exceptions.MCPDeprecationWarning"
+)
+
+
+class Notices:
+    """The notifications a client received, as (method, uri) pairs, in order."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[tuple[str, str | None]](1_000)
+
+    async def handler(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method in (UPDATED, LIST_CHANGED):
+            self._send.send_nowait((method, getattr(message.params, "uri", None)))
+
+    async def next(self) -> tuple[str, str | None]:
+        with trio.fail_after(WAIT):
+            return await self._receive.receive()
+
+
+@asynccontextmanager
+async def following(backend: StoreBackend, notices: Notices, mode: str) -> AsyncIterator[Client]:
+    """A client of ``backend``'s server in process, its subscriptions fed by the store's
+    change stream (as ``memfs mcp`` serves them)."""
+    subscriptions = Subscriptions(backend)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(subscriptions.follow, backend))
+        server = build_server(backend, subscriptions)
+        async with Client(server, mode=mode, message_handler=notices.handler) as client:  # type: ignore[arg-type]
+            yield client
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_followed_memory_is_notified(
+    client: StoreClient, ms_store: str, open_ms: Any
+) -> None:
+    a = await client.create_memory(ms_store, "/notes/a.md", "one\n")
+    a_uri = uri_of("/notes/a.md")
+    notices = Notices()
+    async with open_ms() as backend, following(backend, notices, "legacy") as mcp:
+        assert mcp.server_capabilities.resources is not None
+        assert mcp.server_capabilities.resources.subscribe
+        await mcp.subscribe_resource(a_uri)
+        await client.update_memory(ms_store, a.id, content="two\n")
+        assert await notices.next() == (UPDATED, a_uri)
+        # a new memory changes the list; its own update is not followed, so not told
+        b = await client.create_memory(ms_store, "/notes/b.md", "b\n")
+        assert await notices.next() == (LIST_CHANGED, None)
+        # a rename: the followed URI names nothing now, and the list changed
+        await client.update_memory(ms_store, a.id, path="/notes/renamed.md")
+        assert await notices.next() == (UPDATED, a_uri)
+        assert await notices.next() == (LIST_CHANGED, None)
+        # no longer followed: its change is not told before the deletion's list change
+        await mcp.unsubscribe_resource(a_uri)
+        await client.update_memory(ms_store, a.id, path="/notes/a.md")
+        assert await notices.next() == (LIST_CHANGED, None)  # the rename back
+        await client.update_memory(ms_store, a.id, content="three\n")
+        await client.delete_memory(ms_store, b.id)
+        assert await notices.next() == (LIST_CHANGED, None)
+
+
+async def test_a_2026_client_listens(client: StoreClient, ms_store: str, open_ms: Any) -> None:
+    """A 2026-07-28 client has no resources/subscribe: it opens a subscriptions/listen stream
+    with the URIs it follows."""
+    a = await client.create_memory(ms_store, "/a.md", "one\n")
+    async with (
+        open_ms() as backend,
+        following(backend, Notices(), LATEST_MODERN_VERSION) as mcp,
+        mcp.listen(resources_list_changed=True, resource_subscriptions=[uri_of("/a.md")]) as sub,
+    ):
+        await client.create_memory(ms_store, "/b.md", "b\n")  # not followed: list only
+        await client.update_memory(ms_store, a.id, content="two\n")
+        events: list[Any] = []
+        with trio.fail_after(WAIT):
+            async for event in sub:
+                events.append(event)
+                if len(events) == 2:
+                    break
+        assert [type(e).__name__ for e in events] == ["ResourcesListChanged", "ResourceUpdated"]
+        assert events[1].uri == "memfs://memories/a.md"
+
+
+async def test_memfs_mcp_over_stdio_notifies(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store("stdio subscriptions")
+    memory = await client.create_memory(store.id, "/todo.md", "- [ ] one\n")
+    notices = Notices()
+    errors = tmp_path / "stderr"
+    async with memfs_mcp(
+        server.client_env(), store.id, errlog=errors, message_handler=notices.handler
+    ) as mcp:
+        resources = mcp.server_capabilities.resources
+        assert resources is not None and resources.subscribe and resources.list_changed
+        listed = await mcp.list_resources()
+        assert [r.uri for r in listed.resources] == ["memfs://memories/todo.md"]
+        await mcp.subscribe_resource("memfs://memories/todo.md")
+        # the feed is opened beside the first requests: a change is told once it is open
+        with trio.fail_after(WAIT):
+            while True:
+                await client.update_memory(store.id, memory.id, content="- [x] one\n")
+                with trio.move_on_after(1):
+                    assert await notices.next() == (UPDATED, "memfs://memories/todo.md")
+                    break
+    assert errors.read_text() == ""
