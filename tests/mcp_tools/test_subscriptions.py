@@ -1,5 +1,6 @@
 """Resource subscriptions from the store's change feed: a memory changed through the REST API
-reaches an MCP client that follows it as a notification, in process (both protocol eras) and
+reaches an MCP client that follows it as a notification, in process (both protocol eras, both
+APIs) and
 over stdio (``memfs mcp`` as a subprocess). Every wait has a timeout; that something was not
 told is shown by the next notice, which came after it."""
 
@@ -15,6 +16,7 @@ import pytest
 import trio
 from mcp import Client
 from mcp_types.version import LATEST_MODERN_VERSION
+from support.databricks import Workspace
 from support.servers import ServerProcess
 
 from memfs.api import StoreClient
@@ -89,6 +91,22 @@ async def test_a_followed_memory_is_notified(
         assert await notices.next() == (LIST_CHANGED, None)  # the rename back
         await client.update_memory(ms_store, a.id, content="three\n")
         await client.delete_memory(ms_store, b.id)
+        assert await notices.next() == (LIST_CHANGED, None)
+
+
+async def test_a_databricks_entry_is_notified_and_others_sessions_are_not(
+    workspace: Workspace, dbx_store: str, open_dbx: Any
+) -> None:
+    fact = workspace.put(dbx_store, "/fact.md", "water boils at 100 C")
+    uri = uri_of("/fact.md")
+    notices = Notices()
+    async with open_dbx() as backend, following(backend, notices, "legacy") as mcp:
+        await mcp.subscribe_resource(uri)
+        # another session's entries are not this server's: no list change is told
+        workspace.put(dbx_store, "/fact.md", "another session's", session="s2")
+        workspace.patch(dbx_store, fact, "water boils at 100 C at sea level")
+        assert await notices.next() == (UPDATED, uri)
+        workspace.put(dbx_store, "/new.md", "new")
         assert await notices.next() == (LIST_CHANGED, None)
 
 
