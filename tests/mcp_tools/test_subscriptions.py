@@ -1,8 +1,7 @@
 """Resource subscriptions from the store's change feed: a memory changed through the REST API
 reaches an MCP client that follows it as a notification, in process (both protocol eras, both
-APIs) and
-over stdio (``memfs mcp`` as a subprocess). Every wait has a timeout; that something was not
-told is shown by the next notice, which came after it."""
+APIs) and over stdio (``memfs mcp`` as a subprocess). Every wait has a timeout; that something
+was not told is shown by the next notice, which came after it."""
 
 from __future__ import annotations
 
