@@ -48,6 +48,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 
 GOAL_READY_S = 0.5
+CHECKOUT = Path(__file__).resolve().parents[1]  # the code measured: this checkout's memfs
 GOAL_CALL_RATIO = 1.5
 
 
@@ -79,13 +80,17 @@ async def ready_once(argv: list[str], env: dict[str, str]) -> float:
             return time.perf_counter() - started
 
 
-def startup(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
-    walls, cpus = [], []
+def startup(argv: list[str], envs: list[dict[str, str]], runs: int) -> list[tuple[float, float]]:
+    """Median wall and CPU seconds to ``initialize``'s answer for each of ``envs`` (each a side
+    of a comparison: its own ``PYTHONPATH``), the sides alternated run after run."""
+    walls: list[list[float]] = [[] for _ in envs]
+    cpus: list[list[float]] = [[] for _ in envs]
     for _ in range(runs):
-        before = cpu_of_children()
-        walls.append(trio.run(ready_once, argv, env))
-        cpus.append(cpu_of_children() - before)  # the process has exited: stdin closed
-    return statistics.median(walls), statistics.median(cpus)
+        for side, env in enumerate(envs):
+            before = cpu_of_children()
+            walls[side].append(trio.run(ready_once, argv, env))
+            cpus[side].append(cpu_of_children() - before)  # it has exited: stdin closed
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
 async def median_seconds(action: Callable[[], Awaitable[object]], runs: int) -> float:
@@ -203,6 +208,15 @@ def main() -> int:
     parser.add_argument("-n", "--runs", type=int, default=7, help="spawns of memfs mcp")
     parser.add_argument("--calls", type=int, default=50, help="tool calls of each kind")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="a checkout of memfs to compare start-up with (e.g. a worktree of the commit "
+        "before; repeatable): all spawned alternately, each with its own code on PYTHONPATH",
+    )
+    parser.add_argument("--startup-only", action="store_true", help="skip the tool calls")
     args = parser.parse_args()
 
     memfs = memfs_command()
@@ -224,22 +238,25 @@ def main() -> int:
                 return store.id
 
         store_id = trio.run(fill)
-        ready_wall, ready_cpu = startup([*memfs, "mcp", store_id], client_env, args.runs)
+        sides = [(f"the same, code of {other}", other) for other in args.against]
+        sides.append(("`memfs mcp STORE` to its initialize answer", str(CHECKOUT)))
+        envs = [dict(client_env, PYTHONPATH=root) for _, root in sides]
+        ready = startup([*memfs, "mcp", store_id], envs, args.runs)
         version_wall, version_cpu = process_cost([*memfs, "--version"], env, args.runs)
         sdk_wall, sdk_cpu = process_cost([sys.executable, "-c", "import mcp"], env, args.runs)
-        calls = trio.run(tool_calls, base_url, key, store_id, args.calls)
+        calls = []
+        if not args.startup_only:
+            calls = trio.run(tool_calls, base_url, key, store_id, args.calls)
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "startup": [
-            {
-                "what": "`memfs mcp STORE` to its initialize answer",
-                "wall_s": ready_wall,
-                "cpu_s": ready_cpu,
-                "goal_s": GOAL_READY_S,
-            },
+            *(
+                {"what": what, "wall_s": wall, "cpu_s": cpu, "goal_s": GOAL_READY_S}
+                for (what, _), (wall, cpu) in zip(sides, ready, strict=True)
+            ),
             {"what": "`memfs --version`", "wall_s": version_wall, "cpu_s": version_cpu},
             {
                 "what": "`python -c 'import mcp'` (the SDK's import)",
@@ -259,6 +276,12 @@ def main() -> int:
         goal = row.get("goal_s")
         print(f"| {row['what']} | {row['wall_s']:.3f} | {row['cpu_s']:.3f} | "
               f"{'' if goal is None else goal} |")  # fmt: skip
+    after = result["startup"][len(args.against)]
+    for before, other in zip(result["startup"], args.against, strict=False):
+        print(f"\nthis checkout / {other}: wall {after['wall_s'] / before['wall_s']:.2f}x, "
+              f"CPU {after['cpu_s'] / before['cpu_s']:.2f}x")  # fmt: skip
+    if not calls:
+        return 0
     print("\n| tool call | requests | through MCP (ms) | the requests alone (ms) | ratio | goal |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in calls:

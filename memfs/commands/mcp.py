@@ -90,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
     from memfs.errors import ApiConnectionError, ApiError
-    from memfs.mcp.app import serve_stdio
     from memfs.mcp.store_backend import open_databricks, open_memory_stores
 
     async def main() -> None:
@@ -107,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
                 session_id=args.session_id,
             )
         async with opened as backend:
+            # The SDK's import, most of the start-up (docs/benchmarks.md "MCP server"), once
+            # the store is open: an unknown store or a refused key is reported without it.
+            # Not in a thread beside the opening: under the GIL that cost 1.12x the CPU.
+            from memfs.mcp.app import serve_stdio
+
             await serve_stdio(backend, backend if await backend.offers_changes() else None)
 
     try:

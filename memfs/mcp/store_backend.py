@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from memfs.errors import ApiConnectionError, ApiError, NotFoundError
 from memfs.mcp.api_records import stored, translated, version_record
@@ -28,8 +29,10 @@ from memfs.mcp.backend import (
     StoreInfo,
     Version,
 )
-from memfs.search.engine import StoreSearch
 from memfs.store_api import ChangeEvent, StoreAPI
+
+if TYPE_CHECKING:
+    from memfs.search.engine import StoreSearch
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,9 @@ class StoreBackend:
     def __init__(self, store: StoreAPI, info: StoreInfo) -> None:
         self.store = store
         self._info = info
-        self._search = StoreSearch(store)
+        # made by the first search: a session that never searches never loads the engine, and
+        # ``memfs mcp`` answers initialize without its import (tests/commands/test_startup.py)
+        self._search: StoreSearch | None = None
 
     @property
     def info(self) -> StoreInfo:
@@ -133,6 +138,10 @@ class StoreBackend:
             return version_record(await self.store.get_version(version_id))
 
     async def search(self, query: str, limit: int) -> list[Match]:
+        if self._search is None:
+            from memfs.search.engine import StoreSearch
+
+            self._search = StoreSearch(self.store)
         with translated():
             hits = await self._search.search(query, limit=limit)
         return [Match(hit.path, hit.score, hit.line, hit.description) for hit in hits]

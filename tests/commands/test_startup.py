@@ -12,8 +12,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.servers import ServerProcess
 
 HEAVY = (
     "trio",
@@ -50,11 +52,13 @@ print("\\n" + json.dumps({"status": status, "loaded": loaded}))
 """
 
 
-def run_main(
-    *argv: str, env: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY
-) -> tuple[int, list[str], str]:
+def run_report(
+    *argv: str, env: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY, stdin: str = ""
+) -> tuple[dict[str, Any], str, str]:
+    """``main(argv)``'s report (status, loaded), its stdout before the report, its stderr."""
     proc = subprocess.run(
         [sys.executable, "-c", RUN_AND_REPORT, ",".join(heavy), *argv],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
@@ -62,8 +66,15 @@ def run_main(
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.splitlines()[-1])
-    return report["status"], report["loaded"], proc.stderr
+    *output, report = proc.stdout.splitlines()
+    return json.loads(report), "\n".join(output), proc.stderr
+
+
+def run_main(
+    *argv: str, env: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY
+) -> tuple[int, list[str], str]:
+    report, _, stderr = run_report(*argv, env=env, heavy=heavy)
+    return report["status"], report["loaded"], stderr
 
 
 @pytest.mark.parametrize(
@@ -118,3 +129,46 @@ def test_a_detached_session_leaves_the_daemon_to_its_own_process(tmp_path: Path)
     status, loaded, stderr = run_main(*argv, env=env, heavy=heavy)
     assert status == 2 and "cannot reach the API at http://127.0.0.1:1" in stderr, stderr
     assert loaded == []
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "startup-test", "version": "1"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def test_memfs_mcp_loads_the_sdk_once_the_store_is_open_and_search_at_a_search(
+    server: ServerProcess,
+) -> None:
+    """``memfs mcp`` opens the store before it imports the SDK (most of its start-up:
+    docs/benchmarks.md "MCP server"), so an unknown store is reported without it; and it answers
+    initialize (then stdin ends) without the search engine, which only a search needs."""
+    env = server.client_env()
+    heavy = ("mcp", "memfs.search")
+    report, _, stderr = run_report("mcp", "memstore_no_such_store", env=env, heavy=heavy)
+    assert report == {"status": 3, "loaded": []}, stderr
+
+    store = subprocess.run(
+        [sys.executable, "-m", "memfs", "stores", "create", "startup", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    store_id = json.loads(store.stdout)["id"]
+    stdin = json.dumps(INITIALIZE) + "\n" + json.dumps(INITIALIZED) + "\n"
+    report, stdout, stderr = run_report("mcp", store_id, env=env, heavy=heavy, stdin=stdin)
+    assert report["status"] == 0, stderr
+    answer = json.loads(stdout.splitlines()[0])
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "memfs", answer
+    assert "Memory store startup, read-write." in answer["result"]["instructions"]
+    assert "mcp" in report["loaded"]
+    assert not [m for m in report["loaded"] if m.startswith("memfs.search")], report["loaded"]
