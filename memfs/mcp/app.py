@@ -27,7 +27,6 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from memfs import __version__
-from memfs.errors import ApiConnectionError, ApiError
 from memfs.mcp import prompt, resources
 from memfs.mcp.backend import BackendError, ChangeFeed, MemoryBackend
 from memfs.mcp.catalogue import Catalogue
@@ -96,14 +95,14 @@ def build_server(backend: MemoryBackend, subscriptions: Subscriptions | None = N
             return _answer(f"Internal error in {params.name}; see the server's log.", error=True)
         return _answer(text, error=False)
 
-    def seen(ctx: ServerRequestContext[Any]) -> None:
+    async def seen(ctx: ServerRequestContext[Any]) -> None:
         if subscriptions is not None:
-            subscriptions.seen(ctx)
+            await subscriptions.seen(ctx)
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        seen(ctx)
+        await seen(ctx)
         found = await _protocol_errors(
             lambda: resources.page(backend, params.cursor if params else None)
         )
@@ -134,7 +133,6 @@ def build_server(backend: MemoryBackend, subscriptions: Subscriptions | None = N
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        seen(ctx)
         memory = await _protocol_errors(lambda: resources.read(backend, params.uri))
         if memory is None:
             raise MCPError(RESOURCE_NOT_FOUND, f"No memory at {params.uri[:200]!r}.")
@@ -189,21 +187,11 @@ async def serve_stdio(backend: MemoryBackend, feed: ChangeFeed | None = None) ->
     (the store pushes its changes), resources can be subscribed to."""
     from mcp.server.stdio import stdio_server
 
-    subscriptions = Subscriptions(backend) if feed is not None else None
-    server = build_server(backend, subscriptions)
-    options = server.create_initialization_options(
-        NotificationOptions(resources_changed=subscriptions is not None)
-    )
     async with stdio_server() as (read_stream, write_stream), trio.open_nursery() as nursery:
-        if subscriptions is not None and feed is not None:
-            nursery.start_soon(follow, subscriptions, feed)
+        subscriptions = Subscriptions(backend, feed, nursery) if feed is not None else None
+        server = build_server(backend, subscriptions)
+        options = server.create_initialization_options(
+            NotificationOptions(resources_changed=subscriptions is not None)
+        )
         await server.run(read_stream, write_stream, options)
         nursery.cancel_scope.cancel()
-
-
-async def follow(subscriptions: Subscriptions, feed: ChangeFeed) -> None:
-    """``subscriptions.follow(feed)``; when the feed fails, the tools keep working without."""
-    try:
-        await subscriptions.follow(feed)
-    except (ApiError, ApiConnectionError, BackendError) as exc:
-        log.warning("the change feed ended (%s): no more resource notifications", exc)

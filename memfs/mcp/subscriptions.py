@@ -9,6 +9,12 @@ whenever a memory is created, deleted or renamed, on its connection. A 2026-07-2
 a ``subscriptions/listen`` stream with the same filter; the SDK's ``ListenHandler`` delivers
 what ``follow`` publishes on the bus.
 
+The feed is opened at the first ``resources/list``, ``resources/subscribe`` or
+``subscriptions/listen``, and that request is answered once it is connected: every change
+committed after the answer is told. ``initialize`` never waits for it, and a client that
+follows nothing costs no stream. A feed that does not connect within ``CONNECT_TIMEOUT``, or
+ends, is logged; the tools and resources keep working without notifications.
+
 What a change means: ``created`` and ``deleted`` change the list and the memory at that path;
 ``modified`` changes the memory at its path and, when its path is not the one last known for
 its id (a rename), the memory at the old path too (now gone) and the list. The ids' paths are
@@ -38,22 +44,28 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memfs.mcp.backend import Change, ChangeFeed, MemoryBackend
+from memfs.errors import ApiConnectionError, ApiError
+from memfs.mcp.backend import BackendError, Change, ChangeFeed, MemoryBackend
 from memfs.mcp.resources import ResourceError, path_of, uri_of
 
 log = logging.getLogger(__name__)
 
 MAX_SUBSCRIPTIONS = 4_096
+CONNECT_TIMEOUT = 10.0  # seconds a request waits for the feed to connect, the first time
 
 
 class Subscriptions:
     """The URIs the client follows and the channels to tell it (module docstring)."""
 
-    def __init__(self, backend: MemoryBackend) -> None:
+    def __init__(self, backend: MemoryBackend, feed: ChangeFeed, nursery: trio.Nursery) -> None:
         self.backend = backend
+        self.feed = feed
+        self.nursery = nursery  # the feed's reader runs here, as long as the server
         self.uris: set[str] = set()  # a 2025 client's resources/subscribe
         self.bus = InMemorySubscriptionBus()  # a 2026 client's subscriptions/listen streams
-        self.listen = ListenHandler(self.bus)
+        self._listen = ListenHandler(self.bus)
+        self._opened: trio.Event | None = None  # set once the feed connected, or gave up
+        self._connected = False
         # the 2025 connection that subscribed last: its standalone channel carries what
         # follows (stdio has one connection)
         self._session: ServerSession | None = None
@@ -68,9 +80,15 @@ class Subscriptions:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         if params.uri not in self.uris and len(self.uris) >= MAX_SUBSCRIPTIONS:
             raise MCPError(types.INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} subscriptions.")
+        await self.seen(ctx)
         self.uris.add(params.uri)
-        self._session = ctx.session
         return types.EmptyResult()
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        await self.opened()
+        return await self._listen(ctx, params)
 
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
@@ -78,10 +96,34 @@ class Subscriptions:
         self.uris.discard(params.uri)
         return types.EmptyResult()
 
-    def seen(self, ctx: ServerRequestContext[Any]) -> None:
-        """A 2025 connection asked something: it is the one to tell of list changes."""
+    async def seen(self, ctx: ServerRequestContext[Any]) -> None:
+        """A client listed or subscribed: the feed is connected when this returns, and a 2025
+        connection is the one to tell."""
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._session = ctx.session
+        await self.opened()
+
+    async def opened(self) -> None:
+        """Returns once the feed is connected (the first call opens it), or gave up."""
+        if self._opened is not None:
+            await self._opened.wait()
+            return
+        self._opened = trio.Event()
+        try:
+            with trio.move_on_after(CONNECT_TIMEOUT) as waited:
+                await self.nursery.start(self._run)
+            if waited.cancelled_caught:
+                log.warning("the change feed did not connect: no resource notifications")
+        finally:
+            self._opened.set()
+
+    async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await self.follow(self.feed, task_status=task_status)
+        except (ApiError, ApiConnectionError, BackendError) as exc:
+            log.warning("the change feed ended (%s): no more resource notifications", exc)
+            if not self._connected:
+                task_status.started()
 
     async def follow(
         self, feed: ChangeFeed, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -97,7 +139,7 @@ class Subscriptions:
                         for memory in await self.backend.list_below("/"):
                             self._paths[memory.id] = memory.path
                         task_status.started()
-                        started = True
+                        started = self._connected = True
                     continue
                 for event in self.events(change):
                     await self._tell(event)

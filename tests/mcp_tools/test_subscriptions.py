@@ -5,7 +5,6 @@ was not told is shown by the next notice, which came after it."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -55,11 +54,9 @@ class Notices:
 @asynccontextmanager
 async def following(backend: StoreBackend, notices: Notices, mode: str) -> AsyncIterator[Client]:
     """A client of ``backend``'s server in process, its subscriptions fed by the store's
-    change stream (as ``memfs mcp`` serves them)."""
-    subscriptions = Subscriptions(backend)
+    change stream (as ``memfs mcp`` serves them: opened by the first subscription)."""
     async with trio.open_nursery() as nursery:
-        await nursery.start(functools.partial(subscriptions.follow, backend))
-        server = build_server(backend, subscriptions)
+        server = build_server(backend, Subscriptions(backend, backend, nursery))
         async with Client(server, mode=mode, message_handler=notices.handler) as client:  # type: ignore[arg-type]
             yield client
         nursery.cancel_scope.cancel()
@@ -144,12 +141,8 @@ async def test_memfs_mcp_over_stdio_notifies(
         assert resources is not None and resources.subscribe and resources.list_changed
         listed = await mcp.list_resources()
         assert [r.uri for r in listed.resources] == ["memfs://memories/todo.md"]
+        # the feed was opened by the listing, before its answer: every change after is told
         await mcp.subscribe_resource("memfs://memories/todo.md")
-        # the feed is opened beside the first requests: a change is told once it is open
-        with trio.fail_after(WAIT):
-            while True:
-                await client.update_memory(store.id, memory.id, content="- [x] one\n")
-                with trio.move_on_after(1):
-                    assert await notices.next() == (UPDATED, "memfs://memories/todo.md")
-                    break
+        await client.update_memory(store.id, memory.id, content="- [x] one\n")
+        assert await notices.next() == (UPDATED, "memfs://memories/todo.md")
     assert errors.read_text() == ""
