@@ -499,7 +499,10 @@ def run_umount(args: argparse.Namespace) -> int:
             reason = result.stderr.strip().splitlines()[-1:] or ["fusermount3 failed"]
             print(f"memfs umount: {reason[0]}", file=sys.stderr)
             return 1
-        return 0
+        # A daemon whose connection was aborted exits after its final flush; its mount point
+        # may still answer lstat from the kernel's attribute cache (not "dead" yet), and its
+        # report waits here.
+        return _consume_report(mountpoint, report, args.json) if report.exists() else 0
     report.unlink(missing_ok=True)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + UMOUNT_TIMEOUT
@@ -553,10 +556,7 @@ def _detach_dead(mountpoint: str, report: Path, as_json: bool) -> int:
         print(f"memfs umount: {reason[0]}", file=sys.stderr)
         return 1
     if report.exists():
-        code = _print_report(report, as_json)
-        if code == 0:
-            remove_state(mountpoint, logs=True)
-        return code
+        return _consume_report(mountpoint, report, as_json)
     remove_state(mountpoint, logs=False)
     log_file = state_path(mountpoint, "log")
     print(
@@ -566,6 +566,17 @@ def _detach_dead(mountpoint: str, report: Path, as_json: bool) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _consume_report(mountpoint: str, report: Path, as_json: bool) -> int:
+    """Print the report a daemon left behind; with nothing left to upload, the mount's state
+    (its log too) is not worth keeping."""
+    from memfs.mount.statedir import remove_state
+
+    code = _print_report(report, as_json)
+    if code == 0:
+        remove_state(mountpoint, logs=True)
+    return code
 
 
 def _print_report(path: Path, as_json: bool) -> int:

@@ -154,11 +154,13 @@ def _daemon_runs(pid_file: Path) -> bool:
 
 
 def is_dead_mount(path: str) -> bool:
-    """True if ``path`` is a FUSE mount whose daemon is gone (ENOTCONN: killed, crashed)."""
+    """True if ``path`` is a FUSE mount whose daemon is gone (ENOTCONN: killed, crashed;
+    ECONNABORTED: a request the kernel held when the connection was aborted). A dead mount
+    whose root attributes the kernel still caches answers lstat: False until they expire."""
     try:
         os.lstat(path)
     except OSError as exc:
-        return exc.errno == errno.ENOTCONN
+        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     return False
 
 
