@@ -351,7 +351,8 @@ def _run_daemon(
     """The daemon itself (``--foreground``): the only process that imports the filesystem
     (pyfuse3, trio, the core); the parent that spawns it stays light, so a mount pays for
     those imports once."""
-    from memfs.mount.daemon import MountOptions, run_foreground
+    from memfs.mount.daemon import run_foreground
+    from memfs.mount.options import MountOptions
 
     options = MountOptions(
         store=args.store,

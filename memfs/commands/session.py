@@ -57,7 +57,7 @@ from memfs.private import (
 # here: they bring trio and httpx, which `memfs session --help` does not need.
 if TYPE_CHECKING:
     from memfs.api.config import ClientConfig
-    from memfs.mount.daemon import MountOptions
+    from memfs.mount.options import MountOptions
     from memfs.mount.owner import Owner
     from memfs.session.plan import MountPlan, SessionConfig, SessionState
 
@@ -412,7 +412,7 @@ def _mount_options(
 ) -> MountOptions:
     """The one daemon of the session: every store of ``plans`` at ``root``, as ``memfs mount``
     would mount each (its options, credentials and the session's attribution)."""
-    from memfs.mount.daemon import MountOptions
+    from memfs.mount.options import MountOptions
     from memfs.session.runner import StoreAccess, store_spec
 
     access = StoreAccess(

@@ -46,7 +46,8 @@ from typing import Any
 
 import trio
 
-from memfs.mount.daemon import FINAL_FLUSH_SECONDS, Daemon, MountOptions, StoreSpec
+from memfs.mount.daemon import Daemon
+from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions, StoreSpec
 from memfs.mount.statedir import MountError, is_dead_mount, remove_state
 from memfs.mount.statedir import state_path as daemon_state_path
 from memfs.mount.status import REPORT_TYPE, report_sections

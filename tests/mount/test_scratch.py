@@ -16,8 +16,9 @@ from memfs.errors import (
     NoSpaceError,
     NotPermittedError,
 )
-from memfs.mount.daemon import MountError, StoreSpec, check_slugs
+from memfs.mount.options import StoreSpec, check_slugs
 from memfs.mount.scratch import NODE_BYTES, RENAME_EXCHANGE, RENAME_NOREPLACE, Scratch
+from memfs.mount.statedir import MountError
 from memfs.numbers import SLOT, NumberRange
 
 ME = (os.getuid(), os.getgid())

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from memfs.models import MemoryStore
-from memfs.mount.daemon import MountOptions
+from memfs.mount.options import MountOptions
 from memfs.session.plan import Attachment, MountPlan, SessionState
 from memfs.session.runner import EXIT_FAILED, SessionRunner, StoreAccess, store_spec
 

@@ -100,7 +100,8 @@ def _pythonpath(env: dict[str, str]) -> str:
 
 
 def main(document: str, log_file: str) -> int:
-    from memfs.mount.daemon import MountOptions, StoreSpec, run_foreground
+    from memfs.mount.daemon import run_foreground
+    from memfs.mount.options import MountOptions, StoreSpec
 
     logging.basicConfig(
         filename=log_file,
