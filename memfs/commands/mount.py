@@ -527,7 +527,8 @@ def _umount_session(mountpoint: str, *, as_json: bool) -> int | None:
     does (its process serves nothing else; every store flushed, what was not uploaded printed
     store by store); a path inside it (``ROOT/<slug>``: its stores share one mount, none can
     leave alone) is refused with the command that stops it. None: no session holds the path."""
-    from memfs.commands.session import STOP_TIMEOUT, session_holding, stop_session
+    from memfs.commands.session import STOP_TIMEOUT
+    from memfs.commands.session_control import session_holding, stop_session
 
     root = session_holding(Path(mountpoint))
     if root is None:
