@@ -1,0 +1,199 @@
+"""The tree format of ``memfs export`` and ``memfs import``: how a store's memories lie in a
+directory, and memfs's own files beside them. Both commands follow this module and nothing else.
+
+The contract (format 1):
+
+- Each memory is one file at its path below DIR: the memory ``/notes/a.md`` is the file
+  ``DIR/notes/a.md``, whose bytes are exactly the memory's content (UTF-8). Directories exist
+  only as the files need them (a store has no empty directories).
+- memfs's own files live in ``DIR/.memfs/``:
+  - ``store.json``: what was exported (``format`` 1, ``api`` ``memory_stores`` or
+    ``databricks``, ``store_id``, ``name``, ``description``, and for Databricks ``actor_id`` and
+    ``session_id``). Informational: an import does not require it.
+  - ``descriptions.json`` (Databricks only; absent for Memory Stores): ``{path: description}``
+    of the entries that have a description, keys sorted, one entry per line, so that a diff of
+    two exports shows one line per changed description.
+  - Other files in it belong to the command that wrote them (``memfs export`` keeps its record
+    of the files it wrote there); an import ignores them.
+- Reserved names, never written as files and never read as memories: a first segment
+  ``.memfs``, and a segment ``.git`` anywhere (a memory ``/.git/hooks/post-commit`` must not
+  become a hook on the exporter's machine, nor ``/a/.git/config`` the configuration of a
+  repository that ``git`` finds when someone works in ``DIR/a``). The comparison folds case and
+  ignores what file systems ignore (trailing dots and spaces on Windows, default-ignorable
+  characters on macOS): ``/.GIT/x`` and ``/.Git./x`` are reserved too. An export reports such a
+  memory ("not exported: reserved name"); an import never reads those directories.
+
+Memory paths come from a server, and a server (or an agent writing through it) is not trusted
+here: ``file_path`` refuses anything that could name a file outside DIR or that no file system
+can hold (``UnsafePathError``, with the reason), whatever the API is supposed to allow.
+
+This module only maps paths and reads and writes the bytes of memfs's own files; it touches no
+file system and no store: the commands do, each in its own safe way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+META_DIR = ".memfs"  # memfs's own files, below DIR
+STORE_FILE = "store.json"
+DESCRIPTIONS_FILE = "descriptions.json"
+GIT_DIR = ".git"
+
+API_MEMORY_STORES = "memory_stores"
+API_DATABRICKS = "databricks"
+
+NAME_MAX = 255  # bytes of one file name (Linux, macOS, Windows alike)
+PATH_MAX = 4096  # bytes of a whole path on Linux: DIR's own length comes on top
+
+RESERVED_REASON = "reserved name"
+
+
+class UnsafePathError(ValueError):
+    """A memory path that must not become a file name; the message is the one-line reason."""
+
+
+class FormatError(ValueError):
+    """One of memfs's own files is not what this format says; the message says what."""
+
+
+def _folded(segment: str) -> str:
+    """``segment`` as a case-folding file system may see it: case folded, default-ignorable
+    characters dropped (HFS+ ignores them), trailing dots and spaces dropped (Windows does)."""
+    kept = "".join(ch for ch in segment if unicodedata.category(ch) != "Cf")
+    return kept.casefold().rstrip(". ")
+
+
+def is_reserved(memory_path: str) -> bool:
+    """Whether the memory at ``memory_path`` (``/a/b``) falls in a reserved name: a first
+    segment ``.memfs``, or a ``.git`` segment anywhere (case folded, see the module)."""
+    segments = [_folded(s) for s in memory_path.strip("/").split("/")]
+    return segments[0] == META_DIR or GIT_DIR in segments
+
+
+def is_reserved_relative(relative: str) -> bool:
+    """``is_reserved`` for a path relative to DIR (``a/b``), as an import walks the tree."""
+    return is_reserved("/" + relative)
+
+
+def file_path(memory_path: str) -> str:
+    """The file of the memory ``memory_path`` relative to DIR (``/notes/a.md`` ->
+    ``notes/a.md``). ``UnsafePathError`` when it must not become a file: not absolute, an empty,
+    ``.`` or ``..`` segment, a NUL, a name or path longer than file systems take, or a reserved
+    name (``RESERVED_REASON``)."""
+    if not isinstance(memory_path, str) or not memory_path.startswith("/"):
+        raise UnsafePathError("not an absolute path")
+    if "\0" in memory_path:
+        raise UnsafePathError("path contains a NUL character")
+    relative = memory_path[1:]
+    for segment in relative.split("/"):
+        if segment in ("", ".", ".."):
+            raise UnsafePathError(f"path has an empty, '.' or '..' segment ({memory_path!r})")
+        if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            raise UnsafePathError(f"a path segment is longer than {NAME_MAX} bytes")
+    if len(relative.encode("utf-8", "surrogatepass")) >= PATH_MAX:
+        raise UnsafePathError(f"path is longer than {PATH_MAX - 1} bytes")
+    if is_reserved(memory_path):
+        raise UnsafePathError(RESERVED_REASON)
+    return relative
+
+
+def memory_path(relative: str) -> str:
+    """The memory a file relative to DIR stands for (``notes/a.md`` -> ``/notes/a.md``).
+    ``UnsafePathError`` for what ``file_path`` would refuse (the API checks the rest)."""
+    path = "/" + str(PurePosixPath(relative)) if relative else "/"
+    if path != "/" + relative:  # a doubled or trailing '/', './', or no name at all
+        raise UnsafePathError(f"not a normal relative path ({relative!r})")
+    file_path(path)
+    return path
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """``.memfs/store.json``: which store a tree was exported from."""
+
+    api: str  # API_MEMORY_STORES or API_DATABRICKS
+    store_id: str
+    name: str = ""
+    description: str = ""
+    actor_id: str | None = None  # Databricks
+    session_id: str | None = None  # Databricks; None: the session-less entries
+
+    def to_bytes(self) -> bytes:
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "api": self.api,
+            "store_id": self.store_id,
+            "name": self.name,
+            "description": self.description,
+        }
+        if self.api == API_DATABRICKS:
+            data["actor_id"] = self.actor_id
+            data["session_id"] = self.session_id
+        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StoreInfo:
+        """Read ``store.json``; ``FormatError`` if it is not one (or of a newer format)."""
+        obj = _json_object(data, STORE_FILE)
+        if obj.get("format") != FORMAT:
+            raise FormatError(f"{STORE_FILE}: format {obj.get('format')!r}, expected {FORMAT}")
+        api = obj.get("api")
+        if api not in (API_MEMORY_STORES, API_DATABRICKS):
+            raise FormatError(f"{STORE_FILE}: unknown api {api!r}")
+        fields = {}
+        for key in ("store_id", "name", "description", "actor_id", "session_id"):
+            value = obj.get(key)
+            if value is not None and not isinstance(value, str):
+                raise FormatError(f"{STORE_FILE}: {key} is not a string")
+            fields[key] = value
+        if not fields["store_id"]:
+            raise FormatError(f"{STORE_FILE}: no store_id")
+        return cls(
+            api=api,
+            store_id=str(fields["store_id"]),
+            name=fields["name"] or "",
+            description=fields["description"] or "",
+            actor_id=fields["actor_id"],
+            session_id=fields["session_id"],
+        )
+
+
+def dump_descriptions(descriptions: Mapping[str, str]) -> bytes:
+    """``descriptions.json`` for ``{memory path: description}``: deterministic (keys sorted),
+    one entry per line, empty descriptions left out (an entry without one)."""
+    lines = [
+        f"  {json.dumps(path, ensure_ascii=False)}: {json.dumps(text, ensure_ascii=False)}"
+        for path, text in sorted(descriptions.items())
+        if text
+    ]
+    body = ",\n".join(lines)
+    return ("{\n" + body + "\n}\n" if lines else "{}\n").encode("utf-8")
+
+
+def load_descriptions(data: bytes) -> dict[str, str]:
+    """Read ``descriptions.json``; ``FormatError`` if it is not ``{path: text}``."""
+    obj = _json_object(data, DESCRIPTIONS_FILE)
+    for path, text in obj.items():
+        if not isinstance(text, str):
+            raise FormatError(f"{DESCRIPTIONS_FILE}: the description of {path!r} is not text")
+    return dict(obj)
+
+
+def _json_object(data: bytes, name: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"{name}: not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise FormatError(f"{name}: not a JSON object")
+    return obj
