@@ -28,12 +28,13 @@ from memfs.core.ops.descriptions import Descriptions
 from memfs.core.ops.durable import Durable
 from memfs.core.ops.identity import Identities
 from memfs.core.ops.namespace import Invalidator, Namespace
+from memfs.core.ops.parts import CoreParts
 from memfs.core.ops.refusals import Refusals
 from memfs.core.ops.remote import RemoteChanges
 from memfs.core.ops.rename import Renames
 from memfs.core.ops.truncate import Truncates
 from memfs.core.ops.uploader import Uploader
-from memfs.core.ops.vfs import CoreParts, Vfs
+from memfs.core.ops.vfs import Vfs
 from memfs.numbers import SINGLE_STORE, StoreNumbers
 from memfs.search.engine import StoreSearch
 from memfs.search.tree import SearchTree

@@ -1,8 +1,10 @@
 """What a core says about itself: ``CoreStatus`` (``memfs status``) and ``CoreReport`` (the
-unmount report), each taken whole at one moment by ``Vfs.snapshot`` and ``Vfs.final_report``
-(no ``await`` while they are collected). The mount words them (``memfs.mount.status``).
+unmount report), each taken whole at one moment from a core's parts by ``take_status`` and
+``take_final_report`` (``Vfs.snapshot`` and ``Vfs.final_report``; no ``await`` while they are
+collected). The mount words them (``memfs.mount.status``).
 
-It holds data only.
+It reads the parts and changes nothing, but for the refusals of files removed since, which the
+final report forgets (``Refusals.report``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memfs.core.model.clashes import Clash
 from memfs.core.ops.durable import ConflictInfo
+from memfs.core.ops.parts import CoreParts
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,101 @@ class CoreReport:
     refused: list[dict[str, str | None]]  # refused files still in the mount, and their copies
     conflicts: list[ConflictInfo]  # the kept ones, oldest first
     conflict_count: int  # kept or not
+
+
+def take_status(parts: CoreParts, *, conflicts: int) -> CoreStatus:
+    """What ``memfs status`` shows, now; the newest ``conflicts`` conflicts listed."""
+    durable, contents, listings, bulk = parts.durable, parts.contents, parts.listings, parts.bulk
+    journal = durable.journal
+    store_search = parts.search.search
+    return CoreStatus(
+        store_id=parts.store.store_id,
+        read_only=parts.state.read_only,
+        gone_since=parts.gone.since,
+        requests=parts.store.request_counts(),
+        cache=CacheFigures(
+            content_hits=contents.hits,
+            content_misses=contents.misses,
+            content_bytes=contents.bytes,
+            content_items=len(contents),
+            content_limit_bytes=contents.max_bytes,
+            listing_hits=listings.hits,
+            listing_misses=listings.misses,
+            listings=len(listings),
+            listing_patches=listings.patches,
+            prefetches=bulk.prefetches,
+            walk_prefetches=bulk.walk_prefetches,
+            prefetch_pages=bulk.pages,
+            walk_most_in_flight=bulk.most_in_flight,
+            inodes=len(parts.state.table.nodes),
+        ),
+        uploads=UploadFigures(
+            pending=len(parts.writeback),
+            waiting=sorted(map(durable.describe, parts.writeback.keys())),
+            journal_records=len(journal) if journal is not None else 0,
+            journal_dir=str(journal.directory) if journal is not None else None,
+            failed=dict(durable.failed.values()),
+            waiting_for_room=sorted(map(durable.describe, parts.state.waiting_for_room)),
+            retrying=dict(durable.retrying.values()),
+            replayed=durable.replayed,
+            untouched=durable.untouched,
+        ),
+        refused=durable.refusals.status(),
+        local_budget=parts.budget.status(),
+        conflict_count=durable.conflict_count,
+        recent_conflicts=durable.conflicts[-conflicts:] if conflicts else [],
+        clashes=_shown_clashes(parts),
+        search_by_server=store_search.by_server,
+        search_local_documents=len(store_search.local.index),
+        memory=_memory_holders(parts),
+    )
+
+
+def _memory_holders(parts: CoreParts) -> dict[str, dict[str, int]]:
+    """What holds the daemon's memory, as the core counts it: the caches sharing the cache
+    budget (bytes and entries each) and the structures outside it (entries; bytes where
+    known)."""
+    budget = parts.contents.budget
+    holders = {
+        "cache budget": {
+            "bytes": budget.used,
+            "limit": budget.max_bytes,
+            "evictions": budget.evictions,
+            "released": budget.released,
+        }
+    }
+    for name, (size, entries) in budget.by_cache().items():
+        holders[name] = {"bytes": size, "entries": entries}
+    index = parts.search.search.local.index
+    return holders | {
+        "inodes": {"entries": len(parts.state.table.nodes)},
+        "version index": {  # in the budget too; entries here are versions
+            "bytes": parts.versions.index.charge.bytes,
+            "entries": len(parts.versions.index.versions),
+        },
+        "version nodes": {"entries": len(parts.versions.nodes)},
+        "search index": {"bytes": index.bytes, "entries": len(index)},
+        "local files": {"bytes": parts.budget.total},
+    }
+
+
+def _shown_clashes(parts: CoreParts) -> list[ShownClash]:
+    def shown(clash: Clash) -> bool:
+        node = parts.state.table.by_id.get(clash.memory_id)
+        return node is not None and node.path == clash.shown_path
+
+    return [ShownClash(c.memory_path, c.shown_path) for c in parts.state.clashes.current(shown)]
+
+
+def take_final_report(parts: CoreParts) -> CoreReport:
+    """What the unmount report says of this store, once the final flush is over (it
+    forgets the refusals of files removed since: ``Refusals.report``)."""
+    durable = parts.durable
+    return CoreReport(
+        store_id=parts.store.store_id,
+        gone_since=parts.gone.since,
+        pending=durable.not_uploaded(),
+        refused=durable.refusals.report(),
+        conflicts=list(durable.conflicts),
+        conflict_count=durable.conflict_count,
+    )

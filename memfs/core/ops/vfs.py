@@ -22,35 +22,22 @@ import logging
 import os
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
 from memfs import paths
-from memfs.core.fetch.cache import ContentCache, ListingCache
-from memfs.core.fetch.orphans import StoreGone
-from memfs.core.fetch.prefetch import BulkFetcher
-from memfs.core.fetch.usage import StoreUsage, statfs_fields
-from memfs.core.model.attrs import Attr, Attributes, set_mode_and_owner, set_new_owner, set_times
-from memfs.core.model.budget import NODE_BYTES, LocalBudget
-from memfs.core.model.clashes import Clash
+from memfs.core.fetch.usage import statfs_fields
+from memfs.core.model.attrs import Attr, set_mode_and_owner, set_new_owner, set_times
+from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
-from memfs.core.model.handles import OpenFiles
 from memfs.core.model.inodes import InodeTable, Kind, Node
-from memfs.core.model.state import CoreState
-from memfs.core.ops.commit import Commits
-from memfs.core.ops.copies import LocalCopies
-from memfs.core.ops.descriptions import Descriptions
-from memfs.core.ops.durable import Durable
-from memfs.core.ops.identity import Identities
-from memfs.core.ops.namespace import Invalidator, Namespace, check_store_path
+from memfs.core.ops.feed_door import ChangeFeedDoor
+from memfs.core.ops.namespace import Invalidator, check_store_path
+from memfs.core.ops.parts import CoreParts
 from memfs.core.ops.refusals import TOO_LARGE
-from memfs.core.ops.remote import RemoteChanges
-from memfs.core.ops.rename import NamesChanged, Renames
-from memfs.core.ops.reports import CacheFigures, CoreReport, CoreStatus, ShownClash, UploadFigures
-from memfs.core.ops.truncate import Truncates
-from memfs.core.ops.uploader import Uploader
+from memfs.core.ops.rename import NamesChanged
+from memfs.core.ops.reports import CoreReport, CoreStatus, take_final_report, take_status
 from memfs.errors import (
     DirectoryNotEmptyError,
     ExistsError,
@@ -65,11 +52,6 @@ from memfs.errors import (
     NotUtf8Error,
     ReadOnlyError,
 )
-from memfs.models import MemoryVersion
-from memfs.search.tree import SearchTree
-from memfs.store_api import StoreAPI
-from memfs.versions.tree import VersionsTree
-from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)
 
@@ -78,45 +60,14 @@ RENAME_EXCHANGE = 2
 RENAME_TRIES = 3  # a file rename looks its names up again when they changed elsewhere meanwhile
 
 
-@dataclass(frozen=True)
-class CoreParts:
-    """The objects a core is made of (``memfs.core.build`` makes them, each with its own
-    collaborators), handed to ``Vfs`` in one bundle."""
-
-    state: CoreState
-    store: StoreAPI  # short deadlines: a syscall waits on these calls
-    contents: ContentCache
-    listings: ListingCache
-    bulk: BulkFetcher
-    usage: StoreUsage  # memories and bytes for statfs: counted once, then kept by the feed
-    gone: StoreGone  # the store deleted while mounted
-    versions: VersionsTree  # the read-only /.versions tree (fuse_ops dispatches to it)
-    search: SearchTree  # the read-only /.search tree (likewise)
-    writeback: WriteBack
-    durable: Durable  # the journal of acknowledged changes, conflict copies, replay
-    namespace: Namespace
-    remote: RemoteChanges
-    identities: Identities
-    copies: LocalCopies
-    commits: Commits
-    files: OpenFiles
-    # local-only files, refused content, kept copies, content the store could not take:
-    # past it ENOSPC
-    budget: LocalBudget
-    attrs: Attributes
-    uploader: Uploader
-    renames: Renames
-    truncates: Truncates
-    descriptions: Descriptions  # user.description (fuse_ops dispatches to it)
-
-
-class Vfs:
+class Vfs(ChangeFeedDoor):
     """The filesystem core of one store: the file operations, and the calls of the mount's
     door (``memfs.core.store_core.StoreCore``). See the module docstring; made by
     ``memfs.core.build.build_core``. Its parts are attributes for the core's own tests; the
     mount knows only the door."""
 
     def __init__(self, parts: CoreParts, *, invalidator: Invalidator | None = None) -> None:
+        self.parts = parts
         self.state = parts.state
         self.config = parts.state.config
         self.table: InodeTable = parts.state.table
@@ -637,60 +588,6 @@ class Vfs:
         """``hook`` runs at a kernel request after an idle second (the change feed wakes)."""
         self._on_activity = hook
 
-    def feed_starts(self) -> None:
-        """A change feed starts now: it reports changes from here on, so a listing fetched
-        before it, or a count of the store, may miss one it will never report; they are not
-        vouched for (fetched again when asked; the listings stay as the fallback of an
-        outage)."""
-        self.listings.distrust_older()
-        self.usage.forget()
-
-    def vouch_listings(self, until: float) -> None:
-        """The change feed is healthy: cached listings are current until ``until``
-        (monotonic; ``math.inf`` for a subscribed stream)."""
-        self.listings.vouch(until)
-
-    def withdraw_listings(self) -> None:
-        """The change feed may miss changes from now on: listings are fetched again."""
-        self.listings.withdraw()
-
-    async def apply_changes(self, versions: list[MemoryVersion], *, complete: bool) -> int:
-        """A batch of the change feed: its versions applied; when the batch may be incomplete
-        (a gap), the listings are compared instead (``resync``). How many were applied."""
-        applied = self.apply_versions(versions)
-        if not complete:
-            await self.resync()
-        return applied
-
-    async def feed_failed(self, error: Exception) -> bool:
-        """The change feed's request failed with ``error``: listings are no longer vouched
-        for; True if the store itself is gone (the feed stops)."""
-        self.listings.withdraw()
-        return await self.gone.confirm(error)
-
-    @property
-    def gone_since(self) -> str | None:
-        """UTC time the store was found deleted (None: it exists)."""
-        return self.gone.since
-
-    def apply_versions(self, versions: list[MemoryVersion]) -> int:
-        """The change feed's versions (``RemoteChanges.apply_versions``)."""
-        return self.remote.apply_versions(versions)
-
-    async def resync(self) -> int:
-        """The change feed had a gap (``RemoteChanges.resync``)."""
-        return await self.remote.resync()
-
-    async def invalidations_due(self) -> None:
-        """Return when invalidations must run without waiting for the change feed's next batch."""
-        await self.namespace.invalidations_due()
-
-    async def run_invalidations(self) -> None:
-        """Hand queued kernel invalidations to the invalidator (from the feed's tasks)."""
-        items = self.namespace.take_invalidations() + self.versions.take_invalidations()
-        if items and self.invalidator is not None:
-            await self.invalidator(items)
-
     @property
     def pending_uploads(self) -> int:
         return len(self.writeback)
@@ -720,94 +617,8 @@ class Vfs:
 
     def snapshot(self, *, conflicts: int) -> CoreStatus:
         """What ``memfs status`` shows, now; the newest ``conflicts`` conflicts listed."""
-        durable, contents, listings, bulk = self.durable, self.contents, self.listings, self.bulk
-        journal = durable.journal
-        store_search = self.search.search
-        return CoreStatus(
-            store_id=self.store_id,
-            read_only=self.read_only,
-            gone_since=self.gone.since,
-            requests=self.store.request_counts(),
-            cache=CacheFigures(
-                content_hits=contents.hits,
-                content_misses=contents.misses,
-                content_bytes=contents.bytes,
-                content_items=len(contents),
-                content_limit_bytes=contents.max_bytes,
-                listing_hits=listings.hits,
-                listing_misses=listings.misses,
-                listings=len(listings),
-                listing_patches=listings.patches,
-                prefetches=bulk.prefetches,
-                walk_prefetches=bulk.walk_prefetches,
-                prefetch_pages=bulk.pages,
-                walk_most_in_flight=bulk.most_in_flight,
-                inodes=len(self.table.nodes),
-            ),
-            uploads=UploadFigures(
-                pending=len(self.writeback),
-                waiting=sorted(map(durable.describe, self.writeback.keys())),
-                journal_records=len(journal) if journal is not None else 0,
-                journal_dir=str(journal.directory) if journal is not None else None,
-                failed=dict(durable.failed.values()),
-                waiting_for_room=sorted(map(durable.describe, self.waiting_for_room)),
-                retrying=dict(durable.retrying.values()),
-                replayed=durable.replayed,
-                untouched=durable.untouched,
-            ),
-            refused=durable.refusals.status(),
-            local_budget=self.budget.status(),
-            conflict_count=durable.conflict_count,
-            recent_conflicts=durable.conflicts[-conflicts:] if conflicts else [],
-            clashes=self._shown_clashes(),
-            search_by_server=store_search.by_server,
-            search_local_documents=len(store_search.local.index),
-            memory=self._memory_holders(),
-        )
-
-    def _memory_holders(self) -> dict[str, dict[str, int]]:
-        """What holds the daemon's memory, as the core counts it: the caches sharing the cache
-        budget (bytes and entries each) and the structures outside it (entries; bytes where
-        known)."""
-        budget = self.contents.budget
-        holders = {
-            "cache budget": {
-                "bytes": budget.used,
-                "limit": budget.max_bytes,
-                "evictions": budget.evictions,
-                "released": budget.released,
-            }
-        }
-        for name, (size, entries) in budget.by_cache().items():
-            holders[name] = {"bytes": size, "entries": entries}
-        index = self.search.search.local.index
-        return holders | {
-            "inodes": {"entries": len(self.table.nodes)},
-            "version index": {  # in the budget too; entries here are versions
-                "bytes": self.versions.index.charge.bytes,
-                "entries": len(self.versions.index.versions),
-            },
-            "version nodes": {"entries": len(self.versions.nodes)},
-            "search index": {"bytes": index.bytes, "entries": len(index)},
-            "local files": {"bytes": self.budget.total},
-        }
-
-    def _shown_clashes(self) -> list[ShownClash]:
-        def shown(clash: Clash) -> bool:
-            node = self.table.by_id.get(clash.memory_id)
-            return node is not None and node.path == clash.shown_path
-
-        return [ShownClash(c.memory_path, c.shown_path) for c in self.clashes.current(shown)]
+        return take_status(self.parts, conflicts=conflicts)
 
     def final_report(self) -> CoreReport:
-        """What the unmount report says of this store, once the final flush is over (it
-        forgets the refusals of files removed since: ``Refusals.report``)."""
-        durable = self.durable
-        return CoreReport(
-            store_id=self.store_id,
-            gone_since=self.gone.since,
-            pending=durable.not_uploaded(),
-            refused=durable.refusals.report(),
-            conflicts=list(durable.conflicts),
-            conflict_count=durable.conflict_count,
-        )
+        """What the unmount report says of this store, once the final flush is over."""
+        return take_final_report(self.parts)

@@ -1,0 +1,84 @@
+"""The change feed's side of a core's door: what ``memfs.mount.changefeed`` calls as the store's
+versions arrive (or fail to), on the caches and trees they concern.
+
+``Vfs`` takes these methods from ``ChangeFeedDoor``; they touch the listings, the store's
+usage counts, the store-gone check, the remote changes and the kernel invalidations the
+namespace and ``.versions/`` queue, never an open file or dirty data.
+"""
+
+from __future__ import annotations
+
+from memfs.core.fetch.cache import ListingCache
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.fetch.usage import StoreUsage
+from memfs.core.ops.namespace import Invalidator, Namespace
+from memfs.core.ops.remote import RemoteChanges
+from memfs.models import MemoryVersion
+from memfs.versions.tree import VersionsTree
+
+
+class ChangeFeedDoor:
+    """The change feed's calls into one store's core (a part of ``Vfs``, which sets these
+    attributes from its ``CoreParts``)."""
+
+    listings: ListingCache
+    usage: StoreUsage
+    gone: StoreGone
+    remote: RemoteChanges
+    namespace: Namespace
+    versions: VersionsTree
+    invalidator: Invalidator | None  # runs kernel invalidations (the daemon: worker thread)
+
+    def feed_starts(self) -> None:
+        """A change feed starts now: it reports changes from here on, so a listing fetched
+        before it, or a count of the store, may miss one it will never report; they are not
+        vouched for (fetched again when asked; the listings stay as the fallback of an
+        outage)."""
+        self.listings.distrust_older()
+        self.usage.forget()
+
+    def vouch_listings(self, until: float) -> None:
+        """The change feed is healthy: cached listings are current until ``until``
+        (monotonic; ``math.inf`` for a subscribed stream)."""
+        self.listings.vouch(until)
+
+    def withdraw_listings(self) -> None:
+        """The change feed may miss changes from now on: listings are fetched again."""
+        self.listings.withdraw()
+
+    async def apply_changes(self, versions: list[MemoryVersion], *, complete: bool) -> int:
+        """A batch of the change feed: its versions applied; when the batch may be incomplete
+        (a gap), the listings are compared instead (``resync``). How many were applied."""
+        applied = self.apply_versions(versions)
+        if not complete:
+            await self.resync()
+        return applied
+
+    async def feed_failed(self, error: Exception) -> bool:
+        """The change feed's request failed with ``error``: listings are no longer vouched
+        for; True if the store itself is gone (the feed stops)."""
+        self.listings.withdraw()
+        return await self.gone.confirm(error)
+
+    @property
+    def gone_since(self) -> str | None:
+        """UTC time the store was found deleted (None: it exists)."""
+        return self.gone.since
+
+    def apply_versions(self, versions: list[MemoryVersion]) -> int:
+        """The change feed's versions (``RemoteChanges.apply_versions``)."""
+        return self.remote.apply_versions(versions)
+
+    async def resync(self) -> int:
+        """The change feed had a gap (``RemoteChanges.resync``)."""
+        return await self.remote.resync()
+
+    async def invalidations_due(self) -> None:
+        """Return when invalidations must run without waiting for the change feed's next batch."""
+        await self.namespace.invalidations_due()
+
+    async def run_invalidations(self) -> None:
+        """Hand queued kernel invalidations to the invalidator (from the feed's tasks)."""
+        items = self.namespace.take_invalidations() + self.versions.take_invalidations()
+        if items and self.invalidator is not None:
+            await self.invalidator(items)
