@@ -11,8 +11,27 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memfs.commands import admin, completion, mcp, mount, search, server, session, status
+from memfs.commands import (
+    admin,
+    completion,
+    import_tree,
+    mcp,
+    mount,
+    search,
+    server,
+    session,
+    status,
+)
 
-COMMAND_MODULES: list[ModuleType] = [server, admin, search, mount, status, session, mcp]
+COMMAND_MODULES: list[ModuleType] = [
+    server,
+    admin,
+    search,
+    import_tree,
+    mount,
+    status,
+    session,
+    mcp,
+]
 
 __all__ = ["COMMAND_MODULES", "completion"]

@@ -1,4 +1,5 @@
-"""One updating line on a terminal while mount daemons flush: ``memfs umount`` and ``memfs session
+"""One updating line on a terminal while a command works (``CountProgress``: ``memfs import``)
+or while mount daemons flush (``FlushProgress``): ``memfs umount`` and ``memfs session
 stop`` show how many files are left to upload when the final flush takes more than a second.
 
 The count comes from the status documents the daemons keep publishing during their final flush
@@ -22,22 +23,15 @@ SHOW_AFTER = 1.0  # seconds: a quick unmount stays silent
 REFRESH = 0.25
 
 
-class FlushProgress:
-    """``with FlushProgress("memfs umount", [mountpoint]) as progress:`` call ``progress.update()``
-    while waiting; the line is erased when the block ends."""
+class _Line:
+    """One line on ``stream`` (stderr) if it is a terminal, shown after ``SHOW_AFTER`` seconds,
+    redrawn at most every ``REFRESH``, erased when the ``with`` block ends."""
 
-    def __init__(
-        self, command: str, mountpoints: Sequence[str], stream: TextIO | None = None
-    ) -> None:
-        self.command = command
-        self.mountpoints = list(mountpoints)
+    def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty()
         self._next = time.monotonic() + SHOW_AFTER
         self._shown = False
-
-    def __enter__(self) -> FlushProgress:
-        return self
 
     def __exit__(
         self,
@@ -49,17 +43,39 @@ class FlushProgress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
 
-    def update(self) -> None:
+    def _due(self) -> bool:
         now = time.monotonic()
         if not self.enabled or now < self._next:
-            return
+            return False
         self._next = now + REFRESH
-        left = self.files_left()
-        if left is None:
-            return
-        self.stream.write(f"\r{self.command}: flushing, {left} file(s) left to upload\x1b[K")
+        return True
+
+    def _show(self, text: str) -> None:
+        self.stream.write(f"\r{text}\x1b[K")
         self.stream.flush()
         self._shown = True
+
+
+class FlushProgress(_Line):
+    """``with FlushProgress("memfs umount", [mountpoint]) as progress:`` call ``progress.update()``
+    while waiting; the line is erased when the block ends."""
+
+    def __init__(
+        self, command: str, mountpoints: Sequence[str], stream: TextIO | None = None
+    ) -> None:
+        super().__init__(stream)
+        self.command = command
+        self.mountpoints = list(mountpoints)
+
+    def __enter__(self) -> FlushProgress:
+        return self
+
+    def update(self) -> None:
+        if not self._due():
+            return
+        left = self.files_left()
+        if left is not None:
+            self._show(f"{self.command}: flushing, {left} file(s) left to upload")
 
     def files_left(self) -> int | None:
         """Files the daemons still have to upload (None: no daemon publishes its status)."""
@@ -75,3 +91,20 @@ class FlushProgress:
             except (MountError, OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
         return total
+
+
+class CountProgress(_Line):
+    """``with CountProgress("memfs import", "written") as progress:`` call
+    ``progress.update(done, total)`` as steps finish: ``memfs import: 120/2000 written``."""
+
+    def __init__(self, command: str, verb: str, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        self.command = command
+        self.verb = verb
+
+    def __enter__(self) -> CountProgress:
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._due():
+            self._show(f"{self.command}: {done}/{total} {self.verb}")
