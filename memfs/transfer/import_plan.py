@@ -66,7 +66,7 @@ def make_plan(
     descriptions = _descriptions(tree, capabilities, plan)
     creates: list[Step] = []
     steps = [_refuse(refusal) for refusal in tree.refused]
-    for file in tree.files:
+    for file in sorted(tree.files, key=lambda f: f.path):  # the creates in path order
         step = _step_of(file, in_store.get(file.path), descriptions, capabilities)
         (creates if step.action == "create" else steps).append(step)
     if delete:

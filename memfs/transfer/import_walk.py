@@ -136,7 +136,12 @@ def _open_directory(dir_fd: int, name: str) -> int:
     try:
         return os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        raise UnreadableError(_reason(exc)) from None
+        reason = _reason(exc)
+        # O_DIRECTORY | O_NOFOLLOW on a link is ENOTDIR: say what it is
+        with contextlib.suppress(OSError):
+            if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
+                reason = _reason(OSError(errno.ELOOP, "a symbolic link"))
+        raise UnreadableError(reason) from None
 
 
 def _memory_path(relative: str) -> str:

@@ -40,7 +40,7 @@ def memfs(*argv: str) -> subprocess.CompletedProcess[str]:
         (
             ["no-such-command"],
             "memfs: error: argument COMMAND: invalid choice: 'no-such-command' (choose from "
-            "'server', 'stores', 'memories', 'search', 'mount', 'umount', 'status', "
+            "'server', 'stores', 'memories', 'search', 'import', 'mount', 'umount', 'status', "
             "'session', 'mcp', 'completion')",
         ),
         (["mount"], "memfs mount: error: the following arguments are required: STORE, MOUNTPOINT"),

@@ -9,10 +9,15 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
+import trio
 
 from support.waiting import wait_for
 
@@ -115,3 +120,27 @@ class ServerProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@asynccontextmanager
+async def served_in_process(storage: Any, keys: list[str]) -> AsyncIterator[str]:
+    """The reference server's app on ``storage`` over real HTTP, in this process (trio), for a
+    test that needs what ``memfs server`` has no option for (a storage's limits); yields its
+    base URL and stops serving on the way out (the storage stays the caller's to close)."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from memfs.server.app import create_app
+
+    config = Config()
+    config.bind = [f"127.0.0.1:{free_port()}"]
+    config.accesslog = None
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            partial(serve, create_app(storage, keys), config, shutdown_trigger=stop.wait)
+        )
+        try:
+            yield "http://" + config.bind[0]
+        finally:
+            stop.set()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 
 import httpx
@@ -21,11 +20,8 @@ import trio
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.errors import ResourceExhausted
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
-from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
-from support.servers import ServerProcess, free_port
+from support.servers import ServerProcess, served_in_process
 
-from memfs.server.app import create_app
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
@@ -215,19 +211,9 @@ async def test_a_full_store_is_resource_exhausted_not_retryable(
     else:
         storage = await SqliteStorage.open(tmp_path / "full.db", max_dbx_entries=2)
     key = "sk-dbx-full-" + "f" * 24
-    config = Config()
-    config.bind = [f"127.0.0.1:{free_port()}"]
-    config.accesslog = None
-    stop = trio.Event()
     try:
-        async with trio.open_nursery() as nursery:
-            serve = partial(hypercorn_serve, create_app(storage, [key]), config)
-            await nursery.start(partial(serve, shutdown_trigger=stop.wait))
-            base_url = "http://" + config.bind[0]
-            try:
-                await trio.to_thread.run_sync(fill_a_full_store, base_url, key)
-            finally:
-                stop.set()
+        async with served_in_process(storage, [key]) as base_url:
+            await trio.to_thread.run_sync(fill_a_full_store, base_url, key)
     finally:
         await storage.aclose()
 
