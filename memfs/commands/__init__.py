@@ -14,6 +14,7 @@ from types import ModuleType
 from memfs.commands import (
     admin,
     completion,
+    export,
     import_tree,
     mcp,
     mount,
@@ -27,6 +28,7 @@ COMMAND_MODULES: list[ModuleType] = [
     server,
     admin,
     search,
+    export,
     import_tree,
     mount,
     status,

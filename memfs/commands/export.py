@@ -1,0 +1,242 @@
+"""``memfs export STORE DIR [--git]``: a store's memories as files under DIR; with ``--git``, its
+versions as a git repository of one commit per version (``memfs.transfer.export``; the tree
+format is ``memfs.transfer.layout``'s, docs/export-import.md the user's guide).
+
+Owns the command line, the progress line (stderr, only on a terminal) and the output: one
+summary line on stdout (memories, versions, commits, files, what was skipped), then one line on
+stderr per thing a person must know (a path not exported and why, a file left in DIR, a version
+redacted after it was exported). Exit codes are the admin commands' (0 ok, 1 error or a file
+that could not be written, 2 usage, 3 no such store, 5 auth, 6 server unreachable).
+
+Like every command module, its top imports only the standard library and ``memfs.commands``;
+what exporting needs is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any, TextIO
+
+from memfs.commands.api_options import (
+    DATABRICKS,
+    add_api_options,
+    add_credential_options,
+    api_usage_error,
+)
+from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.parsing import complete_paths
+
+if TYPE_CHECKING:
+    from memfs.transfer.export import ExportReport
+
+log = logging.getLogger(__name__)
+
+MAX_DETAIL_LINES = 20  # lines of details on stderr; the rest is counted
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="write a store's memories as files under DIR (--git: its history as commits)",
+        description="Write the memories of STORE as files under DIR (the memory /a/b.md is "
+        "DIR/a/b.md), with memfs's own files in DIR/.memfs/. Run again, DIR follows the store: "
+        "files of memories gone since are removed (only files the last export wrote, unchanged "
+        "since). With --git, DIR is a git repository with one commit per version of the store, "
+        "oldest first (author: the session or API key that wrote it; date: when), and a run "
+        "adds only the versions made since the last one.",
+        epilog="STORE is a store id (memstore_...) or an exact store name; with --api "
+        "databricks, a store id. Exit codes: 0 ok, 1 error or a file not written, 2 usage, "
+        "3 not found, 5 auth, 6 server unreachable.",
+    )
+    parser.add_argument("store", metavar="STORE")
+    parser.add_argument("dir", metavar="DIR", help="the directory to write (created if missing)")
+    parser.add_argument(
+        "--git",
+        action="store_true",
+        help="make DIR a git repository holding the store's versions as commits (Memory "
+        "Stores only)",
+    )
+    add_credential_options(parser)
+    add_api_options(parser, "export")
+    complete_paths(parser, files=("api_key_file",), directories=("dir",))
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memfs.commands import admin_actions as actions
+
+    usage = api_usage_error(
+        args, "export", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
+    )
+    if usage is None and args.api == DATABRICKS and args.git:
+        usage = (
+            "--git needs the versions of Memory Stores: a Databricks store keeps no history "
+            "(export it without --git, into a directory you commit yourself)"
+        )
+    if usage is not None:
+        return actions.fail(usage, actions.EXIT_USAGE, None)
+    root = Path(args.dir)
+    progress = ProgressLine("memfs export")
+    if args.api == DATABRICKS:
+        missing = missing_extra("memfs export --api databricks", "databricks")
+        if missing is not None:
+            print(missing, file=sys.stderr)
+            return EXIT_MISSING_EXTRA
+        return _finish(lambda: _export_databricks(args, root, progress), progress, None)
+    from memfs.api.config import ClientConfig, ConfigError
+
+    try:
+        config = ClientConfig.from_env(
+            api_key_file=args.api_key_file,
+            base_url=args.base_url,
+            max_retries=actions.CLI_MAX_RETRIES,
+        )
+    except ConfigError as exc:
+        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    return _finish(
+        lambda: _export_memory_stores(config, args, root, progress),
+        progress,
+        config.api_key.reveal(),
+    )
+
+
+async def _export_memory_stores(
+    config: Any, args: argparse.Namespace, root: Any, progress: ProgressLine
+) -> ExportReport:
+    from memfs.api import StoreClient
+    from memfs.api.store import MemoryStoresAPI
+    from memfs.transfer.export import export_history, export_memories, store_info
+
+    async with StoreClient(config) as client:
+        store = await client.resolve_store(args.store)
+        if args.git:
+            return await export_history(client, store, root, progress=progress.show)
+        api = MemoryStoresAPI(client, store.id)
+        return await export_memories(api, store_info(store), root, progress=progress.show)
+
+
+async def _export_databricks(
+    args: argparse.Namespace, root: Any, progress: ProgressLine
+) -> ExportReport:
+    from memfs.api.databricks import open_store
+    from memfs.transfer.export import export_memories
+    from memfs.transfer.layout import API_DATABRICKS, StoreInfo
+
+    async with open_store(args.store, args.actor, args.session, profile=args.profile) as opened:
+        info = StoreInfo(
+            API_DATABRICKS,
+            args.store,
+            name=args.store,
+            description=opened.description,
+            actor_id=args.actor,
+            session_id=args.session,
+        )
+        return await export_memories(opened.quick, info, root, progress=progress.show)
+
+
+def _finish(main: Any, progress: ProgressLine, secret: str | None) -> int:
+    """Run ``main`` under trio; print its report, or its failure as one line."""
+    import trio
+
+    from memfs.api.config import ConfigError
+    from memfs.commands import admin_actions as actions
+    from memfs.errors import ApiConnectionError, ApiError
+    from memfs.transfer.export_git import GitError
+
+    try:
+        with progress:
+            report = trio.run(main)
+    except ConfigError as exc:
+        return actions.fail(str(exc), actions.EXIT_USAGE, secret)
+    except (ApiError, ApiConnectionError) as exc:
+        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
+    except GitError as exc:
+        return actions.fail(str(exc), actions.EXIT_ERROR, secret)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return actions.fail(f"cannot write the export: {exc.strerror or exc}{where}", 1, secret)
+    try:
+        print(summary(report))
+        for line in details(report):
+            print(f"memfs export: {line}", file=sys.stderr)
+    except BrokenPipeError:
+        return actions.EXIT_ERROR
+    return actions.EXIT_ERROR if report.tree.refused else actions.EXIT_OK
+
+
+def summary(report: ExportReport) -> str:
+    """The one summary line."""
+    parts = [f"{report.memories} memories"]
+    if report.commits or report.versions:
+        parts.append(f"{report.versions} new versions, {report.commits} commits")
+    tree = report.tree
+    parts.append(f"{tree.written} files written, {tree.removed} removed")
+    skipped = Counter(reason for _, reason in dict(report.skipped).items())
+    if skipped:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+        parts.append(f"skipped {sum(skipped.values())} ({reasons})")
+    if tree.refused:
+        parts.append(f"{len(tree.refused)} not written")
+    if tree.kept:
+        parts.append(f"{len(tree.kept)} old files kept")
+    return "memfs export: " + "; ".join(parts)
+
+
+def details(report: ExportReport) -> list[str]:
+    """One line per thing a person must know, at most ``MAX_DETAIL_LINES`` and a count."""
+    lines = [f"not exported: {path!r}: {reason}" for path, reason in dict(report.skipped).items()]
+    lines += [f"not written: {path}: {reason}" for path, reason in report.tree.refused]
+    lines += [f"kept {path}: {reason}" for path, reason in report.tree.kept]
+    if report.history_starts:
+        lines.append(
+            f"history starts at {report.history_starts}: versions the server no longer "
+            "kept are not in the repository"
+        )
+    if report.redacted_in_history:
+        lines.append(
+            f"{len(report.redacted_in_history)} version(s) redacted on the server after they "
+            f"were exported keep their content in the git history (e.g. "
+            f"{report.redacted_in_history[0]}): see docs/export-import.md to rewrite it"
+        )
+    if len(lines) > MAX_DETAIL_LINES:
+        rest = len(lines) - MAX_DETAIL_LINES + 1
+        lines = [*lines[: MAX_DETAIL_LINES - 1], f"... and {rest} more"]
+    return lines
+
+
+class ProgressLine:
+    """One updating line on stderr while an export runs, only when stderr is a terminal;
+    erased when the block ends."""
+
+    REFRESH = 0.25
+
+    def __init__(self, command: str, stream: TextIO | None = None) -> None:
+        self.command = command
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self._next = 0.0
+        self._shown = False
+
+    def __enter__(self) -> ProgressLine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    def show(self, phase: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if not self.enabled or now < self._next:
+            return
+        self._next = now + self.REFRESH
+        count = f"{done}/{total}" if total is not None else str(done)
+        self.stream.write(f"\r{self.command}: {phase}: {count}\x1b[K")
+        self.stream.flush()
+        self._shown = True

@@ -1,0 +1,345 @@
+"""``memfs export``: a store's memories into a directory tree (``export_memories``), and a Memory
+Stores store's versions into a git repository, one commit per version (``export_history``).
+
+The tree is ``memfs.transfer.layout``'s; files are written by ``export_tree`` (no link below DIR
+followed; only files of the last export removed), git driven by ``export_git``.
+
+``export_memories``: the memories as the store lists them now (Memory Stores: every memory;
+Databricks: the entries a mount of the same actor and session shows: with a session, that
+session's; without, the actor's session-less entries), plus ``.memfs/store.json`` and, for
+Databricks, ``.memfs/descriptions.json``.
+
+``export_history`` (Memory Stores): the versions the server has not yet given to this
+repository, oldest first, one commit each (see ``docs/export-import.md`` for the commits), then
+the working tree made equal to the last commit. Where the last export ended is read from the
+repository (the trailers of its commits), never from a file beside it, so a run stopped at any
+point and run again ends with the commits of one uninterrupted run. With nothing new it costs one
+listing request: the versions made at or after the last exported one's time.
+Versions are listed newest first (the API's only order), so their contents go into git as blobs
+as the pages come (memory holds their metadata only), and the commits follow once the listing is
+complete.
+
+Nothing here prints: the command (``memfs.commands.export``) shows progress and the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import trio
+
+from memfs.api import StoreClient
+from memfs.models import Actor, MemoryStore, MemoryVersion, format_time, parse_time
+from memfs.paths import PathError, validate_path
+from memfs.store_api import StoreAPI
+from memfs.transfer import export_git as git
+from memfs.transfer.export_tree import SyncReport, Tree, blob_id, sync_tree
+from memfs.transfer.layout import (
+    API_DATABRICKS,
+    API_MEMORY_STORES,
+    DESCRIPTIONS_FILE,
+    META_DIR,
+    STORE_FILE,
+    StoreInfo,
+    UnsafePathError,
+    dump_descriptions,
+    file_path,
+)
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE = 20  # the most a listing with contents returns (view=full)
+CHECKPOINT_EVERY = 500  # commits between two fast-import checkpoints
+
+Progress = Callable[[str, int, int | None], None]  # (phase, done, total or None)
+
+
+@dataclass
+class ExportReport:
+    """What an export did; the command prints it."""
+
+    memories: int = 0  # memories (files) in the tree now
+    versions: int = 0  # versions listed that were new to the repository
+    commits: int = 0
+    requests: int = 0  # listing requests (pages)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path or id, reason)
+    tree: SyncReport = field(default_factory=SyncReport)
+    redacted_in_history: list[str] = field(default_factory=list)  # exported, redacted since
+    history_starts: str | None = None  # the first commit's time, when this run made it
+
+
+def _nothing(phase: str, done: int, total: int | None) -> None:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The memories as they are now
+
+
+async def export_memories(
+    store: StoreAPI, info: StoreInfo, root: Path, *, progress: Progress = _nothing
+) -> ExportReport:
+    """Write the memories of ``store`` under ``root`` as the module docstring says."""
+    report = ExportReport()
+    wanted: dict[str, bytes] = {}
+    descriptions: dict[str, str] = {}
+    cursor: str | None = None
+    while True:
+        page = await store.list_subtree_page(None, cursor=cursor, limit=LIST_PAGE)
+        report.requests += 1
+        for memory in page.data:
+            try:
+                relative = file_path(memory.path)
+            except UnsafePathError as exc:
+                report.skipped.append((memory.path, str(exc)))
+                continue
+            wanted[relative] = (memory.content or "").encode("utf-8")
+            if memory.description:
+                descriptions[memory.path] = memory.description
+        progress("listing memories", len(wanted), None)
+        if page.next_page is None:
+            break
+        cursor = page.next_page
+    report.memories = len(wanted)
+    wanted[f"{META_DIR}/{STORE_FILE}"] = info.to_bytes()
+    if info.api == API_DATABRICKS:
+        wanted[f"{META_DIR}/{DESCRIPTIONS_FILE}"] = dump_descriptions(descriptions)
+    report.tree = await trio.to_thread.run_sync(_write_tree, root, wanted, progress)
+    return report
+
+
+def _write_tree(root: Path, files: Mapping[str, bytes], progress: Progress) -> SyncReport:
+    wanted = {path: blob_id(data) for path, data in files.items()}
+    written = 0
+
+    def on_file() -> None:
+        nonlocal written
+        written += 1
+        progress("writing files", written, None)
+
+    with Tree(root) as tree:
+        return sync_tree(tree, wanted, lambda paths: {p: files[p] for p in paths}, on_file=on_file)
+
+
+# ---------------------------------------------------------------------------------------------
+# The versions as git commits
+
+
+def store_info(store: MemoryStore) -> StoreInfo:
+    return StoreInfo(API_MEMORY_STORES, store.id, store.name, store.description)
+
+
+async def export_history(
+    client: StoreClient,
+    store: MemoryStore,
+    root: Path,
+    *,
+    progress: Progress = _nothing,
+    checkpoint_every: int = CHECKPOINT_EVERY,
+    repo: git.GitRepo | None = None,
+) -> ExportReport:
+    """Append the versions of ``store`` not yet in ``root``'s repository as commits, then make
+    the working tree the last commit's (module docstring)."""
+    repo = repo or git.GitRepo(root)
+    report = ExportReport()
+    with Tree(root):  # DIR exists from here on
+        pass
+    history = await trio.to_thread.run_sync(repo.open, store.id)
+    since = parse_time(history.last_time) if history.last_time else None
+    with repo.fast_import() as stream:
+        versions, marks = await _list_new_versions(
+            client, store.id, since, history, stream, report, progress
+        )
+        report.versions = len(versions)
+        commits = _Commits(store.id, history, stream, marks, report)
+        for version in reversed(versions):  # oldest first
+            await trio.to_thread.run_sync(commits.add, version)
+            if stream.commits % checkpoint_every == 0:
+                await trio.to_thread.run_sync(stream.checkpoint)
+                progress("committed", stream.commits, len(versions))
+        await trio.to_thread.run_sync(stream.done)
+    report.commits = commits.made
+    progress("committed", report.commits, len(versions))
+    await trio.to_thread.run_sync(_check_out, repo, store_info(store), report, progress)
+    return report
+
+
+async def _list_new_versions(
+    client: StoreClient,
+    store_id: str,
+    since: datetime | None,
+    history: git.History,
+    stream: git.FastImport,
+    report: ExportReport,
+    progress: Progress,
+) -> tuple[list[MemoryVersion], dict[str, int]]:
+    """The versions made at or after ``since`` that the repository lacks, newest first, without
+    their contents: those went into git as blobs (``marks``: version id -> blob mark)."""
+    versions: list[MemoryVersion] = []
+    marks: dict[str, int] = {}
+    cursor: str | None = None
+    while True:
+        page = await client.list_versions_page(
+            store_id, created_gte=since, limit=LIST_PAGE, view="full", page=cursor
+        )
+        report.requests += 1
+        blobs: list[tuple[str, bytes]] = []
+        for version in page.data:
+            if version.id in history.exported:
+                if version.redacted:
+                    report.redacted_in_history.append(version.id)
+                continue
+            if version.content is not None:
+                blobs.append((version.id, version.content.encode("utf-8")))
+            versions.append(_without_content(version))
+        for version_id, data in blobs:
+            marks[version_id] = await trio.to_thread.run_sync(stream.blob, data)
+        progress("listing versions", len(versions), None)
+        if page.next_page is None:
+            return versions, marks
+        cursor = page.next_page
+
+
+def _without_content(version: MemoryVersion) -> MemoryVersion:
+    from dataclasses import replace
+
+    return replace(version, content=None)
+
+
+class _Commits:
+    """Turns versions, oldest first, into commits: the tree of each is the store's files right
+    after that version (the memory's file written, moved or removed)."""
+
+    def __init__(
+        self,
+        store_id: str,
+        history: git.History,
+        stream: git.FastImport,
+        marks: dict[str, int],
+        report: ExportReport,
+    ) -> None:
+        self.store_id = store_id
+        self.paths = dict(history.paths)  # memory id -> its path in the tree
+        self.stream = stream
+        self.marks = marks
+        self.report = report
+        self.first = history.head is None
+        self.made = 0
+
+    def add(self, version: MemoryVersion) -> None:
+        old = self.paths.get(version.memory_id)
+        changes: list[tuple[str, str, int | None]] = []
+        notes: list[str] = []
+        new: str | None = old
+        if version.redacted:
+            subject = f"{version.operation} {old or 'memory ' + version.memory_id} (redacted)"
+            notes.append(
+                "The content of this version was redacted on the server: it is not exported, "
+                "and the file keeps what it held before."
+            )
+            if version.operation == "deleted":
+                new = None
+        elif version.operation == "deleted":
+            subject = f"deleted {version.path or old}"
+            new = None
+        else:
+            new = version.path
+            subject = f"{version.operation} {new}"
+            if old is not None and old != new:
+                subject += f" (renamed from {old})"
+        if new is not None and new != old:
+            reason = _unsafe(new)
+            if reason is not None:
+                notes.append(f"Not exported: {reason}.")
+                self.report.skipped.append((new, reason))
+                new = None
+        if old is not None and old != new:
+            changes.append(("D", file_path(old), None))
+        if new is not None and not version.redacted and version.operation != "deleted":
+            mark = self.marks.get(version.id)
+            if mark is None:  # a version listed without content, though not redacted
+                notes.append("The server gave no content for this version.")
+            else:
+                changes.append(("M", file_path(new), mark))
+        if new is None:
+            self.paths.pop(version.memory_id, None)
+        else:
+            for memory, path in list(self.paths.items()):
+                if path == new and memory != version.memory_id:  # a gap in the history
+                    del self.paths[memory]
+            self.paths[version.memory_id] = new
+        if self.first:
+            notes.append(
+                "History starts here: versions the server no longer kept (it keeps them 30 "
+                "days, each memory's newest longer) are not in this repository."
+            )
+            self.report.history_starts = format_time(version.created_at)
+            self.first = False
+        trailers = [
+            f"{git.STORE}: {self.store_id}",
+            f"{git.VERSION}: {version.id}",
+            f"{git.MEMORY}: {version.memory_id}",
+            f"{git.TIME}: {format_time(version.created_at)}",
+        ]
+        if new is not None:
+            trailers.append(f"{git.PATH}: {new}")
+        message = "\n\n".join([subject, *notes, "\n".join(trailers)]) + "\n"
+        self.stream.commit(
+            author=author(version.created_by),
+            when=version.created_at,
+            message=message,
+            changes=changes,
+        )
+        self.made += 1
+
+
+def _unsafe(path: str) -> str | None:
+    """Why the memory path ``path`` is not a file of the repository (None: it is)."""
+    try:
+        validate_path(path)  # the API's rules: no control character can reach a trailer
+        file_path(path)
+    except (PathError, UnsafePathError) as exc:
+        return str(exc)
+    return None
+
+
+def author(actor: Actor | None) -> tuple[str, str]:
+    """Who wrote a version, as a git author: the session or the API key (their ids: nothing
+    else is known of them), with a stable e-mail address that reaches nobody."""
+    if actor is None or not actor.id:
+        return ("unknown", "unknown@memfs.invalid")
+    kind = actor.type.removesuffix("_actor").replace("_", "-") or "actor"
+    local = "".join(
+        ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in actor.id
+    )
+    return (actor.id, f"{local}@{kind}.memfs.invalid")
+
+
+def _check_out(
+    repo: git.GitRepo, info: StoreInfo, report: ExportReport, progress: Progress
+) -> None:
+    """The working tree as the branch's last commit (and ``.memfs/store.json``), the index
+    reset to it."""
+    files = repo.tree_files()
+    meta = {f"{META_DIR}/{STORE_FILE}": info.to_bytes()}
+    wanted = {**files, **{path: blob_id(data) for path, data in meta.items()}}
+
+    def content(paths: list[str]) -> dict[str, bytes]:
+        blobs = repo.blobs(files[p] for p in paths if p in files)
+        return {p: meta[p] if p in meta else blobs[files[p]] for p in paths}
+
+    written = 0
+
+    def on_file() -> None:
+        nonlocal written
+        written += 1
+        progress("writing files", written, None)
+
+    with Tree(repo.root) as tree:
+        report.tree = sync_tree(tree, wanted, content, on_file=on_file)
+    report.memories = len(files)
+    repo.reset_index()

@@ -1,0 +1,300 @@
+"""Writing an export's files into DIR without ever following a link planted in it, and making DIR
+equal to what is exported (``sync_tree``).
+
+DIR is the user's, but what is inside it may be an old export, edited, or planted by someone
+(an agent's memory, another program): every file below DIR is reached one component at a time
+from a descriptor of DIR (``openat`` with ``O_NOFOLLOW | O_DIRECTORY``), so a symbolic link
+anywhere below DIR is never followed, and a file is replaced by a new one renamed over it (never
+written in place: a hard link planted at its name keeps its own bytes). Anything that is not a
+regular file where an exported file goes (a link, a directory, a FIFO, a device) is refused
+with a one-line reason and left as it is (``InTheWayError``).
+
+What is "ours": ``.memfs/exported.json`` (``MANIFEST``) records the files the last export wrote
+and their git blob ids. A run writes every exported file whose bytes differ, and removes a file
+of the last export that is no longer exported only if its bytes are still those it wrote: a file
+someone changed since is kept and reported, and a file it never wrote is never touched.
+
+This module does no network and knows nothing of stores: it is given paths and bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memfs.transfer.layout import META_DIR
+
+log = logging.getLogger(__name__)
+
+MANIFEST = f"{META_DIR}/exported.json"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class InTheWayError(OSError):
+    """Something other than a regular file of ours is where an exported file goes; the message
+    is one line saying what and where."""
+
+
+def blob_id(data: bytes) -> str:
+    """The id git gives a file of these bytes (``git hash-object``): SHA-1 of a header and the
+    bytes. The manifest and the git export compare files by it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+class Tree:
+    """DIR, opened once (created if missing); every path is relative to it (``a/b``).
+    ``with Tree(path) as tree:`` closes its descriptor."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        with contextlib.suppress(FileExistsError):
+            root.mkdir(parents=True)
+        # DIR itself is the user's choice (a link they made is theirs): opened as named
+        self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        os.close(self.fd)
+
+    @contextlib.contextmanager
+    def _parent(self, relative: str, *, create: bool) -> Iterator[int | None]:
+        """The descriptor of the directory holding ``relative`` (None: missing and not
+        ``create``d), reached without following links."""
+        *dirs, _ = relative.split("/")
+        fd = os.dup(self.fd)
+        try:
+            for i, name in enumerate(dirs):
+                try:
+                    inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        yield None
+                        return
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        where = "/".join(dirs[: i + 1])
+                        raise InTheWayError(
+                            f"{_what_is(fd, name)} is in the way at {where}"
+                        ) from None
+                    raise
+                os.close(fd)
+                fd = inner
+            yield fd
+        finally:
+            os.close(fd)
+
+    def read(self, relative: str) -> bytes | None:
+        """The bytes of the regular file ``relative``, None if there is none;
+        ``InTheWayError`` if something else is there or on the way."""
+        with self._parent(relative, create=False) as parent:
+            if parent is None:
+                return None
+            name = relative.rsplit("/", 1)[-1]
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                    raise InTheWayError(
+                        f"{_what_is(parent, name)} is in the way at {relative}"
+                    ) from None
+                raise
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}")
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(fd)
+
+    def write(self, relative: str, data: bytes) -> None:
+        """``relative`` holds ``data``: a new file renamed over the old one (a reader sees one
+        or the other). ``InTheWayError`` if a link, directory or other non-regular file is
+        there or on the way."""
+        with self._parent(relative, create=True) as parent:
+            assert parent is not None
+            name = relative.rsplit("/", 1)[-1]
+            try:
+                info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                info = None
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}")
+            temp = self._new_file(parent, data)
+            try:
+                os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                raise
+
+    @staticmethod
+    def _new_file(parent: int, data: bytes) -> str:
+        """A new file holding ``data`` at an unguessable name in ``parent``; its name."""
+        while True:
+            temp = f".memfs-export-{secrets.token_hex(8)}.tmp"
+            try:
+                fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=parent)  # the umask decides
+            except FileExistsError:
+                continue
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                raise
+            os.close(fd)
+            return temp
+
+    def remove(self, relative: str) -> None:
+        """Unlink the file ``relative`` and the directories above it it leaves empty."""
+        with self._parent(relative, create=False) as parent:
+            if parent is None:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(relative.rsplit("/", 1)[-1], dir_fd=parent)
+        dirs = relative.split("/")[:-1]
+        while dirs:
+            with self._parent("/".join(dirs), create=False) as parent:
+                if parent is None:
+                    return
+                try:
+                    os.rmdir(dirs[-1], dir_fd=parent)
+                except OSError:  # not empty (or not ours to remove): stop here
+                    return
+            dirs.pop()
+
+
+def _what_is(parent: int, name: str) -> str:
+    """ "a symbolic link", "a directory"... for a one-line reason."""
+    try:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except OSError:
+        return "something"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "a special file"
+
+
+@dataclass
+class SyncReport:
+    """What ``sync_tree`` did; ``files`` is the new manifest."""
+
+    written: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    kept: list[tuple[str, str]] = field(default_factory=list)  # (path, why) not removed
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path, why) not written
+    files: dict[str, str] = field(default_factory=dict)  # path -> blob id
+
+
+def read_manifest(tree: Tree) -> dict[str, str]:
+    """The files the last export wrote (path -> blob id); empty if none or unreadable (then
+    nothing is ever removed)."""
+    try:
+        data = tree.read(MANIFEST)
+        obj = json.loads(data) if data is not None else {}
+        files = obj.get("files", {}) if isinstance(obj, dict) else {}
+        return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning(
+            "%s/%s is unreadable (%s): no file of an earlier export is removed",
+            tree.root,
+            MANIFEST,
+            exc,
+        )
+        return {}
+
+
+def write_manifest(tree: Tree, files: Mapping[str, str]) -> None:
+    data = json.dumps(
+        {"format": 1, "files": dict(sorted(files.items()))}, indent=1, ensure_ascii=False
+    )
+    tree.write(MANIFEST, data.encode("utf-8") + b"\n")
+
+
+def sync_tree(
+    tree: Tree,
+    wanted: Mapping[str, str],
+    content: Callable[[list[str]], Mapping[str, bytes]],
+    *,
+    on_file: Callable[[], None] | None = None,
+) -> SyncReport:
+    """Make the files of ``tree`` those of ``wanted`` (path -> blob id), the bytes of those
+    that differ asked of ``content`` (one call with every path needed), and remove the files of
+    the last export (its manifest) that are no longer wanted and unchanged since. The manifest
+    is written last, with what is now on disk."""
+    report = SyncReport()
+    previous = read_manifest(tree)
+    missing: list[str] = []
+    for path, blob in wanted.items():
+        try:
+            on_disk = tree.read(path)
+        except OSError as exc:
+            report.refused.append((path, _reason(exc)))
+            continue
+        if on_disk is not None and blob_id(on_disk) == blob:
+            report.unchanged += 1
+            report.files[path] = blob
+        else:
+            missing.append(path)
+    datas = content(missing) if missing else {}
+    for path in missing:
+        try:
+            tree.write(path, datas[path])
+        except OSError as exc:
+            report.refused.append((path, _reason(exc)))
+            continue
+        report.written += 1
+        report.files[path] = wanted[path]
+        if on_file is not None:
+            on_file()
+    for path, blob in sorted(previous.items()):
+        if path in wanted:
+            continue
+        try:
+            on_disk = tree.read(path)
+        except OSError as exc:
+            report.kept.append((path, _reason(exc)))
+            continue
+        if on_disk is None:
+            continue
+        if blob_id(on_disk) != blob:
+            report.kept.append((path, "changed since the last export"))
+            report.files[path] = blob  # still ours to compare next time
+            continue
+        tree.remove(path)
+        report.removed += 1
+    write_manifest(tree, report.files)
+    return report
+
+
+def _reason(exc: OSError) -> str:
+    return str(exc) if isinstance(exc, InTheWayError) else (exc.strerror or str(exc))

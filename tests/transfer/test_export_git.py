@@ -1,0 +1,216 @@
+"""``memfs export STORE DIR --git`` on the real server with real git: the history matches the
+store's versions commit by commit, a second run adds only what is new (one listing request), and
+an export stopped half-way ends, once run again, with the commits of one uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.export_runs import git, memfs
+from support.servers import ServerProcess
+
+from memfs.api import StoreClient
+from memfs.models import MemoryStore, MemoryVersion
+from memfs.transfer import export_git
+from memfs.transfer.export import export_history
+
+VERSIONS_ROUTE = 'route="/v1/memory_stores/{store_id}/memory_versions"'
+
+
+def listing_requests(server: ServerProcess) -> int:
+    """The versions listings the server has answered (its /metrics)."""
+    total = 0
+    for line in httpx.get(server.base_url + "/metrics").text.splitlines():
+        if line.startswith("memfs_server_requests_total{") and VERSIONS_ROUTE in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+async def make_history(client: StoreClient) -> MemoryStore:
+    """A store whose history has creates, updates, a rename, deletes, a re-create, a redacted
+    version and a memory at a reserved path."""
+    store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    sid = store.id
+    a = await client.create_memory(sid, "/notes/a.md", "one\n")
+    await client.update_memory(sid, a.id, content="one\ntwo\n")
+    await client.update_memory(sid, a.id, path="/notes/b.md")
+    await client.update_memory(sid, a.id, content="one\ntwo\nthree\n", path="/b.md")
+    c = await client.create_memory(sid, "/c", "first c")
+    await client.delete_memory(sid, c.id)
+    await client.create_memory(sid, "/c", "second c")  # another memory at the same path
+    r = await client.create_memory(sid, "/r", "the secret")
+    await client.update_memory(sid, r.id, content="public")
+    first_r = [v async for v in client.list_versions(sid, memory_id=r.id)][-1]
+    await client.redact_version(sid, first_r.id)
+    await client.create_memory(sid, "/.git/hooks/post-commit", "#!/bin/sh\ntouch /tmp/pwned\n")
+    await client.create_memory(sid, '/quote"d \\ name', "odd")
+    return store
+
+
+async def all_versions(client: StoreClient, store_id: str) -> list[MemoryVersion]:
+    newest_first = [v async for v in client.list_versions(store_id, view="full", limit=20)]
+    return newest_first[::-1]
+
+
+def commits(root: Path) -> list[dict[str, Any]]:
+    out = git(root, "log", "--reverse", "-z", "--format=%H%n%T%n%an%n%ae%n%at%n%ct%n%B")
+    found = []
+    for record in out.split("\0"):
+        if not record.strip():
+            continue
+        sha, tree, name, email, at, ct, message = record.lstrip("\n").split("\n", 6)
+        trailers = dict(
+            line.split(": ", 1) for line in message.splitlines() if line.startswith("Memfs-")
+        )
+        found.append(
+            {"sha": sha, "tree": tree, "name": name, "email": email, "at": int(at),
+             "ct": int(ct), "message": message, "trailers": trailers}
+        )  # fmt: skip
+    return found
+
+
+def files_at(root: Path, commit: str) -> dict[str, str]:
+    names = git(root, "ls-tree", "-r", "-z", "--name-only", commit).split("\0")
+    return {n: git(root, "show", f"{commit}:{n}") for n in names if n}
+
+
+async def test_history_matches_the_versions_commit_by_commit(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await make_history(client)
+    root = tmp_path / "export"
+    done = memfs(server, "export", store.id, str(root), "--git")
+    versions = await all_versions(client, store.id)
+    history = commits(root)
+    assert len(history) == len(versions) == 11
+    paths: dict[str, str] = {}  # memory id -> path, as the store had it
+    previous: dict[str, str] = {}
+    for version, commit in zip(versions, history, strict=True):
+        assert commit["trailers"]["Memfs-Version"] == version.id
+        assert commit["trailers"]["Memfs-Store"] == store.id
+        assert version.created_by is not None
+        assert commit["name"] == version.created_by.id
+        assert commit["email"].endswith("@api.memfs.invalid")
+        assert commit["at"] == commit["ct"] == int(version.created_at.timestamp())
+        tree = files_at(root, commit["sha"])
+        if version.redacted:
+            assert "(redacted)" in commit["message"].splitlines()[0]
+            assert "the secret" not in commit["message"]
+            assert tree == previous  # the file keeps what it held
+        elif version.operation == "deleted":
+            assert commit["message"].startswith(f"deleted {version.path}")
+            paths.pop(version.memory_id)
+        else:
+            assert version.path is not None and version.content is not None
+            assert commit["message"].startswith(f"{version.operation} {version.path}")
+            if version.path.startswith("/.git/"):
+                assert "Not exported: reserved name." in commit["message"]
+            else:
+                paths[version.memory_id] = version.path
+                assert tree[version.path[1:]] == version.content
+        assert sorted(tree) == sorted(p[1:] for p in paths.values())
+        previous = tree
+    assert "the secret" not in git(root, "log", "-p", "--all")
+    # the working tree is the last commit, plus memfs's own files; git sees it clean
+    memories = {m.path: m async for m in client.list_memories(store.id, view="basic")}
+    assert sorted(p for p in os.listdir(root) if p != ".git") == [
+        ".memfs", "b.md", "c", "quote\"d \\ name", "r",
+    ]  # fmt: skip
+    assert (root / "b.md").read_text() == "one\ntwo\nthree\n"
+    assert "/.git/hooks/post-commit" in memories
+    assert not (root / ".git" / "hooks" / "post-commit").exists()
+    assert git(root, "status", "--porcelain") == ""
+    assert "not exported: '/.git/hooks/post-commit': reserved name" in done.stderr
+    assert done.stdout.startswith("memfs export: 4 memories; 11 new versions, 11 commits;")
+
+
+async def test_a_second_run_adds_only_new_versions_with_one_request(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    a = await client.create_memory(store.id, "/a", "1")
+    for n in range(2, 30):  # more than one page of versions
+        await client.update_memory(store.id, a.id, content=str(n))
+    root = tmp_path / "export"
+    memfs(server, "export", store.id, str(root), "--git")
+    head = git(root, "rev-parse", "HEAD")
+    before = listing_requests(server)
+    again = memfs(server, "export", store.id, str(root), "--git")
+    assert listing_requests(server) - before == 1
+    assert "0 new versions, 0 commits" in again.stdout or "; 0 files written" in again.stdout
+    assert git(root, "rev-parse", "HEAD") == head
+    await client.update_memory(store.id, a.id, path="/b", content="moved")
+    memfs(server, "export", store.id, str(root), "--git")
+    log = commits(root)
+    assert len(log) == 30 and log[-1]["message"].startswith("modified /b (renamed from /a)")
+    assert git(root, "rev-parse", "HEAD~1") == head
+    assert sorted(os.listdir(root)) == [".git", ".memfs", "b"]
+
+
+async def test_an_export_stopped_half_way_ends_as_one_uninterrupted_run(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await make_history(client)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first_checkpoint(phase: str, done: int, total: int | None) -> None:
+        if phase == "committed" and total is not None and done < total:
+            raise Stop
+
+    stopped = tmp_path / "stopped"
+    with pytest.raises(Stop):
+        await export_history(
+            client, store, stopped, progress=stop_after_first_checkpoint, checkpoint_every=4
+        )
+    assert len(commits(stopped)) == 4  # the branch is at the checkpoint, nothing after it
+    await export_history(client, store, stopped)
+    whole = tmp_path / "whole"
+    await export_history(client, store, whole)
+    assert [(c["sha"], c["tree"]) for c in commits(stopped)] == [
+        (c["sha"], c["tree"]) for c in commits(whole)
+    ]
+    assert files_at(stopped, "HEAD") == files_at(whole, "HEAD")
+    assert sorted(os.listdir(stopped)) == sorted(os.listdir(whole))
+
+
+async def test_a_repository_of_another_store_or_a_planted_git_is_refused(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    one = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    await client.create_memory(one.id, "/a", "a")
+    two = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    root = tmp_path / "export"
+    memfs(server, "export", one.id, str(root), "--git")
+    refused = memfs(server, "export", two.id, str(root), "--git", expect=1)
+    assert f"holds store {one.id}, not store {two.id}" in refused.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / ".git").symlink_to(elsewhere)
+    refused = memfs(server, "export", one.id, str(planted), "--git", expect=1)
+    assert "is a symbolic link" in refused.stderr
+    assert os.listdir(elsewhere) == []
+
+
+def test_paths_are_quoted_for_fast_import() -> None:
+    assert export_git.quote_path('a "b"\\c\n') == b'"a \\"b\\"\\\\c\\012"'
+    assert export_git.quote_path("é") == '"é"'.encode()
+
+
+def test_author_of_each_actor() -> None:
+    from memfs.models import Actor
+    from memfs.transfer.export import author
+
+    assert author(Actor("session_actor", "sesn_1")) == ("sesn_1", "sesn_1@session.memfs.invalid")
+    assert author(Actor("api_actor", "key <x>")) == ("key <x>", "key__x_@api.memfs.invalid")
+    assert author(None) == ("unknown", "unknown@memfs.invalid")
+    assert isinstance(datetime.now(), datetime)
