@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 from typing import Any
 
 from memfs.commands.api_options import (
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
     from memfs.errors import ApiConnectionError, ApiError
+    from memfs.mcp.handshake import HandoverError, open_connection
     from memfs.mcp.store_backend import open_databricks, open_memory_stores
 
     async def main() -> None:
@@ -106,12 +108,19 @@ def run(args: argparse.Namespace) -> int:
                 session_id=args.session_id,
             )
         async with opened as backend:
-            # The SDK's import, most of the start-up (docs/benchmarks.md "MCP server"), once
-            # the store is open: an unknown store or a refused key is reported without it.
-            # Not in a thread beside the opening: under the GIL that cost 1.12x the CPU.
+            feed = backend if await backend.offers_changes() else None
+            # initialize answered before the SDK's import, most of the start-up
+            # (docs/benchmarks.md "MCP server"): the client's host waits for nothing else
+            opening = await trio.to_thread.run_sync(
+                partial(open_connection, backend.info, subscriptions=feed is not None),
+                abandon_on_cancel=True,
+            )
+            # Then the SDK, once the store is open (an unknown store or a refused key is
+            # reported without it), in this thread: the client's next messages wait in the
+            # pipe (in a thread beside the opening, under the GIL, it cost 1.12x the CPU).
             from memfs.mcp.app import serve_stdio
 
-            await serve_stdio(backend, backend if await backend.offers_changes() else None)
+            await serve_stdio(backend, feed, opening)
 
     try:
         trio.run(main)
@@ -119,4 +128,6 @@ def run(args: argparse.Namespace) -> int:
         return actions.fail(f"mcp: {exc}", actions.EXIT_USAGE, None)
     except (ApiError, ApiConnectionError) as exc:
         return actions.fail(f"mcp: {actions.describe(exc)}", actions.exit_code(exc), None)
+    except HandoverError as exc:
+        return actions.fail(f"mcp: {exc}", actions.EXIT_ERROR, None)
     return actions.EXIT_OK

@@ -26,10 +26,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
-from memfs import __version__
-from memfs.mcp import prompt, resources
+from memfs.mcp import handshake, prompt, resources
 from memfs.mcp.backend import BackendError, ChangeFeed, MemoryBackend
 from memfs.mcp.catalogue import Catalogue
+from memfs.mcp.handover import take_over
+from memfs.mcp.handshake import HandoverError, Opening
 from memfs.mcp.subscriptions import Subscriptions
 from memfs.mcp.tool_error import ToolError
 
@@ -37,17 +38,6 @@ log = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002  # the protocol's code for resources/read of no such resource
 T = TypeVar("T")
-
-
-def instructions(backend: MemoryBackend) -> str:
-    info = backend.info
-    access = "read-only" if info.read_only else "read-write"
-    about = f" ({info.description})" if info.description else ""
-    return (
-        f"Memory store {info.name}{about}, {access}. Use the memory tool on /memories: view "
-        "/memories first to see what you already know. Edits never overwrite a change made by "
-        "someone else."
-    )
 
 
 async def _protocol_errors(call: Callable[[], Awaitable[T]]) -> T:
@@ -160,11 +150,12 @@ def build_server(backend: MemoryBackend, subscriptions: Subscriptions | None = N
             messages=[types.PromptMessage(role="user", content=text)],
         )
 
+    # what memfs.mcp.handshake answers to initialize before this is built: the same fields
     return Server(
-        "memfs",
-        version=__version__,
-        title=f"memfs: {backend.info.name}",
-        instructions=instructions(backend),
+        handshake.SERVER_NAME,
+        version=handshake.SERVER_VERSION,
+        title=handshake.title(backend.info),
+        instructions=handshake.instructions(backend.info),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
@@ -182,12 +173,37 @@ def _answer(text: str, *, error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
-async def serve_stdio(backend: MemoryBackend, feed: ChangeFeed | None = None) -> None:
+async def serve_stdio(
+    backend: MemoryBackend, feed: ChangeFeed | None = None, opening: Opening | None = None
+) -> None:
     """Serve ``backend`` over this process's stdin and stdout until stdin ends; with ``feed``
-    (the store pushes its changes), resources can be subscribed to."""
+    (the store pushes its changes), resources can be subscribed to; ``opening``: the client's
+    first line, read (and maybe answered) before the SDK was imported (``handshake``)."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream), trio.open_nursery() as nursery:
+    async with stdio_server() as (read_stream, write_stream):
+        await serve(backend, feed, read_stream, write_stream, opening)
+
+
+async def serve(
+    backend: MemoryBackend,
+    feed: ChangeFeed | None,
+    read_stream: Any,
+    write_stream: Any,
+    opening: Opening | None = None,
+) -> None:
+    """Serve ``backend`` on a transport's streams (``serve_stdio``) until the client's end;
+    ``HandoverError`` if the SDK refused the ``initialize`` answered early."""
+    refusals: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        def refused(why: str) -> None:
+            log.error("%s; ending", why)
+            refusals.append(why)
+            nursery.cancel_scope.cancel()
+
+        if opening is not None:
+            read_stream, write_stream = take_over(opening, read_stream, write_stream, refused)
         subscriptions = Subscriptions(backend, feed, nursery) if feed is not None else None
         server = build_server(backend, subscriptions)
         options = server.create_initialization_options(
@@ -195,3 +211,5 @@ async def serve_stdio(backend: MemoryBackend, feed: ChangeFeed | None = None) ->
         )
         await server.run(read_stream, write_stream, options)
         nursery.cancel_scope.cancel()
+    if refusals:
+        raise HandoverError(refusals[0])

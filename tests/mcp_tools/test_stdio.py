@@ -4,6 +4,7 @@ APIs; and its usage errors, one line each."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -11,8 +12,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp_types.version import LATEST_MODERN_VERSION
 from support.databricks import ACTOR, Workspace, databricks_env
 from support.servers import ServerProcess
 
@@ -23,7 +26,11 @@ WORKTREE = str(Path(__file__).resolve().parents[2])
 
 @asynccontextmanager
 async def memfs_mcp(
-    env: dict[str, str], *args: str, errlog: Path, message_handler: Any = None
+    env: dict[str, str],
+    *args: str,
+    errlog: Path,
+    message_handler: Any = None,
+    mode: str = "legacy",
 ) -> AsyncIterator[Client]:
     env = {**env, "PYTHONPATH": WORKTREE}
     params = StdioServerParameters(
@@ -31,7 +38,9 @@ async def memfs_mcp(
     )
     with errlog.open("w") as log:
         async with Client(
-            stdio_client(params, errlog=log), mode="legacy", message_handler=message_handler
+            stdio_client(params, errlog=log),
+            mode=mode,
+            message_handler=message_handler,
         ) as client:
             yield client
 
@@ -100,3 +109,73 @@ def test_usage_errors_are_one_line(server: ServerProcess) -> None:
         assert len(done.stderr.splitlines()) == 1, done.stderr
         if message is not None:
             assert done.stderr == message
+
+
+@pytest.mark.parametrize("mode", ["auto", LATEST_MODERN_VERSION])
+async def test_a_2026_client_over_stdio(
+    server: ServerProcess, client: StoreClient, tmp_path: Path, mode: str
+) -> None:
+    """A client that opens with the 2026-07-28 envelope (``server/discover``, or a request)
+    sends no ``initialize``: its first line goes to the SDK as it came."""
+    store = await client.create_store("stdio 2026")
+    await client.create_memory(store.id, "/a.md", "a\n")
+    errors = tmp_path / "stderr"
+    async with memfs_mcp(server.client_env(), store.id, errlog=errors, mode=mode) as mcp:
+        assert mcp.protocol_version == LATEST_MODERN_VERSION
+        result = await mcp.call_tool("memory", {"command": "view", "path": "/memories/a.md"})
+        assert "     1\ta" in result.content[0].text  # type: ignore[union-attr]
+    assert errors.read_text() == ""
+
+
+def test_initialize_is_answered_once_and_first(server: ServerProcess, tmp_path: Path) -> None:
+    """Over a bare pipe: the initialize answer comes before the client sends anything else
+    (answered before the SDK is imported, ``--debug`` says), and the SDK, given the rest,
+    answers every later request once, and never initialize again."""
+    store = subprocess.run(
+        [sys.executable, "-m", "memfs", "stores", "create", "pipe", "--json"],
+        env={**server.client_env(), "PYTHONPATH": WORKTREE},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    errors = tmp_path / "stderr"
+    with errors.open("wb") as errlog:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memfs", "mcp", json.loads(store.stdout)["id"], "--debug"],
+            env={**server.client_env(), "PYTHONPATH": WORKTREE},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+        )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": CLIENT}
+        send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        first = json.loads(proc.stdout.readline())
+        assert first["id"] == 0 and first["result"]["protocolVersion"] == "2025-06-18", first
+        send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": params})
+        send(proc, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        rest = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        proc.stdin.close()  # (the SDK drops what is in flight when stdin ends: not before)
+        assert proc.stdout.read() == b""
+        assert proc.wait(timeout=60) == 0, errors.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+    rest.sort(key=lambda answer: answer["id"])  # answered concurrently
+    assert [answer["id"] for answer in rest] == [1, 2, 3], rest
+    assert {tool["name"] for tool in rest[0]["result"]["tools"]} >= {"memory"}
+    assert rest[1]["result"] == first["result"]  # the SDK's answer to a second initialize
+    assert "initialize answered before the SDK was loaded" in errors.read_text()
+
+
+CLIENT = {"name": "pipe-test", "version": "1"}
+
+
+def send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
