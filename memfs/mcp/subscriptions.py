@@ -13,7 +13,9 @@ The feed is opened at the first ``resources/list``, ``resources/subscribe`` or
 ``subscriptions/listen``, and that request is answered once it is connected: every change
 committed after the answer is told. ``initialize`` never waits for it, and a client that
 follows nothing costs no stream. A feed that does not connect within ``CONNECT_TIMEOUT``, or
-ends, is logged; the tools and resources keep working without notifications.
+ends, is logged; the tools and resources keep working without notifications. A request
+cancelled by the client while the feed connects cancels that connection, and the next
+request that needs the feed opens it again.
 
 What a change means: ``created`` and ``deleted`` change the list and the memory at that path;
 ``modified`` changes the memory at its path and, when its path is not the one last known for
@@ -64,7 +66,10 @@ class Subscriptions:
         self.uris: set[str] = set()  # a 2025 client's resources/subscribe
         self.bus = InMemorySubscriptionBus()  # a 2026 client's subscriptions/listen streams
         self._listen = ListenHandler(self.bus)
-        self._opened: trio.Event | None = None  # set once the feed connected, or gave up
+        # The feed's opening: settled once connected or given up (timeout, feed ended), for
+        # good; ``_opening`` is set while a request opens it (others wait for its outcome).
+        self._settled = False
+        self._opening: trio.Event | None = None
         self._connected = False
         # the 2025 connection that subscribed last: its standalone channel carries what
         # follows (stdio has one connection)
@@ -104,18 +109,23 @@ class Subscriptions:
         await self.opened()
 
     async def opened(self) -> None:
-        """Returns once the feed is connected (the first call opens it), or gave up."""
-        if self._opened is not None:
-            await self._opened.wait()
-            return
-        self._opened = trio.Event()
-        try:
-            with trio.move_on_after(CONNECT_TIMEOUT) as waited:
-                await self.nursery.start(self._run)
-            if waited.cancelled_caught:
-                log.warning("the change feed did not connect: no resource notifications")
-        finally:
-            self._opened.set()
+        """Returns once the feed is connected (the first call opens it), or gave up. A call
+        cancelled while it opens (its request was) leaves it to the next one, which opens it
+        again: the cancellation took the connecting reader with it."""
+        while not self._settled:
+            if self._opening is not None:  # another request opens it: wait for its outcome
+                await self._opening.wait()
+                continue
+            self._opening = opening = trio.Event()
+            try:
+                with trio.move_on_after(CONNECT_TIMEOUT) as waited:
+                    await self.nursery.start(self._run)
+                if waited.cancelled_caught:
+                    log.warning("the change feed did not connect: no resource notifications")
+                self._settled = True
+            finally:
+                self._opening = None
+                opening.set()
 
     async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:

@@ -146,3 +146,46 @@ async def test_memfs_mcp_over_stdio_notifies(
         await client.update_memory(store.id, memory.id, content="- [x] one\n")
         assert await notices.next() == (UPDATED, "memfs://memories/todo.md")
     assert errors.read_text() == ""
+
+
+class FirstConnectHangs:
+    """The store's change feed, but its first connection hangs (until cancelled)."""
+
+    def __init__(self, feed: StoreBackend) -> None:
+        self.feed = feed
+        self.connecting = trio.Event()  # set by the first connection
+
+    @asynccontextmanager
+    async def changes(self) -> AsyncIterator[Any]:
+        if not self.connecting.is_set():
+            self.connecting.set()
+            await trio.sleep_forever()
+        async with self.feed.changes() as changes:
+            yield changes
+
+
+async def test_a_feed_whose_first_connection_was_cancelled_is_opened_again(
+    client: StoreClient, ms_store: str, open_ms: Any
+) -> None:
+    """The client cancels the request that opened the feed while it connects: the next
+    request that needs it opens it again, and what follows is told."""
+    a = await client.create_memory(ms_store, "/a.md", "one\n")
+    notices = Notices()
+    async with open_ms() as backend, trio.open_nursery() as nursery:
+        feed = FirstConnectHangs(backend)
+        server = build_server(backend, Subscriptions(backend, feed, nursery))
+        async with Client(server, mode="legacy", message_handler=notices.handler) as mcp:
+            with trio.CancelScope() as listing:
+
+                async def cancel_once_connecting() -> None:
+                    await feed.connecting.wait()
+                    listing.cancel()
+
+                nursery.start_soon(cancel_once_connecting)
+                await mcp.list_resources()
+            assert listing.cancelled_caught
+            with trio.fail_after(WAIT):
+                await mcp.subscribe_resource(uri_of("/a.md"))
+            await client.update_memory(ms_store, a.id, content="two\n")
+            assert await notices.next() == (UPDATED, uri_of("/a.md"))
+        nursery.cancel_scope.cancel()
