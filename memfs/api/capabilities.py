@@ -22,11 +22,17 @@ class CapabilitiesSource(Protocol):
     async def capabilities(self) -> JsonObject: ...
 
 
-async def server_offers(client: CapabilitiesSource, extension: str) -> bool:
-    """True if the capabilities of ``client``'s server say ``extension: true``."""
+async def server_extensions(client: CapabilitiesSource) -> frozenset[str]:
+    """The extensions the capabilities of ``client``'s server say ``true`` to (none if asking
+    failed): one request, for a caller that needs several of them."""
     try:
         body = await client.capabilities()
     except (ApiError, ApiConnectionError) as exc:
-        log.debug("no %s: capabilities check failed (%s)", extension, type(exc).__name__)
-        return False
-    return body.get(extension) is True
+        log.debug("no extensions: capabilities check failed (%s)", type(exc).__name__)
+        return frozenset()
+    return frozenset(name for name, value in body.items() if value is True)
+
+
+async def server_offers(client: CapabilitiesSource, extension: str) -> bool:
+    """True if the capabilities of ``client``'s server say ``extension: true``."""
+    return extension in await server_extensions(client)

@@ -50,11 +50,12 @@ from memfs.store_api import ChangeEvent
 log = logging.getLogger(__name__)
 
 CHANGES = "/v1/memory_stores/{store}/memfs/changes"
+CHANGE_STREAM_EXTENSION = "change_stream"  # its name in the server's capabilities
 
 
 async def server_offers_change_stream(client: StoreClient) -> bool:
     """True if the server of ``client`` offers the change stream (one try, no retries)."""
-    return await server_offers(client, "change_stream")
+    return await server_offers(client, CHANGE_STREAM_EXTENSION)
 
 
 class SseStream:

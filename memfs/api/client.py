@@ -44,6 +44,7 @@ __all__ = ["CAPABILITIES", "AmbiguousStoreError", "StoreClient"]
 log = logging.getLogger(__name__)
 
 CAPABILITIES = "/v1/memfs/capabilities"  # a memfs extension (the hosted API answers 404)
+SEARCH_EXTENSION = "search"  # the search extension's name in them
 
 
 class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SearchEndpoints):
@@ -62,4 +63,4 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SearchEndpo
     async def offers_search(self) -> bool:
         """True if the server offers the search extension (``memfs.api.search``); any doubt
         (404 on the hosted API, an error, a timeout) is a no. One try, no retries."""
-        return await server_offers(self, "search")
+        return await server_offers(self, SEARCH_EXTENSION)

@@ -15,9 +15,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from memfs.api.capabilities import server_offers
-from memfs.api.changes import ChangeStream, server_offers_change_stream
-from memfs.api.client import StoreClient
+from memfs.api.capabilities import server_extensions
+from memfs.api.changes import CHANGE_STREAM_EXTENSION, ChangeStream, server_offers_change_stream
+from memfs.api.client import SEARCH_EXTENSION, StoreClient
 from memfs.errors import NotFoundError
 from memfs.models import ListItem, Memory, MemoryVersion, Page
 from memfs.store_api import Capabilities, ChangeEvent, SearchResult
@@ -37,7 +37,12 @@ PAGE = 100  # the API's largest page
 async def memory_stores_capabilities(client: StoreClient) -> Capabilities:
     """``MEMORY_STORES``, with NUL refused in a content if the server says it refuses one (its
     400 would fail every retry; a mount refuses such a save at once, EINVAL). One try."""
-    if await server_offers(client, "refuses_nul"):
+    return capabilities_with(await server_extensions(client))
+
+
+def capabilities_with(extensions: frozenset[str]) -> Capabilities:
+    """``memory_stores_capabilities`` of a server that offers ``extensions``."""
+    if "refuses_nul" in extensions:
         return replace(MEMORY_STORES, refused_characters="\x00")
     return MEMORY_STORES
 
@@ -46,11 +51,18 @@ class MemoryStoresAPI:
     """The Memory Stores API, bound to the store ``store_id``."""
 
     def __init__(
-        self, client: StoreClient, store_id: str, capabilities: Capabilities = MEMORY_STORES
+        self,
+        client: StoreClient,
+        store_id: str,
+        capabilities: Capabilities = MEMORY_STORES,
+        extensions: frozenset[str] | None = None,
     ) -> None:
         self.client = client
         self._store_id = store_id
         self.capabilities = capabilities
+        # the server's extensions, when the caller asked already (``server_extensions``): then
+        # the change stream and search are not asked again
+        self._extensions = extensions
         self._offers_search: bool | None = None  # asked once (the server's capabilities)
 
     def __repr__(self) -> str:
@@ -133,12 +145,16 @@ class MemoryStoresAPI:
         )
 
     async def offers_change_stream(self) -> bool:
+        if self._extensions is not None:
+            return CHANGE_STREAM_EXTENSION in self._extensions
         return await server_offers_change_stream(self.client)
 
     def change_stream(self) -> AbstractAsyncContextManager[AsyncIterable[ChangeEvent]]:
         return ChangeStream(self.client, self._store_id)
 
     async def offers_search(self) -> bool:
+        if self._offers_search is None and self._extensions is not None:
+            self._offers_search = SEARCH_EXTENSION in self._extensions
         if self._offers_search is None:
             self._offers_search = await self.client.offers_search()
         return self._offers_search

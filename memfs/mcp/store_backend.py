@@ -182,8 +182,9 @@ async def open_memory_stores(
     """The backend of the Memory Stores store ``store`` (id or exact name), with the key and
     base URL ``memfs mount`` takes (``ConfigError``; the ``ApiError`` of the first request)."""
     from memfs.api import StoreClient
+    from memfs.api.capabilities import server_extensions
     from memfs.api.config import ClientConfig
-    from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+    from memfs.api.store import MemoryStoresAPI, capabilities_with
 
     config = ClientConfig.from_env(
         api_key_file=api_key_file, base_url=base_url, session_id=session_id
@@ -192,7 +193,9 @@ async def open_memory_stores(
         # a tool call waits on these: a long retry-after is an error, not a wait
         quick = client.with_options(timeout=10.0, max_retries=2, deadline=30.0)
         found = await quick.resolve_store(store)
-        capabilities = await memory_stores_capabilities(quick)
+        # asked once: the limits, the change stream (subscriptions) and search come from it
+        extensions = await server_extensions(quick)
+        capabilities = capabilities_with(extensions)
         info = StoreInfo(
             api="memory-stores",
             name=found.name,
@@ -202,7 +205,7 @@ async def open_memory_stores(
             renames_keep_id=capabilities.rename_keeps_identity,
             description=found.description,
         )
-        yield StoreBackend(MemoryStoresAPI(quick, found.id, capabilities), info)
+        yield StoreBackend(MemoryStoresAPI(quick, found.id, capabilities, extensions), info)
 
 
 @asynccontextmanager

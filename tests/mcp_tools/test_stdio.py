@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -179,3 +180,27 @@ def send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(message).encode() + b"\n")
     proc.stdin.flush()
+
+
+def capabilities_asked(server: ServerProcess) -> int:
+    """``GET /v1/memfs/capabilities`` answered by the server so far (its /metrics)."""
+    with urllib.request.urlopen(server.base_url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    prefix = 'memfs_server_requests_total{method="GET",route="/v1/memfs/capabilities"'
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+async def test_the_servers_capabilities_are_asked_once(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    """Once for the limits, the change stream (subscriptions) and search together."""
+    store = await client.create_store("asked once")
+    await client.create_memory(store.id, "/a.md", "apples\n")
+    before = capabilities_asked(server)
+    errors = tmp_path / "stderr"
+    async with memfs_mcp(server.client_env(), store.id, errlog=errors) as mcp:
+        assert mcp.server_capabilities.resources and mcp.server_capabilities.resources.subscribe
+        await mcp.list_resources()  # opens the change stream
+        found = await mcp.call_tool("memory_search", {"query": "apples"})
+        assert "/memories/a.md" in found.content[0].text  # type: ignore[union-attr]
+    assert capabilities_asked(server) - before == 1
