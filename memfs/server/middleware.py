@@ -97,10 +97,12 @@ class ApiMiddleware:
         routes: Sequence[Route] = (),
         admin_key: str | None = None,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        *,
+        console: bool = False,
     ) -> None:
         self.app = app
         self._routes = list(routes)
-        self._gate = Gatekeeper(api_keys, admin_key)
+        self._gate = Gatekeeper(api_keys, admin_key, console=console)
         self.metrics = metrics
         self.body_timeout = body_timeout
 

@@ -15,7 +15,7 @@ compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
 the memories that existed before the search index; step 4, the Databricks change log, has none;
 step 5 counts the tokens of the documents indexed before it, step 6 sums them per scope, and
-step 7 numbers the Databricks change log per store).
+step 7 numbers the Databricks change log per store; step 8, the console's sessions, has none).
 """
 
 from __future__ import annotations
@@ -249,6 +249,22 @@ MIGRATIONS: list[tuple[int, str]] = [
         # store's ids tell nothing of other stores' writes (``seq`` counted every store's).
         _per_store_change_ordinals("INTEGER"),
     ),
+    (
+        8,
+        # The console's sign-in sessions (memfs.server.sql.console, memfs.server.console): the
+        # SHA-256 of the cookie's random token (never the token) and the id of the API key
+        # signed in with (``ids.api_key_id``, never the key), so every replica sees a session.
+        """
+        CREATE TABLE console_sessions (
+            token_hash TEXT PRIMARY KEY,
+            api_key_id TEXT NOT NULL,
+            created_us INTEGER NOT NULL,
+            expires_us INTEGER NOT NULL,         -- the absolute limit
+            last_seen_us INTEGER NOT NULL        -- the idle limit counts from here
+        );
+        CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_us);
+        """,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -415,6 +431,20 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         7,
         # Change-stream ids per store (see the SQLite step 7).
         _per_store_change_ordinals("BIGINT"),
+    ),
+    (
+        8,
+        # The console's sign-in sessions (see the SQLite step 8).
+        """
+        CREATE TABLE console_sessions (
+            token_hash TEXT COLLATE "C" PRIMARY KEY,
+            api_key_id TEXT COLLATE "C" NOT NULL,
+            created_us BIGINT NOT NULL,
+            expires_us BIGINT NOT NULL,
+            last_seen_us BIGINT NOT NULL
+        );
+        CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_us);
+        """,
     ),
 ]
 PG_LATEST = PG_MIGRATIONS[-1][0]

@@ -179,6 +179,7 @@ class ServerSettings:
     semantic: bool = False  # fuse BM25 with the embedding model (the semantic extra)
     # the names the MCP endpoints may be reached by (Host and Origin checks: mcp_endpoint)
     mcp_hosts: tuple[str, ...] = DEFAULT_MCP_HOSTS
+    console: bool = True  # serve the console at /console (memfs.server.console)
 
     @property
     def is_postgres(self) -> bool:
@@ -304,6 +305,7 @@ async def _serve(
             admin_key=settings.admin_key,
             body_timeout=settings.body_timeout,
             mcp_hosts=settings.mcp_hosts,
+            console=settings.console,
         )
         http2.install()
         config = http2.ServerConfig()

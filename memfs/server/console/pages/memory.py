@@ -1,0 +1,212 @@
+"""A memory's pages: ``/console/stores/{id}/memories/{memory_id}`` and its ``edit``,
+``rename`` and ``delete`` pages (``history`` is linked; its pages are their own group).
+
+The memory page shows the content as text in a ``<pre>`` (escaped, never rendered as HTML or
+Markdown). Every write carries the ``content_sha256`` of what the person saw (a hidden field),
+checked by the storage inside the write's transaction:
+- Save (``edit``): on a conflict nothing is overwritten; the page shows their version against
+  yours as a diff and offers "Save over theirs" (a fresh precondition: the hash of the version
+  shown) or "Keep theirs". A memory deleted meanwhile is not created again: the page says so
+  and shows what was typed;
+- Rename and Delete: a memory changed since the page was opened is left alone, with a message.
+Writes are the signed-in key's (``SignedIn.actor``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from memfs.errors import ApiError, NotFoundError, PreconditionFailedError
+from memfs.models import Memory, MemoryStore
+from memfs.server import validation
+from memfs.server.console.context import Console
+from memfs.server.console.diff import line_diff
+from memfs.server.console.pages.store import memory_url, textarea
+from memfs.server.console.pages.stores import store_url
+from memfs.server.console.sessions import SignedIn
+
+log = logging.getLogger(__name__)
+
+CHANGED = "This memory changed since you opened this page, so nothing was {done}. Look again."
+GONE = "This memory was deleted since you opened this page; nothing was saved."
+CONFLICT = "Someone changed this memory since you opened it: nothing was saved."
+
+
+def routes(console: Console) -> list[Route]:
+    storage = console.storage
+
+    async def load(request: Request) -> tuple[SignedIn, MemoryStore, Memory]:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memory = await storage.get_memory(store.id, request.path_params["memory_id"])
+        return signed_in, store, memory
+
+    def page(
+        request: Request,
+        template: str,
+        signed_in: SignedIn,
+        store: MemoryStore,
+        memory: Memory,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        **context: Any,
+    ) -> Response:
+        return console.renderer.page(
+            request,
+            template,
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=memory.path,
+            store=store,
+            memory=memory,
+            memory_url=memory_url(store.id, memory.id),
+            store_url=store_url(store.id),
+            **context,
+        )
+
+    async def memory_page(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        return page(request, "memory.html", signed_in, store, memory)
+
+    async def edit_form(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        return page(
+            request,
+            "edit.html",
+            signed_in,
+            store,
+            memory,
+            yours=memory.content or "",
+            precondition=memory.content_sha256,
+            diff=None,
+        )
+
+    async def save(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memory_id = request.path_params["memory_id"]
+        form = await console.post_form(request, signed_in)
+        yours = textarea(form.get("content", ""))
+        try:
+            expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+            await storage.update_memory(
+                store.id,
+                memory_id,
+                content=validation.memory_content(yours),
+                path=None,
+                expected_sha256=expected,
+                actor=signed_in.actor,
+            )
+        except PreconditionFailedError:
+            try:
+                theirs = await storage.get_memory(store.id, memory_id)
+            except NotFoundError:
+                return gone(request, signed_in, store, yours)
+            return page(
+                request,
+                "edit.html",
+                signed_in,
+                store,
+                theirs,
+                status=409,
+                error=CONFLICT,
+                yours=yours,
+                precondition=theirs.content_sha256,
+                diff=line_diff(theirs.content or "", yours, old_name="theirs", new_name="yours"),
+            )
+        except NotFoundError:
+            return gone(request, signed_in, store, yours)
+        except ApiError as exc:
+            current = await storage.get_memory(store.id, memory_id)
+            return page(
+                request,
+                "edit.html",
+                signed_in,
+                store,
+                current,
+                status=exc.status,
+                error=exc.message,
+                yours=yours,
+                precondition=form.get("precondition", ""),
+                diff=None,
+            )
+        return RedirectResponse(memory_url(store.id, memory_id) + "?notice=saved", 303)
+
+    def gone(request: Request, signed_in: SignedIn, store: MemoryStore, yours: str) -> Response:
+        return console.renderer.page(
+            request,
+            "gone.html",
+            signed_in=signed_in,
+            status=404,
+            error=GONE,
+            title="Memory deleted",
+            store=store,
+            store_url=store_url(store.id),
+            yours=yours,
+        )
+
+    async def rename_form(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        return page(request, "rename.html", signed_in, store, memory, new_path=memory.path)
+
+    async def rename(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        form = await console.post_form(request, signed_in)
+        new_path = form.get("path", "")
+        try:
+            expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+            await storage.update_memory(
+                store.id,
+                memory.id,
+                content=None,
+                path=validation.memory_path(new_path),
+                expected_sha256=expected,
+                actor=signed_in.actor,
+            )
+        except PreconditionFailedError:
+            error = CHANGED.format(done="renamed")
+            return page(
+                request, "rename.html", signed_in, store, memory, status=409, error=error,
+                new_path=new_path,
+            )  # fmt: skip
+        except ApiError as exc:
+            return page(
+                request, "rename.html", signed_in, store, memory, status=exc.status,
+                error=exc.message, new_path=new_path,
+            )  # fmt: skip
+        return RedirectResponse(memory_url(store.id, memory.id) + "?notice=renamed", 303)
+
+    async def delete_form(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        return page(request, "delete.html", signed_in, store, memory)
+
+    async def delete(request: Request) -> Response:
+        signed_in, store, memory = await load(request)
+        form = await console.post_form(request, signed_in)
+        try:
+            expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+            await storage.delete_memory(
+                store.id, memory.id, expected_sha256=expected, actor=signed_in.actor
+            )
+        except PreconditionFailedError:
+            error = CHANGED.format(done="deleted")
+            return page(request, "delete.html", signed_in, store, memory, status=409, error=error)
+        return RedirectResponse(store_url(store.id) + "?notice=deleted", 303)
+
+    memory = "/stores/{store_id}/memories/{memory_id}"
+    return [
+        Route(memory, memory_page, methods=["GET"]),
+        Route(memory + "/edit", edit_form, methods=["GET"]),
+        Route(memory + "/edit", save, methods=["POST"]),
+        Route(memory + "/rename", rename_form, methods=["GET"]),
+        Route(memory + "/rename", rename, methods=["POST"]),
+        Route(memory + "/delete", delete_form, methods=["GET"]),
+        Route(memory + "/delete", delete, methods=["POST"]),
+    ]

@@ -1,0 +1,184 @@
+"""A store's page (``/console/stores/{id}``), its search and a new memory.
+
+The store page shows the store's tree: every memory (basic view, no contents read), grouped
+into folders that open and close (``<details>``: no script), each memory a link showing its
+path. Folders start open when the store is small (``OPEN_ALL_BELOW`` memories), else only the
+top level is. The search (``…/search?q=``) is the server's own (``Storage.search_memories``,
+the API's ranking and query rules), each result its path and the best line of its content as
+an escaped snippet. "New memory" (``…/new``) creates one at a path, with the API's path and
+size rules; a refusal shows the form again, with what was typed and the API's message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from memfs.errors import ApiError
+from memfs.models import Memory, MemoryStore
+from memfs.search_words import best_line
+from memfs.server import validation
+from memfs.server.console.context import Console
+from memfs.server.console.pages.stores import store_url
+from memfs.server.console.sessions import SignedIn
+from memfs.server.search import validate_query
+from memfs.server.storage import MemoryPosition
+
+log = logging.getLogger(__name__)
+
+PAGE = 1000  # memories a listing asks the storage for at once
+OPEN_ALL_BELOW = 200
+SEARCH_LIMIT = 50
+
+
+@dataclass
+class Folder:
+    """One folder of a store's tree: its name, its path (ending with "/"), what it holds."""
+
+    name: str
+    path: str
+    folders: dict[str, Folder] = field(default_factory=dict)
+    memories: list[Memory] = field(default_factory=list)
+
+    def sorted_folders(self) -> list[Folder]:
+        return [self.folders[name] for name in sorted(self.folders)]
+
+
+def build_tree(memories: list[Memory]) -> Folder:
+    """The folders of ``memories`` (listed in path order, so each folder's are in order)."""
+    root = Folder("/", "/")
+    for memory in memories:
+        folder = root
+        parts = memory.path.strip("/").split("/")
+        for part in parts[:-1]:
+            child = folder.folders.get(part)
+            if child is None:
+                child = folder.folders[part] = Folder(part, folder.path + part + "/")
+            folder = child
+        folder.memories.append(memory)
+    return root
+
+
+def memory_url(store_id: str, memory_id: str) -> str:
+    return f"{store_url(store_id)}/memories/{memory_id}"
+
+
+def routes(console: Console) -> list[Route]:
+    storage = console.storage
+
+    async def all_memories(store_id: str) -> list[Memory]:
+        found: list[Memory] = []
+        after: MemoryPosition | None = None
+        while True:
+            page = await storage.list_memories(
+                store_id, prefix="/", depth=0, after=after, limit=PAGE, with_content=False
+            )
+            found += [item for item in page.items if isinstance(item, Memory)]
+            if page.next is None:
+                return found
+            after = page.next
+
+    async def store_page(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memories = await all_memories(store.id)
+        return console.renderer.page(
+            request,
+            "store.html",
+            signed_in=signed_in,
+            title=store.name,
+            store=store,
+            tree=build_tree(memories),
+            count=len(memories),
+            limit=storage.console.memory_limit,
+            open_all=len(memories) < OPEN_ALL_BELOW,
+        )
+
+    async def search_page(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        query = request.query_params.get("q", "")
+        results: list[tuple[Memory, str]] = []
+        error = None
+        status = 200
+        if query.strip():
+            try:
+                hits = await storage.search_memories(
+                    store.id, validate_query(query), limit=SEARCH_LIMIT, path_prefix=None
+                )
+                results = [(m, best_line(m.content or "", query)) for m, _ in hits]
+            except ApiError as exc:
+                error, status = exc.message, exc.status
+        return console.renderer.page(
+            request,
+            "search.html",
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=f"Search {store.name}",
+            store=store,
+            query=query,
+            results=results,
+            searched=bool(query.strip()) and error is None,
+        )
+
+    async def new_page(
+        request: Request,
+        signed_in: SignedIn,
+        store: MemoryStore,
+        form: dict[str, str],
+        *,
+        status: int = 200,
+        error: str | None = None,
+    ) -> Response:
+        return console.renderer.page(
+            request,
+            "new_memory.html",
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=f"New memory in {store.name}",
+            store=store,
+            form=form,
+        )
+
+    async def new_form(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        return await new_page(request, signed_in, store, {"path": "/"})
+
+    async def create(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        form = await console.post_form(request, signed_in)
+        try:
+            memory = await storage.create_memory(
+                store.id,
+                path=validation.memory_path(form.get("path", "")),
+                content=validation.memory_content(textarea(form.get("content", ""))),
+                actor=signed_in.actor,
+            )
+        except ApiError as exc:
+            return await new_page(
+                request, signed_in, store, form, status=exc.status, error=exc.message
+            )
+        return RedirectResponse(
+            memory_url(store.id, memory.id) + "?notice=created", status_code=303
+        )
+
+    return [
+        Route("/stores/{store_id}", store_page, methods=["GET"]),
+        Route("/stores/{store_id}/search", search_page, methods=["GET"]),
+        Route("/stores/{store_id}/new", new_form, methods=["GET"]),
+        Route("/stores/{store_id}/new", create, methods=["POST"]),
+    ]
+
+
+def textarea(value: str) -> str:
+    """A textarea's text as the person typed it: browsers send every line break as CRLF (the
+    HTML form encoding), so CRLF and a lone CR become LF (docs/console.md)."""
+    return value.replace("\r\n", "\n").replace("\r", "\n")

@@ -1,0 +1,62 @@
+"""What the console (``memfs.server.console``) keeps and reads beyond the API's ``Storage``.
+
+``ConsoleStorage`` (``Storage.console``) holds the console's sign-in sessions, in the database so
+that every replica sees them: a session row is the SHA-256 of the random token the browser's
+cookie holds (never the token itself), the id of the API key signed in with (``ids.api_key_id``,
+never the key) and its times. The policy (how long a session lives, when it is touched) is the
+console's; this interface only stores rows. It also counts a page of stores' memories at once
+(the stores page shows "N of 2,000").
+
+``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """One signed-in browser: ``token_hash`` is the hex SHA-256 of its cookie's token."""
+
+    token_hash: str
+    api_key_id: str
+    created_at: datetime
+    expires_at: datetime  # the absolute limit
+    last_seen_at: datetime  # the idle limit counts from here
+
+
+class ConsoleStorage(abc.ABC):
+    """The console's sessions and counts (see the module docstring)."""
+
+    @property
+    @abc.abstractmethod
+    def memory_limit(self) -> int:
+        """How many memories a store may hold (the storage's limit)."""
+
+    @abc.abstractmethod
+    async def create_session(self, session: ConsoleSession, *, ended_before: datetime) -> None:
+        """Store ``session``; in the same transaction delete every session that expired or was
+        last seen before ``ended_before`` (so ended sessions never pile up)."""
+
+    @abc.abstractmethod
+    async def get_session(self, token_hash: str) -> ConsoleSession | None:
+        """The session of ``token_hash``, or None."""
+
+    @abc.abstractmethod
+    async def touch_session(self, token_hash: str, seen_at: datetime) -> None:
+        """Move the session's ``last_seen_at`` to ``seen_at`` (nothing if it is gone)."""
+
+    @abc.abstractmethod
+    async def delete_session(self, token_hash: str) -> None:
+        """End the session (nothing if it is gone)."""
+
+    @abc.abstractmethod
+    async def memory_counts(self, store_ids: Sequence[str]) -> dict[str, int]:
+        """How many memories each of ``store_ids`` holds (unknown stores are left out)."""

@@ -1,0 +1,113 @@
+"""The console's sessions and counts in SQL (``ConsoleStorage`` on a ``SqlBase`` backend).
+
+``SqlConsole`` runs its statements in its backend's ``_read``/``_write`` transactions, on the
+``console_sessions`` table (``schema`` step 8) and the stores' ``memory_count``. A session row
+holds a hash of the browser's token and a key's id, never a token or a key (see
+``console_storage``). Sessions need no lock: each row is written by the one browser that holds
+its token, and a lost ``touch`` only shortens an idle session by a minute.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from memfs.server.console_storage import ConsoleSession, ConsoleStorage
+from memfs.server.sql.rows import from_us, to_us
+from memfs.server.sql.transaction import Row, Tx
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+_COLUMNS = "token_hash, api_key_id, created_us, expires_us, last_seen_us"
+
+
+class Backend(Protocol):
+    """What ``SqlConsole`` uses of its ``SqlBase`` (see ``sql.base``)."""
+
+    max_memories: int
+
+    async def _read(self, fn: Callable[[Tx], R]) -> R: ...
+
+    async def _write(self, fn: Callable[[Tx], R]) -> R: ...
+
+
+def _session(row: Row) -> ConsoleSession:
+    return ConsoleSession(
+        token_hash=row["token_hash"],
+        api_key_id=row["api_key_id"],
+        created_at=from_us(row["created_us"]),
+        expires_at=from_us(row["expires_us"]),
+        last_seen_at=from_us(row["last_seen_us"]),
+    )
+
+
+class SqlConsole(ConsoleStorage):
+    """``ConsoleStorage`` in the backend's database."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    @property
+    def memory_limit(self) -> int:
+        return self._backend.max_memories
+
+    async def create_session(self, session: ConsoleSession, *, ended_before: datetime) -> None:
+        cutoff = to_us(ended_before)
+
+        def run(tx: Tx) -> None:
+            tx.execute(
+                "DELETE FROM console_sessions WHERE expires_us <= ? OR last_seen_us <= ?",
+                (to_us(session.created_at), cutoff),
+            )
+            tx.execute(
+                f"INSERT INTO console_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                (
+                    session.token_hash,
+                    session.api_key_id,
+                    to_us(session.created_at),
+                    to_us(session.expires_at),
+                    to_us(session.last_seen_at),
+                ),
+            )
+
+        await self._backend._write(run)
+
+    async def get_session(self, token_hash: str) -> ConsoleSession | None:
+        def run(tx: Tx) -> ConsoleSession | None:
+            row = tx.one(
+                f"SELECT {_COLUMNS} FROM console_sessions WHERE token_hash = ?", (token_hash,)
+            )
+            return None if row is None else _session(row)
+
+        return await self._backend._read(run)
+
+    async def touch_session(self, token_hash: str, seen_at: datetime) -> None:
+        await self._backend._write(
+            lambda tx: tx.execute(
+                "UPDATE console_sessions SET last_seen_us = ? WHERE token_hash = ?",
+                (to_us(seen_at), token_hash),
+            )
+        )
+
+    async def delete_session(self, token_hash: str) -> None:
+        await self._backend._write(
+            lambda tx: tx.execute(
+                "DELETE FROM console_sessions WHERE token_hash = ?", (token_hash,)
+            )
+        )
+
+    async def memory_counts(self, store_ids: Sequence[str]) -> dict[str, int]:
+        if not store_ids:
+            return {}
+        marks = ", ".join("?" for _ in store_ids)
+
+        def run(tx: Tx) -> dict[str, int]:
+            rows = tx.execute(
+                f"SELECT id, memory_count FROM stores WHERE id IN ({marks})", tuple(store_ids)
+            ).fetchall()
+            return {row["id"]: int(row["memory_count"]) for row in rows}
+
+        return await self._backend._read(run)

@@ -1,0 +1,93 @@
+"""Session lifetimes and the sign-in limiter, on a settable clock (no waiting): idle and
+absolute limits end a session and delete its row; the limiter's buckets refill."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from starlette.requests import Request
+
+from memfs.server.console.ratelimit import Limits, SignInLimiter
+from memfs.server.console.sessions import ABSOLUTE, COOKIE, IDLE, SessionKeeper, token_hash
+from memfs.server.sqlite import SqliteStorage
+
+KEY = "sk-console-" + "c" * 30
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def request_with(token: str) -> Request:
+    cookie = f"{COOKIE}={token}".encode()
+    return Request(
+        {"type": "http", "method": "GET", "path": "/console/", "headers": [(b"cookie", cookie)]}
+    )
+
+
+async def test_an_idle_session_ends_and_use_keeps_it_alive(storage: SqliteStorage) -> None:
+    clock = Clock()
+    keeper = SessionKeeper(storage.console, [KEY], clock=clock)
+    signed = await keeper.sign_in(KEY)
+    assert signed is not None
+    for _ in range(4):  # used every 20 minutes: alive past the 30-minute idle limit
+        clock.now += timedelta(minutes=20)
+        assert await keeper.current(request_with(signed.token)) is not None
+    clock.now += IDLE
+    assert await keeper.current(request_with(signed.token)) is None
+    assert await storage.console.get_session(token_hash(signed.token)) is None  # row deleted
+
+
+async def test_a_session_ends_at_its_absolute_limit_however_used(storage: SqliteStorage) -> None:
+    clock = Clock()
+    keeper = SessionKeeper(storage.console, [KEY], clock=clock)
+    signed = await keeper.sign_in(KEY)
+    assert signed is not None
+    start = clock.now
+    while clock.now - start < ABSOLUTE - timedelta(minutes=10):
+        clock.now += timedelta(minutes=10)
+        assert await keeper.current(request_with(signed.token)) is not None
+    clock.now = start + ABSOLUTE
+    assert await keeper.current(request_with(signed.token)) is None
+
+
+async def test_the_database_holds_a_hash_and_a_key_id_never_the_token_or_key(
+    storage: SqliteStorage,
+) -> None:
+    keeper = SessionKeeper(storage.console, [KEY])
+    signed = await keeper.sign_in(KEY)
+    assert signed is not None
+    rows = await storage._read(
+        lambda tx: [dict(r) for r in tx.execute("SELECT * FROM console_sessions").fetchall()]
+    )
+    assert len(rows) == 1
+    text = repr(rows)
+    assert KEY not in text and signed.token not in text
+    assert rows[0]["token_hash"] == token_hash(signed.token)
+    assert rows[0]["api_key_id"].startswith("apikey_")
+
+
+def test_the_limiter_refuses_an_address_then_everyone_and_refills() -> None:
+    now = [0.0]
+    limiter = SignInLimiter(Limits(per_address=2, overall=3, refill_seconds=60), lambda: now[0])
+    limiter.failed("a")
+    limiter.failed("a")
+    assert limiter.retry_after("a") == 30  # one token back after 60 s / 2
+    assert limiter.retry_after("b") == 0
+    limiter.failed("b")
+    assert limiter.retry_after("c") == 20  # the overall bucket is empty: 60 s / 3
+    now[0] += 20
+    assert limiter.retry_after("c") == 0
+    assert limiter.retry_after("a") == 10
+
+
+def test_the_limiter_remembers_a_bounded_number_of_addresses() -> None:
+    limiter = SignInLimiter(Limits(per_address=1, overall=1000, max_addresses=3), lambda: 0.0)
+    for address in ("a", "b", "c", "d"):
+        limiter.failed(address)
+    assert limiter.retry_after("d") > 0
+    assert limiter.retry_after("a") == 0  # forgotten first: the table stays at 3

@@ -1,0 +1,57 @@
+"""A real headless Chromium for the console's tests: Debian's ``chromium`` driven by Playwright.
+
+Playwright never downloads a browser here (its own build cannot run on this machine): it is
+pointed at ``CHROMIUM`` (``executable_path``). ``needs_chromium`` skips a module, with the
+reason, only when that binary is absent (``make setup`` installs it; CI runs these tests).
+``Watched`` records what a page did that it must not (dialogs, script errors, console errors),
+so a test can assert that agent-written markup ran nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+CHROMIUM = os.environ.get("MEMFS_TEST_CHROMIUM", "/usr/bin/chromium")
+needs_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason=f"{CHROMIUM} is not installed (Debian's chromium package: make setup installs it)",
+)
+TIMEOUT_MS = 15_000
+
+
+def launch_args() -> dict[str, Any]:
+    return {"executable_path": CHROMIUM, "args": ["--no-sandbox"], "headless": True}
+
+
+@dataclass
+class Watched:
+    """What a page did that a page of agent-written text never should."""
+
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def attach(self, page: Any) -> None:
+        def on_dialog(dialog: Any) -> None:
+            self.dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on(
+            "console",
+            lambda msg: self.errors.append(msg.text) if msg.type == "error" else None,
+        )
+
+
+def api(base_url: str, key: str) -> httpx.Client:
+    """A plain API client of the server (to seed stores, and to write as another writer)."""
+    return httpx.Client(
+        base_url=base_url,
+        headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
+        timeout=10,
+    )
