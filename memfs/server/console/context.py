@@ -61,6 +61,10 @@ class Console:
     renderer: Renderer
 
     async def signed_in(self, request: Request) -> SignedIn:
+        if request.method == "POST" and cross_site(request):
+            # refused as such, before the session: a cross-site POST carries no cookie
+            # (SameSite=Strict) and would otherwise look like a signed-out one
+            raise CrossSiteError(CROSS_SITE_MESSAGE)
         signed_in = await self.sessions.current(request)
         if signed_in is None:
             raise SignInRequiredError()

@@ -1,0 +1,245 @@
+"""The console's pages in a real Chromium: browse, create, edit (and its conflict), rename,
+delete, search, store settings; agent-written markup shown as text and run nowhere; a form
+posted from another site changing nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from support.browser import Watched, api, needs_chromium
+from support.servers import ServerProcess
+
+pytestmark = needs_chromium
+
+XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
+XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
+
+
+@pytest.fixture
+def client(console_server: ServerProcess) -> Iterator[httpx.Client]:
+    with api(console_server.base_url, console_server.api_key) as client:
+        yield client
+
+
+@pytest.fixture
+def signed_in(page: Any, console_server: ServerProcess) -> Any:
+    page.goto(console_server.base_url + "/console/sign-in")
+    page.get_by_label("API key").fill(console_server.api_key)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"/console/$"))
+    return page
+
+
+def new_store(client: httpx.Client, name: str, description: str = "") -> str:
+    made = client.post("/v1/memory_stores", json={"name": name, "description": description})
+    assert made.status_code == 200, made.text
+    return str(made.json()["id"])
+
+
+def new_memory(client: httpx.Client, store_id: str, path: str, content: str) -> dict[str, Any]:
+    made = client.post(
+        f"/v1/memory_stores/{store_id}/memories", json={"path": path, "content": content}
+    )
+    assert made.status_code == 200, made.text
+    result: dict[str, Any] = made.json()
+    return result
+
+
+def content_of(client: httpx.Client, store_id: str, memory_id: str) -> str:
+    got = client.get(f"/v1/memory_stores/{store_id}/memories/{memory_id}")
+    assert got.status_code == 200, got.text
+    return str(got.json()["content"])
+
+
+def test_browse_stores_to_a_store_to_a_memory(
+    signed_in: Any, client: httpx.Client, watched: Watched
+) -> None:
+    page = signed_in
+    store_id = new_store(client, "Browse", "notes of the team")
+    new_memory(client, store_id, "/projects/alpha/plan.md", "step one\nstep two\n")
+    new_memory(client, store_id, "/readme.md", "\nstarts with a blank line")
+    page.reload()
+    card = page.get_by_role("listitem").filter(has_text="notes of the team")
+    assert "2 of 2,000 memories" in card.inner_text()
+    page.get_by_role("link", name="Browse", exact=True).click()
+    page.get_by_role("heading", name="Browse", level=1).wait_for()
+    assert page.get_by_text("projects/", exact=True).is_visible()  # an open folder
+    page.get_by_text("alpha/", exact=True).click()  # folders close...
+    assert not page.get_by_role("link", name="/projects/alpha/plan.md").is_visible()
+    page.get_by_text("alpha/", exact=True).click()  # ...and open again
+    page.get_by_role("link", name="/projects/alpha/plan.md").click()
+    page.get_by_role("heading", name="/projects/alpha/plan.md", level=1).wait_for()
+    assert page.locator("pre.content").inner_text() == "step one\nstep two\n"
+    for action in ("Edit", "Rename", "Delete", "History"):
+        assert page.get_by_role("link", name=action, exact=True).is_visible()
+    page.go_back()
+    page.get_by_role("link", name="/readme.md").click()
+    # a leading newline survives the <pre> (the HTML parser drops one after the tag)
+    assert page.locator("pre.content").inner_text() == "\nstarts with a blank line"
+    assert watched.dialogs == [] and watched.errors == []
+
+
+def test_create_edit_rename_and_delete_a_memory(signed_in: Any, client: httpx.Client) -> None:
+    page = signed_in
+    store_id = new_store(client, "Writes")
+    page.goto(page.url + f"stores/{store_id}")
+    page.get_by_role("link", name="New memory").click()
+    page.get_by_label("Path").fill("/todo.md")
+    page.get_by_label("Content").fill("buy milk\n")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Memory created.").wait_for()
+    memory_id = page.url.split("/memories/")[1].split("?")[0]
+    assert content_of(client, store_id, memory_id) == "buy milk\n"
+
+    page.get_by_role("link", name="Edit", exact=True).click()
+    assert page.get_by_label("Content").input_value() == "buy milk\n"
+    page.get_by_label("Content").fill("buy milk\nbuy bread\n")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved.").wait_for()
+    assert content_of(client, store_id, memory_id) == "buy milk\nbuy bread\n"  # LF, not CR LF
+    versions = client.get(f"/v1/memory_stores/{store_id}/memory_versions").json()["data"]
+    assert versions[0]["created_by"]["type"] == "api_actor"  # attributed to the key
+
+    page.get_by_role("link", name="Rename", exact=True).click()
+    page.get_by_label("New path").fill("bad")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_text("path: path must start with '/'").wait_for()  # the API's message
+    page.get_by_label("New path").fill("/done/todo.md")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_role("heading", name="/done/todo.md", level=1).wait_for()
+
+    page.get_by_role("link", name="Delete", exact=True).click()
+    page.get_by_role("button", name="Delete").click()
+    page.get_by_text("Memory deleted.").wait_for()
+    gone = client.get(f"/v1/memory_stores/{store_id}/memories/{memory_id}")
+    assert gone.status_code == 404
+
+
+def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
+    signed_in: Any, client: httpx.Client
+) -> None:
+    page = signed_in
+    store_id = new_store(client, "Conflict")
+    memory = new_memory(client, store_id, "/facts.md", "sky: blue\ngrass: green\n")
+    page.goto(page.url + f"stores/{store_id}/memories/{memory['id']}/edit")
+    page.get_by_label("Content").fill("sky: blue\ngrass: green\nsea: salty\n")
+    theirs = "sky: grey\ngrass: green\n"
+    changed = client.post(
+        f"/v1/memory_stores/{store_id}/memories/{memory['id']}", json={"content": theirs}
+    )
+    assert changed.status_code == 200  # another writer, between load and save
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Someone changed this memory since you opened it").wait_for()
+    diff = page.locator("pre.diff").inner_text()
+    assert "-sky: grey" in diff and "+sky: blue" in diff and "+sea: salty" in diff
+    assert content_of(client, store_id, memory["id"]) == theirs  # nothing overwritten
+    assert page.get_by_role("link", name="Keep theirs").is_visible()
+    page.get_by_role("button", name="Save over theirs").click()
+    page.get_by_text("Saved.").wait_for()
+    assert content_of(client, store_id, memory["id"]) == "sky: blue\ngrass: green\nsea: salty\n"
+
+
+def test_search_shows_paths_and_snippets(signed_in: Any, client: httpx.Client) -> None:
+    page = signed_in
+    store_id = new_store(client, "Searchable")
+    new_memory(client, store_id, "/animals/okapi.md", "The okapi lives in the forest.\n")
+    new_memory(client, store_id, "/animals/cat.md", "A cat sleeps.\n")
+    page.goto(page.url + f"stores/{store_id}")
+    page.get_by_label("Search").fill("okapi")
+    page.get_by_role("button", name="Search").click()
+    page.get_by_role("heading", name="1 result").wait_for()
+    results = page.locator("ol.results")
+    assert results.get_by_role("link", name="/animals/okapi.md").is_visible()
+    assert "The okapi lives in the forest." in results.inner_text()
+
+
+def test_store_settings_edit_archive_and_delete(signed_in: Any, client: httpx.Client) -> None:
+    page = signed_in
+    page.get_by_label("Name", exact=True).fill("Admin me")
+    page.get_by_role("button", name="Create store").click()
+    page.get_by_text("Store created.").wait_for()
+    store_id = page.url.split("/stores/")[1].split("?")[0]
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Description").fill("now described")
+    page.get_by_label("Metadata key 1").fill("team")
+    page.get_by_label("Metadata value 1").fill("search")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Store saved.").wait_for()
+    store = client.get(f"/v1/memory_stores/{store_id}").json()
+    assert store["description"] == "now described" and store["metadata"] == {"team": "search"}
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("I understand").check()
+    page.get_by_role("button", name="Archive store").click()
+    page.get_by_text("Store archived").wait_for()
+    assert client.get(f"/v1/memory_stores/{store_id}").json()["archived_at"] is not None
+
+    page.get_by_role("link", name="Settings").click()
+    page.get_by_label("Type the store's name to confirm").fill("Admin m")
+    page.get_by_role("button", name="Delete store").click()
+    page.get_by_text("nothing was deleted").wait_for()
+    assert client.get(f"/v1/memory_stores/{store_id}").status_code == 200
+    page.get_by_label("Type the store's name to confirm").fill("Admin me")
+    page.get_by_role("button", name="Delete store").click()
+    page.get_by_text("Store deleted.").wait_for()
+    assert client.get(f"/v1/memory_stores/{store_id}").status_code == 404
+
+
+def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
+    signed_in: Any, client: httpx.Client, watched: Watched
+) -> None:
+    page = signed_in
+    store_id = new_store(client, f"store {XSS_IMG}", f"about {XSS_SCRIPT}")
+    path = f"/x/{XSS_SCRIPT}.md"
+    content = f"{XSS_IMG}\n{XSS_SCRIPT}\n<b>bold</b> okapi\n"
+    memory = new_memory(client, store_id, path, content)
+    page.reload()
+    page.get_by_text(f"about {XSS_SCRIPT}").wait_for()  # the description, as text
+    page.get_by_role("link", name=f"store {XSS_IMG}", exact=True).click()
+    page.get_by_role("heading", name=f"store {XSS_IMG}", level=1).wait_for()
+    page.get_by_role("link", name=path).click()
+    page.get_by_role("heading", name=path, level=1).wait_for()
+    assert page.locator("pre.content").inner_text() == content
+    page.goto(f"{page.url.split('/memories/')[0]}/search?q=okapi")
+    page.get_by_role("link", name=path).wait_for()
+    assert "<b>bold</b> okapi" in page.locator("ol.results").inner_text()  # the snippet
+    page.goto(page.url.split("/search")[0] + f"/memories/{memory['id']}/edit")
+    client.post(
+        f"/v1/memory_stores/{store_id}/memories/{memory['id']}",
+        json={"content": content + XSS_IMG},
+    )
+    page.get_by_role("button", name="Save").click()  # the conflict's diff, escaped too
+    page.get_by_text("Someone changed this memory").wait_for()
+    assert f"-{XSS_IMG}" in page.locator("pre.diff").inner_text()
+    assert page.evaluate("window.__pwned") is None  # neither payload ran
+    assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
+    assert watched.dialogs == [] and watched.errors == []
+
+
+def test_a_form_posted_from_another_site_changes_nothing(
+    signed_in: Any, client: httpx.Client, console_server: ServerProcess
+) -> None:
+    page = signed_in
+    before = {s["name"] for s in client.get("/v1/memory_stores").json()["data"]}
+    evil = "http://evil.test/"
+    page.route(
+        evil,
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=(
+                f'<form method="post" action="{console_server.base_url}/console/stores">'
+                '<input name="name" value="planted"><input name="csrf" value="guess">'
+                '<button id="go">go</button></form>'
+            ),
+        ),
+    )
+    page.goto(evil)
+    with page.expect_response(re.compile(r"/console/stores$")) as answer:
+        page.click("#go")
+    assert answer.value.status == 403  # the server answered, and refused
+    after = {s["name"] for s in client.get("/v1/memory_stores").json()["data"]}
+    assert after == before
