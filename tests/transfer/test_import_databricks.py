@@ -1,0 +1,107 @@
+"""``memfs import --api databricks``: an actor's entries from a tree, with the descriptions of
+``.memfs/descriptions.json``; and a Databricks tree into a Memory Stores store (its
+descriptions noted, not lost silently)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from support.databricks import ACTOR, Workspace, databricks_env
+from support.servers import ServerProcess
+
+from .importing import contents, create_store, memfs_import, requests, write_tree, writes
+
+TREE = {
+    "notes/dana.md": "Dana prefers email.\n",
+    "notes/plain.md": "no description",
+    "todo.md": "- call Dana\n",
+}
+DESCRIPTIONS = {"/notes/dana.md": "how to reach Dana", "/todo.md": "open tasks"}
+
+
+def _tree(root: Path, descriptions: dict[str, str]) -> Path:
+    write_tree(root, TREE)
+    (root / ".memfs").mkdir(exist_ok=True)
+    (root / ".memfs/descriptions.json").write_text(json.dumps(descriptions))
+    return root
+
+
+def test_descriptions_are_created_updated_and_a_second_run_writes_nothing(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    env = databricks_env(server, tmp_path)
+    tree = _tree(tmp_path / "tree", DESCRIPTIONS)
+    with Workspace(server) as workspace:
+        store = workspace.create_store()
+        workspace.put(store, "/notes/plain.md", "old", description="stale description")
+        workspace.put(store, "/todo.md", "- call Dana\n", session="s1")  # another session's
+        args = (tree, store, "--api", "databricks", "--actor", ACTOR)
+
+        first = memfs_import(env, *args, secrets=(server.api_key,))
+        assert first.status == 0, first
+        assert first.lines == [
+            ("create", "/notes/dana.md"),
+            ("update", "/notes/plain.md"),
+            ("create", "/todo.md"),
+        ]
+        entries = workspace.entries(store)
+        mine = {path: e for (session, path), e in entries.items() if session is None}
+        assert {p: e["content"] for p, e in mine.items()} == {"/" + p: c for p, c in TREE.items()}
+        assert {p: e.get("description", "") for p, e in mine.items()} == {
+            "/notes/dana.md": "how to reach Dana",
+            "/notes/plain.md": "",  # the tree says it has none
+            "/todo.md": "open tasks",
+        }
+        assert entries[("s1", "/todo.md")].get("description", "") == ""  # untouched
+
+        before = requests(server)
+        again = memfs_import(env, *args)
+        assert again.status == 0 and again.lines == [], again
+        assert writes(before, requests(server)) == 0
+
+        # a description changed alone is an update
+        (tree / ".memfs/descriptions.json").write_text(
+            json.dumps({**DESCRIPTIONS, "/todo.md": "tasks still open"})
+        )
+        before = requests(server)
+        third = memfs_import(env, *args)
+        assert third.lines == [("update", "/todo.md")], third
+        assert writes(before, requests(server)) == 1
+        entry = workspace.entries(store)[(None, "/todo.md")]
+        assert entry["description"] == "tasks still open"
+        assert entry["content"] == TREE["todo.md"]
+
+
+def test_a_databricks_tree_into_memory_stores_notes_the_descriptions(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    tree = _tree(tmp_path / "tree", DESCRIPTIONS)
+    store = create_store(server, f"from-databricks-{uuid.uuid4().hex[:8]}")
+    run = memfs_import(server.client_env(), tree, store)
+    assert run.status == 0, run
+    assert run.stderr == (
+        "memfs import: 2 description(s) of .memfs/descriptions.json not imported: this "
+        "store's memories have no descriptions\n"
+    )
+    assert contents(server, store) == {"/" + p: c for p, c in TREE.items()}
+
+
+def test_a_description_the_store_refuses_refuses_its_file(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    tree = _tree(tmp_path / "tree", {**DESCRIPTIONS, "/todo.md": "x" * 4097})
+    with Workspace(server) as workspace:
+        store = workspace.create_store()
+        run = memfs_import(
+            databricks_env(server, tmp_path), tree, store, "--api", "databricks", "--actor", ACTOR
+        )
+        assert run.status == 1, run
+        assert run.reason("/todo.md") == (
+            "its description is 4097 bytes, over the store's limit of 4096"
+        )
+        assert sorted(path for _, path in workspace.entries(store)) == [
+            "/notes/dana.md",
+            "/notes/plain.md",
+        ]
