@@ -183,24 +183,16 @@ async def _main(
     plan_holder: list[Plan],
     results: Results,
 ) -> None:
-    import trio
-
     from memfs.commands.progress import CountProgress
-    from memfs.transfer.import_plan import make_plan
-    from memfs.transfer.import_tree import carry_out
-    from memfs.transfer.import_walk import Limits, read_tree
+    from memfs.transfer.import_tree import carry_out, plan_import
 
     async with open_store() as store:
-        capabilities = store.capabilities
-        limits = Limits(capabilities.max_content_bytes, capabilities.refused_characters)
-        tree = await trio.to_thread.run_sync(read_tree, root_fd, limits)
-        listed = [memory async for memory in store.list_below(None)]
-        plan = make_plan(tree, listed, capabilities, delete=args.delete)
+        plan = await plan_import(store, root_fd, delete=args.delete)
         plan_holder.append(plan)
         if args.dry_run:
             return
         with CountProgress("memfs import", "written") as progress:
-            await carry_out(store, plan, root_fd, limits, results, progress=progress.update)
+            await carry_out(store, plan, root_fd, results, progress=progress.update)
 
 
 def _print_plan(plan: Plan) -> None:

@@ -1,5 +1,5 @@
-"""Carrying out an import plan (``memfs.transfer.import_plan``) on a store, a few requests at
-a time.
+"""An import's calls on a store: ``plan_import`` (the tree walked, the store listed once, the
+two compared by ``memfs.transfer.import_plan``), then ``carry_out``, a few requests at a time.
 
 ``CONCURRENCY`` workers take the steps in path order: first the deletes (they make room for the
 creates the plan counted on), then the creates and updates. Each write is one request through
@@ -42,8 +42,8 @@ from memfs.errors import (
     StoreFullError,
 )
 from memfs.store_api import StoreAPI
-from memfs.transfer.import_plan import Plan, Step
-from memfs.transfer.import_walk import Limits, UnreadableError, open_file
+from memfs.transfer.import_plan import Plan, Step, make_plan
+from memfs.transfer.import_walk import Limits, UnreadableError, open_file, read_tree
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,24 @@ class Results:
 Progress = Callable[[int, int], None]  # (steps finished, steps to carry out)
 
 
+def limits_of(store: StoreAPI) -> Limits:
+    """What ``store`` accepts in a content (its capabilities)."""
+    capabilities = store.capabilities
+    return Limits(capabilities.max_content_bytes, capabilities.refused_characters)
+
+
+async def plan_import(store: StoreAPI, root_fd: int, *, delete: bool = False) -> Plan:
+    """Walk the tree open as ``root_fd`` (in a thread: it reads every file), then list the store
+    (one pass, without contents: the listing nearest the writes), and compare them."""
+    tree = await trio.to_thread.run_sync(read_tree, root_fd, limits_of(store))
+    listed = [memory async for memory in store.list_below(None)]
+    return make_plan(tree, listed, store.capabilities, delete=delete)
+
+
 async def carry_out(
     store: StoreAPI,
     plan: Plan,
     root_fd: int,
-    limits: Limits,
     results: Results,
     *,
     concurrency: int = CONCURRENCY,
@@ -90,6 +103,7 @@ async def carry_out(
     deletes = [step for step in plan.steps if step.action == "delete"]
     writes = [step for step in plan.steps if step.action in ("create", "update")]
     results.total = len(deletes) + len(writes)
+    limits = limits_of(store)
 
     async def one(step: Step) -> None:
         try:
@@ -135,9 +149,10 @@ async def _apply(store: StoreAPI, step: Step, root_fd: int, limits: Limits) -> N
     if memory is not None and memory.content_sha256 == step.file.sha256:
         content = None  # the description alone changes
     else:
-        data = await trio.to_thread.run_sync(
-            open_file, root_fd, step.file.relative, limits, step.file.sha256
-        )
+        # read on the loop, not in a worker thread: a file of at most the store's limit reads in
+        # microseconds from a local disk, where a thread hop per file costs more than the read
+        # (scripts/bench_import.py)
+        data = open_file(root_fd, step.file.relative, limits, step.file.sha256)
         content = data.decode("utf-8")
     if memory is None:
         assert content is not None

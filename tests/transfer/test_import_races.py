@@ -15,18 +15,17 @@ from support.servers import served_in_process
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
-from memfs.api.store import MEMORY_STORES, MemoryStoresAPI
+from memfs.api.store import MemoryStoresAPI
 from memfs.models import Memory, sha256_hex
 from memfs.server.sqlite import SqliteStorage
 from memfs.store_api import Capabilities
-from memfs.transfer.import_plan import Plan, make_plan
-from memfs.transfer.import_tree import Results, carry_out
-from memfs.transfer.import_walk import Limits, Tree, TreeFile, read_tree
+from memfs.transfer.import_plan import make_plan
+from memfs.transfer.import_tree import Results, carry_out, plan_import
+from memfs.transfer.import_walk import Tree, TreeFile
 
 from .importing import write_tree
 
 MOMENT = datetime(2026, 12, 3, tzinfo=UTC)
-LIMITS = Limits(MEMORY_STORES.max_content_bytes, "\x00")
 
 
 @pytest.fixture
@@ -45,12 +44,6 @@ async def _store(client: StoreClient) -> MemoryStoresAPI:
     return MemoryStoresAPI(client, store.id)
 
 
-async def _plan(store: MemoryStoresAPI, fd: int, *, delete: bool = False) -> Plan:
-    tree = read_tree(fd, LIMITS)
-    listed = [memory async for memory in store.list_below(None)]
-    return make_plan(tree, listed, store.capabilities, delete=delete)
-
-
 def _failures(results: Results) -> dict[str, str]:
     return {o.step.path: o.reason for o in results.outcomes if not o.done}
 
@@ -64,7 +57,7 @@ async def test_a_concurrent_writer_is_reported_not_overwritten(
         await store.create(path, "v1")
     write_tree(tree, {"edited.md": "mine", "gone.md": "mine", "taken.md": "mine", "ok.md": "ok"})
     write_tree(tree, {"stays.md": "v1"})
-    plan = await _plan(store, fd, delete=True)
+    plan = await plan_import(store, fd, delete=True)
     assert {s.path: s.action for s in plan.steps} == {
         "/deleted-here.md": "delete",
         "/edited.md": "update",
@@ -82,7 +75,7 @@ async def test_a_concurrent_writer_is_reported_not_overwritten(
     await store.update(listed["/deleted-here.md"].id, content="theirs too")
 
     results = Results()
-    await carry_out(store, plan, fd, LIMITS, results)
+    await carry_out(store, plan, fd, results)
     assert _failures(results) == {
         "/edited.md": "changed in the store since it was listed: not overwritten",
         "/gone.md": "deleted from the store meanwhile: not written again",
@@ -102,7 +95,7 @@ async def test_a_file_edited_or_swapped_for_a_link_after_the_plan_is_not_uploade
     tree, fd = root
     store = await _store(client)
     write_tree(tree, {"edited.md": "planned", "dir/inner.md": "planned", "fine.md": "fine"})
-    plan = await _plan(store, fd)
+    plan = await plan_import(store, fd)
     assert plan.count("create") == 3
 
     (tree / "edited.md").write_text("edited after the plan")
@@ -113,7 +106,7 @@ async def test_a_file_edited_or_swapped_for_a_link_after_the_plan_is_not_uploade
     (tree / "dir").symlink_to(outside)
 
     results = Results()
-    await carry_out(store, plan, fd, LIMITS, results)
+    await carry_out(store, plan, fd, results)
     assert _failures(results) == {
         "/edited.md": "changed during the import (run it again)",
         "/dir/inner.md": "a symbolic link (not followed)",
@@ -188,9 +181,9 @@ async def test_a_store_that_fills_up_meanwhile_refuses_the_creates_it_cannot_hol
     store = await _store(small_server)
     await store.create("/a.md", "old")
     write_tree(tree, {"a.md": "new", "b.md": "b", "c.md": "c", "d.md": "d", "e.md": "e"})
-    plan = await _plan(store, fd)
+    plan = await plan_import(store, fd)
     results = Results()
-    await carry_out(store, plan, fd, LIMITS, results, concurrency=1)  # in path order
+    await carry_out(store, plan, fd, results, concurrency=1)  # in path order
     assert _failures(results) == {"/d.md": "the store is full", "/e.md": "the store is full"}
     stored = {m.path: m.content_sha256 async for m in store.list_below(None)}
     assert stored == {
