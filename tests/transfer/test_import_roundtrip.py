@@ -125,4 +125,4 @@ def test_a_databricks_export_into_memory_stores_and_back(
         back = workspace.create_store()
         assert memfs_import(env, second, back, *actor).status == 0
         entries = workspace.entries(back)
-        assert {p: e["content"] for (_, p), e in entries.items()} == MEMORIES
+        assert {p: e.get("content", "") for (_, p), e in entries.items()} == MEMORIES
