@@ -1,7 +1,6 @@
 """An edit through ``memfs server``'s MCP endpoint reaches a mount of the same store (its change
-stream), and an edit in the mount is what the next ``view`` shows (issue 22, *Done when*). The
-0.5 s of the goal is printed, not asserted: under the suite's load it is the machine's, not
-ours (the time is in the test's output with ``-s``)."""
+stream) within 0.5 s of the tool's answer, and an edit in the mount is what the next ``view``
+shows (issue 22, *Done when*)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,8 @@ from support.waiting import wait_for
 
 from .test_http import key_of, ms_url, over_http
 
+VISIBLE_WITHIN = 0.5  # seconds from the tool's answer to the mount's file (issue 22's goal)
+
 
 async def test_an_edit_over_http_is_seen_in_a_mount_and_back(
     server: ServerProcess, mount_factory: Callable[..., MountedStore]
@@ -27,9 +28,14 @@ async def test_an_edit_over_http_is_seen_in_a_mount_and_back(
     assert await trio.to_thread.run_sync(note.read_text) == "one\n"
     async with over_http(ms_url(server, mounted.store_id), key_of(server)) as tools:
         await tools.memory("str_replace", path="/memories/note.md", old_str="one", new_str="two")
-        started = time.monotonic()
-        await trio.to_thread.run_sync(lambda: wait_for(lambda: note.read_text() == "two\n"))
-        print(f"an MCP edit was seen in the mount after {time.monotonic() - started:.3f} s")
+        answered = time.monotonic()
+
+        def seen() -> float:  # the file polled every 5 ms, as a reader would see it
+            wait_for(lambda: note.read_text() == "two\n", interval=0.005)
+            return time.monotonic() - answered
+
+        took = await trio.to_thread.run_sync(seen)
+        assert took < VISIBLE_WITHIN, f"the edit was seen in the mount after {took:.3f} s"
 
         def edit_in_the_mount() -> None:
             note.write_text("three\n")
