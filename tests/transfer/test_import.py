@@ -7,6 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
+import pytest
 from support.servers import ServerProcess
 
 from .importing import (
@@ -166,3 +167,19 @@ def test_usage_errors_are_one_line(server: ServerProcess, tmp_path: Path) -> Non
     assert unknown.status == 3, unknown
     actor = memfs_import(env, tmp_path / "t", store, "--actor", "a")
     assert actor.status == 2 and "--actor needs --api databricks" in actor.summary
+
+
+@pytest.mark.slow  # 2,000 creates: about 6 s on 2 idle cores
+def test_past_2000_memories_the_first_paths_get_in_and_the_others_are_listed(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    write_tree(tree, {f"d{n % 7}/{n:04d}.md": str(n) for n in range(2003)})
+    store = create_store(server, f"import-{uuid.uuid4().hex[:8]}")
+    run = memfs_import(server.client_env(), tree, store)
+    assert run.status == 1, run.summary
+    in_order = sorted(f"/d{n % 7}/{n:04d}.md" for n in range(2003))
+    assert run.paths("refuse") == in_order[-3:]
+    assert {run.reason(p) for p in in_order[-3:]} == {"the store is full (2000 memories at most)"}
+    assert run.summary.startswith("memfs import: 2000 created, 0 updated")
+    assert sorted(contents(server, store)) == in_order[:2000]
