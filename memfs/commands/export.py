@@ -2,7 +2,8 @@
 versions as a git repository of one commit per version (``memfs.transfer.export``; the tree
 format is ``memfs.transfer.layout``'s, docs/export-import.md the user's guide).
 
-Owns the command line, the progress line (stderr, only on a terminal) and the output: one
+Owns the command line, the progress line (``commands.progress.PhaseProgress``: stderr, only on
+a terminal) and the output: one
 summary line on stdout (memories, versions, commits, files, what was skipped), then one line on
 stderr per thing a person must know (a path not exported and why, a file left in DIR, a version
 redacted after it was exported). Exit codes are the admin commands' (0 ok, 1 error or a file
@@ -17,9 +18,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from memfs.commands.api_options import (
     DATABRICKS,
@@ -31,6 +31,7 @@ from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
+    from memfs.commands.progress import PhaseProgress
     from memfs.transfer.export import ExportReport
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if usage is not None:
         return actions.fail(usage, actions.EXIT_USAGE, None)
     root = Path(args.dir)
-    progress = ProgressLine("memfs export")
+    from memfs.commands.progress import PhaseProgress
+
+    progress = PhaseProgress("memfs export")
     if args.api == DATABRICKS:
         missing = missing_extra("memfs export --api databricks", "databricks")
         if missing is not None:
@@ -107,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _export_memory_stores(
-    config: Any, args: argparse.Namespace, root: Any, progress: ProgressLine
+    config: Any, args: argparse.Namespace, root: Any, progress: PhaseProgress
 ) -> ExportReport:
     from memfs.api import StoreClient
     from memfs.api.store import MemoryStoresAPI
@@ -116,13 +119,13 @@ async def _export_memory_stores(
     async with StoreClient(config) as client:
         store = await client.resolve_store(args.store)
         if args.git:
-            return await export_history(client, store, root, progress=progress.show)
+            return await export_history(client, store, root, progress=progress.update)
         api = MemoryStoresAPI(client, store.id)
-        return await export_memories(api, store_info(store), root, progress=progress.show)
+        return await export_memories(api, store_info(store), root, progress=progress.update)
 
 
 async def _export_databricks(
-    args: argparse.Namespace, root: Any, progress: ProgressLine
+    args: argparse.Namespace, root: Any, progress: PhaseProgress
 ) -> ExportReport:
     from memfs.api.databricks import open_store
     from memfs.transfer.export import export_memories
@@ -137,10 +140,10 @@ async def _export_databricks(
             actor_id=args.actor,
             session_id=args.session,
         )
-        return await export_memories(opened.quick, info, root, progress=progress.show)
+        return await export_memories(opened.quick, info, root, progress=progress.update)
 
 
-def _finish(main: Any, progress: ProgressLine, secret: str | None) -> int:
+def _finish(main: Any, progress: PhaseProgress, secret: str | None) -> int:
     """Run ``main`` under trio; print its report, or its failure as one line."""
     import trio
 
@@ -208,35 +211,3 @@ def details(report: ExportReport) -> list[str]:
         rest = len(lines) - MAX_DETAIL_LINES + 1
         lines = [*lines[: MAX_DETAIL_LINES - 1], f"... and {rest} more"]
     return lines
-
-
-class ProgressLine:
-    """One updating line on stderr while an export runs, only when stderr is a terminal;
-    erased when the block ends."""
-
-    REFRESH = 0.25
-
-    def __init__(self, command: str, stream: TextIO | None = None) -> None:
-        self.command = command
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self._next = 0.0
-        self._shown = False
-
-    def __enter__(self) -> ProgressLine:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-
-    def show(self, phase: str, done: int, total: int | None) -> None:
-        now = time.monotonic()
-        if not self.enabled or now < self._next:
-            return
-        self._next = now + self.REFRESH
-        count = f"{done}/{total}" if total is not None else str(done)
-        self.stream.write(f"\r{self.command}: {phase}: {count}\x1b[K")
-        self.stream.flush()
-        self._shown = True

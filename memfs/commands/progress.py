@@ -108,3 +108,21 @@ class CountProgress(_Line):
     def update(self, done: int, total: int) -> None:
         if self._due():
             self._show(f"{self.command}: {done}/{total} {self.verb}")
+
+
+class PhaseProgress(_Line):
+    """``with PhaseProgress("memfs export") as progress:`` call ``progress.update(phase, done,
+    total)`` (``total`` None when unknown): ``memfs export: listing versions: 340``,
+    ``memfs export: committed: 500/10000``."""
+
+    def __init__(self, command: str, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        self.command = command
+
+    def __enter__(self) -> PhaseProgress:
+        return self
+
+    def update(self, phase: str, done: int, total: int | None) -> None:
+        if self._due():
+            count = f"{done}/{total}" if total is not None else str(done)
+            self._show(f"{self.command}: {phase}: {count}")
