@@ -156,11 +156,13 @@ async def export_history(
         )
         report.versions = len(versions)
         commits = _Commits(store.id, history, stream, marks, report)
-        for version in reversed(versions):  # oldest first
-            await trio.to_thread.run_sync(commits.add, version)
-            if stream.commits % checkpoint_every == 0:
+        oldest_first = versions[::-1]
+        for start in range(0, len(oldest_first), checkpoint_every):
+            batch = oldest_first[start : start + checkpoint_every]
+            await trio.to_thread.run_sync(commits.add_all, batch)
+            if stream.commits < len(versions):
                 await trio.to_thread.run_sync(stream.checkpoint)
-                progress("committed", stream.commits, len(versions))
+            progress("committed", stream.commits, len(versions))
         await trio.to_thread.run_sync(stream.done)
     report.commits = commits.made
     progress("committed", report.commits, len(versions))
@@ -196,12 +198,16 @@ async def _list_new_versions(
             if version.content is not None:
                 blobs.append((version.id, version.content.encode("utf-8")))
             versions.append(_without_content(version))
-        for version_id, data in blobs:
-            marks[version_id] = await trio.to_thread.run_sync(stream.blob, data)
+        if blobs:  # one thread hop a page: a pipe write may block while git digests
+            marks.update(await trio.to_thread.run_sync(_write_blobs, stream, blobs))
         progress("listing versions", len(versions), None)
         if page.next_page is None:
             return versions, marks
         cursor = page.next_page
+
+
+def _write_blobs(stream: git.FastImport, blobs: list[tuple[str, bytes]]) -> dict[str, int]:
+    return {version_id: stream.blob(data) for version_id, data in blobs}
 
 
 def _without_content(version: MemoryVersion) -> MemoryVersion:
@@ -224,11 +230,16 @@ class _Commits:
     ) -> None:
         self.store_id = store_id
         self.paths = dict(history.paths)  # memory id -> its path in the tree
+        self.owners = {path: memory for memory, path in self.paths.items()}  # its inverse
         self.stream = stream
         self.marks = marks
         self.report = report
         self.first = history.head is None
         self.made = 0
+
+    def add_all(self, versions: list[MemoryVersion]) -> None:
+        for version in versions:
+            self.add(version)
 
     def add(self, version: MemoryVersion) -> None:
         old = self.paths.get(version.memory_id)
@@ -265,13 +276,15 @@ class _Commits:
                 notes.append("The server gave no content for this version.")
             else:
                 changes.append(("M", file_path(new), mark))
-        if new is None:
-            self.paths.pop(version.memory_id, None)
-        else:
-            for memory, path in list(self.paths.items()):
-                if path == new and memory != version.memory_id:  # a gap in the history
-                    del self.paths[memory]
+        if old is not None:
+            del self.owners[old]
+            del self.paths[version.memory_id]
+        if new is not None:
+            other = self.owners.get(new)
+            if other is not None:  # a gap in the history: another memory's path, once
+                del self.paths[other]
             self.paths[version.memory_id] = new
+            self.owners[new] = version.memory_id
         if self.first:
             notes.append(
                 "History starts here: versions the server no longer kept (it keeps them 30 "

@@ -224,13 +224,17 @@ class GitRepo:
         (an error, a cancellation) stops it without ``done``: the branch stays at its last
         checkpoint."""
         with tempfile.TemporaryFile() as errors:
+            # glibc's malloc hands memory back to the kernel after each of fast-import's many
+            # small frees (two thirds of its time in brk(2) for 10,000 commits): a 16 MiB
+            # pad keeps it (docs/benchmarks.md, "memfs export --git")
+            env = {**self.env(), "MALLOC_TOP_PAD_": str(16 << 20)}
             try:
                 proc = subprocess.Popen(
                     self.command("fast-import", "--quiet", "--done", "--date-format=raw"),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,  # answers ``progress``: a checkpoint is reached
                     stderr=errors,
-                    env=self.env(),
+                    env=env,
                     cwd=self.root,
                 )
             except OSError as exc:

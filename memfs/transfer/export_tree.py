@@ -5,7 +5,8 @@ DIR is the user's, but what is inside it may be an old export, edited, or plante
 (an agent's memory, another program): every file below DIR is reached one component at a time
 from a descriptor of DIR (``openat`` with ``O_NOFOLLOW | O_DIRECTORY``), so a symbolic link
 anywhere below DIR is never followed, and a file is replaced by a new one renamed over it (never
-written in place: a hard link planted at its name keeps its own bytes). Anything that is not a
+written in place: a hard link planted at its name keeps its own bytes; a file that is not there
+yet is created with ``O_EXCL``, never over anything). Anything that is not a
 regular file where an exported file goes (a link, a directory, a FIFO, a device) is refused
 with a one-line reason and left as it is (``InTheWayError``).
 
@@ -63,6 +64,8 @@ class Tree:
             root.mkdir(parents=True)
         # DIR itself is the user's choice (a link they made is theirs): opened as named
         self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._run = secrets.token_hex(4)  # temporary names: this run's, then a counter
+        self._temps = 0
 
     def __enter__(self) -> Tree:
         return self
@@ -140,6 +143,12 @@ class Tree:
                 info = None
             if info is not None and not stat.S_ISREG(info.st_mode):
                 raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}")
+            if info is None:
+                try:  # nothing to replace: the file itself, never over anything
+                    self._fill(os.open(name, _NEW_FLAGS, 0o666, dir_fd=parent), name, parent, data)
+                    return
+                except FileExistsError:  # something appeared meanwhile: replace it below
+                    pass
             temp = self._new_file(parent, data)
             try:
                 os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
@@ -148,26 +157,35 @@ class Tree:
                     os.unlink(temp, dir_fd=parent)
                 raise
 
-    @staticmethod
-    def _new_file(parent: int, data: bytes) -> str:
-        """A new file holding ``data`` at an unguessable name in ``parent``; its name."""
+    def _new_file(self, parent: int, data: bytes) -> str:
+        """A new file holding ``data`` in ``parent``, at a name nobody else uses; its name.
+        ``O_EXCL | O_NOFOLLOW``: whatever is planted at that name is never opened (the name is
+        taken, the next one tried). Not a random name: ext4 creates and renames files of
+        random names four times slower (docs/benchmarks.md, "memfs export")."""
         while True:
-            temp = f".memfs-export-{secrets.token_hex(8)}.tmp"
+            self._temps += 1
+            temp = f".memfs-export-{self._run}-{self._temps}.tmp"
             try:
                 fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=parent)  # the umask decides
             except FileExistsError:
                 continue
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            except BaseException:
-                os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=parent)
-                raise
-            os.close(fd)
+            self._fill(fd, temp, parent, data)
             return temp
+
+    @staticmethod
+    def _fill(fd: int, name: str, parent: int, data: bytes) -> None:
+        """Write ``data`` to the new file ``fd`` (``name`` in ``parent``) and close it; on a
+        failure the file is removed."""
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=parent)
+            raise
+        os.close(fd)
 
     def remove(self, relative: str) -> None:
         """Unlink the file ``relative`` and the directories above it it leaves empty."""

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Benchmark ``memfs export --git``: its time against the time of listing the same versions
+through the API (the goal: at most 2x), and the requests of an export with nothing new (the
+goal: one listing).
+
+Seeds a throwaway SQLite database through the server's storage layer (before the server starts:
+no HTTP spent on it): ``--memories`` memories (2,000) with ``--versions`` versions in all
+(10,000: one create each, then modifications spread over the memories, every 50th a rename).
+Then starts ``memfs server`` on it and, in alternation for ``--rounds`` rounds:
+
+- listing: every version with its content, as the export asks for them (``view=full``, pages of
+  20, newest first), through one ``StoreClient``: the baseline;
+- export: ``memfs.transfer.export.export_history`` into a new directory (the code the command
+  runs, in this process: no interpreter start-up in either measure), through its own client;
+
+and the time to create as many files as the store has memories (with plain ``open``: the
+machine's floor for the working tree); then an export into the last directory with nothing new
+(requests counted by the client), and, for scale, ``memfs export`` without ``--git`` (the
+current memories as files). Prints a markdown table with the ratios and the load average, or
+JSON with ``--json``. Owns no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import server_on
+
+from memfs.api import StoreClient
+from memfs.api.config import ClientConfig, Secret
+from memfs.api.store import MemoryStoresAPI
+from memfs.models import Actor
+from memfs.server.sqlite import SqliteStorage
+from memfs.transfer.export import export_history, export_memories, store_info
+
+
+def content_of(memory: int, version: int) -> str:
+    return f"memory {memory}, version {version}\n" + "lorem ipsum dolor sit amet. " * 8
+
+
+async def seed(db: Path, memories: int, versions: int) -> str:
+    """The store and its history on ``db``; its id."""
+    start = datetime.now(UTC) - timedelta(days=1)
+    ticks = 0
+
+    def clock() -> datetime:
+        nonlocal ticks
+        ticks += 1
+        return start + timedelta(milliseconds=3 * ticks)
+
+    storage = await SqliteStorage.open(db, clock=clock)
+    actor = Actor("api_actor", "apikey_bench")
+    try:
+        store = await storage.create_store(name="bench-export", description="", metadata={})
+        ids = []
+        for i in range(memories):
+            memory = await storage.create_memory(
+                store.id, path=f"/dir{i % 20:02d}/note{i:05d}.md", content=content_of(i, 0),
+                actor=actor,
+            )  # fmt: skip
+            ids.append(memory.id)
+        for n in range(versions - memories):
+            i = n % memories
+            path = f"/moved/dir{i % 20:02d}/note{i:05d}-{n}.md" if n % 50 == 0 else None
+            await storage.update_memory(
+                store.id, ids[i], content=content_of(i, n + 1), path=path,
+                expected_sha256=None, actor=actor,
+            )  # fmt: skip
+        return store.id
+    finally:
+        await storage.aclose()
+
+
+async def list_versions(config: ClientConfig, store_id: str) -> tuple[float, int, int]:
+    """(seconds, requests, versions) of listing every version with its content."""
+    async with StoreClient(config) as client:
+        started = time.perf_counter()
+        count, cursor = 0, None
+        while True:
+            page = await client.list_versions_page(store_id, limit=20, view="full", page=cursor)
+            count += len(page.data)
+            if page.next_page is None:
+                break
+            cursor = page.next_page
+        return time.perf_counter() - started, client.stats.total, count
+
+
+async def export(config: ClientConfig, store_id: str, root: Path) -> tuple[float, int, int]:
+    """(seconds, requests, commits) of ``export_history`` into ``root``."""
+    async with StoreClient(config) as client:
+        store = await client.get_store(store_id)
+        before = client.stats.total
+        started = time.perf_counter()
+        report = await export_history(client, store, root)
+        return time.perf_counter() - started, client.stats.total - before, report.commits
+
+
+async def export_files(config: ClientConfig, store_id: str, root: Path) -> tuple[float, int]:
+    async with StoreClient(config) as client:
+        store = await client.get_store(store_id)
+        before = client.stats.total
+        started = time.perf_counter()
+        await export_memories(MemoryStoresAPI(client, store.id), store_info(store), root)
+        return time.perf_counter() - started, client.stats.total - before
+
+
+def create_files(root: Path, count: int) -> float:
+    """Seconds to create ``count`` small files in 20 directories: this machine's floor for the
+    working tree an export writes (contended disks make it vary tenfold)."""
+    started = time.perf_counter()
+    for i in range(count):
+        directory = root / f"dir{i % 20:02d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"note{i:05d}.md").write_bytes(content_of(i, 0).encode())
+    return time.perf_counter() - started
+
+
+def row(round_: int, what: str, seconds: float, requests: int, items: int) -> dict[str, Any]:
+    return {"round": round_, "what": what, "seconds": seconds, "requests": requests, "items": items}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--versions", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    key = "sk-bench-" + secrets.token_hex(8)
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
+        db = Path(tmp) / "memfs.db"
+        seeded = time.perf_counter()
+        store_id = trio.run(seed, db, args.memories, args.versions)
+        seeded = time.perf_counter() - seeded
+        rows: list[dict[str, Any]] = []
+        with server_on(db, key) as base_url:
+            config = ClientConfig(api_key=Secret(key), base_url=base_url)
+            for round_ in range(args.rounds):
+                seconds, requests, count = trio.run(list_versions, config, store_id)
+                rows.append(row(round_, "list versions (full)", seconds, requests, count))
+                root = Path(tmp) / f"export-{round_}"
+                seconds, requests, commits = trio.run(export, config, store_id, root)
+                rows.append(row(round_, "export --git", seconds, requests, commits))
+                seconds = create_files(Path(tmp) / f"floor-{round_}", args.memories)
+                rows.append(row(round_, "create the files alone", seconds, 0, args.memories))
+            seconds, requests, commits = trio.run(export, config, store_id, root)
+            rows.append(row(args.rounds, "export --git, nothing new", seconds, requests, commits))
+            seconds, requests = trio.run(export_files, config, store_id, Path(tmp) / "files")
+            rows.append(row(args.rounds, "export (files)", seconds, requests, args.memories))
+    listing = [r["seconds"] for r in rows if r["what"] == "list versions (full)"]
+    exports = [r["seconds"] for r in rows if r["what"] == "export --git"]
+    ratios = [e / b for b, e in zip(listing, exports, strict=True)]
+    result = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "load": os.getloadavg(),
+        "seed_seconds": seeded,
+        "rows": rows,
+        "ratios": ratios,
+        "median_ratio": statistics.median(ratios),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"memfs export --git: {args.memories} memories, {args.versions} versions "
+          f"({result['date']}, {result['machine']}, load {result['load'][0]:.2f} "
+          f"{result['load'][1]:.2f} {result['load'][2]:.2f})\n")  # fmt: skip
+    print("| round | what | seconds | requests | items |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['round']} | {r['what']} | {r['seconds']:.2f} | {r['requests']} | {r['items']} |"
+        )
+    print(f"\nexport / listing: {', '.join(f'{x:.2f}x' for x in ratios)} "
+          f"(median {result['median_ratio']:.2f}x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
