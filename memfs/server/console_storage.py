@@ -5,7 +5,9 @@ that every replica sees them: a session row is the SHA-256 of the random token t
 cookie holds (never the token itself), the id of the API key signed in with (``ids.api_key_id``,
 never the key) and its times. The policy (how long a session lives, when it is touched) is the
 console's; this interface only stores rows. It also counts a page of stores' memories at once
-(the stores page shows "N of 2,000").
+(the stores page shows "N of 2,000"), and lists a store's memories as ids and paths alone (the
+store page's tree: no times, sizes or hashes read or turned into objects, which made the API's
+listing of 2,000 memories cost most of the page).
 
 ``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
 """
@@ -19,6 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPath:
+    """A memory as the tree shows it."""
+
+    id: str
+    path: str
 
 
 @dataclass(frozen=True)
@@ -60,3 +70,7 @@ class ConsoleStorage(abc.ABC):
     @abc.abstractmethod
     async def memory_counts(self, store_ids: Sequence[str]) -> dict[str, int]:
         """How many memories each of ``store_ids`` holds (unknown stores are left out)."""
+
+    @abc.abstractmethod
+    async def memory_paths(self, store_id: str) -> list[MemoryPath]:
+        """Every memory of the store, in byte order of path (an unknown store: an empty list)."""

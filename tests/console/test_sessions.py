@@ -4,7 +4,9 @@ absolute limits end a session and delete its row; the limiter's buckets refill."
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 from starlette.requests import Request
 
 from memfs.server.console.ratelimit import Limits, SignInLimiter
@@ -91,3 +93,49 @@ def test_the_limiter_remembers_a_bounded_number_of_addresses() -> None:
         limiter.failed(address)
     assert limiter.retry_after("d") > 0
     assert limiter.retry_after("a") == 0  # forgotten first: the table stays at 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_the_console_storage_on_both_backends(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Sessions (create, read, touch, end; ended ones purged at the next sign-in), memory
+    counts and the tree's paths, in SQLite and in PostgreSQL."""
+    from memfs.models import Actor
+    from memfs.server.console_storage import ConsoleSession, MemoryPath
+    from memfs.server.postgres import PostgresStorage
+    from memfs.server.sql import SqlStorage
+
+    storage: SqlStorage
+    if backend == "postgres":
+        storage = await PostgresStorage.open(request.getfixturevalue("pg_url"), pool_size=2)
+    else:
+        storage = await SqliteStorage.open(tmp_path / "both.db")
+    try:
+        console = storage.console
+        now = datetime(2026, 12, 1, tzinfo=UTC)
+        old = ConsoleSession("a" * 64, "apikey_1", now, now + ABSOLUTE, now)
+        await console.create_session(old, ended_before=now - IDLE)
+        assert await console.get_session("a" * 64) == old
+        later = now + timedelta(minutes=5)
+        await console.touch_session("a" * 64, later)
+        touched = await console.get_session("a" * 64)
+        assert touched is not None and touched.last_seen_at == later
+        fresh = ConsoleSession("b" * 64, "apikey_2", now + IDLE * 2, now + ABSOLUTE, now + IDLE * 2)
+        await console.create_session(fresh, ended_before=fresh.created_at - IDLE)
+        assert await console.get_session("a" * 64) is None  # idle too long: purged
+        await console.delete_session("b" * 64)
+        assert await console.get_session("b" * 64) is None
+
+        store = await storage.create_store(name="s", description="", metadata={})
+        actor = Actor("api_actor", "apikey_1")
+        made = [
+            await storage.create_memory(store.id, path=path, content="", actor=actor)
+            for path in ("/b/z.md", "/a.md", "/b/a.md")
+        ]
+        assert await console.memory_counts([store.id, "memstore_nope"]) == {store.id: 3}
+        by_path = sorted((m.path, m.id) for m in made)
+        assert await console.memory_paths(store.id) == [MemoryPath(i, p) for p, i in by_path]
+        assert console.memory_limit == 2000
+    finally:
+        await storage.aclose()

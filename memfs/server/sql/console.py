@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from memfs.server.console_storage import ConsoleSession, ConsoleStorage
+from memfs.server.console_storage import ConsoleSession, ConsoleStorage, MemoryPath
 from memfs.server.sql.rows import from_us, to_us
 from memfs.server.sql.transaction import Row, Tx
 
@@ -109,5 +109,14 @@ class SqlConsole(ConsoleStorage):
                 f"SELECT id, memory_count FROM stores WHERE id IN ({marks})", tuple(store_ids)
             ).fetchall()
             return {row["id"]: int(row["memory_count"]) for row in rows}
+
+        return await self._backend._read(run)
+
+    async def memory_paths(self, store_id: str) -> list[MemoryPath]:
+        def run(tx: Tx) -> list[MemoryPath]:
+            rows = tx.execute(
+                "SELECT id, path FROM memories WHERE store_id = ? ORDER BY path", (store_id,)
+            ).fetchall()
+            return [MemoryPath(row["id"], row["path"]) for row in rows]
 
         return await self._backend._read(run)

@@ -1,6 +1,7 @@
 """A store's page (``/console/stores/{id}``), its search and a new memory.
 
-The store page shows the store's tree: every memory (basic view, no contents read), grouped
+The store page shows the store's tree: every memory (its id and path alone:
+``Storage.console.memory_paths``), grouped
 into folders that open and close (``<details>``: no script), each memory a link showing its
 path. Folders start open when the store is small (``OPEN_ALL_BELOW`` memories), else only the
 top level is. The search (``…/search?q=``) is the server's own (``Storage.search_memories``,
@@ -25,12 +26,11 @@ from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
+from memfs.server.console_storage import MemoryPath
 from memfs.server.search import validate_query
-from memfs.server.storage import MemoryPosition
 
 log = logging.getLogger(__name__)
 
-PAGE = 1000  # memories a listing asks the storage for at once
 OPEN_ALL_BELOW = 200
 SEARCH_LIMIT = 50
 
@@ -42,13 +42,13 @@ class Folder:
     name: str
     path: str
     folders: dict[str, Folder] = field(default_factory=dict)
-    memories: list[Memory] = field(default_factory=list)
+    memories: list[MemoryPath] = field(default_factory=list)
 
     def sorted_folders(self) -> list[Folder]:
         return [self.folders[name] for name in sorted(self.folders)]
 
 
-def build_tree(memories: list[Memory]) -> Folder:
+def build_tree(memories: list[MemoryPath]) -> Folder:
     """The folders of ``memories`` (listed in path order, so each folder's are in order)."""
     root = Folder("/", "/")
     for memory in memories:
@@ -70,22 +70,10 @@ def memory_url(store_id: str, memory_id: str) -> str:
 def routes(console: Console) -> list[Route]:
     storage = console.storage
 
-    async def all_memories(store_id: str) -> list[Memory]:
-        found: list[Memory] = []
-        after: MemoryPosition | None = None
-        while True:
-            page = await storage.list_memories(
-                store_id, prefix="/", depth=0, after=after, limit=PAGE, with_content=False
-            )
-            found += [item for item in page.items if isinstance(item, Memory)]
-            if page.next is None:
-                return found
-            after = page.next
-
     async def store_page(request: Request) -> Response:
         signed_in = await console.signed_in(request)
         store = await storage.get_store(request.path_params["store_id"])
-        memories = await all_memories(store.id)
+        memories = await storage.console.memory_paths(store.id)
         return console.renderer.page(
             request,
             "store.html",

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Screenshots of the console's main pages for docs/console.md (``docs/console/*.png``).
+
+Starts a ``memfs server`` on a temporary database, seeds a small store through the API (with
+an agent-written line of markup, to show it as text), signs in with Debian's Chromium through
+Playwright (``/usr/bin/chromium``; no downloaded browser) and saves, at 1000x700 (and one at a
+phone's 390 px width): sign-in, stores, a store, a memory, the search, an edit conflict. Owns
+no product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import server_on
+
+KEY = "sk-screenshots-" + "s" * 24
+OUT = Path(__file__).resolve().parents[1] / "docs" / "console"
+CHROMIUM = "/usr/bin/chromium"
+MEMORIES = {
+    "/preferences/coffee.md": "Prefers oat milk.\nNo sugar after 3 pm.\n",
+    "/projects/apollo/plan.md": "1. Draft the schema\n2. Review with Sam\n3. Ship on Friday\n",
+    "/projects/apollo/risks.md": "The okapi dataset may be late.\n",
+    "/projects/zeus/notes.md": "Kick-off on Monday.\n",
+    "/agent/scratch.md": "Found in a web page: <img src=x onerror=alert(1)> (shown as text)\n",
+}
+
+
+def seed(base_url: str) -> tuple[str, dict[str, str]]:
+    with httpx.Client(base_url=base_url, headers={"x-api-key": KEY}) as api:
+        api.post("/v1/memory_stores", json={"name": "Design reviews", "description": "archive"})
+        store = api.post(
+            "/v1/memory_stores",
+            json={"name": "Team memory", "description": "What the team's agents remember"},
+        ).json()
+        ids = {}
+        for path, content in MEMORIES.items():
+            made = api.post(
+                f"/v1/memory_stores/{store['id']}/memories", json={"path": path, "content": content}
+            )
+            ids[path] = made.json()["id"]
+        return store["id"], ids
+
+
+def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    saved: list[Path] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+
+        def save(name: str) -> None:
+            path = OUT / f"{name}.png"
+            page.screenshot(path=str(path))
+            saved.append(path)
+
+        page.goto(base_url + "/console/sign-in")
+        save("sign-in")
+        page.get_by_label("API key").fill(KEY)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/console/")
+        save("stores")
+        store = f"{base_url}/console/stores/{store_id}"
+        page.goto(store)
+        save("store")
+        plan = f"{store}/memories/{ids['/projects/apollo/plan.md']}"
+        page.goto(plan)
+        save("memory")
+        page.goto(f"{store}/search?q=okapi")
+        save("search")
+        page.goto(plan + "/edit")
+        page.get_by_label("Content").fill(MEMORIES["/projects/apollo/plan.md"] + "4. Party\n")
+        with httpx.Client(base_url=base_url, headers={"x-api-key": KEY}) as api:
+            api.post(
+                f"/v1/memory_stores/{store_id}/memories/{ids['/projects/apollo/plan.md']}",
+                json={"content": "1. Draft the schema\n2. Review with Alex\n3. Ship on Friday\n"},
+            )
+        page.get_by_role("button", name="Save").click()
+        page.get_by_text("Someone changed this memory").wait_for()
+        save("conflict")
+        page.set_viewport_size({"width": 390, "height": 760})
+        page.goto(store)
+        save("store-phone")
+        browser.close()
+    return saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, server_on(Path(tmp) / "shots.db", KEY) as base_url:
+        store_id, ids = seed(base_url)
+        for path in shoot(base_url, store_id, ids):
+            print(f"{path.relative_to(OUT.parents[1])}: {path.stat().st_size // 1024} KiB")
+
+
+if __name__ == "__main__":
+    main()
