@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+UPLOAD_RETRIES = 4  # a mount's background uploads' (memfs.mount.opening)
+
 Opener = Callable[[], AbstractAsyncContextManager["StoreAPI"]]
 
 
@@ -116,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
         async with StoreClient(config) as client:
             store = await client.resolve_store(args.store)
             capabilities = await memory_stores_capabilities(client)
-            yield MemoryStoresAPI(client, store.id, capabilities)
+            # the uploads retry as a mount's do (a rate limit of the hosted API met by 2,000
+            # writes is waited out, not a failed file); finding the store fails fast
+            uploads = client.with_options(timeout=60.0, max_retries=UPLOAD_RETRIES)
+            yield MemoryStoresAPI(uploads, store.id, capabilities)
 
     return _import(args, memory_stores, secret=config.api_key.reveal())
 

@@ -133,9 +133,21 @@ async def _bounded(
         for step in queue:  # one iterator shared by the workers: each step taken once
             await one(step)
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(min(concurrency, len(steps))):
-            nursery.start_soon(worker)
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(min(concurrency, len(steps))):
+                nursery.start_soon(worker)
+    except BaseExceptionGroup as group:
+        # a fatal error of one worker cancelled the others: it alone is the import's error
+        fatal = group.subgroup(lambda exc: isinstance(exc, FATAL))
+        if fatal is None:
+            raise
+        raise _first(fatal) from None
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _apply(store: StoreAPI, step: Step, root_fd: int, limits: Limits) -> None:

@@ -57,7 +57,7 @@ def contents(server: ServerProcess, store_id: str) -> dict[str, str]:
     """Every memory of the store: path -> content (over plain HTTP, pages of 20)."""
     found: dict[str, str] = {}
     page: str | None = None
-    with httpx.Client(base_url=server.base_url, headers=_headers(server)) as http:
+    with httpx.Client(base_url=server.base_url, headers=headers(server)) as http:
         while True:
             params = {"view": "full", "limit": "20", **({"page": page} if page else {})}
             answer = http.get(MEMORIES.format(store_id=store_id), params=params)
@@ -71,13 +71,13 @@ def contents(server: ServerProcess, store_id: str) -> dict[str, str]:
 
 
 def create_store(server: ServerProcess, name: str) -> str:
-    with httpx.Client(base_url=server.base_url, headers=_headers(server)) as http:
+    with httpx.Client(base_url=server.base_url, headers=headers(server)) as http:
         answer = http.post("/v1/memory_stores", json={"name": name})
         assert answer.status_code == 200, answer.text
         return str(answer.json()["id"])
 
 
-def _headers(server: ServerProcess) -> dict[str, str]:
+def headers(server: ServerProcess) -> dict[str, str]:
     return {"x-api-key": server.api_key, **HEADERS_VERSION}
 
 

@@ -7,12 +7,14 @@ import os
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from support.servers import ServerProcess
 
 from .importing import (
     contents,
     create_store,
+    headers,
     memfs_import,
     requests,
     write_tree,
@@ -183,3 +185,18 @@ def test_past_2000_memories_the_first_paths_get_in_and_the_others_are_listed(
     assert {run.reason(p) for p in in_order[-3:]} == {"the store is full (2000 memories at most)"}
     assert run.summary.startswith("memfs import: 2000 created, 0 updated")
     assert sorted(contents(server, store)) == in_order[:2000]
+
+
+def test_an_archived_store_stops_the_import_with_one_line(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    store, tree, env = _store_and_tree(server, tmp_path)
+    with httpx.Client(base_url=server.base_url, headers=headers(server)) as http:
+        answer = http.post(f"/v1/memory_stores/{store}/archive")
+        assert answer.status_code == 200, answer.text
+    run = memfs_import(env, tree, store)
+    assert run.status == 1, run
+    assert run.stderr.startswith("memfs: ") and run.stderr.count("\n") == 1, run.stderr
+    assert "archived" in run.stderr
+    assert "0 created" in run.summary and "5 not attempted" in run.summary
+    assert contents(server, store) == {}

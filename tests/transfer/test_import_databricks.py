@@ -105,3 +105,19 @@ def test_a_description_the_store_refuses_refuses_its_file(
             "/notes/dana.md",
             "/notes/plain.md",
         ]
+
+
+def test_a_session_gets_its_own_entries_and_the_session_less_ones_stay(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    write_tree(tree, {"todo.md": "the session's"})
+    with Workspace(server) as workspace:
+        store = workspace.create_store()
+        workspace.put(store, "/todo.md", "the actor's")
+        args = (tree, store, "--api", "databricks", "--actor", ACTOR, "--session", "s2")
+        run = memfs_import(databricks_env(server, tmp_path), *args, "--delete")
+        assert run.lines == [("create", "/todo.md")], run
+        entries = workspace.entries(store)
+        assert entries[("s2", "/todo.md")]["content"] == "the session's"
+        assert entries[(None, "/todo.md")]["content"] == "the actor's"
