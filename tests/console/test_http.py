@@ -5,12 +5,15 @@ and the answers to unknown or bad input."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
+from support.servers import ServerProcess, free_port
 
 from memfs.server.app import create_app
 from memfs.server.metrics import Metrics
+from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage
 
 KEY = "sk-console-" + "a" * 30
@@ -69,6 +72,25 @@ async def test_no_console_leaves_console_urls_to_the_api(storage: Storage) -> No
         assert (await client.get("/console/sign-in")).status_code == 401
         found = await client.get("/console/sign-in", headers={"x-api-key": KEY})
         assert found.status_code == 404 and found.json()["type"] == "error"
+
+
+def test_memfs_server_no_console(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "memfs.db", free_port(), extra_args=["--no-console"]) as server:
+        assert httpx.get(server.base_url + "/console/sign-in").status_code == 401
+    with ServerProcess(tmp_path / "memfs.db", free_port()) as server:  # on by default
+        assert httpx.get(server.base_url + "/console/sign-in").status_code == 200
+
+
+async def test_the_stores_page_lists_both_apis_stores(storage: Storage) -> None:
+    await storage.create_store(name="archived one", description="", metadata={})
+    await storage.databricks.create_store("dbx-notes", description="<i>x</i>", creator="k")
+    app = create_app(storage, [KEY])
+    async with browser(app) as client:
+        await sign_in(client)
+        page = (await client.get("/console/")).text
+    assert '<a href="/console/databricks/dbx-notes">dbx-notes</a>' in page
+    assert "&lt;i&gt;x&lt;/i&gt;" in page
+    assert "0 of 2,000 memories" in page
 
 
 async def test_every_console_answer_carries_the_security_headers(storage: Storage) -> None:
@@ -182,16 +204,21 @@ async def test_sign_in_needs_its_own_form_token(storage: Storage) -> None:
         assert "memfs_console" not in client.cookies
 
 
-async def test_sessions_live_in_the_database_and_end_with_their_key(storage: Storage) -> None:
+async def test_sessions_live_in_the_database_and_end_with_their_key(
+    storage: Storage, tmp_path: Path
+) -> None:
     both = create_app(storage, [KEY, OTHER])
     async with browser(both) as client:
         await sign_in(client, key=OTHER)
         cookie = client.cookies["memfs_console"]
-    # another replica on the same database knows the session
-    replica = create_app(storage, [OTHER])
-    async with browser(replica) as client:
-        client.cookies.set("memfs_console", cookie, path="/console")
-        assert (await client.get("/console/")).status_code == 200
+    # another replica, with its own connections to the same database, knows the session
+    second = await SqliteStorage.open(tmp_path / "memfs.db")
+    try:
+        async with browser(create_app(second, [OTHER])) as client:
+            client.cookies.set("memfs_console", cookie, path="/console")
+            assert (await client.get("/console/")).status_code == 200
+    finally:
+        await second.aclose()
     # a server that no longer has the key ends it
     without = create_app(storage, [KEY])
     async with browser(without) as client:
