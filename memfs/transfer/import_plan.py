@@ -4,9 +4,9 @@ One step per memory path, in path order: ``create`` (not in the store), ``update
 differs, or on a store with descriptions its description), ``skip`` (equal), ``delete`` (only
 with ``--delete``: in the store, absent from DIR), ``refuse`` (cannot be a memory, with the
 reason) and ``keep`` (with ``--delete``: a memory no tree can hold, a reserved or unsafe path,
-left in the store). Updates and deletes carry the hash of the content listed: the writes are
-made with it as their precondition, so a memory written by someone else after the listing is
-reported, never overwritten.
+or one below a directory of DIR that was not read: left in the store). Updates and deletes
+carry the hash of the content listed: the writes are made with it as their precondition, so a
+memory written by someone else after the listing is reported, never overwritten.
 
 The store's memory limit is applied here, deterministically: the store's current number, less
 the deletes, plus the creates in path order; the creates past the limit are refused ("store
@@ -73,9 +73,9 @@ def make_plan(
         present = {file.path for file in tree.files}
         unknown = tuple(r.name for r in tree.refused)  # a refused directory: all below it
         steps += [
-            _deletion(memory)
+            _deletion(memory, _below_any(memory.path, unknown))
             for memory in listed
-            if memory.path not in present and not _below_any(memory.path, unknown)
+            if memory.path not in present
         ]
     room = _room(capabilities, len(listed) - sum(1 for s in steps if s.action == "delete"))
     for index, step in enumerate(creates):
@@ -87,8 +87,9 @@ def make_plan(
     return plan
 
 
-def _below_any(path: str, names: tuple[str, ...]) -> bool:
-    return any(path == name or path.startswith(name + "/") for name in names)
+def _below_any(path: str, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that is ``path`` or a directory above it, or None."""
+    return next((n for n in names if path == n or path.startswith(n + "/")), None)
 
 
 def _room(capabilities: Capabilities, remaining: int) -> int | None:
@@ -134,9 +135,11 @@ def _description_problem(description: str, capabilities: Capabilities) -> str | 
     return None
 
 
-def _deletion(memory: Memory) -> Step:
-    """A memory absent from DIR: deleted, unless no tree could hold it (then DIR's lacking it
-    says nothing: it stays)."""
+def _deletion(memory: Memory, unread: str | None) -> Step:
+    """A memory absent from DIR: deleted, unless DIR's lacking it says nothing: it is below
+    ``unread`` (a directory not read, a link), or no tree could hold it. Those stay."""
+    if unread is not None:
+        return Step("keep", memory.path, f"{unread} was not read", memory=memory)
     try:
         layout.file_path(memory.path)
     except layout.UnsafePathError as exc:

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from support.servers import served_in_process
+from support.hosted_like import hosted_like_client
+from support.servers import ServerProcess, served_in_process
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
@@ -191,3 +192,42 @@ async def test_a_store_that_fills_up_meanwhile_refuses_the_creates_it_cannot_hol
         "/b.md": sha256_hex("b"),
         "/c.md": sha256_hex("c"),
     }
+
+
+async def test_a_file_the_server_refuses_is_reported_and_the_rest_imported(
+    server: ServerProcess, root: tuple[Path, int]
+) -> None:
+    """A client that does not know the server refuses NUL (as on a hosted-like API, where
+    capabilities are not discovered) sends it: the server's 400 is that file's line."""
+    tree, fd = root
+    write_tree(tree, {"nul.txt": "a\x00b", "fine.md": "fine"})
+    async with hosted_like_client(server) as (client, _transport):
+        store = await _store(client)
+        plan = await plan_import(store, fd)
+        assert plan.count("create") == 2
+        results = Results()
+        await carry_out(store, plan, fd, results)
+        failures = _failures(results)
+        assert list(failures) == ["/nul.txt"]
+        assert failures["/nul.txt"].startswith("refused by the server: ")
+        assert "NUL" in failures["/nul.txt"]
+        assert [m.path async for m in store.list_below(None)] == ["/fine.md"]
+
+
+async def test_delete_keeps_what_no_tree_holds_and_what_is_below_an_unread_directory(
+    client: StoreClient, root: tuple[Path, int], tmp_path: Path
+) -> None:
+    tree, fd = root
+    store = await _store(client)
+    for path in ("/.git/config", "/linked/a.md", "/gone.md", "/kept.md"):
+        await store.create(path, "stored")
+    write_tree(tree, {"kept.md": "stored"})
+    (tree / "linked").symlink_to(tmp_path)
+    plan = await plan_import(store, fd, delete=True)
+    assert [(s.action, s.path, s.reason) for s in plan.steps] == [
+        ("keep", "/.git/config", "no tree can hold it (reserved name)"),
+        ("delete", "/gone.md", ""),
+        ("skip", "/kept.md", ""),
+        ("refuse", "/linked", "a symbolic link (not followed)"),
+        ("keep", "/linked/a.md", "/linked was not read"),
+    ]
