@@ -6,8 +6,9 @@ Owns the command line, the progress line (``commands.progress.PhaseProgress``: s
 a terminal) and the output: one
 summary line on stdout (memories, versions, commits, files, what was skipped), then one line on
 stderr per thing a person must know (a path not exported and why, a file left in DIR, a version
-redacted after it was exported). Exit codes are the admin commands' (0 ok, 1 error or a file
-that could not be written, 2 usage, 3 no such store, 5 auth, 6 server unreachable).
+redacted after it was exported); ``--json``: all of it as one JSON object on stdout. Exit codes
+are the admin commands' (0 ok, 1 error or a file that could not be written, 2 usage, 3 no such
+store, 5 auth, 6 server unreachable).
 
 Like every command module, its top imports only the standard library and ``memfs.commands``;
 what exporting needs is imported when it runs.
@@ -16,6 +17,7 @@ what exporting needs is imported when it runs.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections import Counter
@@ -61,6 +63,9 @@ def register(subparsers: Any) -> None:
         help="make DIR a git repository holding the store's versions as commits (Memory "
         "Stores only)",
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as JSON (for scripts) on stdout"
+    )
     add_credential_options(parser)
     add_api_options(parser, "export")
     complete_paths(parser, files=("api_key_file",), directories=("dir",))
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         if missing is not None:
             print(missing, file=sys.stderr)
             return EXIT_MISSING_EXTRA
-        return _finish(lambda: _export_databricks(args, root, progress), progress, None)
+        return _finish(lambda: _export_databricks(args, root, progress), progress, None, args.json)
     from memfs.api.config import ClientConfig, ConfigError
 
     try:
@@ -106,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         lambda: _export_memory_stores(config, args, root, progress),
         progress,
         config.api_key.reveal(),
+        args.json,
     )
 
 
@@ -143,7 +149,7 @@ async def _export_databricks(
         return await export_memories(opened.quick, info, root, progress=progress.update)
 
 
-def _finish(main: Any, progress: PhaseProgress, secret: str | None) -> int:
+def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: bool) -> int:
     """Run ``main`` under trio; print its report, or its failure as one line."""
     import trio
 
@@ -165,9 +171,12 @@ def _finish(main: Any, progress: PhaseProgress, secret: str | None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         return actions.fail(f"cannot write the export: {exc.strerror or exc}{where}", 1, secret)
     try:
-        print(summary(report))
-        for line in details(report):
-            print(f"memfs export: {line}", file=sys.stderr)
+        if as_json:
+            print(json.dumps(report_json(report), indent=2, ensure_ascii=False))
+        else:
+            print(summary(report))
+            for line in details(report):
+                print(f"memfs export: {line}", file=sys.stderr)
     except BrokenPipeError:
         return actions.EXIT_ERROR
     return actions.EXIT_ERROR if report.tree.refused else actions.EXIT_OK
@@ -189,6 +198,24 @@ def summary(report: ExportReport) -> str:
     if tree.kept:
         parts.append(f"{len(tree.kept)} old files kept")
     return "memfs export: " + "; ".join(parts)
+
+
+def report_json(report: ExportReport) -> dict[str, Any]:
+    """The whole report, for ``--json``."""
+    tree = report.tree
+    return {
+        "memories": report.memories,
+        "versions": report.versions,
+        "commits": report.commits,
+        "listing_requests": report.requests,
+        "files_written": tree.written,
+        "files_removed": tree.removed,
+        "skipped": [{"path": p, "reason": r} for p, r in dict(report.skipped).items()],
+        "not_written": [{"path": p, "reason": r} for p, r in tree.refused],
+        "kept": [{"path": p, "reason": r} for p, r in tree.kept],
+        "redacted_in_history": report.redacted_in_history,
+        "history_starts": report.history_starts,
+    }
 
 
 def details(report: ExportReport) -> list[str]:

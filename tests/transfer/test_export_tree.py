@@ -70,6 +70,10 @@ async def test_a_store_becomes_files_and_the_next_run_follows_it(
     assert files["edited.md"] == "changed by hand"  # changed since: kept, and said so
     assert "kept edited.md: changed since the last export" in again.stderr
     assert "1 files written, 2 removed" in again.stdout
+    report = json.loads(memfs(server, "export", store.id, str(root), "--json").stdout)
+    assert (report["memories"], report["files_written"], report["files_removed"]) == (26, 0, 0)
+    assert report["kept"] == [{"path": "edited.md", "reason": "changed since the last export"}]
+    assert report["skipped"] == [{"path": "/.memfs/store.json", "reason": "reserved name"}]
 
 
 async def test_links_planted_in_dir_are_never_followed(
