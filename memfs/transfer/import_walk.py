@@ -32,7 +32,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from memfs.paths import PathError, validate_file_path
+from memfs.paths import MAX_SEGMENTS, PathError, validate_file_path
 from memfs.transfer import layout
 
 log = logging.getLogger(__name__)
@@ -91,45 +91,52 @@ def read_tree(root_fd: int, limits: Limits) -> Tree:
     """Walk DIR, open as ``root_fd`` (by the caller, who keeps it for the uploads' reads: a
     link given as DIR itself is followed, the user named it)."""
     tree = Tree()
-    _walk(root_fd, "", tree, limits)
+    _walk(root_fd, "", tree, limits)  # scandir reads a duplicate: root_fd stays usable
     tree.descriptions = _descriptions(root_fd, tree)
     tree.files.sort(key=lambda f: f.path)
     tree.refused.sort(key=lambda r: r.name)
     return tree
 
 
-def _walk(root_fd: int, start: str, tree: Tree, limits: Limits) -> None:
-    """Every file below ``root_fd``: a stack of (directory descriptor, its path below DIR),
-    each closed once listed (no recursion: a deep tree holds one descriptor per level listed)."""
-    stack: list[tuple[int, str]] = [(os.dup(root_fd), start)]
-    while stack:
-        dir_fd, prefix = stack.pop()
+def _walk(dir_fd: int, prefix: str, tree: Tree, limits: Limits) -> None:
+    """Every file below the directory ``dir_fd`` (``prefix``: its path below DIR, ``a/b/``).
+    Depth-first, one descriptor open per level, and at most ``MAX_SEGMENTS`` levels: no memory
+    path is deeper, so a deeper directory is refused unread (a hostile tree cannot exhaust
+    descriptors or the stack)."""
+    try:
+        with os.scandir(dir_fd) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError as exc:  # the directory cannot be listed: everything below it is unknown
+        tree.refused.append(Refusal(_name_of(prefix.rstrip("/")), _reason(exc)))
+        return
+    for entry in entries:
+        relative = prefix + entry.name
+        if layout.is_reserved_relative(relative):
+            continue  # memfs's own (.memfs) or a repository (.git): never memories
         try:
-            with os.scandir(dir_fd) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
-            for entry in entries:
-                relative = prefix + entry.name
-                if layout.is_reserved_relative(relative):
-                    continue  # memfs's own (.memfs) or a repository (.git): never memories
-                try:
-                    if entry.is_symlink():
-                        raise UnreadableError("a symbolic link (not followed)")
-                    if entry.is_dir(follow_symlinks=False):
-                        child = _open_directory(dir_fd, entry.name)
-                        stack.append((child, relative + "/"))
-                        continue
-                    if not entry.is_file(follow_symlinks=False):  # never opened: a device
-                        raise UnreadableError("not a regular file")
-                    path = _memory_path(relative)
-                    sha, size = _hash(dir_fd, entry.name, limits)
-                except UnreadableError as exc:
-                    tree.refused.append(Refusal(_name_of(relative), str(exc)))
-                    continue
-                tree.files.append(TreeFile(relative, path, sha, size))
-        except OSError as exc:  # listing the directory failed: every file below is unknown
-            tree.refused.append(Refusal(_name_of(prefix.rstrip("/")), _reason(exc)))
-        finally:
-            os.close(dir_fd)
+            if entry.is_symlink():
+                raise UnreadableError("a symbolic link (not followed)")
+            if entry.is_dir(follow_symlinks=False):
+                _walk_below(dir_fd, entry.name, relative, tree, limits)
+                continue
+            if not entry.is_file(follow_symlinks=False):  # never opened: a device
+                raise UnreadableError("not a regular file")
+            path = _memory_path(relative)
+            sha, size = _hash(dir_fd, entry.name, limits)
+        except UnreadableError as exc:
+            tree.refused.append(Refusal(_name_of(relative), str(exc)))
+            continue
+        tree.files.append(TreeFile(relative, path, sha, size))
+
+
+def _walk_below(dir_fd: int, name: str, relative: str, tree: Tree, limits: Limits) -> None:
+    if relative.count("/") + 1 >= MAX_SEGMENTS:
+        raise UnreadableError(f"a directory {MAX_SEGMENTS} levels deep: no memory path is deeper")
+    child = _open_directory(dir_fd, name)
+    try:
+        _walk(child, relative + "/", tree, limits)
+    finally:
+        os.close(child)
 
 
 def _open_directory(dir_fd: int, name: str) -> int:

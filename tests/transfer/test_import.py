@@ -131,6 +131,8 @@ def test_what_cannot_be_a_memory_is_listed_and_the_rest_uploaded(
             "nul.txt": "a\x00b",  # memfs server refuses NUL (PostgreSQL text cannot hold it)
             "bad\x01name.md": "control character",
             f"{long_dir}/over-1024-bytes.md": "too long a path",
+            "l/" * 19 + "twenty-segments.md": "deep, and a memory path",
+            "l/" * 20 + "twenty-one.md": "deeper than any memory path",
             ".git/config": "[core]",  # a repository: never read
             "sub/.git/HEAD": "ref",
             ".memfs/store.json": "{}",  # memfs's own
@@ -143,7 +145,9 @@ def test_what_cannot_be_a_memory_is_listed_and_the_rest_uploaded(
 
     run = memfs_import(server.client_env(), tree, store)
     assert run.status == 1, run
-    assert sorted(run.paths("create")) == ["/good.md", "/just-fits.txt", "/sub/fine.txt"]
+    deep = "/l" * 19 + "/twenty-segments.md"
+    imported = sorted([deep, "/good.md", "/just-fits.txt", "/sub/fine.txt"])
+    assert sorted(run.paths("create")) == imported
     assert run.reason("/binary.bin") == "not UTF-8 text"
     assert run.reason("/big.txt") == "102401 bytes, over the store's limit of 102400"
     assert run.reason("/nul.txt") == "contains U+0000, which the store refuses"
@@ -153,9 +157,10 @@ def test_what_cannot_be_a_memory_is_listed_and_the_rest_uploaded(
     assert run.reason("/linked-dir") == "a symbolic link (not followed)"
     assert run.reason("/fifo") == "not a regular file"
     assert run.reason("/latin1-\\udce9.md") == "the file name is not UTF-8"
-    assert "9 refused, 0 failed" in run.summary
+    assert run.reason("/l" * 20) == "a directory 20 levels deep: no memory path is deeper"
+    assert "10 refused, 0 failed" in run.summary
     stored = contents(server, store)
-    assert sorted(stored) == ["/good.md", "/just-fits.txt", "/sub/fine.txt"]
+    assert sorted(stored) == imported
     assert "not for the store" not in stored.values()
 
 
