@@ -111,6 +111,8 @@ def test_every_default_value_is_in_the_help() -> None:
         for action in parser._actions:
             if action.help is argparse.SUPPRESS or not has_value(action.default):
                 continue
+            if action.nargs == 0:  # a flag (--no-console): its default is no value to show
+                continue
             assert f"(default: {action.default})" in text, (parser.prog, action.dest)
             checked += 1
     assert checked >= 15  # server, mount, memories put, session's
