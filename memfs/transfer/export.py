@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,7 +54,7 @@ from memfs.transfer.layout import (
 log = logging.getLogger(__name__)
 
 LIST_PAGE = 20  # the most a listing with contents returns (view=full)
-CHECKPOINT_EVERY = 500  # commits between two fast-import checkpoints
+CHECKPOINT_EVERY = 2000  # commits between two fast-import checkpoints (each costs ~35 ms)
 
 Progress = Callable[[str, int, int | None], None]  # (phase, done, total or None)
 
@@ -142,32 +143,111 @@ async def export_history(
     checkpoint_every: int = CHECKPOINT_EVERY,
     repo: git.GitRepo | None = None,
 ) -> ExportReport:
-    """Append the versions of ``store`` not yet in ``root``'s repository as commits, then make
-    the working tree the last commit's (module docstring)."""
+    """Append the versions of ``store`` not yet in ``root``'s repository as commits, and make
+    the working tree the last commit's (module docstring).
+
+    Once the versions are listed, the commits are rendered in memory, which gives the last
+    commit's tree; the working tree is written from it (the newest content of each memory the
+    listing brought, the rest from the branch) while fast-import digests the commits, and is
+    checked against the branch's tree once it is written (a difference: written again from
+    the branch)."""
     repo = repo or git.GitRepo(root)
     report = ExportReport()
     with Tree(root):  # DIR exists from here on
         pass
     history = await trio.to_thread.run_sync(repo.open, store.id)
+    before = await trio.to_thread.run_sync(repo.tree_files)
     since = parse_time(history.last_time) if history.last_time else None
+    info = store_info(store)
+    planned: dict[str, str] | None = None
     with repo.fast_import() as stream:
-        versions, marks = await _list_new_versions(
+        versions, marks, newest = await _list_new_versions(
             client, store.id, since, history, stream, report, progress
         )
         report.versions = len(versions)
-        commits = _Commits(store.id, history, stream, marks, report)
-        oldest_first = versions[::-1]
-        for start in range(0, len(oldest_first), checkpoint_every):
-            batch = oldest_first[start : start + checkpoint_every]
-            await trio.to_thread.run_sync(commits.add_all, batch)
-            if stream.commits < len(versions):
-                await trio.to_thread.run_sync(stream.checkpoint)
-            progress("committed", stream.commits, len(versions))
-        await trio.to_thread.run_sync(stream.done)
-    report.commits = commits.made
-    progress("committed", report.commits, len(versions))
-    await trio.to_thread.run_sync(_check_out, repo, store_info(store), report, progress)
+        commits = _Commits(store.id, history, stream, marks, report, dict(before))
+        rendered = await trio.to_thread.run_sync(commits.render_all, versions[::-1])
+        with ThreadPoolExecutor(1) as pool:
+            planned = _planned_tree(commits.files, newest, info)
+            checkout = (
+                pool.submit(_write_planned, repo, planned, newest, info)
+                if planned is not None and rendered
+                else None
+            )
+            try:
+                for start in range(0, len(rendered), checkpoint_every):
+                    batch = rendered[start : start + checkpoint_every]
+                    await trio.to_thread.run_sync(stream.write_commits, batch)
+                    if stream.commits < len(rendered):
+                        await trio.to_thread.run_sync(stream.checkpoint)
+                    progress("committed", stream.commits, len(rendered))
+                await trio.to_thread.run_sync(stream.done)
+                if checkout is not None:
+                    report.tree = await trio.to_thread.run_sync(checkout.result)
+            finally:
+                if checkout is not None:  # never leave it writing behind us
+                    wait([checkout])
+    report.commits = len(rendered)
+    await trio.to_thread.run_sync(_finish_tree, repo, planned, info, report, checkout is None)
     return report
+
+
+_VERSION = "version:"  # in ``_Commits.files``: the file holds this version's content
+
+
+def _planned_tree(
+    files: dict[str, str], newest: dict[str, bytes], info: StoreInfo
+) -> dict[str, str] | None:
+    """The working tree of the last commit (file -> blob id), from the commits rendered; None
+    if a file holds a version whose content the listing did not keep (then the tree is
+    written from the branch once fast-import is done)."""
+    planned = {f"{META_DIR}/{STORE_FILE}": blob_id(info.to_bytes())}
+    for path, source in files.items():
+        if source.startswith(_VERSION):
+            data = newest.get(source.removeprefix(_VERSION))
+            if data is None:
+                return None
+            planned[path] = blob_id(data)
+        else:
+            planned[path] = source
+    return planned
+
+
+def _write_planned(
+    repo: git.GitRepo, planned: dict[str, str], newest: dict[str, bytes], info: StoreInfo
+) -> SyncReport:
+    """Write the working tree ``planned``: contents from the listing, or the branch's blobs."""
+    by_blob = {blob_id(data): data for data in newest.values()}
+    meta = info.to_bytes()
+    by_blob[blob_id(meta)] = meta
+
+    def content(paths: list[str]) -> dict[str, bytes]:
+        needed = [planned[p] for p in paths if planned[p] not in by_blob]
+        found = {**repo.blobs(needed), **by_blob}
+        return {p: found[planned[p]] for p in paths}
+
+    with Tree(repo.root) as tree:
+        return sync_tree(tree, planned, content)
+
+
+def _finish_tree(
+    repo: git.GitRepo,
+    planned: dict[str, str] | None,
+    info: StoreInfo,
+    report: ExportReport,
+    unwritten: bool,
+) -> None:
+    """Check the working tree written against the branch's last commit (write it from the
+    branch if it was not written, or differs), and reset the index to that commit."""
+    files = repo.tree_files()
+    report.memories = len(files)
+    meta = f"{META_DIR}/{STORE_FILE}"
+    expected = {path: blob for path, blob in (planned or {}).items() if path != meta}
+    if unwritten or planned is None or expected != files:
+        if not unwritten and planned is not None:
+            log.warning("the working tree planned differs from the last commit's: written again")
+        _check_out(repo, files, info, report)
+    repo.reset_index()
 
 
 async def _list_new_versions(
@@ -178,11 +258,15 @@ async def _list_new_versions(
     stream: git.FastImport,
     report: ExportReport,
     progress: Progress,
-) -> tuple[list[MemoryVersion], dict[str, int]]:
+) -> tuple[list[MemoryVersion], dict[str, int], dict[str, bytes]]:
     """The versions made at or after ``since`` that the repository lacks, newest first, without
-    their contents: those went into git as blobs (``marks``: version id -> blob mark)."""
+    their contents: those went into git as blobs (``marks``: version id -> blob mark); the
+    content of each memory's newest version is kept (``newest``: version id -> bytes), for the
+    working tree (as much as the store holds now, as a plain export)."""
     versions: list[MemoryVersion] = []
     marks: dict[str, int] = {}
+    newest: dict[str, bytes] = {}
+    seen: set[str] = set()  # memories whose newest version was listed
     cursor: str | None = None
     while True:
         page = await client.list_versions_page(
@@ -191,18 +275,23 @@ async def _list_new_versions(
         report.requests += 1
         blobs: list[tuple[str, bytes]] = []
         for version in page.data:
+            first = version.memory_id not in seen
+            seen.add(version.memory_id)
             if version.id in history.exported:
                 if version.redacted:
                     report.redacted_in_history.append(version.id)
                 continue
             if version.content is not None:
-                blobs.append((version.id, version.content.encode("utf-8")))
+                data = version.content.encode("utf-8")
+                blobs.append((version.id, data))
+                if first:
+                    newest[version.id] = data
             versions.append(_without_content(version))
         if blobs:  # one thread hop a page: a pipe write may block while git digests
             marks.update(await trio.to_thread.run_sync(_write_blobs, stream, blobs))
         progress("listing versions", len(versions), None)
         if page.next_page is None:
-            return versions, marks
+            return versions, marks, newest
         cursor = page.next_page
 
 
@@ -227,6 +316,7 @@ class _Commits:
         stream: git.FastImport,
         marks: dict[str, int],
         report: ExportReport,
+        files: dict[str, str],
     ) -> None:
         self.store_id = store_id
         self.paths = dict(history.paths)  # memory id -> its path in the tree
@@ -235,13 +325,14 @@ class _Commits:
         self.marks = marks
         self.report = report
         self.first = history.head is None
-        self.made = 0
+        # the tree after the last commit rendered: file -> blob id (from the branch) or the id
+        # of the version whose content it holds (``_VERSION`` + id)
+        self.files = files
 
-    def add_all(self, versions: list[MemoryVersion]) -> None:
-        for version in versions:
-            self.add(version)
+    def render_all(self, versions: list[MemoryVersion]) -> list[bytes]:
+        return [self.render(version) for version in versions]
 
-    def add(self, version: MemoryVersion) -> None:
+    def render(self, version: MemoryVersion) -> bytes:
         old = self.paths.get(version.memory_id)
         changes: list[tuple[str, str, int | None]] = []
         notes: list[str] = []
@@ -301,13 +392,17 @@ class _Commits:
         if new is not None:
             trailers.append(f"{git.PATH}: {new}")
         message = "\n\n".join([subject, *notes, "\n".join(trailers)]) + "\n"
-        self.stream.commit(
+        for op, path, _ in changes:
+            if op == "D":
+                self.files.pop(path, None)
+            else:
+                self.files[path] = _VERSION + version.id
+        return self.stream.render_commit(
             author=author(version.created_by),
             when=version.created_at,
             message=message,
             changes=changes,
         )
-        self.made += 1
 
 
 def _unsafe(path: str) -> str | None:
@@ -333,11 +428,9 @@ def author(actor: Actor | None) -> tuple[str, str]:
 
 
 def _check_out(
-    repo: git.GitRepo, info: StoreInfo, report: ExportReport, progress: Progress
+    repo: git.GitRepo, files: dict[str, str], info: StoreInfo, report: ExportReport
 ) -> None:
-    """The working tree as the branch's last commit (and ``.memfs/store.json``), the index
-    reset to it."""
-    files = repo.tree_files()
+    """The working tree as the branch's last commit ``files`` (and ``.memfs/store.json``)."""
     meta = {f"{META_DIR}/{STORE_FILE}": info.to_bytes()}
     wanted = {**files, **{path: blob_id(data) for path, data in meta.items()}}
 
@@ -345,14 +438,5 @@ def _check_out(
         blobs = repo.blobs(files[p] for p in paths if p in files)
         return {p: meta[p] if p in meta else blobs[files[p]] for p in paths}
 
-    written = 0
-
-    def on_file() -> None:
-        nonlocal written
-        written += 1
-        progress("writing files", written, None)
-
     with Tree(repo.root) as tree:
-        report.tree = sync_tree(tree, wanted, content, on_file=on_file)
-    report.memories = len(files)
-    repo.reset_index()
+        report.tree = sync_tree(tree, wanted, content)

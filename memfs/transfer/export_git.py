@@ -285,17 +285,23 @@ class FastImport:
         self._write(b"blob\nmark :%d\ndata %d\n" % (self._marks, len(data)) + data + b"\n")
         return self._marks
 
-    def commit(
+    def write_commits(self, rendered: list[bytes]) -> None:
+        """Write commits made by ``render_commit``, in their order."""
+        self._write(b"".join(rendered))
+        self.commits += len(rendered)
+
+    def render_commit(
         self,
         *,
         author: tuple[str, str],
         when: datetime,
         message: str,
         changes: list[tuple[str, str, int | None]],
-    ) -> None:
-        """One commit by ``author`` (name, e-mail) at ``when``, as author and committer (the
-        same input makes the same commit id). ``changes``: ("M", path, mark) or ("D", path,
-        None), paths relative to DIR."""
+    ) -> bytes:
+        """The stream of one commit by ``author`` (name, e-mail) at ``when``, as author and
+        committer (the same input makes the same commit id). ``changes``: ("M", path, mark) or
+        ("D", path, None), paths relative to DIR. Commits are rendered in history order (the
+        first names the branch's head as its parent) and written later (``write_commits``)."""
         ident = b"%s <%s> %d +0000" % (
             _ident(author[0]).encode(),
             _ident(author[1]).encode(),
@@ -317,8 +323,7 @@ class FastImport:
                 body += b"M 100644 :%d %s\n" % (mark or 0, quote_path(path))
             else:
                 body += b"D %s\n" % quote_path(path)
-        self._write(body + b"\n")
-        self.commits += 1
+        return body + b"\n"
 
     def checkpoint(self) -> None:
         """Write what is imported so far and move the branch to the last commit; returns

@@ -154,7 +154,7 @@ async def test_a_second_run_adds_only_new_versions_with_one_request(
 
 
 async def test_an_export_stopped_half_way_ends_as_one_uninterrupted_run(
-    server: ServerProcess, client: StoreClient, tmp_path: Path
+    server: ServerProcess, client: StoreClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await make_history(client)
 
@@ -179,6 +179,10 @@ async def test_an_export_stopped_half_way_ends_as_one_uninterrupted_run(
     ]
     assert files_at(stopped, "HEAD") == files_at(whole, "HEAD")
     assert sorted(os.listdir(stopped)) == sorted(os.listdir(whole))
+    for root in (stopped, whole):
+        assert git(root, "status", "--porcelain") == ""  # the working tree is the last commit
+    # written while fast-import ran, from the listing, and found equal to the branch's tree
+    assert not [r for r in caplog.records if "written again" in r.getMessage()]
 
 
 async def test_a_repository_of_another_store_or_a_planted_git_is_refused(
