@@ -129,8 +129,29 @@ def create_files(root: Path, count: int) -> float:
     return time.perf_counter() - started
 
 
-def row(round_: int, what: str, seconds: float, requests: int, items: int) -> dict[str, Any]:
-    return {"round": round_, "what": what, "seconds": seconds, "requests": requests, "items": items}
+def cpu_seconds(server_pid: int) -> float:
+    """CPU seconds so far of this process, its waited-for children (git) and the server."""
+    mine = os.times()
+    with open(f"/proc/{server_pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return mine.user + mine.system + mine.children_user + mine.children_system + server
+
+
+def timed(server_pid: int, work: Any, *args: Any) -> tuple[Any, float]:
+    """``trio.run(work, *args)`` and the CPU seconds it cost (client, git and server)."""
+    before = cpu_seconds(server_pid)
+    result = trio.run(work, *args)
+    return result, cpu_seconds(server_pid) - before
+
+
+def row(
+    round_: int, what: str, seconds: float, requests: int, items: int, cpu: float = 0.0
+) -> dict[str, Any]:
+    return {
+        "round": round_, "what": what, "seconds": seconds, "requests": requests, "items": items,
+        "cpu": cpu,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -147,23 +168,31 @@ def main() -> None:
         store_id = trio.run(seed, db, args.memories, args.versions)
         seeded = time.perf_counter() - seeded
         rows: list[dict[str, Any]] = []
-        with server_on(db, key) as base_url:
+        pids: list[int] = []
+        with server_on(db, key, pids=pids) as base_url:
+            server = pids[0]
             config = ClientConfig(api_key=Secret(key), base_url=base_url)
             for round_ in range(args.rounds):
-                seconds, requests, count = trio.run(list_versions, config, store_id)
-                rows.append(row(round_, "list versions (full)", seconds, requests, count))
+                (seconds, requests, count), cpu = timed(server, list_versions, config, store_id)
+                rows.append(row(round_, "list versions (full)", seconds, requests, count, cpu))
                 root = Path(tmp) / f"export-{round_}"
-                seconds, requests, commits = trio.run(export, config, store_id, root)
-                rows.append(row(round_, "export --git", seconds, requests, commits))
+                (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
+                rows.append(row(round_, "export --git", seconds, requests, commits, cpu))
                 seconds = create_files(Path(tmp) / f"floor-{round_}", args.memories)
                 rows.append(row(round_, "create the files alone", seconds, 0, args.memories))
-            seconds, requests, commits = trio.run(export, config, store_id, root)
-            rows.append(row(args.rounds, "export --git, nothing new", seconds, requests, commits))
-            seconds, requests = trio.run(export_files, config, store_id, Path(tmp) / "files")
-            rows.append(row(args.rounds, "export (files)", seconds, requests, args.memories))
+            (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
+            rows.append(
+                row(args.rounds, "export --git, nothing new", seconds, requests, commits, cpu)
+            )
+            files = Path(tmp) / "files"
+            (seconds, requests), cpu = timed(server, export_files, config, store_id, files)
+            rows.append(row(args.rounds, "export (files)", seconds, requests, args.memories, cpu))
     listing = [r["seconds"] for r in rows if r["what"] == "list versions (full)"]
     exports = [r["seconds"] for r in rows if r["what"] == "export --git"]
     ratios = [e / b for b, e in zip(listing, exports, strict=True)]
+    cpu_listing = [r["cpu"] for r in rows if r["what"] == "list versions (full)"]
+    cpu_exports = [r["cpu"] for r in rows if r["what"] == "export --git"]
+    cpu_ratios = [e / b for b, e in zip(cpu_listing, cpu_exports, strict=True)]
     result = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
@@ -172,6 +201,8 @@ def main() -> None:
         "rows": rows,
         "ratios": ratios,
         "median_ratio": statistics.median(ratios),
+        "cpu_ratios": cpu_ratios,
+        "median_cpu_ratio": statistics.median(cpu_ratios),
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -179,14 +210,17 @@ def main() -> None:
     print(f"memfs export --git: {args.memories} memories, {args.versions} versions "
           f"({result['date']}, {result['machine']}, load {result['load'][0]:.2f} "
           f"{result['load'][1]:.2f} {result['load'][2]:.2f})\n")  # fmt: skip
-    print("| round | what | seconds | requests | items |")
-    print("|---|---|---|---|---|")
+    print("| round | what | wall s | CPU s (client, git, server) | requests | items |")
+    print("|---|---|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['round']} | {r['what']} | {r['seconds']:.2f} | {r['requests']} | {r['items']} |"
+            f"| {r['round']} | {r['what']} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['requests']} "
+            f"| {r['items']} |"
         )
-    print(f"\nexport / listing: {', '.join(f'{x:.2f}x' for x in ratios)} "
-          f"(median {result['median_ratio']:.2f}x)")  # fmt: skip
+    walls = ", ".join(f"{x:.2f}x" for x in ratios)
+    cpus = ", ".join(f"{x:.2f}x" for x in cpu_ratios)
+    print(f"\nexport / listing, wall: {walls} (median {result['median_ratio']:.2f}x); "
+          f"CPU: {cpus} (median {result['median_cpu_ratio']:.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
