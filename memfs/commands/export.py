@@ -60,8 +60,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--git",
         action="store_true",
-        help="make DIR a git repository holding the store's versions as commits (Memory "
-        "Stores only)",
+        help="make DIR a git repository holding the store's versions as commits (Databricks, "
+        "which keeps no versions: one commit per run, of what changed)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the report as JSON (for scripts) on stdout"
@@ -80,11 +80,6 @@ def run(args: argparse.Namespace) -> int:
     usage = api_usage_error(
         args, "export", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
     )
-    if usage is None and args.api == DATABRICKS and args.git:
-        usage = (
-            "--git needs the versions of Memory Stores: a Databricks store keeps no history "
-            "(export it without --git, into a directory you commit yourself)"
-        )
     if usage is not None:
         return actions.fail(usage, actions.EXIT_USAGE, None)
     root = Path(args.dir)
@@ -146,7 +141,9 @@ async def _export_databricks(
             actor_id=args.actor,
             session_id=args.session,
         )
-        return await export_memories(opened.quick, info, root, progress=progress.update)
+        return await export_memories(
+            opened.quick, info, root, progress=progress.update, snapshot=args.git
+        )
 
 
 def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: bool) -> int:
@@ -185,7 +182,9 @@ def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: boo
 def summary(report: ExportReport) -> str:
     """The one summary line."""
     parts = [f"{report.memories} memories"]
-    if report.commits or report.versions:
+    if report.snapshot:
+        parts.append("1 commit" if report.commits else "nothing new to commit")
+    elif report.commits or report.versions:
         parts.append(f"{report.versions} new versions, {report.commits} commits")
     tree = report.tree
     parts.append(f"{tree.written} files written, {tree.removed} removed")

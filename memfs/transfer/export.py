@@ -7,7 +7,8 @@ followed; only files of the last export removed), git driven by ``export_git``.
 ``export_memories``: the memories as the store lists them now (Memory Stores: every memory;
 Databricks: the entries a mount of the same actor and session shows: with a session, that
 session's; without, the actor's session-less entries), plus ``.memfs/store.json`` and, for
-Databricks, ``.memfs/descriptions.json``.
+Databricks, ``.memfs/descriptions.json``; with ``snapshot`` (``--git`` on Databricks, which has
+no versions), the tree is then committed, one commit per run that changed it.
 
 ``export_history`` (Memory Stores): the versions the server has not yet given to this
 repository, oldest first, one commit each (see ``docs/export-import.md`` for the commits), then
@@ -24,11 +25,13 @@ Nothing here prints: the command (``memfs.commands.export``) shows progress and 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -38,7 +41,7 @@ from memfs.models import Actor, MemoryStore, MemoryVersion, format_time, parse_t
 from memfs.paths import PathError, validate_path
 from memfs.store_api import StoreAPI
 from memfs.transfer import export_git as git
-from memfs.transfer.export_tree import SyncReport, Tree, blob_id, sync_tree
+from memfs.transfer.export_tree import MANIFEST_NAME, SyncReport, Tree, blob_id, sync_tree
 from memfs.transfer.layout import (
     API_DATABRICKS,
     API_MEMORY_STORES,
@@ -71,6 +74,7 @@ class ExportReport:
     tree: SyncReport = field(default_factory=SyncReport)
     redacted_in_history: list[str] = field(default_factory=list)  # exported, redacted since
     history_starts: str | None = None  # the first commit's time, when this run made it
+    snapshot: bool = False  # --git on a store without versions: one commit per run
 
 
 def _nothing(phase: str, done: int, total: int | None) -> None:
@@ -82,10 +86,22 @@ def _nothing(phase: str, done: int, total: int | None) -> None:
 
 
 async def export_memories(
-    store: StoreAPI, info: StoreInfo, root: Path, *, progress: Progress = _nothing
+    store: StoreAPI,
+    info: StoreInfo,
+    root: Path,
+    *,
+    progress: Progress = _nothing,
+    snapshot: bool = False,
 ) -> ExportReport:
-    """Write the memories of ``store`` under ``root`` as the module docstring says."""
-    report = ExportReport()
+    """Write the memories of ``store`` under ``root`` as the module docstring says.
+    ``snapshot`` (a Databricks store: no versions to replay): DIR is a git repository and the
+    tree written is committed as one commit when it differs from the last one."""
+    report = ExportReport(snapshot=snapshot)
+    repo = git.GitRepo(root) if snapshot else None
+    if repo is not None:  # refused before anything is listed or written
+        await trio.to_thread.run_sync(
+            partial(repo.open, snapshot_key(info), untracked=SNAPSHOT_UNTRACKED)
+        )
     wanted: dict[str, bytes] = {}
     descriptions: dict[str, str] = {}
     cursor: str | None = None
@@ -110,7 +126,49 @@ async def export_memories(
     if info.api == API_DATABRICKS:
         wanted[f"{META_DIR}/{DESCRIPTIONS_FILE}"] = dump_descriptions(descriptions)
     report.tree = await trio.to_thread.run_sync(_write_tree, root, wanted, progress)
+    if repo is not None:
+        del wanted[f"{META_DIR}/{STORE_FILE}"]
+        report.commits = await trio.to_thread.run_sync(_commit_snapshot, repo, wanted, info)
     return report
+
+
+# memfs's own files that are not part of a snapshot's history (descriptions.json is)
+SNAPSHOT_UNTRACKED = (f"/{META_DIR}/{STORE_FILE}", f"/{META_DIR}/{MANIFEST_NAME}")
+
+
+def snapshot_key(info: StoreInfo) -> str:
+    """What ``Memfs-Store`` says in a snapshot repository: the store, actor and session (one
+    line whatever the ids hold)."""
+    return f"{info.api} " + json.dumps([info.store_id, info.actor_id, info.session_id])
+
+
+def _commit_snapshot(repo: git.GitRepo, files: dict[str, bytes], info: StoreInfo) -> int:
+    """One commit of ``files`` if they differ from the branch's last tree; the commits made."""
+    before = repo.tree_files()
+    now = {path: blob_id(data) for path, data in files.items()}
+    if now != before:
+        added = len(now.keys() - before.keys())
+        removed = len(before.keys() - now.keys())
+        changed = sum(1 for path in now.keys() & before.keys() if now[path] != before[path])
+        moment = datetime.now(UTC)
+        message = (
+            f"export: {added} added, {changed} changed, {removed} removed\n\n"
+            f"{git.STORE}: {snapshot_key(info)}\n{git.TIME}: {format_time(moment)}\n"
+        )
+        with repo.fast_import() as stream:
+            changes: list[tuple[str, str, int | None]] = [("deleteall", "", None)]
+            changes += [("M", path, stream.blob(data)) for path, data in sorted(files.items())]
+            actor = info.actor_id or "unknown"
+            commit = stream.render_commit(
+                author=(actor, _email(actor, "databricks-actor")),
+                when=moment,
+                message=message,
+                changes=changes,
+            )
+            stream.write_commits([commit])
+            stream.done()
+    repo.reset_index()
+    return int(now != before)
 
 
 def _write_tree(root: Path, files: Mapping[str, bytes], progress: Progress) -> SyncReport:
@@ -421,10 +479,15 @@ def author(actor: Actor | None) -> tuple[str, str]:
     if actor is None or not actor.id:
         return ("unknown", "unknown@memfs.invalid")
     kind = actor.type.removesuffix("_actor").replace("_", "-") or "actor"
+    return (actor.id, _email(actor.id, kind))
+
+
+def _email(identity: str, kind: str) -> str:
+    """A stable address that reaches nobody: ``<id>@<kind>.memfs.invalid``."""
     local = "".join(
-        ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in actor.id
+        ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in identity
     )
-    return (actor.id, f"{local}@{kind}.memfs.invalid")
+    return f"{local}@{kind}.memfs.invalid"
 
 
 def _check_out(

@@ -112,13 +112,14 @@ class GitRepo:
             raise GitError(f"git {args[0]} failed: {_last_line(done.stderr)}")
         return done.stdout
 
-    def open(self, store_id: str) -> History:
-        """Create the repository if DIR has none, check it is ours to use (module docstring),
+    def open(self, store_id: str, *, untracked: tuple[str, ...] = (f"/{META_DIR}/",)) -> History:
+        """Create the repository if DIR has none (``untracked``: the patterns of memfs's own
+        files that are never part of the history), check it is ours to use (module docstring),
         and read what it holds."""
         try:
             info = os.lstat(self.git_dir)
         except FileNotFoundError:
-            self._init()
+            self._init(untracked)
             return History()
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
             kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
@@ -139,14 +140,13 @@ class GitRepo:
             )
         return history
 
-    def _init(self) -> None:
+    def _init(self, untracked: tuple[str, ...]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         # no template: no sample hooks, nothing but what git needs
         self.run("init", "-q", "--template=", "--initial-branch=main", str(self.root))
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
-        # memfs's own files in the working tree are never part of the history
-        (info / "exclude").write_text(f"/{META_DIR}/\n")
+        (info / "exclude").write_text("".join(f"{pattern}\n" for pattern in untracked))
 
     def head(self) -> str | None:
         try:
@@ -299,9 +299,10 @@ class FastImport:
         changes: list[tuple[str, str, int | None]],
     ) -> bytes:
         """The stream of one commit by ``author`` (name, e-mail) at ``when``, as author and
-        committer (the same input makes the same commit id). ``changes``: ("M", path, mark) or
-        ("D", path, None), paths relative to DIR. Commits are rendered in history order (the
-        first names the branch's head as its parent) and written later (``write_commits``)."""
+        committer (the same input makes the same commit id). ``changes``: ("M", path, mark),
+        ("D", path, None) or ("deleteall", "", None), paths relative to DIR. Commits are
+        rendered in history order (the first names the branch's head as its parent) and
+        written later (``write_commits``)."""
         ident = b"%s <%s> %d +0000" % (
             _ident(author[0]).encode(),
             _ident(author[1]).encode(),
@@ -321,6 +322,8 @@ class FastImport:
         for op, path, mark in changes:
             if op == "M":
                 body += b"M 100644 :%d %s\n" % (mark or 0, quote_path(path))
+            elif op == "deleteall":  # the tree is what the M lines after it say
+                body += b"deleteall\n"
             else:
                 body += b"D %s\n" % quote_path(path)
         return body + b"\n"

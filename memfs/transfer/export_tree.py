@@ -36,7 +36,8 @@ from memfs.transfer.layout import META_DIR
 
 log = logging.getLogger(__name__)
 
-MANIFEST = f"{META_DIR}/exported.json"
+MANIFEST_NAME = "exported.json"
+MANIFEST = f"{META_DIR}/{MANIFEST_NAME}"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from support.databricks import ACTOR, Workspace, databricks_env
-from support.export_runs import memfs
+from support.export_runs import git, memfs
 from support.servers import ServerProcess
 
 from memfs.api import StoreClient
@@ -131,7 +131,6 @@ def test_databricks_entries_with_descriptions(server: ServerProcess, tmp_path: P
     args = ["export", store, str(root), "--api", "databricks", "--actor", ACTOR]
     memfs(server, *args, env=env)
     memfs(server, *args[:2], str(tmp_path / "s1"), *args[3:], "--session", "s1", env=env)
-    refused = memfs(server, *args, "--git", expect=2, env=env)
     files = tree_of(root)
     assert files["prefs.md"] == "likes tea" and files["plain.md"] == "no description"
     assert "other.md" not in files
@@ -141,4 +140,33 @@ def test_databricks_entries_with_descriptions(server: ServerProcess, tmp_path: P
     session = tree_of(tmp_path / "s1")
     assert session["prefs.md"] == "in session one" and "plain.md" not in session
     assert json.loads(session[".memfs/descriptions.json"]) == {"/prefs.md": "s1's"}
-    assert "a Databricks store keeps no history" in refused.stderr
+
+
+def test_databricks_git_is_one_commit_per_run_that_changed_something(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    env = databricks_env(server, tmp_path)
+    root = tmp_path / "export"
+    with Workspace(server) as workspace:
+        store = workspace.create_store()
+        tea = workspace.put(store, "/prefs.md", "likes tea", description="what the user likes")
+        workspace.put(store, "/plain.md", "no description")
+        args = ["export", store, str(root), "--api", "databricks", "--actor", ACTOR, "--git"]
+        first = memfs(server, *args, env=env)
+        again = memfs(server, *args, env=env)
+        workspace.patch(store, tea, "likes coffee now")
+        third = memfs(server, *args, env=env)
+    assert "; 1 commit;" in first.stdout and "nothing new to commit" in again.stdout
+    assert "; 1 commit;" in third.stdout
+    log = git(root, "log", "--format=%an <%ae>|%s", "--name-status").split("\n")
+    assert (
+        log[0]
+        == f"{ACTOR} <{ACTOR}@databricks-actor.memfs.invalid>|export: 0 added, 1 changed, 0 removed"
+    )
+    assert git(root, "rev-list", "--count", "HEAD") == "2\n"
+    assert git(root, "show", "HEAD~1:.memfs/descriptions.json") == (
+        '{\n  "/prefs.md": "what the user likes"\n}\n'
+    )
+    assert git(root, "show", "HEAD:prefs.md") == "likes coffee now"
+    assert git(root, "ls-files") == ".memfs/descriptions.json\nplain.md\nprefs.md\n"
+    assert git(root, "status", "--porcelain") == ""
