@@ -64,6 +64,13 @@ def register(subparsers: Any) -> None:
         "which keeps no versions: one commit per run, of what changed)",
     )
     parser.add_argument(
+        "--find-redacted",
+        action="store_true",
+        help="--git: also list every version (without contents, 100 a request) to report all "
+        "those redacted on the server since they were exported, whose content the git history "
+        "still holds (by default only those among the versions made since the last export)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the report as JSON (for scripts) on stdout"
     )
     add_credential_options(parser)
@@ -80,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     usage = api_usage_error(
         args, "export", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
     )
+    if usage is None and args.find_redacted and (not args.git or args.api == DATABRICKS):
+        usage = "--find-redacted goes with --git on a Memory Stores store (its versions)"
     if usage is not None:
         return actions.fail(usage, actions.EXIT_USAGE, None)
     root = Path(args.dir)
@@ -120,7 +129,9 @@ async def _export_memory_stores(
     async with StoreClient(config) as client:
         store = await client.resolve_store(args.store)
         if args.git:
-            return await export_history(client, store, root, progress=progress.update)
+            return await export_history(
+                client, store, root, progress=progress.update, find_redacted=args.find_redacted
+            )
         api = MemoryStoresAPI(client, store.id)
         return await export_memories(api, store_info(store), root, progress=progress.update)
 

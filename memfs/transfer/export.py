@@ -200,6 +200,7 @@ async def export_history(
     progress: Progress = _nothing,
     checkpoint_every: int = CHECKPOINT_EVERY,
     repo: git.GitRepo | None = None,
+    find_redacted: bool = False,
 ) -> ExportReport:
     """Append the versions of ``store`` not yet in ``root``'s repository as commits, and make
     the working tree the last commit's (module docstring).
@@ -208,7 +209,8 @@ async def export_history(
     commit's tree; the working tree is written from it (the newest content of each memory the
     listing brought, the rest from the branch) while fast-import digests the commits, and is
     checked against the branch's tree once it is written (a difference: written again from
-    the branch)."""
+    the branch). ``find_redacted``: also list every version, without contents, to report all
+    those redacted since they were exported (not only those made since the last export)."""
     repo = repo or git.GitRepo(root)
     report = ExportReport()
     with Tree(root):  # DIR exists from here on
@@ -247,7 +249,28 @@ async def export_history(
                     wait([checkout])
     report.commits = len(rendered)
     await trio.to_thread.run_sync(_finish_tree, repo, planned, info, report, checkout is None)
+    if find_redacted:
+        await _find_redacted(client, store.id, history.exported, report)
     return report
+
+
+async def _find_redacted(
+    client: StoreClient, store_id: str, exported: set[str], report: ExportReport
+) -> None:
+    """Every version the repository holds with its content that the server has redacted
+    since (a listing of all versions without contents, 100 a page)."""
+    known = set(report.redacted_in_history)
+    cursor: str | None = None
+    while True:
+        page = await client.list_versions_page(store_id, limit=100, view="basic", page=cursor)
+        report.requests += 1
+        for version in page.data:
+            if version.redacted and version.id in exported and version.id not in known:
+                report.redacted_in_history.append(version.id)
+                known.add(version.id)
+        if page.next_page is None:
+            return
+        cursor = page.next_page
 
 
 _VERSION = "version:"  # in ``_Commits.files``: the file holds this version's content

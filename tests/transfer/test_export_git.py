@@ -4,6 +4,7 @@ an export stopped half-way ends, once run again, with the commits of one uninter
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from datetime import datetime
@@ -218,3 +219,22 @@ def test_author_of_each_actor() -> None:
     assert author(Actor("api_actor", "key <x>")) == ("key <x>", "key__x_@api.memfs.invalid")
     assert author(None) == ("unknown", "unknown@memfs.invalid")
     assert isinstance(datetime.now(), datetime)
+
+
+async def test_versions_redacted_after_the_export_are_reported(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    a = await client.create_memory(store.id, "/a", "a secret")
+    await client.update_memory(store.id, a.id, content="public")
+    root = tmp_path / "export"
+    memfs(server, "export", store.id, str(root), "--git")
+    first = [v async for v in client.list_versions(store.id, memory_id=a.id)][-1]
+    await client.redact_version(store.id, first.id)
+    quiet = memfs(server, "export", store.id, str(root), "--git")
+    assert "redacted" not in quiet.stderr  # older than the last export: not listed again
+    found = memfs(server, "export", store.id, str(root), "--git", "--find-redacted", "--json")
+    assert json.loads(found.stdout)["redacted_in_history"] == [first.id]
+    assert "a secret" in git(root, "log", "-p")  # memfs never rewrites the history
+    refused = memfs(server, "export", store.id, str(root), "--find-redacted", expect=2)
+    assert "--find-redacted goes with --git" in refused.stderr
