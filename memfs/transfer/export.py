@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -409,6 +410,7 @@ class _Commits:
         # the tree after the last commit rendered: file -> blob id (from the branch) or the id
         # of the version whose content it holds (``_VERSION`` + id)
         self.files = files
+        self.dirs: Counter[str] = Counter(d for path in files for d in _parents(path))
 
     def render_all(self, versions: list[MemoryVersion]) -> list[bytes]:
         return [self.render(version) for version in versions]
@@ -435,7 +437,7 @@ class _Commits:
             if old is not None and old != new:
                 subject += f" (renamed from {old})"
         if new is not None and new != old:
-            reason = _unsafe(new)
+            reason = _unsafe(new) or self._clash(file_path(new), old)
             if reason is not None:
                 notes.append(f"Not exported: {reason}.")
                 self.report.skipped.append((new, reason))
@@ -475,8 +477,11 @@ class _Commits:
         message = "\n\n".join([subject, *notes, "\n".join(trailers)]) + "\n"
         for op, path, _ in changes:
             if op == "D":
-                self.files.pop(path, None)
+                if self.files.pop(path, None) is not None:
+                    self.dirs.subtract(_parents(path))
             else:
+                if path not in self.files:
+                    self.dirs.update(_parents(path))
                 self.files[path] = _VERSION + version.id
         return self.stream.render_commit(
             author=author(version.created_by),
@@ -484,6 +489,24 @@ class _Commits:
             message=message,
             changes=changes,
         )
+
+    def _clash(self, relative: str, old: str | None) -> str | None:
+        """Why the file ``relative`` cannot be in the tree beside the others (the memory
+        leaving ``old``): a file where it needs a directory, or a directory where it goes."""
+        leaving = file_path(old) if old is not None else None
+        for parent in _parents(relative):
+            if parent in self.files and parent != leaving:
+                return f"the memory /{parent} is a file where this path needs a directory"
+        below = self.dirs[relative] - (leaving is not None and relative in _parents(leaving))
+        if below > 0:
+            return f"memories below /{relative}/ need a directory of this name"
+        return None
+
+
+def _parents(relative: str) -> list[str]:
+    """The directories above a file: ``a/b/c`` -> ``a``, ``a/b``."""
+    parts = relative.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _unsafe(path: str) -> str | None:

@@ -238,3 +238,25 @@ async def test_versions_redacted_after_the_export_are_reported(
     assert "a secret" in git(root, "log", "-p")  # memfs never rewrites the history
     refused = memfs(server, "export", store.id, str(root), "--find-redacted", expect=2)
     assert "--find-redacted goes with --git" in refused.stderr
+
+
+async def test_a_file_and_a_directory_of_one_name_are_reported_not_merged(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    await client.create_memory(store.id, "/a", "a file")
+    await client.create_memory(store.id, "/a/b", "below a file")  # the API allows both
+    await client.create_memory(store.id, "/c/d", "below c")
+    c = await client.create_memory(store.id, "/c", "over a directory")
+    await client.update_memory(store.id, c.id, path="/e")
+    root = tmp_path / "export"
+    done = memfs(server, "export", store.id, str(root), "--git", "--json")
+    skipped = json.loads(done.stdout)["skipped"]
+    assert skipped == [
+        {"path": "/a/b", "reason": "the memory /a is a file where this path needs a directory"},
+        {"path": "/c", "reason": "memories below /c/ need a directory of this name"},
+    ]
+    assert git(root, "ls-files") == "a\nc/d\ne\n"
+    assert (root / "e").read_text() == "over a directory"
+    assert "written again" not in done.stderr  # the tree planned was the branch's
+    assert git(root, "status", "--porcelain") == ""
