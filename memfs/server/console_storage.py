@@ -7,7 +7,9 @@ never the key) and its times. The policy (how long a session lives, when it is t
 console's; this interface only stores rows. It also counts a page of stores' memories at once
 (the stores page shows "N of 2,000"), and lists a store's memories as ids and paths alone (the
 store page's tree: no times, sizes or hashes read or turned into objects, which made the API's
-listing of 2,000 memories cost most of the page).
+listing of 2,000 memories cost most of the page). For "the store as of" a moment it lists a
+store's whole history as ``VersionMark`` rows (no content, nothing but what
+``memfs.version_view`` needs and the page shows).
 
 ``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
 """
@@ -29,6 +31,19 @@ class MemoryPath:
 
     id: str
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class VersionMark:
+    """A version as "the store as of" reads it (``memfs.version_view.VersionLike``)."""
+
+    id: str
+    memory_id: str
+    operation: str
+    path: str | None  # None when redacted
+    created_at: datetime
+    size: int | None  # None when deleted or redacted
+    redacted: bool
 
 
 @dataclass(frozen=True)
@@ -74,3 +89,8 @@ class ConsoleStorage(abc.ABC):
     @abc.abstractmethod
     async def memory_paths(self, store_id: str) -> list[MemoryPath]:
         """Every memory of the store, in byte order of path (an unknown store: an empty list)."""
+
+    @abc.abstractmethod
+    async def version_marks(self, store_id: str) -> list[VersionMark]:
+        """Every version of the store, oldest first (the store's own order), without content
+        (an unknown store: an empty list)."""

@@ -30,6 +30,7 @@ from memfs import paths
 from memfs.cache_budget import CacheBudget, DroppableCharge
 from memfs.models import Actor, MemoryVersion
 from memfs.store_api import StoreAPI
+from memfs.version_view import files_at, infer_paths
 from memfs.versions.names import LOG_NAME, history_name
 
 log = logging.getLogger(__name__)
@@ -261,20 +262,9 @@ class VersionIndex:
         )
 
     def _infer_paths(self, ids: list[str]) -> None:
-        """A redacted version has no path: it keeps the path of the version before it (or,
-        for a first version, the one after it)."""
-        known: str | None = None
-        for version_id in ids:
-            path = self.versions[version_id].path
-            known = path if path is not None else known
-            self.paths[version_id] = known
-        known = None
-        for version_id in reversed(ids):
-            own = self.versions[version_id].path
-            if own is not None:
-                known = own
-            elif self.paths[version_id] is None:
-                self.paths[version_id] = known
+        """A redacted version has no path: ``version_view.infer_paths`` gives it one."""
+        inferred = infer_paths([self.versions[version_id].path for version_id in ids])
+        self.paths.update(zip(ids, inferred, strict=True))
 
     # -- questions ----------------------------------------------------------------------------
 
@@ -292,14 +282,7 @@ class VersionIndex:
         for _, _, version_id in self.order[:cut]:
             version = self.versions[version_id]
             latest[version.memory_id] = version
-        files: dict[str, MemoryVersion] = {}
-        for version in latest.values():
-            path = self.paths.get(version.id)
-            if version.operation == "deleted" or path is None:
-                continue
-            other = files.get(path)
-            if other is None or other.created_at <= version.created_at:
-                files[path] = version
+        files = files_at((version, self.paths.get(version.id)) for version in latest.values())
         return View(instant, self.generation, self.complete_at(instant), files, _tree(files))
 
     def history(self) -> tuple[dict[str, list[HistoryEntry]], dict[str, set[str]]]:

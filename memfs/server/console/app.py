@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.errors import ApiError
 from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError
-from memfs.server.console.pages import memory, sign_in, store, stores
+from memfs.server.console.pages import history, memory, sign_in, store, stores
 from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, PAGE_CACHE, SECURITY_HEADERS
@@ -50,7 +50,7 @@ STATIC_TYPES = {
 }
 STATIC_CACHE = "public, max-age=300"
 # The page groups, each a module of ``pages`` with ``routes(console)``; a new group is a line.
-PAGE_GROUPS = (sign_in, stores, store, memory)
+PAGE_GROUPS = (sign_in, stores, store, memory, history)
 SERVER_ERROR = "Something went wrong on the server (it is in the server's log)."
 
 

@@ -37,6 +37,8 @@ NOTICES = {
     "store-deleted": "Store deleted.",
     "signed-out": "Signed out.",
     "kept-theirs": "Kept their version; yours was not saved.",
+    "restored": "Restored: the version's content is the memory's again.",
+    "redacted": "Redacted: this version's content is gone.",
 }
 
 

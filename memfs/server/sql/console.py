@@ -1,7 +1,8 @@
 """The console's sessions and counts in SQL (``ConsoleStorage`` on a ``SqlBase`` backend).
 
 ``SqlConsole`` runs its statements in its backend's ``_read``/``_write`` transactions, on the
-``console_sessions`` table (``schema`` step 8) and the stores' ``memory_count``. A session row
+``console_sessions`` table (``schema`` step 8), the stores' ``memory_count``, the memories'
+paths and the versions' metadata. A session row
 holds a hash of the browser's token and a key's id, never a token or a key (see
 ``console_storage``). Sessions need no lock: each row is written by the one browser that holds
 its token, and a lost ``touch`` only shortens an idle session by a minute.
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from memfs.server.console_storage import ConsoleSession, ConsoleStorage, MemoryPath
+from memfs.server.console_storage import ConsoleSession, ConsoleStorage, MemoryPath, VersionMark
 from memfs.server.sql.rows import from_us, to_us
 from memfs.server.sql.transaction import Row, Tx
 
@@ -118,5 +119,27 @@ class SqlConsole(ConsoleStorage):
                 "SELECT id, path FROM memories WHERE store_id = ? ORDER BY path", (store_id,)
             ).fetchall()
             return [MemoryPath(row["id"], row["path"]) for row in rows]
+
+        return await self._backend._read(run)
+
+    async def version_marks(self, store_id: str) -> list[VersionMark]:
+        def run(tx: Tx) -> list[VersionMark]:
+            rows = tx.execute(
+                "SELECT id, memory_id, operation, path, created_us, content_size, redacted_us "
+                "FROM versions WHERE store_id = ? ORDER BY seq",
+                (store_id,),
+            ).fetchall()
+            return [
+                VersionMark(
+                    row["id"],
+                    row["memory_id"],
+                    row["operation"],
+                    row["path"],
+                    from_us(row["created_us"]),
+                    row["content_size"],
+                    row["redacted_us"] is not None,
+                )
+                for row in rows
+            ]
 
         return await self._backend._read(run)

@@ -13,7 +13,9 @@ size rules; a refusal shows the form again, with what was typed and the API's me
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -26,7 +28,6 @@ from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
-from memfs.server.console_storage import MemoryPath
 from memfs.server.search import validate_query
 
 log = logging.getLogger(__name__)
@@ -35,22 +36,31 @@ OPEN_ALL_BELOW = 200
 SEARCH_LIMIT = 50
 
 
+class HasPath(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+P = TypeVar("P", bound=HasPath)
+
+
 @dataclass
-class Folder:
+class Folder(Generic[P]):
     """One folder of a store's tree: its name, its path (ending with "/"), what it holds."""
 
     name: str
     path: str
-    folders: dict[str, Folder] = field(default_factory=dict)
-    memories: list[MemoryPath] = field(default_factory=list)
+    folders: dict[str, Folder[P]] = field(default_factory=dict)
+    memories: list[P] = field(default_factory=list)
 
-    def sorted_folders(self) -> list[Folder]:
+    def sorted_folders(self) -> list[Folder[P]]:
         return [self.folders[name] for name in sorted(self.folders)]
 
 
-def build_tree(memories: list[MemoryPath]) -> Folder:
-    """The folders of ``memories`` (listed in path order, so each folder's are in order)."""
-    root = Folder("/", "/")
+def build_tree(memories: Sequence[P]) -> Folder[P]:
+    """The folders of ``memories`` (listed in path order, so each folder's are in order); the
+    store page's memories, and the history's store as of a moment."""
+    root: Folder[P] = Folder("/", "/")
     for memory in memories:
         folder = root
         parts = memory.path.strip("/").split("/")

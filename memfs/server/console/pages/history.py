@@ -1,0 +1,455 @@
+"""The history pages: a memory's versions, one version, two compared, restore, redact, the
+store's whole history and the store as it was at a moment.
+
+- ``…/memories/{memory_id}/history``: the memory's versions newest first (``PAGE_SIZE`` a page,
+  "Older versions" continues after the last one's store sequence), each with its time,
+  operation, path, writer, size and state; two picked and compared (``…/history/compare``, a
+  line diff). It works for a deleted memory too: versions outlive their memory.
+- ``…/versions/{version_id}``: one version's content as text; "Restore" (a POST) makes it the
+  memory's content again, as a new version whose update carries the precondition of the head
+  the page showed (a change meanwhile is a 409, nothing overwritten), or creates the memory
+  again at the version's path if it was deleted (a path taken meanwhile is a 409 naming the
+  memory there); "Redact" (``…/redact``: a confirmation with a box to tick) scrubs the version,
+  attributed to the signed-in key. The head of a live memory has no "Redact" (the API's rule);
+  the storage refuses it anyway (its message on the page).
+- ``/stores/{id}/history``: every version of the store, newest first, filtered as the API
+  filters (operation, session, key, a time range), paginated; each links to its version and
+  its memory's history.
+- ``/stores/{id}/as-of?at=TIME``: the store at that moment (what ``.versions/TIME/`` shows in a
+  mount: the rules of ``memfs.version_view``), read-only, each memory a link to its version of
+  then.
+
+Everything shown is agent-written and escaped by the templates; every POST goes through
+``Console.post_form`` (origin and CSRF token).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, time
+from typing import Any, cast, get_args
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from memfs.errors import (
+    ApiError,
+    BadRequestError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+)
+from memfs.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
+from memfs.server import validation
+from memfs.server.console.context import Console
+from memfs.server.console.diff import line_diff
+from memfs.server.console.pages.store import build_tree, memory_url
+from memfs.server.console.pages.stores import store_url
+from memfs.server.console.sessions import SignedIn
+from memfs.server.console_storage import VersionMark
+from memfs.server.storage import VersionFilter
+from memfs.version_view import files_at, infer_paths
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 50
+OPERATIONS: tuple[str, ...] = get_args(Operation)
+REDACT_CONFIRM = "erase"
+MAX_ID = 200  # a filter's id longer than any the server mints is no id
+
+CHANGED = "This memory changed since you opened this page, so nothing was restored. Look again."
+NOT_CONFIRMED = "Tick the box to confirm: nothing was redacted."
+NO_CONTENT = "This version has no content to restore ({why})."
+TAKEN = "The path {path} is taken by another memory now, so nothing was restored."
+BAD_TIME = (
+    "{field}: {value!r} is not a time; write it as 2026-12-03T10:15:03Z "
+    "(UTC; seconds, a fraction and an offset are optional) or 2026-12-03"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AtMoment:
+    """A memory as the store held it at a moment: its path then and its version of then."""
+
+    path: str
+    memory_id: str
+    version_id: str
+    redacted: bool
+    size: int | None
+
+
+def actor_text(actor: Actor | None) -> str:
+    """Who wrote a version, in words: "session sesn_…", "key apikey_…"."""
+    if actor is None:
+        return "unknown"
+    kind = {
+        "session_actor": "session",
+        "api_actor": "key",
+        "user_actor": "user",
+        "service_account_actor": "service account",
+    }.get(actor.type, actor.type)
+    return f"{kind} {actor.id}"
+
+
+def parse_moment(value: str, field: str) -> datetime:
+    """A time typed in a field: ISO 8601 (``Z`` or an offset; none is UTC), or a date alone
+    (midnight UTC); BadRequestError otherwise."""
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            moment = datetime.combine(datetime.fromisoformat(text).date(), time(), UTC)
+        else:
+            moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequestError(BAD_TIME.format(field=field, value=value)) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def store_at(marks: list[VersionMark], moment: datetime) -> list[AtMoment]:
+    """The store's memories at ``moment`` (``marks``: its versions, oldest first), in path
+    order: the rules of ``.versions/`` (``memfs.version_view``)."""
+    by_memory: dict[str, list[VersionMark]] = {}
+    for mark in marks:
+        by_memory.setdefault(mark.memory_id, []).append(mark)
+    path_of: dict[str, str | None] = {}
+    for versions in by_memory.values():
+        inferred = infer_paths([mark.path for mark in versions])
+        path_of.update(zip((mark.id for mark in versions), inferred, strict=True))
+    latest: dict[str, VersionMark] = {}
+    for mark in marks:
+        if mark.created_at <= moment:
+            latest[mark.memory_id] = mark
+    files = files_at((mark, path_of[mark.id]) for mark in latest.values())
+    return [
+        AtMoment(path, mark.memory_id, mark.id, mark.redacted, mark.size)
+        for path, mark in sorted(files.items(), key=lambda item: item[0].encode())
+    ]
+
+
+def version_url(store_id: str, memory_id: str, version_id: str) -> str:
+    return f"{memory_url(store_id, memory_id)}/versions/{version_id}"
+
+
+def _query_id(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name, "").strip()
+    if len(value) > MAX_ID:
+        raise BadRequestError(f"{name}: longer than any id ({MAX_ID} characters)")
+    return value or None
+
+
+def _before(request: Request) -> int | None:
+    value = request.query_params.get("before", "")
+    if not value:
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > 18:
+        raise BadRequestError("before: not a position in the history")
+    return int(value)
+
+
+def routes(console: Console) -> list[Route]:
+    storage = console.storage
+    render = console.renderer.page
+
+    async def memory_state(
+        store: MemoryStore, memory_id: str
+    ) -> tuple[Memory | None, MemoryVersion]:
+        """The memory (None if deleted) and its newest version (NotFoundError: never was)."""
+        newest = await storage.list_versions(
+            store.id, VersionFilter(memory_id=memory_id), after=None, limit=1, with_content=False
+        )
+        if not newest.items:
+            raise NotFoundError(f"memory {memory_id!r} has no history in this store")
+        try:
+            memory: Memory | None = await storage.get_memory(store.id, memory_id)
+        except NotFoundError:
+            memory = None
+        return memory, newest.items[0]
+
+    def common(
+        store: MemoryStore, memory_id: str, memory: Memory | None, newest: MemoryVersion
+    ) -> dict[str, Any]:
+        path = memory.path if memory is not None else newest.path
+        return {
+            "store": store,
+            "store_url": store_url(store.id),
+            "memory_id": memory_id,
+            "memory": memory,
+            "memory_path": path or "(redacted path)",
+            "memory_url": memory_url(store.id, memory_id),
+            "head_id": memory.memory_version_id if memory is not None else None,
+            "actor_text": actor_text,
+            "moment": format_time,
+            "as_of_url": f"{store_url(store.id)}/as-of",
+            "version_url": lambda version_id: version_url(store.id, memory_id, version_id),
+        }
+
+    async def memory_history(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memory_id = request.path_params["memory_id"]
+        memory, newest = await memory_state(store, memory_id)
+        before = _before(request)
+        page = await storage.list_versions(
+            store.id,
+            VersionFilter(memory_id=memory_id),
+            after=before,
+            limit=PAGE_SIZE,
+            with_content=False,
+        )
+        context = common(store, memory_id, memory, newest)
+        return render(
+            request,
+            "history.html",
+            signed_in=signed_in,
+            title=f"History of {context['memory_path']}",
+            versions=page.items,
+            older=page.next,
+            first_page=before is None,
+            **context,
+        )
+
+    async def compare(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memory_id = request.path_params["memory_id"]
+        memory, newest = await memory_state(store, memory_id)
+        context = common(store, memory_id, memory, newest)
+        first, second = _query_id(request, "from"), _query_id(request, "to")
+        if first is None or second is None:
+            raise BadRequestError("pick two versions to compare (one 'From', one 'To')")
+        sides = [await storage.get_version(store.id, version_id) for version_id in (first, second)]
+        if any(side.memory_id != memory_id for side in sides):
+            raise NotFoundError("that version is not one of this memory's")
+        old, new = sides
+        redacted = [side for side in sides if side.redacted]
+        diff = None
+        if not redacted:
+            diff = line_diff(
+                old.content or "",
+                new.content or "",
+                old_name=f"{old.id} ({format_time(old.created_at)})",
+                new_name=f"{new.id} ({format_time(new.created_at)})",
+            )
+        return render(
+            request,
+            "compare.html",
+            signed_in=signed_in,
+            title=f"Compare versions of {context['memory_path']}",
+            old=old,
+            new=new,
+            redacted=redacted,
+            diff=diff,
+            **context,
+        )
+
+    async def load_version(
+        request: Request,
+    ) -> tuple[SignedIn, dict[str, Any], MemoryVersion]:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        memory_id = request.path_params["memory_id"]
+        version = await storage.get_version(store.id, request.path_params["version_id"])
+        if version.memory_id != memory_id:
+            raise NotFoundError("that version is not one of this memory's")
+        memory, newest = await memory_state(store, memory_id)
+        return signed_in, common(store, memory_id, memory, newest), version
+
+    def version_page(
+        request: Request,
+        signed_in: SignedIn,
+        context: dict[str, Any],
+        version: MemoryVersion,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        taken_by: str | None = None,
+    ) -> Response:
+        return render(
+            request,
+            "version.html",
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=f"{context['memory_path']} at {format_time(version.created_at)}",
+            version=version,
+            taken_by=taken_by,
+            **context,
+        )
+
+    async def version_view(request: Request) -> Response:
+        signed_in, context, version = await load_version(request)
+        return version_page(request, signed_in, context, version)
+
+    async def restore(request: Request) -> Response:
+        signed_in, context, version = await load_version(request)
+        form = await console.post_form(request, signed_in)
+        store: MemoryStore = context["store"]
+        memory: Memory | None = context["memory"]
+        if version.content is None:
+            why = "redacted" if version.redacted else "the memory's deletion"
+            raise BadRequestError(NO_CONTENT.format(why=why))
+        try:
+            if memory is not None:
+                expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+                await storage.update_memory(
+                    store.id,
+                    memory.id,
+                    content=version.content,
+                    path=None,
+                    expected_sha256=expected,
+                    actor=signed_in.actor,
+                )
+                target = memory.id
+            else:
+                created = await storage.create_memory(
+                    store.id,
+                    path=version.path or "",
+                    content=version.content,
+                    actor=signed_in.actor,
+                )
+                target = created.id
+        except PreconditionFailedError:
+            return version_page(request, signed_in, context, version, status=409, error=CHANGED)
+        except PathConflictError as exc:
+            error = TAKEN.format(path=version.path)
+            return version_page(
+                request, signed_in, context, version, status=409, error=error,
+                taken_by=exc.conflicting_memory_id,
+            )  # fmt: skip
+        except ApiError as exc:
+            return version_page(
+                request, signed_in, context, version, status=exc.status, error=exc.message
+            )
+        return RedirectResponse(memory_url(store.id, target) + "?notice=restored", 303)
+
+    async def redact_form(request: Request) -> Response:
+        signed_in, context, version = await load_version(request)
+        return render(
+            request,
+            "redact.html",
+            signed_in=signed_in,
+            title=f"Redact a version of {context['memory_path']}",
+            version=version,
+            **context,
+        )
+
+    async def redact(request: Request) -> Response:
+        signed_in, context, version = await load_version(request)
+        form = await console.post_form(request, signed_in)
+        error, status = None, 400
+        if form.get("confirm") != REDACT_CONFIRM:
+            error = NOT_CONFIRMED
+        else:
+            try:
+                await storage.redact_version(context["store"].id, version.id, actor=signed_in.actor)
+            except ApiError as exc:
+                error, status = exc.message, exc.status
+        if error is not None:
+            return render(
+                request,
+                "redact.html",
+                signed_in=signed_in,
+                status=status,
+                error=error,
+                title=f"Redact a version of {context['memory_path']}",
+                version=version,
+                **context,
+            )
+        return RedirectResponse(context["version_url"](version.id) + "?notice=redacted", 303)
+
+    async def store_history(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        query = {
+            name: request.query_params.get(name, "")
+            for name in ("operation", "session", "key", "from", "to")
+        }
+        versions: list[MemoryVersion] = []
+        older: int | None = None
+        error, status = None, 200
+        try:
+            operation = query["operation"] or None
+            if operation is not None and operation not in OPERATIONS:
+                raise BadRequestError(f"operation: one of {', '.join(OPERATIONS)}")
+            flt = VersionFilter(
+                operation=cast(Operation | None, operation),
+                session_id=_query_id(request, "session"),
+                api_key_id=_query_id(request, "key"),
+                created_gte=parse_moment(query["from"], "From") if query["from"] else None,
+                created_lte=parse_moment(query["to"], "To") if query["to"] else None,
+            )
+            page = await storage.list_versions(
+                store.id, flt, after=_before(request), limit=PAGE_SIZE, with_content=False
+            )
+            versions, older = page.items, page.next
+        except BadRequestError as exc:
+            error, status = exc.message, exc.status
+        more = {name: value for name, value in query.items() if value}
+        return render(
+            request,
+            "store_history.html",
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=f"History of {store.name}",
+            store=store,
+            store_url=store_url(store.id),
+            query=query,
+            operations=OPERATIONS,
+            filtered=bool(more),
+            versions=versions,
+            older=older,
+            older_query=more,
+            actor_text=actor_text,
+            version_url=lambda v: version_url(store.id, v.memory_id, v.id),
+            history_url=lambda v: memory_url(store.id, v.memory_id) + "/history",
+            moment=format_time,
+            as_of_url=f"{store_url(store.id)}/as-of",
+        )
+
+    async def as_of(request: Request) -> Response:
+        signed_in = await console.signed_in(request)
+        store = await storage.get_store(request.path_params["store_id"])
+        at = request.query_params.get("at", "")
+        moment: datetime | None = None
+        memories: list[AtMoment] = []
+        error, status = None, 200
+        if at.strip():
+            try:
+                moment = parse_moment(at, "Show the store as of")
+            except BadRequestError as exc:
+                error, status = exc.message, exc.status
+            else:
+                memories = store_at(await storage.console.version_marks(store.id), moment)
+        return render(
+            request,
+            "store_at.html",
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            title=f"{store.name} as of {at}" if moment else f"{store.name} at a moment",
+            store=store,
+            store_url=store_url(store.id),
+            at=at,
+            moment=format_time(moment) if moment else None,
+            count=len(memories),
+            tree=build_tree(memories),
+            version_url=lambda m: version_url(store.id, m.memory_id, m.version_id),
+        )
+
+    memory = "/stores/{store_id}/memories/{memory_id}"
+    version = memory + "/versions/{version_id}"
+    return [
+        Route(memory + "/history", memory_history, methods=["GET"]),
+        Route(memory + "/history/compare", compare, methods=["GET"]),
+        Route(version, version_view, methods=["GET"]),
+        Route(version + "/restore", restore, methods=["POST"]),
+        Route(version + "/redact", redact_form, methods=["GET"]),
+        Route(version + "/redact", redact, methods=["POST"]),
+        Route("/stores/{store_id}/history", store_history, methods=["GET"]),
+        Route("/stores/{store_id}/as-of", as_of, methods=["GET"]),
+    ]
