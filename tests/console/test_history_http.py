@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from console.test_http import KEY, browser, csrf_of, sign_in
 from memfs.models import Actor, MemoryVersion
@@ -130,3 +133,36 @@ async def test_redaction_refusals_change_nothing(storage: Storage) -> None:
         done = await client.post(version + "/redact", data={"csrf": token, "confirm": "erase"})
         assert done.status_code == 303
         assert (await storage.get_version(store.id, old.id)).content is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_version_marks_on_both_backends(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A store's versions without content, oldest first, a redacted one without path or size."""
+    from memfs.server.postgres import PostgresStorage
+    from memfs.server.sql import SqlStorage
+    from memfs.server.sqlite import SqliteStorage
+
+    storage: SqlStorage
+    if backend == "postgres":
+        storage = await PostgresStorage.open(request.getfixturevalue("pg_url"), pool_size=2)
+    else:
+        storage = await SqliteStorage.open(tmp_path / "marks.db")
+    try:
+        store = await storage.create_store(name="marks", description="", metadata={})
+        memory = await storage.create_memory(store.id, path="/m.md", content="abc", actor=AGENT)
+        await storage.update_memory(
+            store.id, memory.id, content="de", path=None, expected_sha256=None, actor=AGENT
+        )
+        history = await all_versions(storage, store.id)
+        await storage.redact_version(store.id, history[0].id, actor=AGENT)
+        marks = await storage.console.version_marks(store.id)
+        assert [(m.id, m.operation, m.path, m.size, m.redacted) for m in marks] == [
+            (history[0].id, "created", None, None, True),
+            (history[1].id, "modified", "/m.md", 2, False),
+        ]
+        assert [m.created_at for m in marks] == [v.created_at for v in history]
+        assert await storage.console.version_marks("memstore_nope") == []
+    finally:
+        await storage.aclose()
