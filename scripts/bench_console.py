@@ -3,13 +3,18 @@
 
 In process (the app over ``httpx.ASGITransport``, so the time is the server's own: routing,
 session lookup, storage, templates; no socket), on a SQLite database seeded with one store of
-``--memories`` memories (paths in 40 folders of 50, contents of ~300 bytes) and ``--stores``
-other stores:
+``--memories`` memories (paths in 40 folders of 50, contents of ~300 bytes) with ``--versions``
+versions in all (the creates, then updates round the memories, the last 1 % deletions), and
+``--stores`` other stores:
 - the stores page (``/console/``), the store page (the tree of every memory), a memory page,
-  the search page (``?q=``) and an edit page, each ``--runs`` times, signed in;
+  the search page (``?q=``) and an edit page; the history pages: a memory's history, a version,
+  two compared, the store's history (newest page, and filtered by operation) and the store as
+  of a moment halfway through its history (every version read); each ``--runs`` times,
+  signed in;
 - baselines measured in the same run, so the ratios hold on a loaded machine: the API's own
   JSON listing of the same 2,000 memories (``GET …/memories?limit=100``, every page followed:
-  what a client pays to see the tree) and ``GET /v1/memory_stores/{id}/memories/{id}``;
+  what a client pays to see the tree), ``GET /v1/memory_stores/{id}/memories/{id}`` and the
+  API's listing of 100 versions;
 - the database transactions each page runs (counted at the storage's ``_read``/``_write``:
   deterministic), and the HTML size.
 
@@ -34,9 +39,10 @@ from typing import Any
 import httpx
 import trio
 
-from memfs.models import Actor
+from memfs.models import Actor, format_time
 from memfs.server.app import create_app
 from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import VersionFilter
 
 KEY = "sk-bench-console-" + "k" * 24
 ACTOR = Actor("api_actor", "apikey_bench")
@@ -62,7 +68,9 @@ class Counted:
         storage._write = counted_write  # type: ignore[method-assign]
 
 
-async def seed(storage: SqliteStorage, memories: int, stores: int) -> tuple[str, str]:
+async def seed(
+    storage: SqliteStorage, memories: int, versions: int, stores: int
+) -> tuple[str, str]:
     for n in range(stores):
         await storage.create_store(name=f"other {n}", description="another team", metadata={})
     store = await storage.create_store(name="big", description="2,000 memories", metadata={})
@@ -76,6 +84,16 @@ async def seed(storage: SqliteStorage, memories: int, stores: int) -> tuple[str,
             actor=ACTOR,
         )
         first = first or memory.id
+    ids = [m.id for m in await storage.console.memory_paths(store.id)]
+    extra = max(0, versions - memories)
+    deletions = extra // 100
+    for n in range(extra - deletions):
+        await storage.update_memory(
+            store.id, ids[n % len(ids)], content=f"{n}: {body}", path=None,
+            expected_sha256=None, actor=ACTOR,
+        )  # fmt: skip
+    for memory_id in ids[-deletions:] if deletions else []:
+        await storage.delete_memory(store.id, memory_id, expected_sha256=None, actor=ACTOR)
     return store.id, first
 
 
@@ -100,7 +118,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         storage = await SqliteStorage.open(Path(tmp) / "bench.db")
         try:
-            store_id, memory_id = await seed(storage, args.memories, args.stores)
+            store_id, memory_id = await seed(storage, args.memories, args.versions, args.stores)
+            history = await storage.list_versions(
+                store_id, VersionFilter(), after=None, limit=args.versions, with_content=False
+            )
+            mine = [v.id for v in history.items if v.memory_id == memory_id]
+            halfway = format_time(history.items[len(history.items) // 2].created_at)
             counter = Counted(storage)
             app = create_app(storage, [KEY])
             transport = httpx.ASGITransport(app=app)
@@ -135,9 +158,24 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     "memory page": lambda: page.get(memory),
                     "edit page": lambda: page.get(memory + "/edit"),
                     "search page": lambda: page.get(store + "/search", params={"q": "okapi"}),
+                    "memory history page": lambda: page.get(memory + "/history"),
+                    "version page": lambda: page.get(f"{memory}/versions/{mine[-1]}"),
+                    "compare page": lambda: page.get(
+                        memory + "/history/compare", params={"from": mine[0], "to": mine[-1]}
+                    ),
+                    "store history page (newest 50)": lambda: page.get(store + "/history"),
+                    "store history, deleted only": lambda: page.get(
+                        store + "/history", params={"operation": "deleted"}
+                    ),
+                    "store as of halfway (all versions)": lambda: page.get(
+                        store + "/as-of", params={"at": halfway}
+                    ),
                     "API: list all memories (baseline)": api_listing,
                     "API: get one memory (baseline)": lambda: api.get(
                         f"/v1/memory_stores/{store_id}/memories/{memory_id}"
+                    ),
+                    "API: list 100 versions (baseline)": lambda: api.get(
+                        f"/v1/memory_stores/{store_id}/memory_versions", params={"limit": 100}
                     ),
                 }
                 results: dict[str, Any] = {}
@@ -153,6 +191,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load": os.getloadavg(),
         "memories": args.memories,
+        "versions": args.versions,
         "runs": args.runs,
         "results": results,
     }
@@ -163,6 +202,7 @@ def table(report: dict[str, Any]) -> str:
     listing = results["API: list all memories (baseline)"]["median_ms"]
     lines = [
         f"{report['date']}, load {report['load'][0]:.2f}, {report['memories']} memories, "
+        f"{report['versions']} versions, "
         f"{report['runs']} runs each (goal: every page under {GOAL_MS:.0f} ms)",
         "",
         "| page | median ms | p90 ms | x API listing | transactions | KiB |",
@@ -179,6 +219,7 @@ def table(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--versions", type=int, default=10_000)
     parser.add_argument("--stores", type=int, default=20)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", action="store_true")

@@ -7,9 +7,10 @@ never the key) and its times. The policy (how long a session lives, when it is t
 console's; this interface only stores rows. It also counts a page of stores' memories at once
 (the stores page shows "N of 2,000"), and lists a store's memories as ids and paths alone (the
 store page's tree: no times, sizes or hashes read or turned into objects, which made the API's
-listing of 2,000 memories cost most of the page). For "the store as of" a moment it lists a
-store's whole history as ``VersionMark`` rows (no content, nothing but what
-``memfs.version_view`` needs and the page shows).
+listing of 2,000 memories cost most of the page). For "the store as of" a moment it reads
+``VersionMark`` rows (no content, nothing but what ``memfs.version_view`` needs and the page
+shows): each memory's newest version then, and the whole history of the few memories whose
+version then was redacted (its path is inferred from its neighbours').
 
 ``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
 """
@@ -91,6 +92,10 @@ class ConsoleStorage(abc.ABC):
         """Every memory of the store, in byte order of path (an unknown store: an empty list)."""
 
     @abc.abstractmethod
-    async def version_marks(self, store_id: str) -> list[VersionMark]:
-        """Every version of the store, oldest first (the store's own order), without content
+    async def latest_versions(self, store_id: str, instant: datetime) -> list[VersionMark]:
+        """Each memory's newest version made at or before ``instant``, in the store's order
         (an unknown store: an empty list)."""
+
+    @abc.abstractmethod
+    async def version_marks(self, store_id: str, memory_ids: Sequence[str]) -> list[VersionMark]:
+        """Every version of those memories of the store, oldest first (the store's order)."""

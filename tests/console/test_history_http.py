@@ -14,7 +14,7 @@ import pytest
 from console.test_http import KEY, browser, csrf_of, sign_in
 from memfs.models import Actor, MemoryVersion
 from memfs.server.app import create_app
-from memfs.server.console.pages.history import PAGE_SIZE, store_at
+from memfs.server.console.pages.history import PAGE_SIZE, store_as_of
 from memfs.server.storage import Storage, VersionFilter
 from memfs.versions.index import VersionIndex
 
@@ -52,8 +52,6 @@ async def test_the_store_as_of_each_moment_is_what_a_mount_shows(storage: Storag
     for version in history[1:4] + history[-3:-2]:  # redacted: their paths are inferred
         await storage.redact_version(s, version.id, actor=AGENT)
     history = await all_versions(storage, s)
-    marks = await storage.console.version_marks(s)
-    assert [m.id for m in marks] == [v.id for v in history]
 
     index = VersionIndex(store=None)  # type: ignore[arg-type]  # merged by hand: no store API
     index.merge(history)
@@ -62,7 +60,7 @@ async def test_the_store_as_of_each_moment_is_what_a_mount_shows(storage: Storag
     seen = set()
     for moment in moments:
         expected = {path: v.id for path, v in index.view(moment).files.items()}
-        shown = {m.path: m.version_id for m in store_at(marks, moment)}
+        shown = {m.path: m.version_id for m in await store_as_of(storage.console, s, moment)}
         assert shown == expected, moment
         seen.add(tuple(sorted(shown)))
     assert len(seen) >= 5  # the moments differ: the comparison covers renames and deletions
@@ -139,7 +137,8 @@ async def test_redaction_refusals_change_nothing(storage: Storage) -> None:
 async def test_version_marks_on_both_backends(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """A store's versions without content, oldest first, a redacted one without path or size."""
+    """Versions without content: a memory's, oldest first (a redacted one without path or
+    size), and each memory's newest at a moment."""
     from memfs.server.postgres import PostgresStorage
     from memfs.server.sql import SqlStorage
     from memfs.server.sqlite import SqliteStorage
@@ -157,12 +156,16 @@ async def test_version_marks_on_both_backends(
         )
         history = await all_versions(storage, store.id)
         await storage.redact_version(store.id, history[0].id, actor=AGENT)
-        marks = await storage.console.version_marks(store.id)
+        marks = await storage.console.version_marks(store.id, [memory.id, "mem_nope"])
         assert [(m.id, m.operation, m.path, m.size, m.redacted) for m in marks] == [
             (history[0].id, "created", None, None, True),
             (history[1].id, "modified", "/m.md", 2, False),
         ]
         assert [m.created_at for m in marks] == [v.created_at for v in history]
-        assert await storage.console.version_marks("memstore_nope") == []
+        latest = await storage.console.latest_versions(store.id, history[0].created_at)
+        assert [m.id for m in latest] == [history[0].id]
+        now = await storage.console.latest_versions(store.id, history[1].created_at)
+        assert [m.id for m in now] == [history[1].id]
+        assert await storage.console.latest_versions("memstore_nope", history[1].created_at) == []
     finally:
         await storage.aclose()

@@ -48,7 +48,7 @@ from memfs.server.console.diff import line_diff
 from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
-from memfs.server.console_storage import VersionMark
+from memfs.server.console_storage import ConsoleStorage, VersionMark
 from memfs.server.storage import VersionFilter
 from memfs.version_view import files_at, infer_paths
 
@@ -109,25 +109,31 @@ def parse_moment(value: str, field: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-def store_at(marks: list[VersionMark], moment: datetime) -> list[AtMoment]:
-    """The store's memories at ``moment`` (``marks``: its versions, oldest first), in path
-    order: the rules of ``.versions/`` (``memfs.version_view``)."""
+def store_at(latest: list[VersionMark], histories: list[VersionMark]) -> list[AtMoment]:
+    """The store's memories at a moment, in path order, from each memory's newest version then
+    (``latest``, in the store's order) and the whole history (oldest first) of those whose
+    version then is redacted: the rules of ``.versions/`` (``memfs.version_view``)."""
     by_memory: dict[str, list[VersionMark]] = {}
-    for mark in marks:
+    for mark in histories:
         by_memory.setdefault(mark.memory_id, []).append(mark)
     path_of: dict[str, str | None] = {}
     for versions in by_memory.values():
         inferred = infer_paths([mark.path for mark in versions])
         path_of.update(zip((mark.id for mark in versions), inferred, strict=True))
-    latest: dict[str, VersionMark] = {}
-    for mark in marks:
-        if mark.created_at <= moment:
-            latest[mark.memory_id] = mark
-    files = files_at((mark, path_of[mark.id]) for mark in latest.values())
+    files = files_at((mark, path_of.get(mark.id, mark.path)) for mark in latest)
     return [
         AtMoment(path, mark.memory_id, mark.id, mark.redacted, mark.size)
         for path, mark in sorted(files.items(), key=lambda item: item[0].encode())
     ]
+
+
+async def store_as_of(console: ConsoleStorage, store_id: str, moment: datetime) -> list[AtMoment]:
+    """The store's memories at ``moment``, in path order (``store_at``), in one query, or two
+    when a memory's version then is redacted."""
+    latest = await console.latest_versions(store_id, moment)
+    redacted = [mark.memory_id for mark in latest if mark.redacted]
+    histories = await console.version_marks(store_id, redacted) if redacted else []
+    return store_at(latest, histories)
 
 
 def version_url(store_id: str, memory_id: str, version_id: str) -> str:
@@ -424,7 +430,7 @@ def routes(console: Console) -> list[Route]:
             except BadRequestError as exc:
                 error, status = exc.message, exc.status
             else:
-                memories = store_at(await storage.console.version_marks(store.id), moment)
+                memories = await store_as_of(storage.console, store.id, moment)
         return render(
             request,
             "store_at.html",
