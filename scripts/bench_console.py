@@ -167,7 +167,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     "store history, deleted only": lambda: page.get(
                         store + "/history", params={"operation": "deleted"}
                     ),
-                    "store as of halfway (all versions)": lambda: page.get(
+                    "store as of halfway (tree of all)": lambda: page.get(
                         store + "/as-of", params={"at": halfway}
                     ),
                     "API: list all memories (baseline)": api_listing,

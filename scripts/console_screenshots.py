@@ -4,8 +4,9 @@
 Starts a ``memfs server`` on a temporary database, seeds a small store through the API (with
 an agent-written line of markup, to show it as text), signs in with Debian's Chromium through
 Playwright (``/usr/bin/chromium``; no downloaded browser) and saves, at 1000x700 (and one at a
-phone's 390 px width): sign-in, stores, a store, a memory, the search, an edit conflict. Owns
-no product code.
+phone's 390 px width): sign-in, stores, a store, a memory, the search, an edit conflict, a
+memory's history, two versions compared, a version, the store as of a moment. Owns no product
+code.
 """
 
 from __future__ import annotations
@@ -86,9 +87,25 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         page.get_by_role("button", name="Save").click()
         page.get_by_text("Someone changed this memory").wait_for()
         save("conflict")
+        page.get_by_role("button", name="Save over theirs").click()
+        page.get_by_text("Saved.").wait_for()
+        page.goto(plan + "/history")
+        save("history")
+        page.get_by_role("button", name="Compare").click()
+        page.get_by_role("heading", name="Compare versions").wait_for()
+        save("compare")
+        page.goto(plan + "/history")
+        page.locator("table.versions tbody tr").last.get_by_role("link").click()
+        page.get_by_role("button", name="Restore").wait_for()
+        save("version")
+        page.get_by_role("link", name="The store at this moment").click()
+        page.get_by_role("heading", name="memories then").wait_for()
+        save("as-of")
         page.set_viewport_size({"width": 390, "height": 760})
         page.goto(store)
         save("store-phone")
+        page.goto(plan + "/history")
+        save("history-phone")
         browser.close()
     return saved
 

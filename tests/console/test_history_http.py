@@ -19,7 +19,7 @@ from memfs.server.storage import Storage, VersionFilter
 from memfs.versions.index import VersionIndex
 
 AGENT = Actor("session_actor", "sesn_agent")
-ROW = re.compile(r"<tr>\s*<td>")
+ROW = re.compile(r"<tr>\s*<td")
 
 
 async def all_versions(storage: Storage, store_id: str) -> list[MemoryVersion]:
