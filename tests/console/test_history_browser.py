@@ -104,6 +104,21 @@ def test_compare_two_versions(console: Any, client: httpx.Client) -> None:
     assert " step one" in diff  # context
 
 
+def test_history_fits_a_phone(console: Any, client: httpx.Client) -> None:
+    page = console
+    store = Store(client, "Phone")
+    memory_id = store.create("/a/rather/long/path/to/a/memory/of/the/team.md", "one\n")
+    store.update(memory_id, "two\n")
+    page.set_viewport_size({"width": 390, "height": 760})
+    for rest in (f"/memories/{memory_id}/history", "/history"):
+        page.goto(store.url(page, rest))
+        page.get_by_role("heading", name="History of").wait_for()
+        # nothing wider than the screen: no sideways scrolling, in the table or the page
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        wrap = page.locator(".table-wrap")
+        assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth")
+
+
 def test_restore_an_older_version(console: Any, client: httpx.Client) -> None:
     page = console
     store = Store(client, "Restore")
@@ -112,6 +127,11 @@ def test_restore_an_older_version(console: Any, client: httpx.Client) -> None:
     first = store.versions(memory_id)[-1]["id"]
     open_version(page, store, memory_id, first)
     assert page.locator("pre.content").inner_text() == "alpha\n"
+    page.get_by_role("link", name="Compare with the current version").click()
+    diff = page.locator("pre.diff").inner_text()
+    assert "-alpha" in diff and "+beta" in diff
+    page.go_back()
+    page.get_by_role("button", name="Restore").wait_for()
     store.update(memory_id, "gamma\n")  # another writer, after the page loaded
     page.get_by_role("button", name="Restore").click()
     page.get_by_text("This memory changed since you opened this page").wait_for()
