@@ -131,6 +131,19 @@ async def test_redaction_refusals_change_nothing(storage: Storage) -> None:
         done = await client.post(version + "/redact", data={"csrf": token, "confirm": "erase"})
         assert done.status_code == 303
         assert (await storage.get_version(store.id, old.id)).content is None
+        # the redacted side of a comparison says so; it has nothing to restore
+        head_id = (await storage.get_memory(store.id, memory.id)).memory_version_id
+        compared = await client.get(
+            version.split("/versions/")[0] + "/history/compare",
+            params={"from": old.id, "to": head_id},
+        )
+        assert compared.status_code == 200
+        assert f"Version <code>{old.id}</code> was redacted" in compared.text
+        assert "secret" not in compared.text and 'class="diff"' not in compared.text
+        page = await client.get(version)
+        assert "Restore" not in page.text and "its content is gone" in page.text
+        refused = await client.post(version + "/restore", data={"csrf": token})
+        assert refused.status_code == 400 and "no content to restore (redacted)" in refused.text
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
