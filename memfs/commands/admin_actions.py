@@ -445,18 +445,27 @@ def fail(message: str, code: int, secret: str | None) -> int:
     return code
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the action ``memfs {args.command} {args.action}``: config, client, trio.run, and
-    expected errors as exit codes."""
-    command = ACTIONS[f"{args.command} {args.action}"]
+def cli_config(args: argparse.Namespace) -> ClientConfig | int:
+    """A one-shot command's client configuration (the key and base URL of ``--api-key-file``,
+    ``--base-url`` or the environment; ``CLI_MAX_RETRIES``), or its exit status once one line
+    said why there is none."""
     try:
-        config = ClientConfig.from_env(
+        return ClientConfig.from_env(
             api_key_file=args.api_key_file,
             base_url=args.base_url,
             max_retries=CLI_MAX_RETRIES,
         )
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE, None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the action ``memfs {args.command} {args.action}``: config, client, trio.run, and
+    expected errors as exit codes."""
+    command = ACTIONS[f"{args.command} {args.action}"]
+    config = cli_config(args)
+    if isinstance(config, int):
+        return config
     secret = config.api_key.reveal()
 
     async def main() -> int:

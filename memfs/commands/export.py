@@ -29,7 +29,7 @@ from memfs.commands.api_options import (
     add_credential_options,
     api_usage_error,
 )
-from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
@@ -96,21 +96,14 @@ def run(args: argparse.Namespace) -> int:
 
     progress = PhaseProgress("memfs export")
     if args.api == DATABRICKS:
-        missing = missing_extra("memfs export --api databricks", "databricks")
-        if missing is not None:
-            print(missing, file=sys.stderr)
-            return EXIT_MISSING_EXTRA
+        refused = refuse_without("memfs export --api databricks", "databricks")
+        if refused is not None:
+            return refused
         return _finish(lambda: _export_databricks(args, root, progress), progress, None, args.json)
-    from memfs.api.config import ClientConfig, ConfigError
 
-    try:
-        config = ClientConfig.from_env(
-            api_key_file=args.api_key_file,
-            base_url=args.base_url,
-            max_retries=actions.CLI_MAX_RETRIES,
-        )
-    except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    config = actions.cli_config(args)
+    if isinstance(config, int):
+        return config
     return _finish(
         lambda: _export_memory_stores(config, args, root, progress),
         progress,

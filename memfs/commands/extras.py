@@ -49,14 +49,20 @@ def missing_extra(command: str, extra: str) -> str | None:
     return None
 
 
+def refuse_without(command: str, extra: str) -> int | None:
+    """None if ``extra`` is installed, else ``EXIT_MISSING_EXTRA`` once its line is printed."""
+    message = missing_extra(command, extra)
+    if message is None:
+        return None
+    print(message, file=sys.stderr)
+    return EXIT_MISSING_EXTRA
+
+
 def needs_extra(extra: str, command: str, run: Command) -> Command:
     """``run``, first checking that ``extra`` is installed (else its line and exit status 2)."""
 
     def checked(args: argparse.Namespace) -> int:
-        message = missing_extra(command, extra)
-        if message is not None:
-            print(message, file=sys.stderr)
-            return EXIT_MISSING_EXTRA
-        return run(args)
+        refused = refuse_without(command, extra)
+        return refused if refused is not None else run(args)
 
     return checked

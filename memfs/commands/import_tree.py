@@ -38,7 +38,7 @@ from memfs.commands.api_options import (
     add_credential_options,
     api_usage_error,
 )
-from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
@@ -92,21 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if usage is not None:
         return actions.fail(usage, actions.EXIT_USAGE, None)
     if args.api == DATABRICKS:
-        missing = missing_extra("memfs import --api databricks", "databricks")
-        if missing is not None:
-            print(missing, file=sys.stderr)
-            return EXIT_MISSING_EXTRA
+        refused = refuse_without("memfs import --api databricks", "databricks")
+        if refused is not None:
+            return refused
         return _import(args, _databricks_opener(args), secret=None)
-    from memfs.api.config import ClientConfig, ConfigError
 
-    try:
-        config = ClientConfig.from_env(
-            api_key_file=args.api_key_file,
-            base_url=args.base_url,
-            max_retries=actions.CLI_MAX_RETRIES,
-        )
-    except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    config = actions.cli_config(args)
+    if isinstance(config, int):
+        return config
 
     from contextlib import asynccontextmanager
 

@@ -27,7 +27,7 @@ from memfs.commands.api_options import (
     add_credential_options,
     api_usage_error,
 )
-from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"memfs mcp: {usage}", file=sys.stderr)
         return 2
     for extra in ("mcp", DATABRICKS) if args.api == DATABRICKS else ("mcp",):
-        missing = missing_extra(f"memfs mcp{' --api databricks' * (extra == DATABRICKS)}", extra)
-        if missing is not None:
-            print(missing, file=sys.stderr)
-            return EXIT_MISSING_EXTRA
+        refused = refuse_without(f"memfs mcp{' --api databricks' * (extra == DATABRICKS)}", extra)
+        if refused is not None:
+            return refused
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         stream=sys.stderr,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
-from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra, needs_extra
+from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.private import NotPrivateError, create_private_file
 
@@ -247,10 +247,9 @@ def run_mount(args: argparse.Namespace) -> int:
         print(f"memfs mount: {usage}", file=sys.stderr)
         return 2
     if args.api == DATABRICKS:
-        missing = missing_extra("memfs mount --api databricks", "databricks")
-        if missing is not None:
-            print(missing, file=sys.stderr)
-            return EXIT_MISSING_EXTRA
+        refused = refuse_without("memfs mount --api databricks", "databricks")
+        if refused is not None:
+            return refused
     if args.base_url:
         try:
             check_base_url(args.base_url, "--base-url")

@@ -32,7 +32,7 @@ from memfs.commands.api_options import (
     add_credential_options,
     api_usage_error,
 )
-from memfs.commands.extras import EXIT_MISSING_EXTRA, missing_extra
+from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
@@ -83,7 +83,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
 
     from memfs.api import StoreClient
-    from memfs.api.config import ClientConfig, ConfigError
     from memfs.commands import admin_actions as actions
     from memfs.search_words import query_terms
 
@@ -94,14 +93,9 @@ def run(args: argparse.Namespace) -> int:
         return actions.fail(usage, actions.EXIT_USAGE, None)
     if args.api == DATABRICKS:
         return _run_databricks(args)
-    try:
-        config = ClientConfig.from_env(
-            api_key_file=args.api_key_file,
-            base_url=args.base_url,
-            max_retries=actions.CLI_MAX_RETRIES,
-        )
-    except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, None)
+    config = actions.cli_config(args)
+    if isinstance(config, int):
+        return config
     secret = config.api_key.reveal()
 
     async def main() -> list[Hit]:
@@ -123,12 +117,10 @@ def _api_usage_error(args: argparse.Namespace) -> str | None:
 
 def _run_databricks(args: argparse.Namespace) -> int:
     """``entries:search`` of the actor (and session) of a Databricks store."""
-    import sys
 
-    missing = missing_extra("memfs search --api databricks", "databricks")
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        return EXIT_MISSING_EXTRA
+    refused = refuse_without("memfs search --api databricks", "databricks")
+    if refused is not None:
+        return refused
     from memfs.api.databricks import open_store
     from memfs.search.engine import StoreSearch
 
