@@ -146,6 +146,32 @@ async def test_redaction_refusals_change_nothing(storage: Storage) -> None:
         assert refused.status_code == 400 and "no content to restore (redacted)" in refused.text
 
 
+async def test_restoring_what_the_memory_holds_says_so_and_adds_no_version(
+    storage: Storage,
+) -> None:
+    store = await storage.create_store(name="Same", description="", metadata={})
+    memory = await storage.create_memory(store.id, path="/s.md", content="one", actor=AGENT)
+    await storage.update_memory(
+        store.id, memory.id, content="two", path=None, expected_sha256=None, actor=AGENT
+    )
+    await storage.update_memory(
+        store.id, memory.id, content="one", path=None, expected_sha256=None, actor=AGENT
+    )
+    first = (await all_versions(storage, store.id))[0]
+    version = f"/console/stores/{store.id}/memories/{memory.id}/versions/{first.id}"
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        page = await client.get(version)
+        sha = (await storage.get_memory(store.id, memory.id)).content_sha256
+        answer = await client.post(
+            version + "/restore", data={"csrf": csrf_of(page), "precondition": sha}
+        )
+        assert answer.status_code == 303 and answer.headers["location"].endswith("?notice=same")
+        shown = await client.get(answer.headers["location"])
+        assert "holds this version&#39;s content already" in shown.text
+    assert len(await all_versions(storage, store.id)) == 3
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_version_marks_on_both_backends(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path

@@ -38,6 +38,7 @@ NOTICES = {
     "signed-out": "Signed out.",
     "kept-theirs": "Kept their version; yours was not saved.",
     "restored": "Restored: the version's content is the memory's again.",
+    "same": "Nothing to restore: the memory holds this version's content already.",
     "redacted": "Redacted: this version's content is gone.",
 }
 

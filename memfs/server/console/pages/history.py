@@ -298,6 +298,9 @@ def routes(console: Console) -> list[Route]:
         if version.content is None:
             why = "redacted" if version.redacted else "the memory's deletion"
             raise BadRequestError(NO_CONTENT.format(why=why))
+        if memory is not None and memory.content_sha256 == version.content_sha256:
+            # the update would be a no-op (no version): say so rather than "Restored"
+            return RedirectResponse(memory_url(store.id, memory.id) + "?notice=same", 303)
         try:
             if memory is not None:
                 expected = validation.sha256_field(form.get("precondition", ""), "precondition")
