@@ -21,6 +21,8 @@ a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
   ``memfs mcp`` over stdio (stateless HTTP has no session to push to).
 - ``app``: the official SDK's low-level ``Server`` over a catalogue, the resources, the prompt
   and, over stdio, the subscriptions (run under trio).
+- ``handshake``: ``memfs mcp``'s answer to a plain ``initialize``, written before the SDK is
+  imported (imports nothing of it); ``handover``: the SDK given the connection after it.
 - ``store_backend``: the adapter over the client seam (``memfs.store_api.StoreAPI``), for
   ``memfs mcp STORE``. Only it may reach a client; the reference server, which may serve the
   same tools over its own storage later, never imports it (import-linter contracts).
