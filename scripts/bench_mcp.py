@@ -3,10 +3,11 @@
 the API requests it makes.
 
 1. Start-up: ``memfs mcp STORE`` spawned ``--runs`` times, as an agent's host does, driven by
-   the official client over stdio: the wall time from spawn to the ``initialize`` answer, and
-   the CPU time of the process (user + system, counted when it exits after stdin closes), next
-   to ``memfs --version`` and ``python -c "import mcp"`` (the SDK's own import) measured in the
-   same run. Goal (issue 22): ready within 0.5 s on a quiet machine.
+   the official client over stdio: the wall time from spawn to the ``initialize`` answer and
+   to the answer of the ``tools/list`` sent right after it, and the CPU time of the process
+   (user + system, counted when it exits after stdin closes), next to ``memfs --version`` and
+   ``python -c "import mcp"`` (the SDK's own import) measured in the same run. Goal (issue
+   22): ready within 0.5 s on a quiet machine.
 2. Tool calls, in process (the official client over memory streams, the JSON-RPC handshake of
    stdio): ``memory view`` of a file and ``memory str_replace`` on a store of 20 memories, each
    against the same requests made directly with the client (``find_memory`` + ``get_memory``,
@@ -68,29 +69,41 @@ def process_cost(argv: list[str], env: dict[str, str], runs: int) -> tuple[float
     return statistics.median(walls), statistics.median(cpus)
 
 
-async def ready_once(argv: list[str], env: dict[str, str]) -> float:
-    """Seconds from spawning ``memfs mcp`` to its ``initialize`` answer."""
+async def ready_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawning ``memfs mcp`` to its ``initialize`` answer, and to its answer to
+    the ``tools/list`` sent right after (the client's first request that needs the SDK)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
     started = time.perf_counter()
     with open(os.devnull, "w") as errors:
-        async with Client(stdio_client(params, errlog=errors), mode="legacy"):
-            return time.perf_counter() - started
+        async with Client(stdio_client(params, errlog=errors), mode="legacy") as client:
+            initialized = time.perf_counter() - started
+            await client.list_tools()
+            return initialized, time.perf_counter() - started
 
 
-def startup(argv: list[str], envs: list[dict[str, str]], runs: int) -> list[tuple[float, float]]:
-    """Median wall and CPU seconds to ``initialize``'s answer for each of ``envs`` (each a side
-    of a comparison: its own ``PYTHONPATH``), the sides alternated run after run."""
+def startup(
+    argv: list[str], envs: list[dict[str, str]], runs: int
+) -> list[tuple[float, float, float]]:
+    """Median wall seconds to ``initialize``'s answer and to the first ``tools/list``'s, and
+    CPU seconds, for each of ``envs`` (each a side of a comparison: its own ``PYTHONPATH``),
+    the sides alternated run after run."""
     walls: list[list[float]] = [[] for _ in envs]
+    tools: list[list[float]] = [[] for _ in envs]
     cpus: list[list[float]] = [[] for _ in envs]
     for _ in range(runs):
         for side, env in enumerate(envs):
             before = cpu_of_children()
-            walls[side].append(trio.run(ready_once, argv, env))
+            initialized, listed = trio.run(ready_once, argv, env)
+            walls[side].append(initialized)
+            tools[side].append(listed)
             cpus[side].append(cpu_of_children() - before)  # it has exited: stdin closed
-    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
+    return [
+        (statistics.median(w), statistics.median(t), statistics.median(c))
+        for w, t, c in zip(walls, tools, cpus, strict=True)
+    ]
 
 
 async def median_seconds(action: Callable[[], Awaitable[object]], runs: int) -> float:
@@ -254,8 +267,14 @@ def main() -> int:
         "load_after": os.getloadavg(),
         "startup": [
             *(
-                {"what": what, "wall_s": wall, "cpu_s": cpu, "goal_s": GOAL_READY_S}
-                for (what, _), (wall, cpu) in zip(sides, ready, strict=True)
+                {
+                    "what": what,
+                    "wall_s": wall,
+                    "tools_s": listed,
+                    "cpu_s": cpu,
+                    "goal_s": GOAL_READY_S,
+                }
+                for (what, _), (wall, listed, cpu) in zip(sides, ready, strict=True)
             ),
             {"what": "`memfs --version`", "wall_s": version_wall, "cpu_s": version_cpu},
             {
@@ -271,14 +290,17 @@ def main() -> int:
         return 0
     print(f"{result['date']}, {result['machine']}, load {load_before[0]:.1f} -> "
           f"{result['load_after'][0]:.1f}\n")  # fmt: skip
-    print("| start-up | wall (s) | CPU (s) | goal (s) |\n|---|---:|---:|---:|")
+    print("| start-up | wall (s) | first tools/list (s) | CPU (s) | goal (s) |")
+    print("|---|---:|---:|---:|---:|")
     for row in result["startup"]:
-        goal = row.get("goal_s")
-        print(f"| {row['what']} | {row['wall_s']:.3f} | {row['cpu_s']:.3f} | "
+        goal, listed = row.get("goal_s"), row.get("tools_s")
+        print(f"| {row['what']} | {row['wall_s']:.3f} | "
+              f"{'' if listed is None else f'{listed:.3f}'} | {row['cpu_s']:.3f} | "
               f"{'' if goal is None else goal} |")  # fmt: skip
     after = result["startup"][len(args.against)]
     for before, other in zip(result["startup"], args.against, strict=False):
         print(f"\nthis checkout / {other}: wall {after['wall_s'] / before['wall_s']:.2f}x, "
+              f"first tools/list {after['tools_s'] / before['tools_s']:.2f}x, "
               f"CPU {after['cpu_s'] / before['cpu_s']:.2f}x")  # fmt: skip
     if not calls:
         return 0
