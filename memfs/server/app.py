@@ -72,7 +72,10 @@ def create_app(
 
         app_routes += [
             Route(CONSOLE_PATH, _to_console, methods=["GET"]),
-            Mount(CONSOLE_PATH, app=create_console(storage, api_keys)),
+            Mount(
+                CONSOLE_PATH,
+                app=create_console(storage, api_keys, hub=change_hub, metrics=metrics),
+            ),
         ]
     starlette = Starlette(routes=app_routes, exception_handlers=EXCEPTION_HANDLERS)
     starlette.router.redirect_slashes = False

@@ -11,6 +11,8 @@ listing of 2,000 memories cost most of the page). For "the store as of" a moment
 ``VersionMark`` rows (no content, nothing but what ``memfs.version_view`` needs and the page
 shows): each memory's newest version then, and the whole history of the few memories whose
 version then was redacted (its path is inferred from its neighbours').
+For a Databricks store it counts entries by actor and by an actor's session
+(``dbx_actors``, ``dbx_sessions``): the Databricks API has no listing of either.
 
 ``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
 """
@@ -45,6 +47,15 @@ class VersionMark:
     created_at: datetime
     size: int | None  # None when deleted or redacted
     redacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EntryGroup:
+    """The entries of one actor of a Databricks store, or of one of its sessions (``key``
+    ``None``: the actor's entries without a session)."""
+
+    key: str | None
+    entries: int
 
 
 @dataclass(frozen=True)
@@ -99,3 +110,13 @@ class ConsoleStorage(abc.ABC):
     @abc.abstractmethod
     async def version_marks(self, store_id: str, memory_ids: Sequence[str]) -> list[VersionMark]:
         """Every version of those memories of the store, oldest first (the store's order)."""
+
+    @abc.abstractmethod
+    async def dbx_actors(self, store_id: str, *, limit: int) -> list[EntryGroup]:
+        """The first ``limit`` actors of a Databricks store by id (byte order), each with its
+        entry count (an unknown store: an empty list)."""
+
+    @abc.abstractmethod
+    async def dbx_sessions(self, store_id: str, actor_id: str, *, limit: int) -> list[EntryGroup]:
+        """The first ``limit`` sessions of an actor by id, each with its entry count; the
+        entries without a session first (``key`` None)."""

@@ -3,7 +3,8 @@
 Three families: the counter ``memfs_server_requests_total{method,route,status}``, the histogram
 ``memfs_server_request_duration_seconds{method,route}``, and the counter
 ``memfs_server_change_stream_reads_total{stream,reader}``: the storage reads of the change
-streams (``stream``: ``memory_stores`` or ``databricks``; ``reader``: ``shared``, a store's one
+streams (``stream``: ``memory_stores`` or ``databricks``, and the console's live pages,
+``console_memory_stores`` and ``console_databricks``; ``reader``: ``shared``, a store's one
 reader for every follower at its position, or ``own``, a follower catching up on its own; see
 ``memfs.server.fanout``). ``route`` is the path template (such as
 ``/v1/memory_stores/{store_id}/memories``), never a concrete path, so the label set stays small
@@ -29,7 +30,8 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
-STREAMS = ("memory_stores", "databricks")  # the change streams (memfs.server.fanout)
+# the change streams (memfs.server.fanout), and the console's live pages (console.live)
+STREAMS = ("memory_stores", "databricks", "console_memory_stores", "console_databricks")
 READERS = ("shared", "own")
 
 

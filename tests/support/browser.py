@@ -58,3 +58,12 @@ def api(base_url: str, key: str) -> httpx.Client:
         headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
         timeout=10,
     )
+
+
+def sign_in(page: Any, base_url: str, key: str) -> Any:
+    """Sign ``page`` in to the console at ``base_url`` with ``key``; it ends on the stores page."""
+    page.goto(base_url + "/console/sign-in")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base_url + "/console/")
+    return page

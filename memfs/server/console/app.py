@@ -32,12 +32,15 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.errors import ApiError
+from memfs.server.changes import ChangeHub
+from memfs.server.console import live
 from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError
-from memfs.server.console.pages import history, memory, sign_in, store, stores
+from memfs.server.console.pages import databricks, history, memory, sign_in, store, stores
 from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, PAGE_CACHE, SECURITY_HEADERS
 from memfs.server.console.sessions import SessionKeeper
+from memfs.server.metrics import Metrics
 from memfs.server.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,7 @@ STATIC_TYPES = {
 }
 STATIC_CACHE = "public, max-age=300"
 # The page groups, each a module of ``pages`` with ``routes(console)``; a new group is a line.
-PAGE_GROUPS = (sign_in, stores, store, memory, history)
+PAGE_GROUPS = (sign_in, stores, store, memory, history, databricks, live)
 SERVER_ERROR = "Something went wrong on the server (it is in the server's log)."
 
 
@@ -78,14 +81,22 @@ def static_routes() -> list[Route]:
 
 
 def create_console(
-    storage: Storage, api_keys: Sequence[str], *, limits: Limits | None = None
+    storage: Storage,
+    api_keys: Sequence[str],
+    *,
+    limits: Limits | None = None,
+    hub: ChangeHub | None = None,
+    metrics: Metrics | None = None,
 ) -> ConsoleApp:
-    """The console on ``storage``, signing in with ``api_keys`` (see the module docstring)."""
+    """The console on ``storage``, signing in with ``api_keys`` (see the module docstring);
+    with ``hub`` its pages are live (``live``)."""
     console = Console(
         storage=storage,
         sessions=SessionKeeper(storage.console, api_keys),
         limiter=SignInLimiter(limits),
         renderer=Renderer(),
+        hub=hub,
+        metrics=metrics or Metrics(),
     )
     routes: list[BaseRoute] = [*static_routes()]
     for group in PAGE_GROUPS:

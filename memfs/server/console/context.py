@@ -16,16 +16,18 @@ as ``signed_in.actor`` and lets ``memfs.errors.ApiError`` escape for the one-lin
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
 from memfs.errors import ApiError
+from memfs.server.changes import ChangeHub
 from memfs.server.console.forms import read_form
 from memfs.server.console.ratelimit import SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, cross_site, tokens_match
 from memfs.server.console.sessions import SessionKeeper, SignedIn
+from memfs.server.metrics import Metrics
 from memfs.server.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class Console:
     sessions: SessionKeeper
     limiter: SignInLimiter
     renderer: Renderer
+    hub: ChangeHub | None = None  # the live pages' changes (``live``); None: not offered
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def signed_in(self, request: Request) -> SignedIn:
         if request.method == "POST" and cross_site(request):

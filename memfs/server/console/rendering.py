@@ -40,6 +40,9 @@ NOTICES = {
     "restored": "Restored: the version's content is the memory's again.",
     "same": "Nothing to restore: the memory holds this version's content already.",
     "redacted": "Redacted: this version's content is gone.",
+    "unchanged": "Nothing to save: you changed nothing.",
+    "entry-created": "Entry created.",
+    "entry-deleted": "Entry deleted.",
 }
 
 

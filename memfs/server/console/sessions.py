@@ -106,8 +106,10 @@ class SessionKeeper:
         log.info("console: %s signed in", key_id)
         return SignedIn(token, key_id)
 
-    async def current(self, request: Request) -> SignedIn | None:
-        """The request's live session, or None (an ended one is deleted on the way)."""
+    async def current(self, request: Request, *, touch: bool = True) -> SignedIn | None:
+        """The request's live session, or None (an ended one is deleted on the way).
+        ``touch=False``: the request is no use of the session (a live page's stream, which
+        must not keep a session alive); its ``last_seen_at`` stays."""
         token = request.cookies.get(COOKIE)
         if not plausible_token(token):
             return None
@@ -124,7 +126,7 @@ class SessionKeeper:
         ):
             await self._store.delete_session(hashed)
             return None
-        if now - session.last_seen_at >= TOUCH_EVERY:
+        if touch and now - session.last_seen_at >= TOUCH_EVERY:
             await self._store.touch_session(hashed, now)
         return SignedIn(token, session.api_key_id)
 

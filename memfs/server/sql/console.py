@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from memfs.server.console_storage import ConsoleSession, ConsoleStorage, MemoryPath, VersionMark
+from memfs.server.console_storage import (
+    ConsoleSession,
+    ConsoleStorage,
+    EntryGroup,
+    MemoryPath,
+    VersionMark,
+)
 from memfs.server.sql.rows import from_us, to_us
 from memfs.server.sql.transaction import Row, Tx
 
@@ -170,5 +176,29 @@ class SqlConsole(ConsoleStorage):
                 ).fetchall()
             rows.sort(key=lambda row: int(row["seq"]))
             return [_mark(row) for row in rows]
+
+        return await self._backend._read(run)
+
+    async def dbx_actors(self, store_id: str, *, limit: int) -> list[EntryGroup]:
+        def run(tx: Tx) -> list[EntryGroup]:
+            rows = tx.execute(
+                "SELECT actor_id, COUNT(*) AS n FROM dbx_entries WHERE store_id = ? "
+                "GROUP BY actor_id ORDER BY actor_id LIMIT ?",
+                (store_id, limit),
+            ).fetchall()
+            return [EntryGroup(row["actor_id"], int(row["n"])) for row in rows]
+
+        return await self._backend._read(run)
+
+    async def dbx_sessions(self, store_id: str, actor_id: str, *, limit: int) -> list[EntryGroup]:
+        def run(tx: Tx) -> list[EntryGroup]:
+            rows = tx.execute(
+                "SELECT session_id, COUNT(*) AS n FROM dbx_entries "
+                "WHERE store_id = ? AND actor_id = ? GROUP BY session_id ORDER BY session_id "
+                "LIMIT ?",
+                (store_id, actor_id, limit),
+            ).fetchall()
+            # no session is stored as "" (databricks_storage), which sorts first
+            return [EntryGroup(row["session_id"] or None, int(row["n"])) for row in rows]
 
         return await self._backend._read(run)

@@ -26,6 +26,7 @@ from memfs.models import Memory, MemoryStore
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
+from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import memory_url, textarea
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
@@ -73,7 +74,8 @@ def routes(console: Console) -> list[Route]:
 
     async def memory_page(request: Request) -> Response:
         signed_in, store, memory = await load(request)
-        return page(request, "memory.html", signed_in, store, memory)
+        live = await memory_stores_target(console, store.id, "notice", memory_id=memory.id)
+        return page(request, "memory.html", signed_in, store, memory, live=live)
 
     async def edit_form(request: Request) -> Response:
         signed_in, store, memory = await load(request)
@@ -86,6 +88,7 @@ def routes(console: Console) -> list[Route]:
             yours=memory.content or "",
             precondition=memory.content_sha256,
             diff=None,
+            live=await memory_stores_target(console, store.id, "notice", memory_id=memory.id),
         )
 
     async def save(request: Request) -> Response:
@@ -120,6 +123,7 @@ def routes(console: Console) -> list[Route]:
                 yours=yours,
                 precondition=theirs.content_sha256,
                 diff=line_diff(theirs.content or "", yours, old_name="theirs", new_name="yours"),
+                live=await memory_stores_target(console, store.id, "notice", memory_id=memory_id),
             )
         except NotFoundError:
             return gone(request, signed_in, store, yours)

@@ -26,6 +26,7 @@ from memfs.models import Memory, MemoryStore
 from memfs.search_words import best_line
 from memfs.server import validation
 from memfs.server.console.context import Console
+from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.search import validate_query
@@ -94,6 +95,7 @@ def routes(console: Console) -> list[Route]:
             count=len(memories),
             limit=storage.console.memory_limit,
             open_all=len(memories) < OPEN_ALL_BELOW,
+            live=await memory_stores_target(console, store.id, "reload"),
         )
 
     async def search_page(request: Request) -> Response:

@@ -1,0 +1,344 @@
+"""A Databricks store's pages (``/console/databricks/{id}``): its actors, an actor's sessions, a
+listing of entries, an entry, its edit and delete pages, a new entry, search.
+
+Actor and session ids are agent-written and may hold any character, so they travel in the
+query string (``?actor=…&session=…``, ``session_less=1`` for an actor's entries without a
+session), never in the path; entry ids are the storage's (``[A-Za-z0-9_.-]``). Everything of
+an entry reaches the browser as escaped text.
+
+Writes follow the mount's rule for a Databricks edit: the edit page carries the SHA-256 of the
+content it loaded (a hidden ``precondition``; an entry without content: that of ``""``), and
+the write passes it as ``expected_sha256``, compared by the storage inside the write's
+transaction. If the content changed meanwhile nothing is written: the page shows theirs against
+yours as a diff (``diff.line_diff``) with "Save over theirs" (the precondition is now the
+version shown) and "Keep theirs". The patch holds only the fields the person changed (the
+description's loaded SHA-256 is a hidden field too), so a description edit never writes back
+content it did not touch, and the reverse. A delete carries the precondition as well.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from memfs.errors import ApiError, BadRequestError, NotFoundError, PreconditionFailedError
+from memfs.models import sha256_hex
+from memfs.search_words import best_line
+from memfs.server import databricks_validation as check
+from memfs.server import validation
+from memfs.server.console.context import Console
+from memfs.server.console.diff import line_diff
+from memfs.server.console.live import Watch, databricks_target
+from memfs.server.console.pages.store import textarea
+from memfs.server.console.security import CONSOLE_PATH
+from memfs.server.console.sessions import SignedIn
+from memfs.server.databricks_storage import (
+    DbxEntry,
+    DbxStore,
+    EntryFilter,
+    EntryPatch,
+    NewEntry,
+    SearchRequest,
+)
+from memfs.server.search import validate_query
+
+log = logging.getLogger(__name__)
+
+LISTED = 500  # actors, sessions or entries on one page (then "only the first N")
+SEARCH_LIMIT = 50
+CONFLICT = "Someone changed this entry since you opened it: nothing was saved."
+CHANGED = "This entry changed since you opened this page, so nothing was deleted. Look again."
+GONE = "This entry was deleted since you opened this page; nothing was saved."
+
+
+def dbx_url(store_id: str) -> str:
+    return f"{CONSOLE_PATH}/databricks/{store_id}"
+
+
+def entry_url(store_id: str, entry_id: str) -> str:
+    return f"{dbx_url(store_id)}/entries/{entry_id}"
+
+
+def entries_url(store_id: str, actor_id: str, session_id: str | None, session_less: bool) -> str:
+    query = {"actor": actor_id}
+    if session_id is not None:
+        query["session"] = session_id
+    elif session_less:
+        query["session_less"] = "1"
+    return f"{dbx_url(store_id)}/entries?{urlencode(query)}"
+
+
+def actor_url(store_id: str, actor_id: str) -> str:
+    return f"{dbx_url(store_id)}/actor?{urlencode({'actor': actor_id})}"
+
+
+def content_sha(entry: DbxEntry) -> str:
+    """The precondition of an entry's content: the storage compares ``content or ""``."""
+    return sha256_hex(entry.content or "")
+
+
+def routes(console: Console) -> list[Route]:
+    storage = console.storage
+    dbx = storage.databricks
+
+    def render(
+        request: Request,
+        template: str,
+        signed_in: SignedIn,
+        store: DbxStore,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        **context: Any,
+    ) -> Response:
+        return console.renderer.page(
+            request,
+            template,
+            signed_in=signed_in,
+            status=status,
+            error=error,
+            store=store,
+            store_url=dbx_url(store.id),
+            actor_url=actor_url,
+            entries_url=entries_url,
+            entry_url=entry_url,
+            entry_sha=content_sha,
+            **context,
+        )
+
+    async def load_store(request: Request) -> tuple[SignedIn, DbxStore]:
+        signed_in = await console.signed_in(request)
+        return signed_in, await dbx.get_store(request.path_params["store_id"])
+
+    def actor_param(request: Request) -> str:
+        return check.actor_id(request.query_params.get("actor"))
+
+    async def store_page(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        actors = await storage.console.dbx_actors(store.id, limit=LISTED + 1)
+        return render(
+            request, "dbx_store.html", signed_in, store, title=store.id,
+            actors=actors[:LISTED], more=len(actors) > LISTED,
+            live=await databricks_target(console, store.id, Watch(), "reload"),
+        )  # fmt: skip
+
+    async def actor_page(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        actor = actor_param(request)
+        sessions = await storage.console.dbx_sessions(store.id, actor, limit=LISTED + 1)
+        return render(
+            request, "dbx_actor.html", signed_in, store, title=f"{actor} in {store.id}",
+            actor=actor, sessions=sessions[:LISTED], more=len(sessions) > LISTED,
+            live=await databricks_target(console, store.id, Watch(actor_id=actor), "reload"),
+        )  # fmt: skip
+
+    async def entries_page(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        actor = actor_param(request)
+        session = check.session_id(request.query_params.get("session"))
+        session_less = session is None and request.query_params.get("session_less") == "1"
+        # no session is stored as "" (databricks_storage): that filter lists exactly those
+        flt = EntryFilter(actor, session_id="" if session_less else session)
+        page = await dbx.list_entries(store.id, flt, after=None, limit=LISTED, with_content=False)
+        watch = Watch(actor_id=actor, session_id=session, session_less=session_less)
+        return render(
+            request, "dbx_entries.html", signed_in, store, title=f"Entries of {actor}",
+            actor=actor, session=session, session_less=session_less, entries=page.items,
+            more=page.next is not None,
+            live=await databricks_target(console, store.id, watch, "reload"),
+        )  # fmt: skip
+
+    async def load_entry(request: Request) -> tuple[SignedIn, DbxStore, DbxEntry]:
+        signed_in, store = await load_store(request)
+        entry = await dbx.get_entry(store.id, request.path_params["entry_id"], with_content=True)
+        return signed_in, store, entry
+
+    async def entry_render(
+        request: Request,
+        template: str,
+        signed_in: SignedIn,
+        store: DbxStore,
+        entry: DbxEntry,
+        **context: Any,
+    ) -> Response:
+        live = await databricks_target(console, store.id, Watch(item_id=entry.id), "notice")
+        return render(
+            request, template, signed_in, store, title=entry.path, entry=entry,
+            this_url=entry_url(store.id, entry.id), live=live, **context,
+        )  # fmt: skip
+
+    async def entry_page(request: Request) -> Response:
+        signed_in, store, entry = await load_entry(request)
+        return await entry_render(request, "dbx_entry.html", signed_in, store, entry)
+
+    async def edit_form(request: Request) -> Response:
+        signed_in, store, entry = await load_entry(request)
+        return await entry_render(
+            request, "dbx_edit.html", signed_in, store, entry,
+            content=entry.content or "", description=entry.description or "",
+            precondition=content_sha(entry),
+            description_sha=sha256_hex(entry.description or ""), diff=None,
+        )  # fmt: skip
+
+    async def save(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        entry_id = request.path_params["entry_id"]
+        form = await console.post_form(request, signed_in)
+        content = textarea(form.get("content", ""))
+        description = textarea(form.get("description", ""))
+        precondition = form.get("precondition", "")
+        description_sha = form.get("description_sha", "")
+        fields: dict[str, str | None] = {}
+        try:
+            expected = validation.sha256_field(precondition, "precondition")
+            if sha256_hex(content) != expected:
+                fields["content"] = check.content(content)
+            if sha256_hex(description) != description_sha:
+                fields["description"] = check.description(description)
+            if fields:
+                await dbx.update_entry(
+                    store.id, entry_id, EntryPatch(fields), expected_sha256=expected
+                )
+        except PreconditionFailedError:
+            try:
+                theirs = await dbx.get_entry(store.id, entry_id, with_content=True)
+            except NotFoundError:
+                return gone(request, signed_in, store, content, description)
+            diff = line_diff(theirs.content or "", content, old_name="theirs", new_name="yours")
+            return await entry_render(
+                request, "dbx_edit.html", signed_in, store, theirs, status=409, error=CONFLICT,
+                content=content, description=description, precondition=content_sha(theirs),
+                description_sha=description_sha, diff=diff,
+            )  # fmt: skip
+        except NotFoundError:
+            return gone(request, signed_in, store, content, description)
+        except ApiError as exc:
+            current = await dbx.get_entry(store.id, entry_id, with_content=True)
+            return await entry_render(
+                request, "dbx_edit.html", signed_in, store, current, status=exc.status,
+                error=exc.message, content=content, description=description,
+                precondition=precondition, description_sha=description_sha, diff=None,
+            )  # fmt: skip
+        notice = "saved" if fields else "unchanged"
+        return RedirectResponse(f"{entry_url(store.id, entry_id)}?notice={notice}", 303)
+
+    def gone(
+        request: Request, signed_in: SignedIn, store: DbxStore, content: str, description: str
+    ) -> Response:
+        return render(
+            request, "dbx_gone.html", signed_in, store, status=404, error=GONE,
+            title="Entry deleted", content=content, description=description,
+        )  # fmt: skip
+
+    async def delete_form(request: Request) -> Response:
+        signed_in, store, entry = await load_entry(request)
+        return await entry_render(request, "dbx_delete.html", signed_in, store, entry)
+
+    async def delete(request: Request) -> Response:
+        signed_in, store, entry = await load_entry(request)
+        form = await console.post_form(request, signed_in)
+        try:
+            expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+            await dbx.delete_entry(store.id, entry.id, expected_sha256=expected)
+        except PreconditionFailedError:
+            return await entry_render(
+                request, "dbx_delete.html", signed_in, store, entry, status=409, error=CHANGED
+            )
+        back = entries_url(store.id, entry.actor_id, entry.session_id, entry.session_id is None)
+        return RedirectResponse(back + "&notice=entry-deleted", 303)
+
+    async def new_page(
+        request: Request,
+        signed_in: SignedIn,
+        store: DbxStore,
+        form: dict[str, str],
+        *,
+        status: int = 200,
+        error: str | None = None,
+    ) -> Response:
+        return render(
+            request, "dbx_new.html", signed_in, store, status=status, error=error,
+            title=f"New entry in {store.id}", form=form,
+        )  # fmt: skip
+
+    async def new_form(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        params = request.query_params
+        form = {"actor": params.get("actor", ""), "session": params.get("session", ""), "path": "/"}
+        return await new_page(request, signed_in, store, form)
+
+    async def create(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        form = await console.post_form(request, signed_in)
+        try:
+            entry = await dbx.create_entry(
+                store.id,
+                NewEntry(
+                    entry_id=None,
+                    actor_id=check.actor_id(form.get("actor")),
+                    session_id=check.session_id(form.get("session")),
+                    path=check.new_entry_path(form.get("path")),
+                    content=check.content(textarea(form.get("content", ""))),
+                    description=check.description(textarea(form.get("description", ""))),
+                    source_type=check.source_type(None),
+                ),
+            )
+        except ApiError as exc:
+            return await new_page(
+                request, signed_in, store, form, status=exc.status, error=exc.message
+            )
+        return RedirectResponse(f"{entry_url(store.id, entry.id)}?notice=entry-created", 303)
+
+    async def search_page(request: Request) -> Response:
+        signed_in, store = await load_store(request)
+        params = request.query_params
+        actor, session, query = (
+            params.get("actor", ""),
+            params.get("session", ""),
+            params.get("q", ""),
+        )
+        results: list[tuple[DbxEntry, str]] = []
+        error, status = None, 200
+        if query.strip():
+            try:
+                if not actor:
+                    raise BadRequestError("Actor: required (a search looks at one actor)")
+                hits = await dbx.search_entries(
+                    store.id,
+                    SearchRequest(
+                        actor_id=check.actor_id(actor),
+                        query=validate_query(query),
+                        limit=SEARCH_LIMIT,
+                        session_id=check.session_id(session),
+                    ),
+                    with_content=True,
+                )
+                results = [(entry, best_line(entry.content or "", query)) for entry, _ in hits]
+            except ApiError as exc:
+                error, status = exc.message, exc.status
+        return render(
+            request, "dbx_search.html", signed_in, store, status=status, error=error,
+            title=f"Search {store.id}", actor=actor, session=session, query=query,
+            results=results, searched=bool(query.strip()) and error is None,
+        )  # fmt: skip
+
+    base = "/databricks/{store_id}"
+    entry = base + "/entries/{entry_id}"
+    return [
+        Route(base, store_page, methods=["GET"]),
+        Route(base + "/actor", actor_page, methods=["GET"]),
+        Route(base + "/entries", entries_page, methods=["GET"]),
+        Route(base + "/search", search_page, methods=["GET"]),
+        Route(base + "/new", new_form, methods=["GET"]),
+        Route(base + "/new", create, methods=["POST"]),
+        Route(entry, entry_page, methods=["GET"]),
+        Route(entry + "/edit", edit_form, methods=["GET"]),
+        Route(entry + "/edit", save, methods=["POST"]),
+        Route(entry + "/delete", delete_form, methods=["GET"]),
+        Route(entry + "/delete", delete, methods=["POST"]),
+    ]

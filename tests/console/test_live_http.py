@@ -1,0 +1,136 @@
+"""The console's live endpoint over plain HTTP against a real ``memfs server``: it refuses
+a request without a session cookie, from another site, or with a bad position; it streams a
+change to every page watching it; and however many pages watch a store, a change costs one
+storage read (the fan-out), and a change a page does not show sends it no event."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import trio
+from support.servers import ServerProcess
+from support.waiting import wait_until
+
+TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+READS = re.compile(
+    r'memfs_server_change_stream_reads_total\{stream="console_memory_stores",'
+    r'reader="(shared|own)"\} (\d+)'
+)
+VIEWERS = 3
+
+
+async def sign_in(client: httpx.AsyncClient, key: str) -> None:
+    form = await client.get("/console/sign-in")
+    found = TOKEN.search(form.text)
+    assert found is not None, form.text
+    signed = await client.post("/console/sign-in", data={"csrf": found.group(1), "api_key": key})
+    assert signed.status_code == 303, signed.text
+
+
+@pytest.fixture
+async def browser(console_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    """A signed-in client that keeps cookies, as a browser does."""
+    async with httpx.AsyncClient(base_url=console_server.base_url, timeout=15) as client:
+        await sign_in(client, console_server.api_key)
+        yield client
+
+
+@pytest.fixture
+async def api(console_server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    headers = {"x-api-key": console_server.api_key, "anthropic-version": "2023-06-01"}
+    async with httpx.AsyncClient(
+        base_url=console_server.base_url, headers=headers, timeout=15
+    ) as client:
+        yield client
+
+
+async def new_store(api: httpx.AsyncClient) -> str:
+    made = await api.post("/v1/memory_stores", json={"name": "live"})
+    assert made.status_code == 200, made.text
+    return str(made.json()["id"])
+
+
+async def reads(api: httpx.AsyncClient) -> dict[str, int]:
+    text = (await api.get("/metrics")).text
+    return {reader: int(count) for reader, count in READS.findall(text)}
+
+
+async def test_the_live_endpoint_refuses_strangers(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, console_server: ServerProcess
+) -> None:
+    store_id = await new_store(api)
+    url = f"/console/live/stores/{store_id}?after=0"
+    async with httpx.AsyncClient(base_url=console_server.base_url) as stranger:
+        refused = await stranger.get(url)
+        assert refused.status_code == 401 and "Sign in" in refused.text
+        # an API key is no console session
+        keyed = await stranger.get(url, headers={"x-api-key": console_server.api_key})
+        assert keyed.status_code == 401
+    for headers in ({"sec-fetch-site": "cross-site"}, {"origin": "http://evil.test"}):
+        cross = await browser.get(url, headers=headers)
+        assert cross.status_code == 403, headers
+    assert (await browser.get(url.replace("after=0", "after=x"))).status_code == 400
+    assert (await browser.get("/console/live/stores/memstore_nope?after=0")).status_code == 404
+    dbx = await browser.get("/console/live/databricks/no-such-store?after=0")
+    assert dbx.status_code == 404
+    assert "content-security-policy" in refused.headers
+
+
+async def test_many_pages_one_read_per_change(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient
+) -> None:
+    store_id = await new_store(api)
+    memories = f"/v1/memory_stores/{store_id}/memories"
+    watched = (await api.post(memories, json={"path": "/w.md", "content": "w"})).json()
+    head = await api.get(f"/v1/memory_stores/{store_id}/memory_versions", params={"limit": 1})
+    after = head.json()["data"][0]["created_at"]
+    page = await browser.get(f"/console/stores/{store_id}/memories/{watched['id']}")
+    src = re.search(r'data-src="([^"]+)"', page.text)
+    assert src is not None and after
+    memory_url = src.group(1).replace("&amp;", "&")
+    store_url = memory_url.split("&item=")[0]
+    before = await reads(api)
+    seen: dict[int, list[str]] = {i: [] for i in range(VIEWERS + 1)}
+
+    async def view(i: int, url: str, task_status: trio.TaskStatus[None]) -> None:
+        async with browser.stream("GET", url, headers={"sec-fetch-site": "same-origin"}) as got:
+            assert got.status_code == 200
+            assert got.headers["content-type"].startswith("text/event-stream")
+            started = False
+            async for line in got.aiter_lines():
+                if not started:
+                    started = True
+                    task_status.started()
+                if line.startswith("data: "):
+                    seen[i].append(line)
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            for i in range(VIEWERS):  # the store's pages
+                await nursery.start(view, i, store_url)
+            await nursery.start(view, VIEWERS, memory_url)  # the memory's page
+            # the first page caught up on its own and made the store's shared reader (the
+            # others joined it where they start: the page's position, no read of their own)
+            await wait_until(lambda: _settled(api, before, own=1, shared=1))
+            settled = await reads(api)
+            await api.post(memories, json={"path": "/other.md", "content": "o"})
+            await wait_until(lambda: all(seen[i] for i in range(VIEWERS)))
+            assert all('"/other.md was created"' in seen[i][0] for i in range(VIEWERS))
+            changed = await reads(api)
+            assert changed["shared"] - settled["shared"] == 1  # one read for every page
+            assert changed["own"] == settled["own"]
+            await api.post(f"{memories}/{watched['id']}", json={"content": "w2"})
+            await wait_until(lambda: seen[VIEWERS])
+            # the memory's page had no event for the other memory: its first is its own
+            assert seen[VIEWERS] == ['data: {"what": "/w.md was modified", "gone": false}']
+            nursery.cancel_scope.cancel()
+
+
+async def _settled(
+    api: httpx.AsyncClient, before: dict[str, int], *, own: int, shared: int
+) -> bool:
+    now = await reads(api)
+    return now["own"] - before["own"] >= own and now["shared"] - before["shared"] >= shared
