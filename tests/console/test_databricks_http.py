@@ -1,0 +1,177 @@
+"""The console's Databricks pages over plain HTTP (the app in process): the counts of actors and
+sessions on both SQL backends, a cross-site or stale edit changing nothing, a description edit
+leaving the content alone, refusals as one-line pages, and pages without live updates when the
+server has no change hub."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memfs.models import sha256_hex
+from memfs.server.app import create_app
+from memfs.server.changes import ChangeHub
+from memfs.server.databricks_storage import EntryPatch, NewEntry
+from memfs.server.storage import Storage
+
+KEY = "sk-console-" + "d" * 30
+BASE = "http://memfs.test"
+TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+SOURCE = "MANAGED_MEMORY_ENTRY_SOURCE_TYPE_AGENT"
+
+
+def entry(actor: str, path: str, session: str | None = None, content: str | None = "x") -> NewEntry:
+    return NewEntry(None, actor, session, path, content, None, SOURCE)
+
+
+@asynccontextmanager
+async def signed_in(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A cookie-keeping client (as a browser is), signed in."""
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        form = await client.get("/console/sign-in")
+        await client.post("/console/sign-in", data={"csrf": csrf_of(form), "api_key": KEY})
+        yield client
+
+
+def csrf_of(page: httpx.Response) -> str:
+    found = TOKEN.search(page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_actor_and_session_counts_on_both_backends(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    from memfs.server.postgres import PostgresStorage
+    from memfs.server.sql import SqlStorage
+    from memfs.server.sqlite import SqliteStorage
+
+    storage: SqlStorage
+    if backend == "postgres":
+        storage = await PostgresStorage.open(request.getfixturevalue("pg_url"), pool_size=2)
+    else:
+        storage = await SqliteStorage.open(tmp_path / "dbx.db")
+    try:
+        dbx = storage.databricks
+        await dbx.create_store("counts", description=None, creator="t")
+        await dbx.create_store("other", description=None, creator="t")
+        for made in (
+            entry("bob", "/a"),
+            entry("alice", "/a"),
+            entry("alice", "/b"),
+            entry("alice", "/a", "s-2"),
+            entry("alice", "/b", "s-2"),
+            entry("alice", "/a", "S-1"),
+            entry("Zed", "/a"),
+        ):
+            await dbx.create_entry("counts", made)
+        await dbx.create_entry("other", entry("carol", "/a"))
+        actors = await storage.console.dbx_actors("counts", limit=10)
+        # byte order (upper case first), as the API's listings
+        assert [(a.key, a.entries) for a in actors] == [("Zed", 1), ("alice", 5), ("bob", 1)]
+        assert [a.key for a in await storage.console.dbx_actors("counts", limit=2)] == [
+            "Zed",
+            "alice",
+        ]
+        sessions = await storage.console.dbx_sessions("counts", "alice", limit=10)
+        assert [(s.key, s.entries) for s in sessions] == [(None, 2), ("S-1", 1), ("s-2", 2)]
+        assert await storage.console.dbx_actors("no-such", limit=10) == []
+        assert await storage.console.dbx_sessions("counts", "nobody", limit=10) == []
+    finally:
+        await storage.aclose()
+
+
+async def test_edits_are_same_site_fresh_and_change_only_what_was_typed(storage: Storage) -> None:
+    dbx = storage.databricks
+    await dbx.create_store("edits", description=None, creator="t")
+    made = await dbx.create_entry("edits", entry("alice", "/a.md", content="one\n"))
+    url = f"/console/databricks/edits/entries/{made.id}/edit"
+    async with signed_in(create_app(storage, [KEY])) as client:
+        form = await client.get(url)
+        assert form.status_code == 200
+        fields = {
+            "csrf": csrf_of(form),
+            "precondition": sha256_hex("one\n"),
+            "description_sha": sha256_hex(""),
+            "content": "two\n",
+            "description": "",
+        }
+        cross = await client.post(url, data=fields, headers={"sec-fetch-site": "cross-site"})
+        stale = await client.post(url, data={**fields, "csrf": "0" * 64})
+        assert cross.status_code == stale.status_code == 403
+        assert (await dbx.get_entry("edits", made.id, with_content=True)).content == "one\n"
+        # the description alone: the content field is as loaded, so it is not written, and a
+        # content change made meanwhile by someone else is caught, not overwritten
+        await dbx.update_entry("edits", made.id, _patch(content="theirs\n"))
+        described = await client.post(
+            url, data={**fields, "content": "one\n", "description": "about a"}
+        )
+        assert described.status_code == 409 and "Someone changed this entry" in described.text
+        now = await dbx.get_entry("edits", made.id, with_content=True)
+        assert (now.content, now.description) == ("theirs\n", None)
+        saved = await client.post(
+            url,
+            data={
+                **fields,
+                "precondition": sha256_hex("theirs\n"),
+                "content": "theirs\n",
+                "description": "about a",
+            },
+        )
+        assert saved.status_code == 303 and saved.headers["location"].endswith("?notice=saved")
+        now = await dbx.get_entry("edits", made.id, with_content=True)
+        assert (now.content, now.description) == ("theirs\n", "about a")
+        # an entry without content: its precondition is the hash of ""
+        bare = await dbx.create_entry("edits", entry("alice", "/bare.md", content=None))
+        bare_url = f"/console/databricks/edits/entries/{bare.id}/edit"
+        page = await client.get(bare_url)
+        assert f'value="{sha256_hex("")}"' in page.text
+        filled = await client.post(
+            bare_url, data={**fields, "precondition": sha256_hex(""), "content": "now\n"}
+        )
+        assert filled.status_code == 303
+        assert (await dbx.get_entry("edits", bare.id, with_content=True)).content == "now\n"
+
+
+async def test_refusals_are_one_line_pages(storage: Storage) -> None:
+    dbx = storage.databricks
+    await dbx.create_store("refusals", description=None, creator="t")
+    made = await dbx.create_entry("refusals", entry("alice", "/a.md"))
+    async with signed_in(create_app(storage, [KEY])) as client:
+        assert (await client.get("/console/databricks/nope")).status_code == 404
+        assert (await client.get(f"/console/databricks/nope/entries/{made.id}")).status_code == 404
+        no_actor = await client.get("/console/databricks/refusals/actor")
+        assert no_actor.status_code == 400 and "actor_id: required" in no_actor.text
+        search = await client.get("/console/databricks/refusals/search?q=x")
+        assert search.status_code == 400 and "Actor: required" in search.text
+        new = await client.get("/console/databricks/refusals/new")
+        fields = {"csrf": csrf_of(new), "actor": "alice", "path": "/a.md", "content": "y"}
+        taken = await client.post("/console/databricks/refusals/new", data=fields)
+        assert taken.status_code == 409 and 'value="/a.md"' in taken.text  # the form again
+        bad = await client.post("/console/databricks/refusals/new", data={**fields, "path": "a"})
+        assert bad.status_code == 400 and "must start with" in bad.text
+
+
+async def test_without_a_change_hub_pages_are_not_live(storage: Storage) -> None:
+    await storage.databricks.create_store("quiet", description=None, creator="t")
+    async with signed_in(create_app(storage, [KEY])) as client:
+        page = await client.get("/console/databricks/quiet")
+        assert page.status_code == 200 and 'id="live"' not in page.text
+        assert "live.js" not in page.text
+        assert (await client.get("/console/live/databricks/quiet?after=0")).status_code == 404
+    hub = ChangeHub()
+    async with signed_in(create_app(storage, [KEY], change_hub=hub)) as client:
+        page = await client.get("/console/databricks/quiet")
+        assert 'id="live"' in page.text and "/console/static/live.js" in page.text
+
+
+def _patch(**fields: str | None) -> EntryPatch:
+    return EntryPatch(dict(fields))
