@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -101,6 +103,7 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         page.get_by_role("link", name="The store at this moment").click()
         page.get_by_role("heading", name="memories then").wait_for()
         save("as-of")
+        shoot_databricks(base_url, page, save)
         page.set_viewport_size({"width": 390, "height": 760})
         page.goto(store)
         save("store-phone")
@@ -108,6 +111,43 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         save("history-phone")
         browser.close()
     return saved
+
+
+DBX_API = "/api/2.0/agents/memory-stores"
+DBX_ENTRIES = [  # actor, session, path, description, content
+    ("support-agent", None, "/customers/acme.md", "Acme's preferences", "Invoices by email.\n"),
+    ("support-agent", "case-4711", "/notes.md", "This case", "Refund approved on Monday.\n"),
+    ("support-agent", "case-4712", "/notes.md", "This case", "Waiting for the logs.\n"),
+    ("research-agent", None, "/papers/okapi.md", "Reading list", "Okapi BM25, 1994.\n"),
+]
+
+
+def shoot_databricks(base_url: str, page: Any, save: Callable[[str], None]) -> None:
+    """A Databricks store, an actor's entries, and the live notice on an entry's page."""
+    with httpx.Client(base_url=base_url, headers={"authorization": f"Bearer {KEY}"}) as dbx:
+        dbx.post(DBX_API, params={"managed_memory_store_id": "team-agents"}, json={
+            "description": "What the support and research agents remember"
+        })  # fmt: skip
+        made = []
+        for actor, session, path, description, content in DBX_ENTRIES:
+            body = {"actor_id": actor, "path": path, "description": description}
+            body |= {"content": content} | ({"session_id": session} if session else {})
+            made.append(dbx.post(f"{DBX_API}/team-agents/entries", json=body).json())
+        store = f"{base_url}/console/databricks/team-agents"
+        page.goto(store)
+        save("dbx-store")
+        page.goto(f"{store}/entries?actor=support-agent")
+        save("dbx-entries")
+        entry_id = made[1]["name"].rsplit("/", 1)[1]
+        page.goto(f"{store}/entries/{entry_id}")
+        page.locator("body[data-live=open]").wait_for(state="attached")
+        dbx.patch(
+            f"{DBX_API}/team-agents/entries/{entry_id}",
+            params={"update_mask": "content"},
+            json={"content": "Refund approved on Monday; paid on Tuesday.\n"},
+        )
+        page.locator("#live-notice").wait_for()
+        save("live-notice")
 
 
 def main() -> None:
