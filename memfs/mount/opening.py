@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.api import AmbiguousStoreError, StoreClient
+from memfs.api.capabilities import server_extensions
 from memfs.api.config import ClientConfig, ConfigError
-from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
+from memfs.api.store import MemoryStoresAPI, capabilities_with
 from memfs.errors import (
     ApiConnectionError,
     ApiError,
@@ -105,15 +106,18 @@ async def open_store(opts: StoreSpec) -> AsyncIterator[OpenStore]:
             found = await quick.resolve_store(opts.store)
         except (ApiError, ApiConnectionError) as exc:
             raise MountError(describe_api_error(exc, opts.store, config.shown_base_url)) from None
-        capabilities = await memory_stores_capabilities(quick)
+        # asked once: the limits, the change stream and search all come from this answer
+        extensions = await server_extensions(quick)
+        capabilities = capabilities_with(extensions)
         yield OpenStore(
             quick=MemoryStoresAPI(
                 client.with_options(timeout=10.0, max_retries=2, deadline=30.0),
                 found.id,
                 capabilities,
+                extensions,
             ),
             uploads=MemoryStoresAPI(
-                client.with_options(timeout=60.0, max_retries=4), found.id, capabilities
+                client.with_options(timeout=60.0, max_retries=4), found.id, capabilities, extensions
             ),
             name=found.name,
             journal_key=found.id,

@@ -34,8 +34,8 @@ def test_start_ls_grep_and_writes_cost_fixed_request_counts(
 ) -> None:
     memories = {f"/d{i % DIRECTORIES}/note-{i:03}.md": f"note {i}\n" for i in range(MEMORIES)}
     mounted = mount_factory(memories=memories)
-    # the capabilities twice: the store's limits before serving (NUL refused?), the change feed
-    started = {"GET /v1/memfs/capabilities": 2, "GET /v1/memory_stores/{store}": 1}
+    # the capabilities once: the store's limits (NUL refused?), the change feed and search
+    started = {"GET /v1/memfs/capabilities": 1, "GET /v1/memory_stores/{store}": 1}
     assert _requests_now(mounted) == started
 
     # the first ls: one listing of the root (the directories are prefixes of one page)
