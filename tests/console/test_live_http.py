@@ -1,17 +1,21 @@
 """The console's live endpoint over plain HTTP against a real ``memfs server``: it refuses
 a request without a session cookie, from another site, or with a bad position; it streams a
 change to every page watching it; and however many pages watch a store, a change costs one
-storage read (the fan-out), and a change a page does not show sends it no event."""
+storage read (the fan-out), and a change a page does not show sends it no event; a key's
+pages hold a bounded number of streams, apart from its API streams, released when a page
+goes."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import trio
-from support.servers import ServerProcess
+from support.servers import ServerProcess, free_port
 from support.waiting import wait_until
 
 TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
@@ -134,3 +138,47 @@ async def _settled(
 ) -> bool:
     now = await reads(api)
     return now["own"] - before["own"] >= own and now["shared"] - before["shared"] >= shared
+
+
+async def test_streams_are_bounded_apart_from_the_api_and_released_when_the_page_goes(
+    tmp_path: Path,
+) -> None:
+    limit = ["--max-streams-per-key", "2"]
+    with ServerProcess(tmp_path / "bounded.db", free_port(), extra_args=limit) as server:
+        headers = {"x-api-key": server.api_key, "anthropic-version": "2023-06-01"}
+        async with (
+            httpx.AsyncClient(base_url=server.base_url, timeout=15) as browser,
+            httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=15) as api,
+        ):
+            await sign_in(browser, server.api_key)
+            url = f"/console/live/stores/{await new_store(api)}?after=0"
+            api_stream = url.replace("/console/live/stores/", "/v1/memory_stores/")
+            api_stream = api_stream.split("?")[0] + "/memfs/changes"
+
+            async def hold(url: str, client: httpx.AsyncClient, task_status: Any) -> None:
+                async with client.stream("GET", url) as got:
+                    assert got.status_code == 200
+                    task_status.started()
+                    async for _ in got.aiter_lines():
+                        pass
+
+            async with trio.open_nursery() as pages:
+                await pages.start(hold, url, browser)
+                await pages.start(hold, url, browser)
+                third = await browser.get(url)
+                assert third.status_code == 429  # the key's console streams are bounded
+                async with trio.open_nursery() as streams:  # its API streams are not taken
+                    await streams.start(hold, api_stream, api)
+                    streams.cancel_scope.cancel()
+                pages.cancel_scope.cancel()  # the pages go
+
+            async def opens() -> bool:
+                async with browser.stream("GET", url) as got:
+                    return got.status_code == 200
+
+            # their subscriptions are released as their connections close
+            await wait_until(opens)
+            async with trio.open_nursery() as pages:
+                await pages.start(hold, url, browser)
+                await pages.start(hold, url, browser)
+                pages.cancel_scope.cancel()
