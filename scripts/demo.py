@@ -2,12 +2,13 @@
 
 Starts a reference server on a throwaway database, creates a demo store with a few memories,
 mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit, a search), then
-shows the version the edit stored. Then the same server's Databricks Agent Memory API: a store
+shows the version the edit stored and the store's history exported as a git repository. Then the same server's Databricks Agent Memory API: a store
 with one actor's entries, mounted with ``--api databricks``, its descriptions as extended
 attributes, and a search. Then a sandbox session: two more stores (one read-only) served by one
 process under one root, local scratch beside them, its status, and its stop. Everything is
 unmounted at the end. With ``--keep`` the two mounts (not the session, stopped by its tour) stay
-up until Ctrl-C so you can explore them from another terminal.
+up until Ctrl-C so you can explore them from another terminal, and the server's console in a
+browser (the key to sign in with is then written to a 0600 file, never printed).
 
 The API key is generated here and passed to child processes through the environment only.
 """
@@ -244,6 +245,15 @@ def main() -> int:
         banner("the store now holds new versions of the same memory")
         run([*memfs, "memories", "log", "Demo Memory", "/notes/todo.md"], env)
 
+        banner("its history as a git repository: one commit per version (memfs export --git)")
+        exported = work / "export"
+        run([*memfs, "export", "Demo Memory", str(exported), "--git"], env)
+        run(
+            ["git", "-C", str(exported), "log", "--format=%h %ad %an  %s", "--date=format:%T"],
+            env,
+            shell_view="git -C export log --format='%h %ad %an  %s'",
+        )
+
         banner("searching from the shell: read .search/<words> (never listed, read-only)")
         run(["cat", ".search/small documents"], env, shell_view='cat ".search/small documents"')
 
@@ -252,7 +262,14 @@ def main() -> int:
         session_tour(work, session_root, env)
 
         if args.keep:
-            banner(f"mounted at {mountpoint} and {db_mountpoint}; press Ctrl-C to unmount")
+            key_file = work / "api-key"  # 0600: the key is never printed
+            key_file.touch(mode=0o600)
+            key_file.write_text(key + "\n")
+            banner(
+                f"mounted at {mountpoint} and {db_mountpoint}; the console is at "
+                f"{base_url}/console (sign in with the key in {key_file}); "
+                "press Ctrl-C to unmount"
+            )
             signal.signal(signal.SIGTERM, signal.default_int_handler)
             try:
                 while True:

@@ -218,6 +218,7 @@ def report_json(report: ExportReport) -> dict[str, Any]:
         "kept": [{"path": p, "reason": r} for p, r in tree.kept],
         "redacted_in_history": report.redacted_in_history,
         "history_starts": report.history_starts,
+        "memories_begun_before_history": report.begun_before_history,
     }
 
 
@@ -226,10 +227,10 @@ def details(report: ExportReport) -> list[str]:
     lines = [f"not exported: {path!r}: {reason}" for path, reason in dict(report.skipped).items()]
     lines += [f"not written: {path}: {reason}" for path, reason in report.tree.refused]
     lines += [f"kept {path}: {reason}" for path, reason in report.tree.kept]
-    if report.history_starts:
+    if report.begun_before_history:
         lines.append(
-            f"history starts at {report.history_starts}: versions the server no longer "
-            "kept are not in the repository"
+            f"history starts at {report.history_starts}: the earlier versions of "
+            f"{report.begun_before_history} memories were no longer kept by the server"
         )
     if report.redacted_in_history:
         lines.append(

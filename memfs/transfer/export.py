@@ -75,6 +75,9 @@ class ExportReport:
     tree: SyncReport = field(default_factory=SyncReport)
     redacted_in_history: list[str] = field(default_factory=list)  # exported, redacted since
     history_starts: str | None = None  # the first commit's time, when this run made it
+    # memories whose first version this run saw was not their creation: the server had
+    # dropped their earlier versions (retention) before the repository's first commit
+    begun_before_history: int = 0
     snapshot: bool = False  # --git on a store without versions: one commit per run
 
 
@@ -407,6 +410,8 @@ class _Commits:
         self.marks = marks
         self.report = report
         self.first = history.head is None
+        # memories met so far by a first run (whose creation the repository should show)
+        self.met: set[str] | None = set() if self.first else None
         # the tree after the last commit rendered: file -> blob id (from the branch) or the id
         # of the version whose content it holds (``_VERSION`` + id)
         self.files = files
@@ -416,6 +421,10 @@ class _Commits:
         return [self.render(version) for version in versions]
 
     def render(self, version: MemoryVersion) -> bytes:
+        if self.met is not None and version.memory_id not in self.met:
+            self.met.add(version.memory_id)
+            if version.operation != "created":
+                self.report.begun_before_history += 1
         old = self.paths.get(version.memory_id)
         changes: list[tuple[str, str, int | None]] = []
         notes: list[str] = []

@@ -260,3 +260,42 @@ async def test_a_file_and_a_directory_of_one_name_are_reported_not_merged(
     assert (root / "e").read_text() == "over a directory"
     assert "written again" not in done.stderr  # the tree planned was the branch's
     assert git(root, "status", "--porcelain") == ""
+
+
+async def test_a_history_the_server_pruned_is_said_to_start_late_and_a_whole_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """Retention drops a memory's old versions (never its newest): a first export whose listing
+    starts a memory past its creation says how many memories began before the repository; a
+    store whose every memory starts with its creation gets no such line."""
+    from datetime import timedelta
+
+    from support.servers import served_in_process
+
+    from memfs.api.config import ClientConfig
+    from memfs.server.sqlite import SqliteStorage
+    from memfs.server.storage import utc_now
+    from memfs.transfer.export import export_history
+
+    key = "sk-export-pruned-" + "p" * 24
+    storage = await SqliteStorage.open(tmp_path / "pruned.db")
+    try:
+        async with served_in_process(storage, [key]) as base_url:
+            config = ClientConfig.from_env(base_url=base_url, env={"ANTHROPIC_API_KEY": key})
+            async with StoreClient(config) as client:
+                whole = await client.create_store("whole")
+                a = await client.create_memory(whole.id, "/a", "1")
+                await client.update_memory(whole.id, a.id, content="2")
+                report = await export_history(client, whole, tmp_path / "whole")
+                assert report.begun_before_history == 0
+
+                pruned = await client.create_store("pruned")
+                for name in ("/p", "/q"):
+                    memory = await client.create_memory(pruned.id, name, "old")
+                    await client.update_memory(pruned.id, memory.id, content="new")
+                await client.create_memory(pruned.id, "/r", "only")  # its creation is its newest
+                assert await storage.prune_versions(utc_now() + timedelta(seconds=1)) >= 2
+                report = await export_history(client, pruned, tmp_path / "pruned")
+                assert report.begun_before_history == 2
+    finally:
+        await storage.aclose()
