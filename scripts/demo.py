@@ -2,13 +2,14 @@
 
 Starts a reference server on a throwaway database, creates a demo store with a few memories,
 mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit, a search), then
-shows the version the edit stored and the store's history exported as a git repository. Then the same server's Databricks Agent Memory API: a store
-with one actor's entries, mounted with ``--api databricks``, its descriptions as extended
-attributes, and a search. Then a sandbox session: two more stores (one read-only) served by one
-process under one root, local scratch beside them, its status, and its stop. Everything is
-unmounted at the end. With ``--keep`` the two mounts (not the session, stopped by its tour) stay
-up until Ctrl-C so you can explore them from another terminal, and the server's console in a
-browser (the key to sign in with is then written to a 0600 file, never printed).
+shows the version the edit stored and the store's history exported as a git repository. Then the
+same server's Databricks Agent Memory API: a store with one actor's entries, mounted with
+``--api databricks``, its descriptions as extended attributes, and a search. Then a sandbox
+session: two more stores (one read-only) served by one process under one root, local scratch
+beside them, its status, and its stop. Everything is unmounted at the end. With ``--keep`` the
+two mounts (not the session, stopped by its tour) stay up until Ctrl-C so you can explore them
+from another terminal, and the server's console in a browser (the key to sign in with is then
+written to a 0600 file, never printed).
 
 The API key is generated here and passed to child processes through the environment only.
 """
