@@ -12,7 +12,10 @@ listing of 2,000 memories cost most of the page). For "the store as of" a moment
 shows): each memory's newest version then, and the whole history of the few memories whose
 version then was redacted (its path is inferred from its neighbours').
 For a Databricks store it counts entries by actor and by an actor's session
-(``dbx_actors``, ``dbx_sessions``): the Databricks API has no listing of either.
+(``dbx_actors``, ``dbx_sessions``): the Databricks API has no listing of either; and it reads a
+Databricks store's newest change (``dbx_newest_change``: where a live page's stream starts, one
+index lookup where ``DatabricksStorage.change_bounds`` also looks for the store's last deletion
+among all its changes).
 
 ``sql.console`` implements it for both SQL backends. This module must not know about HTTP.
 """
@@ -120,3 +123,8 @@ class ConsoleStorage(abc.ABC):
     async def dbx_sessions(self, store_id: str, actor_id: str, *, limit: int) -> list[EntryGroup]:
         """The first ``limit`` sessions of an actor by id, each with its entry count; the
         entries without a session first (``key`` None)."""
+
+    @abc.abstractmethod
+    async def dbx_newest_change(self, store_id: str) -> int:
+        """The ``ordinal`` of the Databricks store's newest change (0: none yet; an unknown
+        store: 0, as the page that asks has just read the store)."""

@@ -85,6 +85,14 @@ async def test_actor_and_session_counts_on_both_backends(
         assert [(s.key, s.entries) for s in sessions] == [(None, 2), ("S-1", 1), ("s-2", 2)]
         assert await storage.console.dbx_actors("no-such", limit=10) == []
         assert await storage.console.dbx_sessions("counts", "nobody", limit=10) == []
+        # where a live page's stream starts: the newest change (7 creates), also across the
+        # deletion of a store and its creation again under the same id (numbered on)
+        assert await storage.console.dbx_newest_change("counts") == 7
+        await dbx.delete_store("other")  # its create (1) and its deletion (2)
+        await dbx.create_store("other", description=None, creator="t")
+        assert await storage.console.dbx_newest_change("other") == 2
+        assert (await dbx.change_bounds("other")).newest == 2
+        assert await storage.console.dbx_newest_change("no-such") == 0
     finally:
         await storage.aclose()
 

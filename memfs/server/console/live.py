@@ -168,8 +168,10 @@ async def databricks_target(
     """The live target of a Databricks page (None: the server has no change hub)."""
     if console.hub is None:
         return None
-    bounds = await console.storage.databricks.change_bounds(store_id)
-    return _target(f"/databricks/{store_id}", bounds.newest, watch, mode)
+    # not ``change_bounds``: it also looks for the store's last deletion (every change of the
+    # store, on SQLite), which a page need not know (ordinals only grow, deletions included)
+    newest = await console.storage.console.dbx_newest_change(store_id)
+    return _target(f"/databricks/{store_id}", newest, watch, mode)
 
 
 def _target(path: str, position: int, watch: Watch, mode: Mode) -> LiveTarget:

@@ -202,3 +202,17 @@ class SqlConsole(ConsoleStorage):
             return [EntryGroup(row["session_id"] or None, int(row["n"])) for row in rows]
 
         return await self._backend._read(run)
+
+    async def dbx_newest_change(self, store_id: str) -> int:
+        def run(tx: Tx) -> int:
+            # as ``sql.databricks``'s next ordinal, less one: the store's counter (it outlives
+            # retention) or a change logged under its id, whichever is later; two index lookups
+            row = tx.one(
+                "SELECT (SELECT change_seq FROM dbx_stores WHERE id = ?) AS counted, "
+                "(SELECT MAX(ordinal) FROM dbx_changes WHERE store_id = ?) AS logged",
+                (store_id, store_id),
+            )
+            assert row is not None  # a SELECT of two subqueries has one row
+            return max(int(row["counted"] or 0), int(row["logged"] or 0))
+
+        return await self._backend._read(run)
