@@ -15,7 +15,8 @@ compared (ids, paths) is declared ``COLLATE "C"``. This module must not hold any
 DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs (step 3 indexes
 the memories that existed before the search index; step 4, the Databricks change log, has none;
 step 5 counts the tokens of the documents indexed before it, step 6 sums them per scope, and
-step 7 numbers the Databricks change log per store; step 8, the console's sessions, has none).
+step 7 numbers the Databricks change log per store; step 8, the console's sessions, and
+step 9, an index of Databricks store deletions, have none).
 """
 
 from __future__ import annotations
@@ -265,6 +266,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_us);
         """,
     ),
+    (
+        9,
+        # A Databricks store's last deletion (``change_bounds``, at every change stream's
+        # opening): found in this index at once, where ``dbx_changes_by_store`` made it walk
+        # every change of a store never deleted.
+        """
+        CREATE INDEX dbx_changes_store_deletions ON dbx_changes (store_id, ordinal)
+            WHERE kind = 'store_deleted';
+        """,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -444,6 +455,14 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
             last_seen_us BIGINT NOT NULL
         );
         CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_us);
+        """,
+    ),
+    (
+        9,
+        # A Databricks store's last deletion (see the SQLite step 9).
+        """
+        CREATE INDEX dbx_changes_store_deletions ON dbx_changes (store_id, ordinal)
+            WHERE kind = 'store_deleted';
         """,
     ),
 ]
