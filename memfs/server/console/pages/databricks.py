@@ -82,6 +82,10 @@ def content_sha(entry: DbxEntry) -> str:
     return sha256_hex(entry.content or "")
 
 
+# a title says what the page is for, as its h1 does (an entry, or its edit or delete form)
+ENTRY_TITLES = {"dbx_entry.html": "{}", "dbx_edit.html": "Edit {}", "dbx_delete.html": "Delete {}?"}
+
+
 def routes(console: Console) -> list[Route]:
     storage = console.storage
     dbx = storage.databricks
@@ -132,7 +136,7 @@ def routes(console: Console) -> list[Route]:
         actor = actor_param(request)
         sessions = await storage.console.dbx_sessions(store.id, actor, limit=LISTED + 1)
         return render(
-            request, "dbx_actor.html", signed_in, store, title=f"{actor} in {store.id}",
+            request, "dbx_actor.html", signed_in, store, title=f"Actor {actor}",
             actor=actor, sessions=sessions[:LISTED], more=len(sessions) > LISTED,
             live=await databricks_target(console, store.id, Watch(actor_id=actor), "reload"),
         )  # fmt: skip
@@ -168,7 +172,8 @@ def routes(console: Console) -> list[Route]:
     ) -> Response:
         live = await databricks_target(console, store.id, Watch(item_id=entry.id), "notice")
         return render(
-            request, template, signed_in, store, title=entry.path, entry=entry,
+            request, template, signed_in, store, title=ENTRY_TITLES[template].format(entry.path),
+            entry=entry,
             this_url=entry_url(store.id, entry.id), live=live, **context,
         )  # fmt: skip
 

@@ -341,7 +341,7 @@ def routes(console: Console) -> list[Route]:
             request,
             "redact.html",
             signed_in=signed_in,
-            title=f"Redact a version of {context['memory_path']}",
+            title=f"Redact a version of {context['memory_path']}?",
             version=version,
             **context,
         )
@@ -364,7 +364,7 @@ def routes(console: Console) -> list[Route]:
                 signed_in=signed_in,
                 status=status,
                 error=error,
-                title=f"Redact a version of {context['memory_path']}",
+                title=f"Redact a version of {context['memory_path']}?",
                 version=version,
                 **context,
             )

@@ -38,6 +38,16 @@ GONE = "This memory was deleted since you opened this page; nothing was saved."
 CONFLICT = "Someone changed this memory since you opened it: nothing was saved."
 
 
+# each page's title says what it is for, as its h1 does: a tab or a screen reader's list of
+# windows tells a memory from its edit form
+TITLES = {
+    "memory.html": "{path}",
+    "edit.html": "Edit {path}",
+    "rename.html": "Rename {path}",
+    "delete.html": "Delete {path}?",
+}
+
+
 def routes(console: Console) -> list[Route]:
     storage = console.storage
 
@@ -64,7 +74,7 @@ def routes(console: Console) -> list[Route]:
             signed_in=signed_in,
             status=status,
             error=error,
-            title=memory.path,
+            title=TITLES[template].format(path=memory.path),
             store=store,
             memory=memory,
             memory_url=memory_url(store.id, memory.id),
