@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from support.browser import api, needs_chromium, sign_in
-from support.databricks import Workspace
+from support.databricks import API, Workspace
 from support.servers import ServerProcess
 
 pytestmark = needs_chromium
@@ -33,6 +33,7 @@ LONG_LINE = "token=" + "Zm9vYmFyYmF6" * 60
 LONG_URL = "https://wiki.example.com/" + "very-long-page-name-" * 12
 CONTENT = f"# Decision\n\nWe moved the database.\n{LONG_LINE}\nSee {LONG_URL}\n"
 THEIRS = CONTENT + "Theirs.\n"
+OVER = ("button", "Save over theirs")
 STORE_NAME = "Platform-team-quarterly-planning-and-retrospective-notes-" * 2
 
 # the DOM helpers every check shares: an element's accessible name (the parts of the
@@ -137,7 +138,8 @@ def names(page: Any) -> list[str]:
 
 
 def landmarks(page: Any) -> list[str]:
-    """``html[lang]``; a title naming the page (``"<its h1> · memfs console"``); one ``main``;
+    """``html[lang]``; a phone's viewport (``width=device-width``); a title naming the page
+    (``"<its h1> · memfs console"``); one ``main``;
     the first focusable element a link to it; no positive ``tabindex``."""
     return list(
         _dom(
@@ -145,6 +147,11 @@ def landmarks(page: Any) -> list[str]:
             """
     const problems = [];
     if (!document.documentElement.lang) problems.push("html has no lang");
+    // without it a phone lays the page out 980 px wide and shrinks it: unreadable text
+    const viewport = document.querySelector('meta[name="viewport"]');
+    if (!viewport || !viewport.content.includes("width=device-width")) {
+      problems.push("no meta viewport width=device-width");
+    }
     const h1 = document.querySelector("h1");
     const wanted = `${h1 ? text(h1) : "?"} · memfs console`;
     if (document.title.replace(/\\s+/g, " ").trim() !== wanted) {
@@ -267,19 +274,25 @@ def check(page: Any, visit: Visit, *, status: int = 200, go: bool = True) -> lis
     return [f"{visit.name}: {problem}" for problem in problems]
 
 
+def entry_id(entry: dict[str, Any]) -> str:
+    return str(entry["name"].rsplit("/", 1)[1])
+
+
 def check_all(page: Any, visits: list[Visit]) -> list[str]:
     return [problem for visit in visits for problem in check(page, visit)]
 
 
-def conflict(page: Any, name: str, edit_url: str, their_write: Callable[[], None]) -> list[str]:
-    """Every check on the conflict page of ``edit_url``: the page is loaded and typed into,
-    ``their_write`` saves another content meanwhile, then "Save"."""
+def interrupted(
+    page: Any, name: str, edit_url: str, their_write: Callable[[], None], primary: tuple[str, str]
+) -> list[str]:
+    """Every check on the page a "Save" of ``edit_url`` leads to when ``their_write`` changed
+    or deleted the item between the page's load and its save (a conflict; "deleted")."""
     page.goto(edit_url)
     page.get_by_label("Content").fill(CONTENT + "Mine.\n")
     their_write()
     page.get_by_role("button", name="Save").click()
-    page.get_by_role("button", name="Save over theirs").wait_for()
-    return check(page, Visit(name, page.url, ("button", "Save over theirs")), go=False)
+    page.get_by_role(primary[0], name=primary[1]).wait_for()
+    return check(page, Visit(name, page.url, primary), go=False)
 
 
 def assert_none(problems: list[str]) -> None:
@@ -319,6 +332,9 @@ class Store:
         done = self.client.post(f"{self.api}/{memory_id}", json={"content": content})
         assert done.status_code == 200, done.text
 
+    def delete(self, memory_id: str) -> None:
+        assert self.client.delete(f"{self.api}/{memory_id}").status_code in (200, 204)
+
     def versions(self, memory_id: str) -> list[str]:
         """Newest first."""
         listed = self.client.get(
@@ -336,8 +352,7 @@ def seeded(console_server: ServerProcess) -> Iterator[tuple[Store, str]]:
         store = Store(client, console_server.base_url)
         store.create("/notes/today.md", "Standup at 10.\n")
         store.create("/animals/okapi.md", "The okapi lives in the forest of the Congo.\n")
-        gone = store.create("/scratch/old.md", "to delete\n")
-        assert client.delete(f"{store.api}/{gone}").status_code in (200, 204)
+        store.delete(store.create("/scratch/old.md", "to delete\n"))
         memory_id = store.create(LONG_PATH, CONTENT)
         store.update(memory_id, CONTENT + "Second thoughts.\n")
         store.update(memory_id, CONTENT.replace("moved", "migrated") + "Second thoughts.\n")
@@ -367,8 +382,17 @@ def test_memory_store_pages(console: Any, seeded: tuple[Store, str]) -> None:
     ]
     problems = check_all(page, visits)
     # the edit conflict: another writer saves between the page's load and its save
-    problems += conflict(
-        page, "edit conflict", f"{memory}/edit", lambda: store.update(memory_id, THEIRS)
+    problems += interrupted(
+        page, "edit conflict", f"{memory}/edit", lambda: store.update(memory_id, THEIRS), OVER
+    )
+    doomed = store.create("/notes/doomed.md", CONTENT)
+    back = ("link", f"Back to {STORE_NAME}")
+    problems += interrupted(
+        page,
+        "memory deleted",
+        f"{store.url}/memories/{doomed}/edit",
+        lambda: store.delete(doomed),
+        back,
     )
     missing = Visit(
         "error (404)", f"{store.url}/memories/mem_nonexistent", ("link", "Back to the stores")
@@ -415,7 +439,7 @@ def test_databricks_pages(console: Any, console_server: ServerProcess) -> None:
             description=f"Why we moved: {LONG_URL}",
         )
         entry = workspace.put(store, "/plan.md", CONTENT, actor=long_actor, session=long_session)
-        entry_url = f"{base}/{store}/entries/{entry['name'].rsplit('/', 1)[1]}"
+        entry_url = f"{base}/{store}/entries/{entry_id(entry)}"
         actor = httpx.QueryParams({"actor": long_actor})
         in_session = httpx.QueryParams({"actor": long_actor, "session": long_session})
         searched = in_session.set("q", "database moved")
@@ -430,10 +454,22 @@ def test_databricks_pages(console: Any, console_server: ServerProcess) -> None:
             Visit("search entries", f"{base}/{store}/search?{searched}", ("button", "Search")),
         ]
         problems = check_all(page, visits)
-        problems += conflict(
+        problems += interrupted(
             page,
             "an entry's edit conflict",
             f"{entry_url}/edit",
             lambda: workspace.patch(store, entry, THEIRS),
+            OVER,
+        )
+        doomed = workspace.put(store, "/doomed.md", CONTENT)
+        doomed_url = f"{base}/{store}/entries/{entry_id(doomed)}"
+        problems += interrupted(
+            page,
+            "entry deleted",
+            f"{doomed_url}/edit",
+            lambda: workspace.http.delete(
+                f"{API}/{store}/entries/{entry_id(doomed)}"
+            ).raise_for_status(),
+            ("link", f"Back to {store}"),
         )
     assert_none(problems)
