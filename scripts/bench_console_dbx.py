@@ -31,7 +31,7 @@ import httpx
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_console import GOAL_MS, KEY, Counted, timed
+from bench_console import GOAL_MS, KEY, Counted, timed_cases
 
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub
@@ -112,13 +112,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         f"{API}/{STORE}/entries/{entry_id}"
                     ),
                 }
-                results: dict[str, Any] = {}
-                for name, call in cases.items():
-                    result = await timed(args.runs, call)
-                    before = counter.count
-                    await call()
-                    result["transactions"] = counter.count - before
-                    results[name] = result
+                results = await timed_cases(args.runs, cases, counter)
         finally:
             await storage.aclose()
     return {

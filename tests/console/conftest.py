@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from support.browser import TIMEOUT_MS, Watched, launch_args
+from support.browser import TIMEOUT_MS, Watched, api, launch_args, sign_in
 from support.servers import ServerProcess, free_port
 
 from memfs.server.sqlite import SqliteStorage
@@ -71,3 +72,16 @@ def page(browser: Any, watched: Watched) -> Iterator[Any]:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def client(console_server: ServerProcess) -> Iterator[httpx.Client]:
+    """The API of the module's server, to seed stores and write as another writer."""
+    with api(console_server.base_url, console_server.api_key) as client:
+        yield client
+
+
+@pytest.fixture
+def console(page: Any, console_server: ServerProcess) -> Any:
+    """A page signed in to the module's server; it is on the stores page."""
+    return sign_in(page, console_server.base_url, console_server.api_key)

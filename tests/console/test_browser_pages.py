@@ -5,33 +5,13 @@ posted from another site changing nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from support.browser import Watched, api, needs_chromium
+from support.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
 from support.servers import ServerProcess
 
 pytestmark = needs_chromium
-
-XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
-XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
-
-
-@pytest.fixture
-def client(console_server: ServerProcess) -> Iterator[httpx.Client]:
-    with api(console_server.base_url, console_server.api_key) as client:
-        yield client
-
-
-@pytest.fixture
-def signed_in(page: Any, console_server: ServerProcess) -> Any:
-    page.goto(console_server.base_url + "/console/sign-in")
-    page.get_by_label("API key").fill(console_server.api_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/console/$"))
-    return page
 
 
 def new_store(client: httpx.Client, name: str, description: str = "") -> str:
@@ -56,9 +36,9 @@ def content_of(client: httpx.Client, store_id: str, memory_id: str) -> str:
 
 
 def test_browse_stores_to_a_store_to_a_memory(
-    signed_in: Any, client: httpx.Client, watched: Watched
+    console: Any, client: httpx.Client, watched: Watched
 ) -> None:
-    page = signed_in
+    page = console
     store_id = new_store(client, "Browse", "notes of the team")
     new_memory(client, store_id, "/projects/alpha/plan.md", "step one\nstep two\n")
     new_memory(client, store_id, "/readme.md", "\nstarts with a blank line")
@@ -83,8 +63,8 @@ def test_browse_stores_to_a_store_to_a_memory(
     assert watched.dialogs == [] and watched.errors == []
 
 
-def test_create_edit_rename_and_delete_a_memory(signed_in: Any, client: httpx.Client) -> None:
-    page = signed_in
+def test_create_edit_rename_and_delete_a_memory(console: Any, client: httpx.Client) -> None:
+    page = console
     store_id = new_store(client, "Writes")
     page.goto(page.url + f"stores/{store_id}")
     page.get_by_role("link", name="New memory").click()
@@ -120,9 +100,9 @@ def test_create_edit_rename_and_delete_a_memory(signed_in: Any, client: httpx.Cl
 
 
 def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
-    signed_in: Any, client: httpx.Client
+    console: Any, client: httpx.Client
 ) -> None:
-    page = signed_in
+    page = console
     store_id = new_store(client, "Conflict")
     memory = new_memory(client, store_id, "/facts.md", "sky: blue\ngrass: green\n")
     page.goto(page.url + f"stores/{store_id}/memories/{memory['id']}/edit")
@@ -143,8 +123,8 @@ def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
     assert content_of(client, store_id, memory["id"]) == "sky: blue\ngrass: green\nsea: salty\n"
 
 
-def test_search_shows_paths_and_snippets(signed_in: Any, client: httpx.Client) -> None:
-    page = signed_in
+def test_search_shows_paths_and_snippets(console: Any, client: httpx.Client) -> None:
+    page = console
     store_id = new_store(client, "Searchable")
     new_memory(client, store_id, "/animals/okapi.md", "The okapi lives in the forest.\n")
     new_memory(client, store_id, "/animals/cat.md", "A cat sleeps.\n")
@@ -157,8 +137,8 @@ def test_search_shows_paths_and_snippets(signed_in: Any, client: httpx.Client) -
     assert "The okapi lives in the forest." in results.inner_text()
 
 
-def test_store_settings_edit_archive_and_delete(signed_in: Any, client: httpx.Client) -> None:
-    page = signed_in
+def test_store_settings_edit_archive_and_delete(console: Any, client: httpx.Client) -> None:
+    page = console
     page.get_by_label("Name", exact=True).fill("Admin me")
     page.get_by_role("button", name="Create store").click()
     page.get_by_text("Store created.").wait_for()
@@ -190,9 +170,9 @@ def test_store_settings_edit_archive_and_delete(signed_in: Any, client: httpx.Cl
 
 
 def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
-    signed_in: Any, client: httpx.Client, watched: Watched
+    console: Any, client: httpx.Client, watched: Watched
 ) -> None:
-    page = signed_in
+    page = console
     store_id = new_store(client, f"store {XSS_IMG}", f"about {XSS_SCRIPT}")
     path = f"/x/{XSS_SCRIPT}.md"
     content = f"{XSS_IMG}\n{XSS_SCRIPT}\n<b>bold</b> okapi\n"
@@ -221,9 +201,9 @@ def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
 
 
 def test_a_form_posted_from_another_site_changes_nothing(
-    signed_in: Any, client: httpx.Client, console_server: ServerProcess
+    console: Any, client: httpx.Client, console_server: ServerProcess
 ) -> None:
-    page = signed_in
+    page = console
     before = {s["name"] for s in client.get("/v1/memory_stores").json()["data"]}
     evil = "http://evil.test/"
     page.route(

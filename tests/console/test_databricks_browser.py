@@ -10,25 +10,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.browser import Watched, needs_chromium, sign_in
+from support.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
 from support.databricks import API, Workspace
 from support.servers import ServerProcess
 
 pytestmark = needs_chromium
-
-XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
-XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
 
 
 @pytest.fixture
 def workspace(console_server: ServerProcess) -> Iterator[Workspace]:
     with Workspace(console_server) as workspace:
         yield workspace
-
-
-@pytest.fixture
-def console(page: Any, console_server: ServerProcess) -> Any:
-    return sign_in(page, console_server.base_url, console_server.api_key)
 
 
 def entry_id(entry: dict[str, Any]) -> str:

@@ -6,34 +6,13 @@ changing nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from support.browser import Watched, api, needs_chromium
+from support.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
 from support.servers import ServerProcess
 
 pytestmark = needs_chromium
-
-XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
-XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
-
-
-@pytest.fixture
-def client(console_server: ServerProcess) -> Iterator[httpx.Client]:
-    with api(console_server.base_url, console_server.api_key) as client:
-        yield client
-
-
-@pytest.fixture
-def console(page: Any, console_server: ServerProcess) -> Any:
-    """A page signed in; its ``url`` is the console's root."""
-    page.goto(console_server.base_url + "/console/sign-in")
-    page.get_by_label("API key").fill(console_server.api_key)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/console/$"))
-    return page
 
 
 class Store:

@@ -51,6 +51,11 @@ class Watched:
             self.errors.append(message.text)
 
 
+# agent-written markup the console must show as text: either one, run, sets ``window.__pwned``
+XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
+XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
+
+
 def api(base_url: str, key: str) -> httpx.Client:
     """A plain API client of the server (to seed stores, and to write as another writer)."""
     return httpx.Client(
