@@ -13,24 +13,14 @@ from pathlib import Path
 import anthropic
 import pytest
 from support.mounts import MountedStore, MountMaker
-from support.servers import free_port
 
-from .helpers import ADMIN_KEY, FaultyServer
+from .helpers import FaultyServer, faulty_server_in
 
 
 @pytest.fixture
 def faulty_server(tmp_path: Path) -> Iterator[FaultyServer]:
-    proc = FaultyServer(
-        db=tmp_path / "faulty.db",
-        port=free_port(),
-        extra_args=["--faults", "none"],
-        admin_key=ADMIN_KEY,
-    )
-    proc.start()
-    try:
+    with faulty_server_in(tmp_path) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -3,8 +3,12 @@ run time through the admin endpoint with ``ADMIN_KEY`` (``memfs.server.faults``)
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 import httpx
-from support.servers import ServerProcess
+from support.servers import ServerProcess, free_port
 
 ADMIN_KEY = "sk-memfs-admin-" + "f" * 24
 
@@ -28,3 +32,20 @@ class FaultyServer(ServerProcess):
         response.raise_for_status()
         data: dict[str, object] = response.json()
         return data
+
+
+@contextlib.contextmanager
+def faulty_server_in(directory: Path) -> Iterator[FaultyServer]:
+    """A running server with fault injection (none installed yet: ``set_faults``), its
+    database in ``directory``; stopped on the way out."""
+    proc = FaultyServer(
+        db=directory / "faulty.db",
+        port=free_port(),
+        extra_args=["--faults", "none"],
+        admin_key=ADMIN_KEY,
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

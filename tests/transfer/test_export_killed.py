@@ -14,9 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from faults.helpers import ADMIN_KEY, FaultyServer
+from faults.helpers import FaultyServer, faulty_server_in
 from support.export_runs import git, memfs
-from support.servers import free_port
 from support.waiting import wait_for
 
 from memfs.api import StoreClient
@@ -27,17 +26,8 @@ VERSIONS_ROUTE = 'route="/v1/memory_stores/{store_id}/memory_versions"'
 
 @pytest.fixture
 def slow_server(tmp_path: Path) -> Iterator[FaultyServer]:
-    proc = FaultyServer(
-        db=tmp_path / "faulty.db",
-        port=free_port(),
-        extra_args=["--faults", "none"],
-        admin_key=ADMIN_KEY,
-    )
-    proc.start()
-    try:
+    with faulty_server_in(tmp_path) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def listings(server: FaultyServer) -> int:
