@@ -39,9 +39,10 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.models import Actor, MemoryStore, MemoryVersion, format_time, parse_time
-from memfs.paths import PathError, validate_path
 from memfs.store_api import StoreAPI
 from memfs.transfer import export_git as git
+from memfs.transfer.export_ahead import TreeAhead
+from memfs.transfer.export_listing import LIST_PAGE, list_new_versions, unsafe
 from memfs.transfer.export_tree import MANIFEST_NAME, SyncReport, Tree, blob_id, sync_tree
 from memfs.transfer.layout import (
     API_DATABRICKS,
@@ -57,8 +58,12 @@ from memfs.transfer.layout import (
 
 log = logging.getLogger(__name__)
 
-LIST_PAGE = 20  # the most a listing with contents returns (view=full)
-CHECKPOINT_EVERY = 2000  # commits between two fast-import checkpoints (each costs ~35 ms)
+# commits rendered and handed to fast-import per thread hop (progress is reported between two)
+COMMIT_BATCH = 500
+# commits between two fast-import checkpoints: each costs ~25 ms (a pack closed, a new one
+# begun), about 1 s of fast-import's work at this interval; an export stopped meanwhile loses
+# only the commits since the last one (the versions are listed again)
+CHECKPOINT_EVERY = 20_000
 
 Progress = Callable[[str, int, int | None], None]  # (phase, done, total or None)
 
@@ -209,53 +214,97 @@ async def export_history(
     """Append the versions of ``store`` not yet in ``root``'s repository as commits, and make
     the working tree the last commit's (module docstring).
 
-    Once the versions are listed, the commits are rendered in memory, which gives the last
-    commit's tree; the working tree is written from it (the newest content of each memory the
-    listing brought, the rest from the branch) while fast-import digests the commits, and is
-    checked against the branch's tree once it is written (a difference: written again from
-    the branch). ``find_redacted``: also list every version, without contents, to report all
-    those redacted since they were exported (not only those made since the last export)."""
+    While the versions are listed, each memory's newest content is written ahead as its file
+    (``export_ahead``). Once they are listed, the commits are rendered and handed to
+    fast-import batch by batch, which gives the last commit's tree; the working tree is made
+    equal to it (the newest content of each memory the listing brought, the rest from the
+    branch; files written ahead are found equal, those it lacks removed) while fast-import
+    digests the last commits, and is checked against the branch's tree once it is written (a
+    difference: written again from the branch). ``find_redacted``: also list every version,
+    without contents, to report all those redacted since they were exported (not only those
+    made since the last export)."""
     repo = repo or git.GitRepo(root)
     report = ExportReport()
     with Tree(root):  # DIR exists from here on
         pass
     history = await trio.to_thread.run_sync(repo.open, store.id)
     before = await trio.to_thread.run_sync(repo.tree_files)
-    since = parse_time(history.last_time) if history.last_time else None
     info = store_info(store)
-    planned: dict[str, str] | None = None
-    with repo.fast_import() as stream:
-        versions, marks, newest = await _list_new_versions(
-            client, store.id, since, history, stream, report, progress
+    ahead = TreeAhead(root)
+    try:
+        planned, unwritten = await _commit_history(
+            client, store, repo, history, before, ahead, report, progress, checkpoint_every
         )
-        report.versions = len(versions)
-        commits = _Commits(store.id, history, stream, marks, report, dict(before))
-        rendered = await trio.to_thread.run_sync(commits.render_all, versions[::-1])
+        await trio.to_thread.run_sync(_finish_tree, repo, planned, info, report, unwritten, ahead)
+    except BaseException:
+        ahead.abandon()  # local unlinks only: done even when cancelled
+        raise
+    finally:
+        ahead.close()
+    if find_redacted:
+        await _find_redacted(client, store.id, history.exported, report)
+    return report
+
+
+async def _commit_history(
+    client: StoreClient,
+    store: MemoryStore,
+    repo: git.GitRepo,
+    history: git.History,
+    before: dict[str, str],
+    ahead: TreeAhead,
+    report: ExportReport,
+    progress: Progress,
+    checkpoint_every: int,
+) -> tuple[dict[str, str] | None, bool]:
+    """List the new versions and commit them through one fast-import; the working tree
+    planned from the commits (None: write it from the branch) and whether it is unwritten."""
+    info = store_info(store)
+    since = parse_time(history.last_time) if history.last_time else None
+    with repo.fast_import() as stream:
+        listing = await list_new_versions(
+            client,
+            store.id,
+            since,
+            history,
+            stream,
+            ahead,
+            lambda listed: progress("listing versions", listed, None),
+        )
+        report.requests += listing.pages
+        report.redacted_in_history += listing.redacted_in_history
+        report.versions = len(listing.versions)
+        newest = listing.newest
+        commits = _Commits(store.id, history, stream, listing.marks, report, dict(before))
+        oldest_first = listing.versions[::-1]
+        batch = max(1, min(COMMIT_BATCH, checkpoint_every))
+        pending = 0  # commits written since the last checkpoint
+        for start in range(0, len(oldest_first), batch):
+            chunk = oldest_first[start : start + batch]
+            pending += len(chunk)
+            checkpoint = pending >= checkpoint_every and start + batch < len(oldest_first)
+            await trio.to_thread.run_sync(commits.write, chunk, checkpoint)
+            pending = 0 if checkpoint else pending
+            progress("committed", stream.commits, len(oldest_first))
+        # every commit is rendered, and the last commit's tree known; fast-import may still be
+        # digesting them (its input pipe holds up to 1 MiB): the working tree is written
+        # meanwhile, once the files written ahead are
+        planned = _planned_tree(commits.files, newest, info)
         with ThreadPoolExecutor(1) as pool:
-            planned = _planned_tree(commits.files, newest, info)
             checkout = (
-                pool.submit(_write_planned, repo, planned, newest, info)
-                if planned is not None and rendered
+                pool.submit(_write_planned, repo, planned, newest, info, ahead)
+                if planned is not None and oldest_first
                 else None
             )
             try:
-                for start in range(0, len(rendered), checkpoint_every):
-                    batch = rendered[start : start + checkpoint_every]
-                    await trio.to_thread.run_sync(stream.write_commits, batch)
-                    if stream.commits < len(rendered):
-                        await trio.to_thread.run_sync(stream.checkpoint)
-                    progress("committed", stream.commits, len(rendered))
                 await trio.to_thread.run_sync(stream.done)
                 if checkout is not None:
                     report.tree = await trio.to_thread.run_sync(checkout.result)
             finally:
                 if checkout is not None:  # never leave it writing behind us
                     wait([checkout])
-    report.commits = len(rendered)
-    await trio.to_thread.run_sync(_finish_tree, repo, planned, info, report, checkout is None)
-    if find_redacted:
-        await _find_redacted(client, store.id, history.exported, report)
-    return report
+    report.commits = stream.commits
+    return planned, checkout is None
 
 
 async def _find_redacted(
@@ -299,9 +348,15 @@ def _planned_tree(
 
 
 def _write_planned(
-    repo: git.GitRepo, planned: dict[str, str], newest: dict[str, bytes], info: StoreInfo
+    repo: git.GitRepo,
+    planned: dict[str, str],
+    newest: dict[str, bytes],
+    info: StoreInfo,
+    ahead: TreeAhead,
 ) -> SyncReport:
-    """Write the working tree ``planned``: contents from the listing, or the branch's blobs."""
+    """Write the working tree ``planned``: contents from the listing, or the branch's blobs
+    (once the files written ahead are: those are found equal, the others removed first)."""
+    ahead.prune(planned)
     by_blob = {blob_id(data): data for data in newest.values()}
     meta = info.to_bytes()
     by_blob[blob_id(meta)] = meta
@@ -321,9 +376,11 @@ def _finish_tree(
     info: StoreInfo,
     report: ExportReport,
     unwritten: bool,
+    ahead: TreeAhead,
 ) -> None:
     """Check the working tree written against the branch's last commit (write it from the
-    branch if it was not written, or differs), and reset the index to that commit."""
+    branch if it was not written, or differs), reset the index to that commit, and settle the
+    files written ahead."""
     files = repo.tree_files()
     report.memories = len(files)
     meta = f"{META_DIR}/{STORE_FILE}"
@@ -331,63 +388,10 @@ def _finish_tree(
     if unwritten or planned is None or expected != files:
         if not unwritten and planned is not None:
             log.warning("the working tree planned differs from the last commit's: written again")
+        ahead.prune(files)
         _check_out(repo, files, info, report)
     repo.reset_index()
-
-
-async def _list_new_versions(
-    client: StoreClient,
-    store_id: str,
-    since: datetime | None,
-    history: git.History,
-    stream: git.FastImport,
-    report: ExportReport,
-    progress: Progress,
-) -> tuple[list[MemoryVersion], dict[str, int], dict[str, bytes]]:
-    """The versions made at or after ``since`` that the repository lacks, newest first, without
-    their contents: those went into git as blobs (``marks``: version id -> blob mark); the
-    content of each memory's newest version is kept (``newest``: version id -> bytes), for the
-    working tree (as much as the store holds now, as a plain export)."""
-    versions: list[MemoryVersion] = []
-    marks: dict[str, int] = {}
-    newest: dict[str, bytes] = {}
-    seen: set[str] = set()  # memories whose newest version was listed
-    cursor: str | None = None
-    while True:
-        page = await client.list_versions_page(
-            store_id, created_gte=since, limit=LIST_PAGE, view="full", page=cursor
-        )
-        report.requests += 1
-        blobs: list[tuple[str, bytes]] = []
-        for version in page.data:
-            first = version.memory_id not in seen
-            seen.add(version.memory_id)
-            if version.id in history.exported:
-                if version.redacted:
-                    report.redacted_in_history.append(version.id)
-                continue
-            if version.content is not None:
-                data = version.content.encode("utf-8")
-                blobs.append((version.id, data))
-                if first:
-                    newest[version.id] = data
-            versions.append(_without_content(version))
-        if blobs:  # one thread hop a page: a pipe write may block while git digests
-            marks.update(await trio.to_thread.run_sync(_write_blobs, stream, blobs))
-        progress("listing versions", len(versions), None)
-        if page.next_page is None:
-            return versions, marks, newest
-        cursor = page.next_page
-
-
-def _write_blobs(stream: git.FastImport, blobs: list[tuple[str, bytes]]) -> dict[str, int]:
-    return {version_id: stream.blob(data) for version_id, data in blobs}
-
-
-def _without_content(version: MemoryVersion) -> MemoryVersion:
-    from dataclasses import replace
-
-    return replace(version, content=None)
+    ahead.settle(report.tree)
 
 
 class _Commits:
@@ -417,8 +421,12 @@ class _Commits:
         self.files = files
         self.dirs: Counter[str] = Counter(d for path in files for d in _parents(path))
 
-    def render_all(self, versions: list[MemoryVersion]) -> list[bytes]:
-        return [self.render(version) for version in versions]
+    def write(self, versions: list[MemoryVersion], checkpoint: bool) -> None:
+        """Render the commits of ``versions`` (the next ones, oldest first) and hand them to
+        fast-import, then a checkpoint if asked."""
+        self.stream.write_commits([self.render(version) for version in versions])
+        if checkpoint:
+            self.stream.checkpoint()
 
     def render(self, version: MemoryVersion) -> bytes:
         if self.met is not None and version.memory_id not in self.met:
@@ -446,7 +454,7 @@ class _Commits:
             if old is not None and old != new:
                 subject += f" (renamed from {old})"
         if new is not None and new != old:
-            reason = _unsafe(new) or self._clash(file_path(new), old)
+            reason = unsafe(new) or self._clash(file_path(new), old)
             if reason is not None:
                 notes.append(f"Not exported: {reason}.")
                 self.report.skipped.append((new, reason))
@@ -516,16 +524,6 @@ def _parents(relative: str) -> list[str]:
     """The directories above a file: ``a/b/c`` -> ``a``, ``a/b``."""
     parts = relative.split("/")[:-1]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _unsafe(path: str) -> str | None:
-    """Why the memory path ``path`` is not a file of the repository (None: it is)."""
-    try:
-        validate_path(path)  # the API's rules: no control character can reach a trailer
-        file_path(path)
-    except (PathError, UnsafePathError) as exc:
-        return str(exc)
-    return None
 
 
 def author(actor: Actor | None) -> tuple[str, str]:

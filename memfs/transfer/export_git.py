@@ -21,6 +21,7 @@ discards the rest, so what the branch holds is always a prefix of the history.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 import subprocess
@@ -43,6 +44,10 @@ TIME = "Memfs-Time"
 PATH = "Memfs-Path"  # the memory's path after this version; absent: not in the tree
 
 _SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+# fast-import's input pipe: 1 MiB (Linux's default 64 KiB makes each write of commits wait for
+# git to digest the previous ones, so rendering and digesting would take turns)
+_PIPE_BYTES = 1 << 20
 
 
 class GitError(Exception):
@@ -240,6 +245,8 @@ class GitRepo:
             except OSError as exc:
                 raise GitError(f"cannot run {self.git}: {exc.strerror}") from None
             assert proc.stdin is not None and proc.stdout is not None
+            with contextlib.suppress(OSError, AttributeError):  # not Linux, or over a limit
+                fcntl.fcntl(proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
             stream = FastImport(proc.stdin, proc.stdout, self.head())
             try:
                 yield stream

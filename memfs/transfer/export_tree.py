@@ -158,6 +158,19 @@ class Tree:
                     os.unlink(temp, dir_fd=parent)
                 raise
 
+    def create(self, relative: str, data: bytes) -> bool:
+        """A new file ``relative`` holding ``data``, if nothing is there yet (False: something
+        is, or is in the way on the path, and nothing was written)."""
+        try:
+            with self._parent(relative, create=True) as parent:
+                assert parent is not None
+                name = relative.rsplit("/", 1)[-1]
+                fd = os.open(name, _NEW_FLAGS, 0o666, dir_fd=parent)
+                self._fill(fd, name, parent, data)
+        except OSError:  # FileExistsError, InTheWayError, ELOOP...: left to ``sync_tree``
+            return False
+        return True
+
     def _new_file(self, parent: int, data: bytes) -> str:
         """A new file holding ``data`` in ``parent``, at a name nobody else uses; its name.
         ``O_EXCL | O_NOFOLLOW``: whatever is planted at that name is never opened (the name is

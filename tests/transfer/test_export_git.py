@@ -172,6 +172,7 @@ async def test_an_export_stopped_half_way_ends_as_one_uninterrupted_run(
             client, store, stopped, progress=stop_after_first_checkpoint, checkpoint_every=4
         )
     assert len(commits(stopped)) == 4  # the branch is at the checkpoint, nothing after it
+    assert sorted(os.listdir(stopped)) == [".git"]  # no file written ahead is left
     await export_history(client, store, stopped)
     whole = tmp_path / "whole"
     await export_history(client, store, whole)

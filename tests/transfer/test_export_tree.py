@@ -14,6 +14,7 @@ from support.export_runs import git, memfs
 from support.servers import ServerProcess
 
 from memfs.api import StoreClient
+from memfs.transfer.export_ahead import TreeAhead
 from memfs.transfer.export_tree import Tree, blob_id, sync_tree
 
 
@@ -117,6 +118,49 @@ def test_sync_refuses_special_files_and_keeps_what_it_did_not_write(tmp_path: Pa
         report = sync_tree(tree, {}, lambda ps: {})
     assert report.removed == 1 and not (root / "ok").exists()
     assert (root / "fifo").exists() and (root / "dir.md").is_dir()
+
+
+def test_files_written_ahead_touch_nothing_already_there_and_leave_no_stray(
+    tmp_path: Path,
+) -> None:
+    """``TreeAhead`` (``export --git`` writing each memory's newest content while it lists):
+    it creates only where nothing is, ``prune`` removes what the tree will not hold before the
+    tree is synced (so ``a/b`` ahead is not in the way of a file ``a``), a file changed since
+    it was written ahead is never removed, and the sync counts the files ahead as written."""
+    root = tmp_path / "dir"
+    root.mkdir()
+    (root / "mine.md").write_text("the user's")
+    os.symlink("/etc", root / "link")
+    ahead = TreeAhead(root)
+    try:
+        ahead.submit([("mine.md", b"ahead"), ("link/x", b"ahead"), ("a/b", b"clash")])
+        ahead.submit([("kept.md", b"kept"), ("edited.md", b"ahead"), ("a/b", b"second")])
+        ahead.finish()
+        assert sorted(ahead.created) == ["a/b", "edited.md", "kept.md"]
+        assert (root / "mine.md").read_text() == "the user's"  # never over anything
+        assert (root / "a" / "b").read_bytes() == b"clash"  # the first (newest) one wins
+        (root / "edited.md").write_text("edited meanwhile")
+        data = {"a": b"a file", "kept.md": b"kept"}
+        wanted = {path: blob_id(content) for path, content in data.items()}
+        ahead.prune(wanted)
+        assert not (root / "a").is_dir()  # the file ahead and the directory it made
+        with Tree(root) as tree:
+            report = sync_tree(tree, wanted, lambda paths: {p: data[p] for p in paths})
+        assert report.refused == [] and (root / "a").read_bytes() == b"a file"
+        ahead.settle(report)
+        assert (report.written, report.unchanged) == (2, 0)
+        assert (root / "edited.md").read_text() == "edited meanwhile"
+        assert sorted(os.listdir(root)) == [
+            ".memfs",
+            "a",
+            "edited.md",
+            "kept.md",
+            "link",
+            "mine.md",
+        ]
+        assert ahead.created == {}
+    finally:
+        ahead.close()
 
 
 def test_databricks_entries_with_descriptions(server: ServerProcess, tmp_path: Path) -> None:
