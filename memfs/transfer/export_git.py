@@ -45,6 +45,13 @@ PATH = "Memfs-Path"  # the memory's path after this version; absent: not in the 
 
 _SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
+# Objects stored without zlib (level 0): fast-import writes three small objects per version (a
+# commit and two trees, deltified), and compressing each one costs more than digesting it: 35-40%
+# less of its CPU, a pack about 35% larger (8.2 MB against 6.1 MB for 10,000 versions); ``git
+# repack -adF`` compresses it (docs/export-import.md)
+_FAST_IMPORT_CONFIG = ("-c", "pack.compression=0")
+_FAST_IMPORT_ARGS = ("--quiet", "--done", "--date-format=raw")
+
 # fast-import's input pipe: 1 MiB (Linux's default 64 KiB makes each write of commits wait for
 # git to digest the previous ones, so rendering and digesting would take turns)
 _PIPE_BYTES = 1 << 20
@@ -235,7 +242,7 @@ class GitRepo:
             env = {**self.env(), "MALLOC_TOP_PAD_": str(16 << 20)}
             try:
                 proc = subprocess.Popen(
-                    self.command("fast-import", "--quiet", "--done", "--date-format=raw"),
+                    self.command(*_FAST_IMPORT_CONFIG, "fast-import", *_FAST_IMPORT_ARGS),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,  # answers ``progress``: a checkpoint is reached
                     stderr=errors,
