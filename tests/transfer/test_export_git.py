@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -152,6 +153,31 @@ async def test_a_second_run_adds_only_new_versions_with_one_request(
     assert len(log) == 30 and log[-1]["message"].startswith("modified /b (renamed from /a)")
     assert git(root, "rev-parse", "HEAD~1") == head
     assert sorted(os.listdir(root)) == [".git", ".memfs", "b"]
+
+
+async def test_git_failing_while_the_versions_are_listed_fails_the_export_and_leaves_no_file(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    """fast-import gone while the pages are listed: the listing's worker, streaming blobs into
+    it, fails, the export raises it (not a hang, not a partial success), and the files written
+    ahead are removed."""
+    store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
+    for i in range(50):  # 1.5 MB of contents: more than the pipe to fast-import holds
+        await client.create_memory(store.id, f"/m{i:02d}.md", f"{i} " + "x" * 30_000)
+    real_git = shutil.which("git")
+    assert real_git is not None
+    fake = tmp_path / "git"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do [ "$arg" = fast-import ] && { echo gone >&2; exit 1; }; done\n'
+        f'exec {real_git} "$@"\n'
+    )
+    fake.chmod(0o755)
+    root = tmp_path / "export"
+    with pytest.raises(export_git.GitError, match="fast-import stopped reading its input"):
+        await export_history(client, store, root, repo=export_git.GitRepo(root, git=str(fake)))
+    assert sorted(os.listdir(root)) == [".git"]
+    assert git(root, "log", "--oneline", "--all") == ""
 
 
 async def test_an_export_stopped_half_way_ends_as_one_uninterrupted_run(
