@@ -120,7 +120,10 @@ async def export_files(config: ClientConfig, store_id: str, root: Path) -> tuple
 
 def create_files(root: Path, count: int) -> float:
     """Seconds to create ``count`` small files in 20 directories: this machine's floor for the
-    working tree an export writes (contended disks make it vary tenfold)."""
+    working tree an export writes. On ext4 without a journal (this VM's root) it varies
+    twentyfold: allocating an inode skips every inode of the group freed in the last 1-5
+    minutes, one by one, so it grows with what was deleted just before (a test run, the last
+    benchmark's directory); 0.06 s after 5 quiet minutes."""
     started = time.perf_counter()
     for i in range(count):
         directory = root / f"dir{i % 20:02d}"
