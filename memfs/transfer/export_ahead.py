@@ -69,8 +69,9 @@ class TreeAhead:
         self.finish()
         for path, blob in list(self.created.items()):
             if tree.files.get(path) == blob:
-                tree.written += 1
-                tree.unchanged -= 1
+                if tree.unchanged > 0:  # else someone rewrote it meanwhile: counted written
+                    tree.written += 1
+                    tree.unchanged -= 1
                 del self.created[path]
         self._remove_created()
 
@@ -91,4 +92,4 @@ class TreeAhead:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self._tree.__exit__(None, None, None)
+        self._tree.close()

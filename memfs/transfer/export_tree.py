@@ -72,6 +72,9 @@ class Tree:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         os.close(self.fd)
 
     @contextlib.contextmanager
