@@ -115,13 +115,19 @@ class ConsoleStorage(abc.ABC):
         """Every version of those memories of the store, oldest first (the store's order)."""
 
     @abc.abstractmethod
-    async def dbx_actors(self, store_id: str, *, limit: int) -> list[EntryGroup]:
-        """The first ``limit`` actors of a Databricks store by id (byte order), each with its
-        entry count (an unknown store: an empty list)."""
+    async def dbx_actors(
+        self, store_id: str, *, limit: int, after: str | None = None
+    ) -> list[EntryGroup]:
+        """The first ``limit`` actors of a Databricks store by id (byte order) after the actor
+        ``after`` (None: from the first), each with its entry count (an unknown store: an
+        empty list)."""
 
     @abc.abstractmethod
-    async def dbx_sessions(self, store_id: str, actor_id: str, *, limit: int) -> list[EntryGroup]:
-        """The first ``limit`` sessions of an actor by id, each with its entry count; the
+    async def dbx_sessions(
+        self, store_id: str, actor_id: str, *, limit: int, after: str | None = None
+    ) -> list[EntryGroup]:
+        """The first ``limit`` sessions of an actor by id after the session ``after`` ("": the
+        entries without a session; None: from the first), each with its entry count; the
         entries without a session first (``key`` None)."""
 
     @abc.abstractmethod

@@ -5,6 +5,7 @@ server has no change hub."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -83,6 +84,12 @@ async def test_actor_and_session_counts_on_both_backends(
         ]
         sessions = await storage.console.dbx_sessions("counts", "alice", limit=10)
         assert [(s.key, s.entries) for s in sessions] == [(None, 2), ("S-1", 1), ("s-2", 2)]
+        # the next page of each: strictly after the last key shown ("": no session)
+        after_zed = await storage.console.dbx_actors("counts", limit=10, after="Zed")
+        assert [a.key for a in after_zed] == ["alice", "bob"]
+        after_none = await storage.console.dbx_sessions("counts", "alice", limit=1, after="")
+        assert [(s.key, s.entries) for s in after_none] == [("S-1", 1)]
+        assert await storage.console.dbx_sessions("counts", "alice", limit=9, after="s-2") == []
         assert await storage.console.dbx_actors("no-such", limit=10) == []
         assert await storage.console.dbx_sessions("counts", "nobody", limit=10) == []
         # where a live page's stream starts: the newest change (7 creates), also across the
@@ -166,6 +173,59 @@ async def test_refusals_are_one_line_pages(storage: Storage) -> None:
         assert taken.status_code == 409 and 'value="/a.md"' in taken.text  # the form again
         bad = await client.post("/console/databricks/refusals/new", data={**fields, "path": "a"})
         assert bad.status_code == 400 and "must start with" in bad.text
+
+
+async def test_long_listings_go_on_page_by_page_and_a_foreign_cursor_is_refused(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Actors, an actor's sessions and entries past one page: "Next page" links walk them all,
+    each once, in order; a cursor of another listing (or a forged one) is a 400."""
+    from memfs.server.console.pages import databricks as pages
+
+    monkeypatch.setattr(pages, "LISTED", 2)
+    dbx = storage.databricks
+    await dbx.create_store("long", description=None, creator="t")
+    for actor in ("a1", "a2", "a3", "a4", "a5"):
+        await dbx.create_entry("long", entry(actor, "/x"))
+    for session in (None, "s1", "s2", "s3"):
+        for path in ("/p1", "/p2", "/p3"):
+            await dbx.create_entry("long", entry("a1", path, session))
+
+    async def walk(client: httpx.AsyncClient, url: str, link: re.Pattern[str]) -> list[str]:
+        found: list[str] = []
+        for _ in range(10):  # 5 actors, 4 sessions, 13 entries: at most 7 pages of 2
+            page = await client.get(url)
+            assert page.status_code == 200, page.text
+            found += link.findall(page.text)
+            more = re.search(r'<a href="([^"]+)">Next page</a>', page.text)
+            if more is None:
+                return found
+            url = html.unescape(more.group(1))
+            assert "First page" in (await client.get(url)).text
+        raise AssertionError(f"still a next page after 10: {found}")
+
+    async with signed_in(create_app(storage, [KEY])) as client:
+        actors = await walk(client, "/console/databricks/long", re.compile(r"actor=(a\d)\""))
+        assert actors == ["a1", "a2", "a3", "a4", "a5"]
+        sessions = await walk(
+            client,
+            "/console/databricks/long/actor?actor=a1",
+            re.compile(r"(session_less=1|session=s\d)\""),
+        )
+        assert sessions == ["session_less=1", "session=s1", "session=s2", "session=s3"]
+        entries = await walk(
+            client,
+            "/console/databricks/long/entries?actor=a1",
+            re.compile(r'">(/p\d|/x)</a></td>'),
+        )
+        assert entries == ["/p1"] * 4 + ["/p2"] * 4 + ["/p3"] * 4 + ["/x"]
+        first = await client.get("/console/databricks/long")
+        more = re.search(r'<a href="[^"]+page=([^"&]+)">Next page</a>', first.text)
+        assert more is not None
+        foreign = await client.get(f"/console/databricks/long/actor?actor=a1&page={more.group(1)}")
+        assert foreign.status_code == 400 and "different listing" in foreign.text
+        forged = await client.get("/console/databricks/long?page=page_AAAA")
+        assert forged.status_code == 400 and "not a valid page cursor" in forged.text
 
 
 async def test_without_a_change_hub_pages_are_not_live(storage: Storage) -> None:

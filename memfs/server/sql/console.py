@@ -179,24 +179,30 @@ class SqlConsole(ConsoleStorage):
 
         return await self._backend._read(run)
 
-    async def dbx_actors(self, store_id: str, *, limit: int) -> list[EntryGroup]:
+    async def dbx_actors(
+        self, store_id: str, *, limit: int, after: str | None = None
+    ) -> list[EntryGroup]:
         def run(tx: Tx) -> list[EntryGroup]:
             rows = tx.execute(
                 "SELECT actor_id, COUNT(*) AS n FROM dbx_entries WHERE store_id = ? "
-                "GROUP BY actor_id ORDER BY actor_id LIMIT ?",
-                (store_id, limit),
+                + ("AND actor_id > ? " if after is not None else "")
+                + "GROUP BY actor_id ORDER BY actor_id LIMIT ?",
+                (store_id, *([after] if after is not None else []), limit),
             ).fetchall()
             return [EntryGroup(row["actor_id"], int(row["n"])) for row in rows]
 
         return await self._backend._read(run)
 
-    async def dbx_sessions(self, store_id: str, actor_id: str, *, limit: int) -> list[EntryGroup]:
+    async def dbx_sessions(
+        self, store_id: str, actor_id: str, *, limit: int, after: str | None = None
+    ) -> list[EntryGroup]:
         def run(tx: Tx) -> list[EntryGroup]:
             rows = tx.execute(
                 "SELECT session_id, COUNT(*) AS n FROM dbx_entries "
-                "WHERE store_id = ? AND actor_id = ? GROUP BY session_id ORDER BY session_id "
-                "LIMIT ?",
-                (store_id, actor_id, limit),
+                "WHERE store_id = ? AND actor_id = ? "
+                + ("AND session_id > ? " if after is not None else "")
+                + "GROUP BY session_id ORDER BY session_id LIMIT ?",
+                (store_id, actor_id, *([after] if after is not None else []), limit),
             ).fetchall()
             # no session is stored as "" (databricks_storage), which sorts first
             return [EntryGroup(row["session_id"] or None, int(row["n"])) for row in rows]

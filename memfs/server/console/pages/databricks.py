@@ -29,8 +29,8 @@ from starlette.routing import Route
 from memfs.errors import ApiError, BadRequestError, NotFoundError, PreconditionFailedError
 from memfs.models import sha256_hex
 from memfs.search_words import best_line
+from memfs.server import cursor, validation
 from memfs.server import databricks_validation as check
-from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
 from memfs.server.console.live import Watch, databricks_target
@@ -42,6 +42,7 @@ from memfs.server.databricks_storage import (
     DbxStore,
     EntryFilter,
     EntryPatch,
+    EntryPosition,
     NewEntry,
     SearchRequest,
 )
@@ -49,7 +50,7 @@ from memfs.server.search import validate_query
 
 log = logging.getLogger(__name__)
 
-LISTED = 500  # actors, sessions or entries on one page (then "only the first N")
+LISTED = 500  # actors, sessions or entries on one page (then a "Next page" link)
 SEARCH_LIMIT = 50
 CONFLICT = "Someone changed this entry since you opened it: nothing was saved."
 CHANGED = "This entry changed since you opened this page, so nothing was deleted. Look again."
@@ -75,6 +76,36 @@ def entries_url(store_id: str, actor_id: str, session_id: str | None, session_le
 
 def actor_url(store_id: str, actor_id: str) -> str:
     return f"{dbx_url(store_id)}/actor?{urlencode({'actor': actor_id})}"
+
+
+# The kinds of the listings' page cursors (``memfs.server.cursor``: opaque, checked, each tied to
+# its listing and filters; ``?page=`` in the URL)
+_ACTORS, _SESSIONS, _ENTRIES = "console-actors", "console-sessions", "console-entries"
+
+
+def page_position(request: Request, kind: str, query: str) -> dict[str, Any] | None:
+    """Where a listing continues (its ``?page=`` cursor), None on its first page; a cursor
+    that is not one of this listing is a 400."""
+    raw = request.query_params.get("page")
+    if raw is None:
+        return None
+    try:
+        return cursor.decode(raw, kind, query)
+    except cursor.CursorError as exc:
+        raise BadRequestError(str(exc)) from None
+
+
+def position_text(position: dict[str, Any], key: str) -> str:
+    value = position.get(key)
+    if not isinstance(value, str):
+        raise BadRequestError("page: not a valid page cursor")
+    return value
+
+
+def next_page_url(url: str, kind: str, query: str, position: dict[str, Any]) -> str:
+    """``url`` (a listing's first page) continuing after ``position``."""
+    token = cursor.encode(kind, query, position)
+    return f"{url}{'&' if '?' in url else '?'}{urlencode({'page': token})}"
 
 
 def content_sha(entry: DbxEntry) -> str:
@@ -124,20 +155,41 @@ def routes(console: Console) -> list[Route]:
 
     async def store_page(request: Request) -> Response:
         signed_in, store = await load_store(request)
-        actors = await storage.console.dbx_actors(store.id, limit=LISTED + 1)
+        query, first_url = cursor.query_digest(store.id), dbx_url(store.id)
+        position = page_position(request, _ACTORS, query)
+        after = None if position is None else position_text(position, "a")
+        actors = await storage.console.dbx_actors(store.id, limit=LISTED + 1, after=after)
+        shown = actors[:LISTED]
+        next_url = (
+            next_page_url(first_url, _ACTORS, query, {"a": shown[-1].key})
+            if len(actors) > LISTED
+            else None
+        )
         return render(
-            request, "dbx_store.html", signed_in, store, title=store.id,
-            actors=actors[:LISTED], more=len(actors) > LISTED,
+            request, "dbx_store.html", signed_in, store, title=store.id, actors=shown,
+            next_url=next_url, first_url=first_url if position is not None else None,
             live=await databricks_target(console, store.id, Watch(), "reload"),
         )  # fmt: skip
 
     async def actor_page(request: Request) -> Response:
         signed_in, store = await load_store(request)
         actor = actor_param(request)
-        sessions = await storage.console.dbx_sessions(store.id, actor, limit=LISTED + 1)
+        query, first_url = cursor.query_digest(store.id, actor), actor_url(store.id, actor)
+        position = page_position(request, _SESSIONS, query)
+        after = None if position is None else position_text(position, "s")
+        sessions = await storage.console.dbx_sessions(
+            store.id, actor, limit=LISTED + 1, after=after
+        )
+        shown = sessions[:LISTED]
+        next_url = (  # no session is stored as "", which sorts first
+            next_page_url(first_url, _SESSIONS, query, {"s": shown[-1].key or ""})
+            if len(sessions) > LISTED
+            else None
+        )
         return render(
             request, "dbx_actor.html", signed_in, store, title=f"Actor {actor}",
-            actor=actor, sessions=sessions[:LISTED], more=len(sessions) > LISTED,
+            actor=actor, sessions=shown, next_url=next_url,
+            first_url=first_url if position is not None else None,
             live=await databricks_target(console, store.id, Watch(actor_id=actor), "reload"),
         )  # fmt: skip
 
@@ -148,12 +200,22 @@ def routes(console: Console) -> list[Route]:
         session_less = session is None and request.query_params.get("session_less") == "1"
         # no session is stored as "" (databricks_storage): that filter lists exactly those
         flt = EntryFilter(actor, session_id="" if session_less else session)
-        page = await dbx.list_entries(store.id, flt, after=None, limit=LISTED, with_content=False)
+        query = cursor.query_digest(store.id, actor, flt.session_id)
+        first_url = entries_url(store.id, actor, session, session_less)
+        position = page_position(request, _ENTRIES, query)
+        after = None
+        if position is not None:
+            after = EntryPosition(*(position_text(position, key) for key in ("p", "s", "i")))
+        page = await dbx.list_entries(store.id, flt, after=after, limit=LISTED, with_content=False)
+        next_url = None
+        if page.next is not None:
+            at = {"p": page.next.path, "s": page.next.session_id, "i": page.next.entry_id}
+            next_url = next_page_url(first_url, _ENTRIES, query, at)
         watch = Watch(actor_id=actor, session_id=session, session_less=session_less)
         return render(
             request, "dbx_entries.html", signed_in, store, title=f"Entries of {actor}",
             actor=actor, session=session, session_less=session_less, entries=page.items,
-            more=page.next is not None,
+            next_url=next_url, first_url=first_url if position is not None else None,
             live=await databricks_target(console, store.id, watch, "reload"),
         )  # fmt: skip
 
