@@ -18,6 +18,8 @@ import trio
 from support.servers import ServerProcess, free_port
 from support.waiting import wait_until
 
+from memfs.server.console.pages.history import PAGE_SIZE
+
 TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 READS = re.compile(
     r'memfs_server_change_stream_reads_total\{stream="console_memory_stores",'
@@ -81,6 +83,56 @@ async def test_the_live_endpoint_refuses_strangers(
     dbx = await browser.get("/console/live/databricks/no-such-store?after=0")
     assert dbx.status_code == 404
     assert "content-security-policy" in refused.headers
+
+
+async def test_history_pages_are_live_on_their_first_page(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient
+) -> None:
+    """A memory's history and the store's reload at a change (their first page: an older one,
+    or one a "To" ended, does not change), and the memory's watches that memory only."""
+    store_id = await new_store(api)
+    memories = f"/v1/memory_stores/{store_id}/memories"
+    made = (await api.post(memories, json={"path": "/h.md", "content": "0"})).json()
+    for n in range(1, PAGE_SIZE + 2):  # more than a page of versions
+        await api.post(f"{memories}/{made['id']}", json={"content": str(n)})
+    base = f"/console/stores/{store_id}"
+
+    def live_of(page: httpx.Response) -> tuple[str, str] | None:
+        assert page.status_code == 200, page.text
+        found = re.search(r'id="live" hidden data-src="([^"]+)" data-mode="(\w+)"', page.text)
+        return None if found is None else (found.group(1).replace("&amp;", "&"), found.group(2))
+
+    memory_live = live_of(await browser.get(f"{base}/memories/{made['id']}/history"))
+    assert memory_live is not None and memory_live[1] == "reload"
+    assert f"item={made['id']}" in memory_live[0]
+    store_live = live_of(await browser.get(f"{base}/history"))
+    assert store_live is not None and store_live[1] == "reload" and "item=" not in store_live[0]
+    assert live_of(await browser.get(f"{base}/history", params={"session": "x"})) is not None
+    assert live_of(await browser.get(f"{base}/history", params={"to": "2020-01-01"})) is None
+    first = await browser.get(f"{base}/memories/{made['id']}/history")
+    older = re.search(r'href="([^"]+\?before=\d+)">Older versions', first.text)
+    assert older is not None
+    assert live_of(await browser.get(older.group(1).replace("&amp;", "&"))) is None
+    # the memory's history learns of its memory's next version, through the page's stream
+    seen: list[str] = []
+
+    async def view(task_status: trio.TaskStatus[None]) -> None:
+        headers = {"sec-fetch-site": "same-origin"}
+        async with browser.stream("GET", memory_live[0], headers=headers) as got:
+            assert got.status_code == 200
+            task_status.started()
+            async for line in got.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append(line)
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(view)
+            await api.post(memories, json={"path": "/other.md", "content": "o"})
+            await api.post(f"{memories}/{made['id']}", json={"content": "last"})
+            await wait_until(lambda: seen)
+            assert seen == ['data: {"what": "/h.md was modified", "gone": false}']
+            nursery.cancel_scope.cancel()
 
 
 async def test_many_pages_one_read_per_change(

@@ -19,6 +19,10 @@ store's whole history and the store as it was at a moment.
   mount: the rules of ``memfs.version_view``), read-only, each memory a link to its version of
   then.
 
+The first page of a memory's history and of the store's (without a "To" that ended it) is
+live (``memfs.server.console.live``): it reloads at a change of what it lists, unless a field
+of it is being typed into; older pages do not change.
+
 Everything shown is agent-written and escaped by the templates; every POST goes through
 ``Console.post_form`` (origin and CSRF token).
 """
@@ -45,6 +49,7 @@ from memfs.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, f
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
+from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
@@ -207,6 +212,11 @@ def routes(console: Console) -> list[Route]:
             with_content=False,
         )
         context = common(store, memory_id, memory, newest)
+        # the first page gains a version at each change of the memory: it reloads (older ones
+        # do not change)
+        live = None
+        if before is None:
+            live = await memory_stores_target(console, store.id, "reload", memory_id=memory_id)
         return render(
             request,
             "history.html",
@@ -215,6 +225,7 @@ def routes(console: Console) -> list[Route]:
             versions=page.items,
             older=page.next,
             first_page=before is None,
+            live=live,
             **context,
         )
 
@@ -398,9 +409,14 @@ def routes(console: Console) -> list[Route]:
         except BadRequestError as exc:
             error, status = exc.message, exc.status
         more = {name: value for name, value in query.items() if value}
+        # the first page gains the store's new versions, unless "To" already ended it
+        live = None
+        if _before(request) is None and not query["to"]:
+            live = await memory_stores_target(console, store.id, "reload")
         return render(
             request,
             "store_history.html",
+            live=live,
             signed_in=signed_in,
             status=status,
             error=error,
