@@ -443,9 +443,14 @@ class NotifyingDatabricks(DatabricksStorage):
         patch: EntryPatch,
         *,
         expected_sha256: str | None = None,
+        expected_description_sha256: str | None = None,
     ) -> DbxEntry:
         updated = await self.inner.update_entry(
-            store_id, entry_id, patch, expected_sha256=expected_sha256
+            store_id,
+            entry_id,
+            patch,
+            expected_sha256=expected_sha256,
+            expected_description_sha256=expected_description_sha256,
         )
         self.hub.publish(change_topic(store_id))  # a no-op update wakes streams harmlessly
         return updated

@@ -286,11 +286,13 @@ class DatabricksStorage(abc.ABC):
         patch: EntryPatch,
         *,
         expected_sha256: str | None = None,
+        expected_description_sha256: str | None = None,
     ) -> DbxEntry:
         """Apply the patch; ``update_time`` moves only when something changed.
-        ``expected_sha256`` (a memfs extension, not on the wire: the server's MCP tools): only
-        if the content's SHA-256 is still that, checked in the write's transaction, else
-        ``PreconditionFailedError``."""
+        ``expected_sha256`` (a memfs extension, not on the wire: the server's MCP tools and
+        console): only if the content's SHA-256 is still that, checked in the write's
+        transaction, else ``PreconditionFailedError``; ``expected_description_sha256`` the same
+        for the description (``""`` when it has none: the console's description edit)."""
 
     @abc.abstractmethod
     async def delete_entry(

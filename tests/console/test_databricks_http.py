@@ -156,6 +156,49 @@ async def test_edits_are_same_site_fresh_and_change_only_what_was_typed(storage:
         assert (await dbx.get_entry("edits", bare.id, with_content=True)).content == "now\n"
 
 
+def form_of(page: httpx.Response) -> dict[str, str]:
+    """The edit form's fields as a browser would post them (a textarea drops the newline that
+    follows its opening tag)."""
+    fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', page.text))
+    for name, text in re.findall(r'<textarea id="\w+" name="(\w+)"[^>]*>\n?(.*?)</textarea>',
+                                 page.text, re.S):  # fmt: skip
+        fields[name] = html.unescape(text)
+    return fields
+
+
+async def test_a_conflict_keeps_what_each_side_changed_and_only_that(storage: Storage) -> None:
+    """Someone else changes the description while I change it too: a conflict, nothing written,
+    theirs shown; "Save over theirs" then writes mine. Someone else changes the content while I
+    change only the description: a conflict; "Save over theirs" as the page comes writes my
+    description and keeps their content (the form holds theirs where I typed nothing)."""
+    dbx = storage.databricks
+    await dbx.create_store("both", description=None, creator="t")
+    made = await dbx.create_entry("both", entry("alice", "/a.md", content="one\n"))
+    url = f"/console/databricks/both/entries/{made.id}/edit"
+    async with signed_in(create_app(storage, [KEY])) as client:
+        mine = {**form_of(await client.get(url)), "description": "mine"}
+        await dbx.update_entry("both", made.id, _patch(description="theirs"))
+        clash = await client.post(url, data=mine)
+        assert clash.status_code == 409 and "Someone changed this entry" in clash.text
+        assert "<h2>Their description</h2>" in clash.text
+        now = await dbx.get_entry("both", made.id, with_content=True)
+        assert (now.content, now.description) == ("one\n", "theirs")
+        over = await client.post(url, data=form_of(clash))
+        assert over.status_code == 303
+        now = await dbx.get_entry("both", made.id, with_content=True)
+        assert (now.content, now.description) == ("one\n", "mine")
+
+        mine = {**form_of(await client.get(url)), "description": "mine again"}
+        await dbx.update_entry("both", made.id, _patch(content="their content\n"))
+        clash = await client.post(url, data=mine)
+        assert clash.status_code == 409 and "<h2>Their description</h2>" in clash.text
+        assert form_of(clash)["content"] == "their content\n"  # not my stale copy
+        over = await client.post(url, data=form_of(clash))
+        assert over.status_code == 303
+        now = await dbx.get_entry("both", made.id, with_content=True)
+        assert (now.content, now.description) == ("their content\n", "mine again")
+
+
 async def test_refusals_are_one_line_pages(storage: Storage) -> None:
     dbx = storage.databricks
     await dbx.create_store("refusals", description=None, creator="t")

@@ -120,15 +120,16 @@ def _entry(row: Row) -> DbxEntry:
     )
 
 
-def _check_content(row: Row, expected_sha256: str | None) -> None:
-    """The write's precondition, checked under the store's write lock (the API has none: the
-    server's MCP tools use it, so their compare-then-write leaves no window)."""
+def _check_content(row: Row, expected_sha256: str | None, field: str = "content") -> None:
+    """The write's precondition on ``field`` (its SHA-256, ``""`` hashed when it is null),
+    checked under the store's write lock (the API has none: the server's MCP tools and the
+    console use it, so their compare-then-write leaves no window)."""
     if expected_sha256 is None:
         return
-    actual = sha256_hex(row["content"] or "")
+    actual = sha256_hex(row[field] or "")
     if actual != expected_sha256:
         raise PreconditionFailedError(
-            f"entry {row['id']!r} changed since it was read (content_sha256 {actual}, "
+            f"entry {row['id']!r} changed since it was read ({field} SHA-256 {actual}, "
             f"not {expected_sha256})"
         )
 
@@ -372,6 +373,7 @@ class SqlDatabricks(DatabricksStorage):
         patch: EntryPatch,
         *,
         expected_sha256: str | None = None,
+        expected_description_sha256: str | None = None,
     ) -> DbxEntry:
         if self._backend.search.semantic:
             # Embed the new text before the write lock; a race only costs a cache miss.
@@ -384,6 +386,7 @@ class SqlDatabricks(DatabricksStorage):
             self._load_store(tx, store_id, lock=True)
             current = self._load_entry(tx, store_id, entry_id)
             _check_content(current, expected_sha256)
+            _check_content(current, expected_description_sha256, "description")
             if not set(patch.fields) <= set(MUTABLE_FIELDS):
                 raise ValueError(f"only {MUTABLE_FIELDS} can change, not {sorted(patch.fields)}")
             changed = {k: v for k, v in patch.fields.items() if current[k] != v}

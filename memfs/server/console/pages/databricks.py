@@ -13,7 +13,10 @@ transaction. If the content changed meanwhile nothing is written: the page shows
 yours as a diff (``diff.line_diff``) with "Save over theirs" (the precondition is now the
 version shown) and "Keep theirs". The patch holds only the fields the person changed (the
 description's loaded SHA-256 is a hidden field too), so a description edit never writes back
-content it did not touch, and the reverse. A delete carries the precondition as well.
+content it did not touch, and the reverse; a description typed over someone else's new one is
+a conflict as well (``expected_description_sha256``, in the same transaction). On a conflict,
+a field the person did not change shows theirs, so "Save over theirs" writes only what was
+typed. A delete carries the precondition as well.
 """
 
 from __future__ import annotations
@@ -267,20 +270,35 @@ def routes(console: Console) -> list[Route]:
                 fields["content"] = check.content(content)
             if sha256_hex(description) != description_sha:
                 fields["description"] = check.description(description)
+            expected_description = None
+            if "description" in fields:  # a description typed over someone else's is a conflict
+                expected_description = validation.sha256_field(description_sha, "description_sha")
             if fields:
                 await dbx.update_entry(
-                    store.id, entry_id, EntryPatch(fields), expected_sha256=expected
+                    store.id,
+                    entry_id,
+                    EntryPatch(fields),
+                    expected_sha256=expected,
+                    expected_description_sha256=expected_description,
                 )
         except PreconditionFailedError:
             try:
                 theirs = await dbx.get_entry(store.id, entry_id, with_content=True)
             except NotFoundError:
                 return gone(request, signed_in, store, content, description)
+            their_description = theirs.description or ""
+            # a field the person did not change takes theirs, so that "Save over theirs" writes
+            # only what they typed (never an old copy over someone else's change)
+            if "content" not in fields:
+                content = theirs.content or ""
+            if "description" not in fields:
+                description = their_description
             diff = line_diff(theirs.content or "", content, old_name="theirs", new_name="yours")
             return await entry_render(
                 request, "dbx_edit.html", signed_in, store, theirs, status=409, error=CONFLICT,
                 content=content, description=description, precondition=content_sha(theirs),
-                description_sha=description_sha, diff=diff,
+                description_sha=sha256_hex(their_description), diff=diff,
+                their_description=their_description,
             )  # fmt: skip
         except NotFoundError:
             return gone(request, signed_in, store, content, description)
