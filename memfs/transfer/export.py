@@ -43,7 +43,14 @@ from memfs.store_api import StoreAPI
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
 from memfs.transfer.export_listing import LIST_PAGE, list_new_versions, unsafe
-from memfs.transfer.export_tree import MANIFEST_NAME, SyncReport, Tree, blob_id, sync_tree
+from memfs.transfer.export_tree import (
+    AHEAD_LOG_NAME,
+    MANIFEST_NAME,
+    SyncReport,
+    Tree,
+    blob_id,
+    sync_tree,
+)
 from memfs.transfer.layout import (
     API_DATABRICKS,
     API_MEMORY_STORES,
@@ -142,7 +149,11 @@ async def export_memories(
 
 
 # memfs's own files that are not part of a snapshot's history (descriptions.json is)
-SNAPSHOT_UNTRACKED = (f"/{META_DIR}/{STORE_FILE}", f"/{META_DIR}/{MANIFEST_NAME}")
+SNAPSHOT_UNTRACKED = (
+    f"/{META_DIR}/{STORE_FILE}",
+    f"/{META_DIR}/{MANIFEST_NAME}",
+    f"/{META_DIR}/{AHEAD_LOG_NAME}",
+)
 
 
 def snapshot_key(info: StoreInfo) -> str:

@@ -25,7 +25,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from memfs.transfer.export_tree import SyncReport, Tree, blob_id
+from memfs.transfer.export_tree import (
+    AHEAD_LOG,
+    SyncReport,
+    Tree,
+    ahead_log_lines,
+    blob_id,
+)
 
 
 class TreeAhead:
@@ -36,6 +42,8 @@ class TreeAhead:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="memfs-export-ahead")
         self._pending: list[Future[None]] = []
         self.created: dict[str, str] = {}  # path -> blob id (see the module's invariant)
+        # an AHEAD_LOG of a killed run, for the next sync to read: never removed here
+        self._log_was_there = self._tree.exists(AHEAD_LOG)
 
     def submit(self, files: list[tuple[str, bytes]]) -> None:
         """Create these files (path relative to root, bytes) where nothing is yet; returns at
@@ -44,9 +52,23 @@ class TreeAhead:
             self._pending.append(self._pool.submit(self._create, files))
 
     def _create(self, files: list[tuple[str, bytes]]) -> None:
-        for path, data in files:
-            if path not in self.created and self._tree.create(path, data):
-                self.created[path] = blob_id(data)
+        # only where nothing is; named in AHEAD_LOG before any is created, so that the next
+        # sync knows them as ours even if this process is killed now (no log: none created)
+        new = {
+            path: data
+            for path, data in dict(files).items()
+            if path not in self.created and not self._tree.exists(path)
+        }
+        if not new:
+            return
+        blobs = {path: blob_id(data) for path, data in new.items()}
+        try:
+            self._tree.append(AHEAD_LOG, ahead_log_lines(blobs))
+        except OSError:  # .memfs is not ours to write (a link planted there...): no head start
+            return
+        for path, data in new.items():
+            if self._tree.create(path, data):
+                self.created[path] = blobs[path]
 
     def finish(self) -> None:
         """Wait for every file submitted (blocking: call from a thread)."""
@@ -76,19 +98,30 @@ class TreeAhead:
         self._remove_created()
 
     def abandon(self) -> None:
-        """The export failed: remove every file created ahead (those still as written)."""
+        """The export failed: remove every file created ahead (those still as written), and
+        the AHEAD_LOG this run began if none is left for it to name."""
         self.finish()
-        self._remove_created()
+        if self._remove_created() == 0 and not self._log_was_there:
+            with contextlib.suppress(OSError):
+                self._tree.remove(AHEAD_LOG)
 
-    def _remove_created(self, which: Callable[[str, str], bool] = lambda path, blob: True) -> None:
+    def _remove_created(self, which: Callable[[str, str], bool] = lambda path, blob: True) -> int:
+        """Remove the files created ahead that ``which`` picks, if still as written; how many
+        of those were left (changed since)."""
+        left = 0
         for path, blob in list(self.created.items()):
             if not which(path, blob):
                 continue
-            with contextlib.suppress(OSError):
+            try:
                 data = self._tree.read(path)
                 if data is not None and blob_id(data) == blob:
                     self._tree.remove(path)
+                elif data is not None:
+                    left += 1
+            except OSError:
+                left += 1
             del self.created[path]
+        return left
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

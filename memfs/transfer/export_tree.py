@@ -11,9 +11,13 @@ regular file where an exported file goes (a link, a directory, a FIFO, a device)
 with a one-line reason and left as it is (``InTheWayError``).
 
 What is "ours": ``.memfs/exported.json`` (``MANIFEST``) records the files the last export wrote
-and their git blob ids. A run writes every exported file whose bytes differ, and removes a file
-of the last export that is no longer exported only if its bytes are still those it wrote: a file
-someone changed since is kept and reported, and a file it never wrote is never touched.
+and their git blob ids; ``.memfs/written-ahead.jsonl`` (``AHEAD_LOG``) the files an export
+created before its manifest was written (``export_ahead``: a line each, written before the
+file), read as part of the manifest by the next sync and removed once the manifest is written,
+so even a killed export's files are ours to tidy. A run writes every exported file whose bytes
+differ, and removes a file of the last export that is no longer exported only if its bytes are
+still those it wrote: a file someone changed since is kept and reported, and a file it never
+wrote is never touched.
 
 This module does no network and knows nothing of stores: it is given paths and bytes.
 """
@@ -38,10 +42,13 @@ log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "exported.json"
 MANIFEST = f"{META_DIR}/{MANIFEST_NAME}"
+AHEAD_LOG_NAME = "written-ahead.jsonl"
+AHEAD_LOG = f"{META_DIR}/{AHEAD_LOG_NAME}"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class InTheWayError(OSError):
@@ -161,6 +168,46 @@ class Tree:
                     os.unlink(temp, dir_fd=parent)
                 raise
 
+    def exists(self, relative: str) -> bool:
+        """Whether anything (a file, a link, a directory...) is at ``relative``, or something
+        other than a directory is on the way to it."""
+        try:
+            with self._parent(relative, create=False) as parent:
+                if parent is None:
+                    return False
+                os.stat(relative.rsplit("/", 1)[-1], dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return True
+
+    def append(self, relative: str, data: bytes) -> None:
+        """Add ``data`` at the end of the regular file ``relative`` (created if missing);
+        ``InTheWayError`` if anything else is there or on the way, or a hard link (written in
+        place, unlike the files ``write`` replaces: a planted link must not take the bytes)."""
+        with self._parent(relative, create=True) as parent:
+            assert parent is not None
+            name = relative.rsplit("/", 1)[-1]
+            try:
+                fd = os.open(name, _APPEND_FLAGS, 0o666, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                    raise InTheWayError(
+                        f"{_what_is(parent, name)} is in the way at {relative}"
+                    ) from None
+                raise
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                    what = _what_is(parent, name) if info.st_nlink == 1 else "a hard link"
+                    raise InTheWayError(f"{what} is in the way at {relative}")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+
     def create(self, relative: str, data: bytes) -> bool:
         """A new file ``relative`` holding ``data``, if nothing is there yet (False: something
         is, or is in the way on the path, and nothing was written)."""
@@ -268,6 +315,36 @@ def read_manifest(tree: Tree) -> dict[str, str]:
         return {}
 
 
+def read_ahead_log(tree: Tree) -> dict[str, str]:
+    """The files an export created ahead of its manifest (path -> blob id; module docstring);
+    a line cut short by a kill, or not of this form, is skipped."""
+    try:
+        data = tree.read(AHEAD_LOG)
+    except OSError:
+        return {}
+    files: dict[str, str] = {}
+    for line in (data or b"").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("blob"), str)
+        ):
+            files[entry["path"]] = entry["blob"]
+    return files
+
+
+def ahead_log_lines(files: Mapping[str, str]) -> bytes:
+    """``AHEAD_LOG``'s lines for these files (path -> blob id)."""
+    return b"".join(
+        json.dumps({"path": path, "blob": blob}, ensure_ascii=False).encode("utf-8") + b"\n"
+        for path, blob in files.items()
+    )
+
+
 def write_manifest(tree: Tree, files: Mapping[str, str]) -> None:
     data = json.dumps(
         {"format": 1, "files": dict(sorted(files.items()))}, indent=1, ensure_ascii=False
@@ -287,7 +364,8 @@ def sync_tree(
     the last export (its manifest) that are no longer wanted and unchanged since. The manifest
     is written last, with what is now on disk."""
     report = SyncReport()
-    previous = read_manifest(tree)
+    # files created ahead are the newest that were written at their paths
+    previous = {**read_manifest(tree), **read_ahead_log(tree)}
     missing: list[str] = []
     for path, blob in wanted.items():
         try:
@@ -328,6 +406,8 @@ def sync_tree(
         tree.remove(path)
         report.removed += 1
     write_manifest(tree, report.files)
+    with contextlib.suppress(OSError):  # what it named is in the manifest now, or gone
+        tree.remove(AHEAD_LOG)
     return report
 
 

@@ -1,6 +1,7 @@
 """``memfs export --git`` killed (SIGKILL) while it lists the versions, on a server made slow by
 its fault middleware: nothing half-made is left (no commit, no git process), and the next run
-ends with the commits of one uninterrupted run."""
+ends with the commits of one uninterrupted run, and without the files the killed run wrote
+ahead for memories deleted in between."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ async def test_killed_while_listing_then_run_again(
         memory = await client.create_memory(store.id, "/a", "0")
         for n in range(1, 60):  # 3 pages of versions
             await client.update_memory(store.id, memory.id, content=str(n))
+        doomed = await client.create_memory(store.id, "/b", "on the first page")
     root = tmp_path / "killed"
     slow_server.set_faults("latency=0.5")
     before = listings(slow_server)
@@ -71,6 +73,7 @@ async def test_killed_while_listing_then_run_again(
     )
     try:
         wait_for(lambda: listings(slow_server) > before, timeout=30)  # a page in, more to come
+        wait_for((root / "b").exists, timeout=30)  # written ahead, from the first page
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -78,9 +81,13 @@ async def test_killed_while_listing_then_run_again(
     with pytest.raises(subprocess.CalledProcessError):
         git(root, "rev-parse", "--verify", "-q", "refs/heads/main")  # no commit half-made
     slow_server.set_faults("none")
+    async with StoreClient(config) as client:
+        await client.delete_memory(store.id, doomed.id)
     memfs(slow_server, "export", store.id, str(root), "--git")
+    assert not (root / "b").exists()  # the killed run's, unchanged since: removed
+    assert sorted(os.listdir(root / ".memfs")) == ["exported.json", "store.json"]
     whole = tmp_path / "whole"
     memfs(slow_server, "export", store.id, str(whole), "--git")
     log = git(root, "log", "--format=%H %T")
-    assert log == git(whole, "log", "--format=%H %T") and len(log.splitlines()) == 60
+    assert log == git(whole, "log", "--format=%H %T") and len(log.splitlines()) == 62
     assert (root / "a").read_text() == "59" and git(root, "status", "--porcelain") == ""

@@ -163,6 +163,33 @@ def test_files_written_ahead_touch_nothing_already_there_and_leave_no_stray(
         ahead.close()
 
 
+def test_nothing_is_written_ahead_where_its_record_cannot_go(tmp_path: Path) -> None:
+    """Files written ahead are named in ``.memfs/written-ahead.jsonl`` first (so a killed
+    export's are known as its own): where that record cannot be written safely (``.memfs`` a
+    planted link, the record a hard link to another file), nothing is written ahead and
+    nothing is written through the link."""
+    root = tmp_path / "dir"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, root / ".memfs")
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    for plant in ("symlink", "hard link"):
+        if plant == "hard link":
+            os.unlink(root / ".memfs")
+            (root / ".memfs").mkdir()
+            os.link(victim, root / ".memfs" / "written-ahead.jsonl")
+        ahead = TreeAhead(root)
+        try:
+            ahead.submit([("a.md", b"x")])
+            ahead.finish()
+            assert ahead.created == {} and not (root / "a.md").exists(), plant
+        finally:
+            ahead.close()
+    assert os.listdir(elsewhere) == [] and victim.read_text() == "keep"
+
+
 def test_databricks_entries_with_descriptions(server: ServerProcess, tmp_path: Path) -> None:
     env = databricks_env(server, tmp_path)
     with Workspace(server) as workspace:
