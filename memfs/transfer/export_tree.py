@@ -122,15 +122,9 @@ class Tree:
                 return None
             name = relative.rsplit("/", 1)[-1]
             try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+                fd = _open_file(parent, name, _READ_FLAGS, relative)
             except FileNotFoundError:
                 return None
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-                    raise InTheWayError(
-                        f"{_what_is(parent, name)} is in the way at {relative}"
-                    ) from None
-                raise
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}")
@@ -189,14 +183,7 @@ class Tree:
         with self._parent(relative, create=True) as parent:
             assert parent is not None
             name = relative.rsplit("/", 1)[-1]
-            try:
-                fd = os.open(name, _APPEND_FLAGS, 0o666, dir_fd=parent)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-                    raise InTheWayError(
-                        f"{_what_is(parent, name)} is in the way at {relative}"
-                    ) from None
-                raise
+            fd = _open_file(parent, name, _APPEND_FLAGS, relative)
             try:
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
@@ -268,6 +255,18 @@ class Tree:
                 except OSError:  # not empty (or not ours to remove): stop here
                     return
             dirs.pop()
+
+
+def _open_file(parent: int, name: str, flags: int, relative: str) -> int:
+    """``name`` in ``parent`` opened with ``flags`` (``O_NOFOLLOW`` among them); a link, a
+    directory or a device there is ``InTheWayError``, other errors (``FileNotFoundError``...)
+    as they are."""
+    try:
+        return os.open(name, flags, 0o666, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}") from None
+        raise
 
 
 def _what_is(parent: int, name: str) -> str:
