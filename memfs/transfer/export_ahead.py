@@ -54,11 +54,10 @@ class TreeAhead:
     def _create(self, files: list[tuple[str, bytes]]) -> None:
         # only where nothing is; named in AHEAD_LOG before any is created, so that the next
         # sync knows them as ours even if this process is killed now (no log: none created)
-        new = {
-            path: data
-            for path, data in dict(files).items()
-            if path not in self.created and not self._tree.exists(path)
-        }
+        new: dict[str, bytes] = {}
+        for path, data in files:  # newest first: a path's first claim is its file's
+            if path not in new and path not in self.created and not self._tree.exists(path):
+                new[path] = data
         if not new:
             return
         blobs = {path: blob_id(data) for path, data in new.items()}

@@ -135,8 +135,10 @@ def test_files_written_ahead_touch_nothing_already_there_and_leave_no_stray(
     try:
         ahead.submit([("mine.md", b"ahead"), ("link/x", b"ahead"), ("a/b", b"clash")])
         ahead.submit([("kept.md", b"kept"), ("edited.md", b"ahead"), ("a/b", b"second")])
+        ahead.submit([("c.md", b"newest"), ("c.md", b"older")])  # one page: the first wins
         ahead.finish()
-        assert sorted(ahead.created) == ["a/b", "edited.md", "kept.md"]
+        assert sorted(ahead.created) == ["a/b", "c.md", "edited.md", "kept.md"]
+        assert (root / "c.md").read_bytes() == b"newest"
         assert (root / "mine.md").read_text() == "the user's"  # never over anything
         assert (root / "a" / "b").read_bytes() == b"clash"  # the first (newest) one wins
         (root / "edited.md").write_text("edited meanwhile")
