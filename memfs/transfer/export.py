@@ -244,7 +244,7 @@ async def export_history(
     ahead = TreeAhead(root)
     try:
         planned, unwritten = await _commit_history(
-            client, store, repo, history, before, ahead, report, progress, checkpoint_every
+            client, info, repo, history, before, ahead, report, progress, checkpoint_every
         )
         await trio.to_thread.run_sync(_finish_tree, repo, planned, info, report, unwritten, ahead)
     except BaseException:
@@ -259,7 +259,7 @@ async def export_history(
 
 async def _commit_history(
     client: StoreClient,
-    store: MemoryStore,
+    info: StoreInfo,
     repo: git.GitRepo,
     history: git.History,
     before: dict[str, str],
@@ -270,12 +270,11 @@ async def _commit_history(
 ) -> tuple[dict[str, str] | None, bool]:
     """List the new versions and commit them through one fast-import; the working tree
     planned from the commits (None: write it from the branch) and whether it is unwritten."""
-    info = store_info(store)
     since = parse_time(history.last_time) if history.last_time else None
     with repo.fast_import() as stream:
         listing = await list_new_versions(
             client,
-            store.id,
+            info.store_id,
             since,
             history,
             stream,
@@ -286,7 +285,7 @@ async def _commit_history(
         report.redacted_in_history += listing.redacted_in_history
         report.versions = len(listing.versions)
         newest = listing.newest
-        commits = _Commits(store.id, history, stream, listing.marks, report, dict(before))
+        commits = _Commits(info.store_id, history, stream, listing.marks, report, dict(before))
         oldest_first = listing.versions[::-1]
         batch = max(1, min(COMMIT_BATCH, checkpoint_every))
         pending = 0  # commits written since the last checkpoint

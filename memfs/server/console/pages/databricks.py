@@ -49,6 +49,7 @@ from memfs.server.databricks_storage import (
     NewEntry,
     SearchRequest,
 )
+from memfs.server.query import bad_cursor, page_position
 from memfs.server.search import validate_query
 
 log = logging.getLogger(__name__)
@@ -82,26 +83,14 @@ def actor_url(store_id: str, actor_id: str) -> str:
 
 
 # The kinds of the listings' page cursors (``memfs.server.cursor``: opaque, checked, each tied to
-# its listing and filters; ``?page=`` in the URL)
+# its listing and filters; ``?page=`` in the URL, read as the API reads its own: ``page_position``)
 _ACTORS, _SESSIONS, _ENTRIES = "console-actors", "console-sessions", "console-entries"
-
-
-def page_position(request: Request, kind: str, query: str) -> dict[str, Any] | None:
-    """Where a listing continues (its ``?page=`` cursor), None on its first page; a cursor
-    that is not one of this listing is a 400."""
-    raw = request.query_params.get("page")
-    if raw is None:
-        return None
-    try:
-        return cursor.decode(raw, kind, query)
-    except cursor.CursorError as exc:
-        raise BadRequestError(str(exc)) from None
 
 
 def position_text(position: dict[str, Any], key: str) -> str:
     value = position.get(key)
     if not isinstance(value, str):
-        raise BadRequestError("page: not a valid page cursor")
+        raise bad_cursor()
     return value
 
 
