@@ -5,10 +5,11 @@ store's inode and handle numbers), the store's read-only trees (``versions``, ``
 its extended attributes (``descriptions``), and the few calls a daemon makes around them:
 ``start`` (the background tasks, in a nursery), ``load_journal`` (before mounting),
 ``apply_changes`` and its companions (the change feed), ``snapshot`` (``memfs status``),
-``flush_all``, ``hand_over`` and ``final_report`` (unmount). ``memfs.core.build.build_core``
-makes a core (a ``memfs.core.ops.vfs.Vfs``, which has this shape); the parts it is made of (the
-write-back queue, the caches, the journal...) stay the core's own: the mount never reaches
-into them, and mypy holds it to that, since the mount only knows this protocol.
+``save_open_files``, ``flush_all``, ``hand_over`` and ``final_report`` (unmount).
+``memfs.core.build.build_core`` makes a core (a ``memfs.core.ops.vfs.Vfs``, which has this
+shape); the parts it is made of (the write-back queue, the caches, the journal...) stay the
+core's own: the mount never reaches into them, and mypy holds it to that, since the mount only
+knows this protocol.
 
 ``CoreStatus`` and ``CoreReport`` (``memfs.core.ops.reports``) are what a core says about itself,
 taken whole at one moment (no ``await`` while they are collected: see the concurrency rule in
@@ -176,6 +177,8 @@ class StoreCore(Protocol):
     def local_bytes(self) -> int: ...
 
     def retry_waiting_for_room(self) -> None: ...
+
+    def save_open_files(self) -> int: ...
 
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]: ...
 

@@ -35,6 +35,7 @@ from memfs.core.model.config import VfsConfig
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.store_core import Invalidation, StoreCore
 from memfs.mount import storelog
+from memfs.mount.busy import sync_mount
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import AllocationSites, MemoryReturn
@@ -70,6 +71,9 @@ log = logging.getLogger(__name__)
 # transient failures at unmount are retried this long (a blip, a server restart), so that the
 # report reaches those who wait for it in time: `memfs umount` (45 s), a session stop (30 s in all)
 FINAL_RETRY_SECONDS = 10.0
+# a signal's syncfs (the kernel hands over the pages programs wrote through mappings) waits
+# this long at most: the writes it sends are served by this very loop meanwhile
+SYNCFS_SECONDS = 5.0
 
 
 def make_invalidator() -> Callable[[list[Invalidation]], Awaitable[None]]:
@@ -134,6 +138,7 @@ class Daemon:
         self._flush_deadline: float | None = None
         self._retry_deadline = 0.0
         self._requests_flushed: tuple[int, ...] | None = None  # the queues' ``requests``
+        self._device: int | None = None  # ``st_dev`` of the mount (its root), once it serves
 
     @property
     def several(self) -> bool:
@@ -359,6 +364,7 @@ class Daemon:
                 # started (handlers installed) before "ok": a SIGTERM right after a mount
                 # reports ready must flush and unmount, not kill the process
                 await nursery.start(self._signals)
+                nursery.start_soon(self._learn_device)
                 self._ready("ok")
                 unmounted = await self._serve() and not self._stopping
                 if unmounted and is_dead_mount(opts.mountpoint):  # its connection is gone
@@ -527,8 +533,47 @@ class Daemon:
             failures = [exc]
         served.flush_errors += [f"final upload failed: {failure}" for failure in failures]
 
+    def _save_open_files(self) -> None:
+        """Commit what the files still open for writing hold, in every store, as their close
+        would: the mount is ending, and those closes would come too late (ENOTCONN)."""
+        for served in self.stores:
+            try:
+                served.core.save_open_files()
+            except Exception:  # one store's trouble is not the others'
+                log.exception("saving the open files of %s failed", served.store.described)
+
+    async def _learn_device(self) -> None:
+        """Note the mount's device, so that a signal's syncfs reaches this mount only (one
+        lazily detached leaves another filesystem at the mount point). From a worker thread:
+        the FUSE loop answers the ``stat``."""
+        with trio.move_on_after(SYNCFS_SECONDS):
+            try:
+                info = await trio.to_thread.run_sync(
+                    os.stat, self.options.mountpoint, abandon_on_cancel=True
+                )
+            except OSError as exc:
+                log.info("the mount's device is unknown (%s): no syncfs at a signal", exc)
+                return
+            self._device = info.st_dev
+
+    async def _sync_kernel_pages(self) -> None:
+        """``syncfs`` of the mount while it still serves: pages programs wrote through shared
+        mappings reach the core as writes before the open files are saved (bounded)."""
+        if self._device is None:
+            return
+        with trio.move_on_after(SYNCFS_SECONDS) as scope:
+            await trio.to_thread.run_sync(
+                sync_mount, self.options.mountpoint, self._device, abandon_on_cancel=True
+            )
+        if scope.cancelled_caught:
+            log.warning(
+                "syncfs of %s did not end within %g s", self.options.mountpoint, SYNCFS_SECONDS
+            )
+
     async def _final_flush(self) -> None:
-        """Upload what is left (``_flush``), then write the report: once the mount has ended."""
+        """Save the files still open for writing, upload what is left (``_flush``), then write
+        the report: once the mount has ended."""
+        self._save_open_files()
         await self._flush()
         for served in self.stores:
             for line in served.flush_errors:  # the report carries them too
@@ -583,6 +628,8 @@ class Daemon:
             async for signum in signals:
                 log.info("signal %s: flushing and unmounting", signal.Signals(signum).name)
                 self._stopping = True
+                await self._sync_kernel_pages()
+                self._save_open_files()  # again at the final flush: what they write meanwhile
                 await self._flush()  # while it still serves; ``run`` reports
                 pyfuse3.terminate()
                 return

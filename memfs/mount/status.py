@@ -191,6 +191,7 @@ def collect(
         ],
         "search": search_health(core),
         "memory": core.memory,
+        "open_for_writing": core.open_for_writing,
         "change_feed": feed_doc,
         "recent_errors": list(errors.records) if errors is not None else [],
     }
@@ -233,6 +234,8 @@ def unmount_report(
         "conflicts": [_conflict(c) for c in core.conflicts],
         # conflicts older than the kept ones (``MAX_CONFLICTS_KEPT``): counted, not listed
         "conflicts_not_listed": core.conflict_count - len(core.conflicts),
+        # files open for writing when it ended: where their content went
+        "open_at_end": core.open_at_end,
         "errors": list(errors),
     }
 
@@ -243,12 +246,14 @@ def report_problems(report: dict[str, Any]) -> bool:
     if "stores" in report:
         return any(report_problems(store) for store in report["stores"])
     keys = ("pending", "refused", "conflicts", "store_gone")
-    return any(report.get(key) for key in keys)
+    lost = ("journal", "not kept")  # a file open at the end whose content is not in the store
+    at_end = report.get("open_at_end") or []
+    return any(report.get(key) for key in keys) or any(f["saved"] in lost for f in at_end)
 
 
 def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     """The report in words: ``(kind, header, items)`` per part that has something to say;
-    ``kind`` is ``gone``, ``pending``, ``refused`` or ``conflicts``. In a mount of several
+    ``kind`` is ``open``, ``gone``, ``pending``, ``refused`` or ``conflicts``. In a mount of several
     stores, each store's sections, their headers naming the store's directory."""
     if "stores" in report:
         return [
@@ -257,6 +262,13 @@ def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
             for kind, header, items in report_sections(store)
         ]
     sections: list[tuple[str, str, list[str]]] = []
+    at_end = report.get("open_at_end") or []
+    if at_end:
+        header = (
+            f"{len(at_end)} file(s) were open for writing when the mount ended (the programs "
+            "holding them were cut off); what they had written was saved:"
+        )
+        sections.append(("open", header, [_open_at_end(entry) for entry in at_end]))
     if report.get("store_gone"):
         header = f"the memory store {report['store_id']} no longer exists (deleted while mounted)"
         orphaned = report.get("orphaned")
@@ -306,6 +318,17 @@ def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
             ("conflicts", f"{len(conflicts) + not_listed} conflict(s) while mounted:", items)
         )
     return sections
+
+
+def _open_at_end(entry: dict[str, Any]) -> str:
+    """Where the content of a file open for writing at the end went, in words."""
+    path, where = entry["path"], entry.get("where")
+    return {
+        "version": f"{path}: saved as a version of the store",
+        "conflict copy": f"{path}: changed on the server meanwhile; saved as {where}",
+        "kept copy": f"{path}: refused by the store; its content is in the kept copy {where}",
+        "journal": f"{path}: not uploaded; kept in {where} (uploaded by the next mount)",
+    }.get(entry["saved"], f"{path}: not kept ({where})")
 
 
 def more_conflicts(count: int) -> str:

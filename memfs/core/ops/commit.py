@@ -3,11 +3,16 @@ new content: validate it (size, UTF-8, characters the store refuses), refuse it
 (``memfs.core.ops.refusals``), or queue its upload.
 
 Owns the rule "a commit of a refused content raises the refusal's error again; a commit of
-other valid content ends the refusal" (never sticky). It must not upload anything (the queue
-runs ``uploader``) nor decide which open hears an error (``vfs`` does).
+other valid content ends the refusal" (never sticky), and the last commit of a mount: what files
+still open for writing hold when the mount ends is committed as their close would (``save_open``),
+and each such file is remembered (``saved_open``) for the unmount report. It must not upload
+anything (the queue runs ``uploader``) nor decide which open hears an error (``vfs`` does).
 """
 
 from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
 
 from memfs.core.model.handles import OpenFiles
 from memfs.core.model.inodes import Kind, Node
@@ -16,6 +21,17 @@ from memfs.core.ops.namespace import Namespace
 from memfs.core.ops.refusals import NOT_UTF8, REFUSED_CHARACTER, TOO_LARGE, Refusals
 from memfs.errors import FileTooLargeError, FsError, InvalidArgumentError, NotUtf8Error
 from memfs.writeback.queue import WriteBack
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SavedOpen:
+    """A file open for writing when the mount ended: its content was committed then."""
+
+    node: Node
+    path: str
+    conflicts_before: int  # ``Durable.conflict_count`` then: a later one of ``path`` is its own
 
 
 def utf8(data: bytes | bytearray) -> str | None:
@@ -43,6 +59,7 @@ class Commits:
         self.refusals = refusals
         self.files = files
         self.namespace = namespace  # a file never created leaves the directory
+        self.saved_open: dict[int, SavedOpen] = {}  # by inode: ``save_open``
 
     def committed(self, node: Node) -> bool:
         """Whether ``node``'s content is committed (validated, then uploaded)."""
@@ -141,3 +158,31 @@ class Commits:
             self.writeback.schedule(node.ino, self.config.new_file_delay, debounce=True)
         else:
             self.writeback.schedule(node.ino, self.config.update_delay)
+
+    def save_open(self, *, conflicts: int) -> int:
+        """The mount ends: commit the content of every file still open for writing that this
+        mount changed, as its close would (a refused content goes to its kept copy); a
+        local-only file is remembered, never uploaded. ``conflicts``: the conflicts so far.
+        How many files were saved now (a second call saves only what changed since)."""
+        saved = 0
+        for handle in list(self.files.handles.values()):
+            node = handle.node
+            if not handle.writable or node.path is None or node.kind is not Kind.FILE:
+                continue
+            if node.local_only:
+                if handle.changed and node.ino not in self.saved_open:
+                    self.saved_open[node.ino] = SavedOpen(node, node.path, conflicts)
+                continue
+            if not node.dirty and self.refusal(node) is None:
+                continue  # nothing unsaved: its content is the server's, or already queued
+            try:
+                self.commit(node)
+            except FsError as exc:  # refused: ``refusals`` kept a copy of it
+                log.warning("%s, open for writing at unmount, was refused: %s", node.path, exc)
+            known = self.saved_open.get(node.ino)
+            before = conflicts if known is None else known.conflicts_before
+            self.saved_open[node.ino] = SavedOpen(node, node.path, before)
+            saved += 1
+        if saved:
+            log.info("saved %d file(s) still open for writing as the mount ends", saved)
+        return saved

@@ -79,6 +79,7 @@ class CoreStatus:
     search_local_documents: int
     # what holds memory, as the core counts it: name -> {"bytes": ..., "entries": ...}
     memory: dict[str, dict[str, int]]
+    open_for_writing: list[str]  # the paths of files open for writing (``memfs umount`` asks)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class CoreReport:
     refused: list[dict[str, str | None]]  # refused files still in the mount, and their copies
     conflicts: list[ConflictInfo]  # the kept ones, oldest first
     conflict_count: int  # kept or not
+    # files open for writing when the mount ended, and where their content went (``open_at_end``)
+    open_at_end: list[dict[str, str | None]]
 
 
 def take_status(parts: CoreParts, *, conflicts: int) -> CoreStatus:
@@ -138,6 +141,9 @@ def take_status(parts: CoreParts, *, conflicts: int) -> CoreStatus:
         search_by_server=store_search.by_server,
         search_local_documents=len(store_search.local.index),
         memory=_memory_holders(parts),
+        open_for_writing=sorted(
+            {h.node.path for h in parts.files.handles.values() if h.writable and h.node.path}
+        ),
     )
 
 
@@ -188,4 +194,40 @@ def take_final_report(parts: CoreParts) -> CoreReport:
         refused=durable.refusals.report(),
         conflicts=list(durable.conflicts),
         conflict_count=durable.conflict_count,
+        open_at_end=open_at_end(parts),
     )
+
+
+def open_at_end(parts: CoreParts) -> list[dict[str, str | None]]:
+    """Each file open for writing when the mount ended (``Commits.save_open``), by path: where
+    its content is now (``saved``), and the copy, conflict copy or journal that holds it
+    (``where``): ``version`` (the store has it), ``conflict copy`` (another writer's version
+    stays; the content is the conflict copy ``where``), ``kept copy`` (refused by the store:
+    the file ``where``), ``journal`` (not uploaded: replayed from ``where`` by the next mount),
+    ``not kept`` (a local-only name: never uploaded, gone with the mount)."""
+    durable, refusals = parts.durable, parts.durable.refusals
+    journal = str(durable.journal.directory) if durable.journal is not None else None
+    entries: list[dict[str, str | None]] = []
+    for saved in parts.commits.saved_open.values():
+        node = saved.node
+        path = node.path or saved.path
+        saved_as: str
+        where: str | None = None
+        later = durable.conflict_count - saved.conflicts_before
+        conflict = next(
+            (c for c in reversed(durable.conflicts[-later:] if later else []) if c.path == path),
+            None,
+        )
+        if node.local_only:
+            saved_as, where = "not kept", "a local-only name: never uploaded"
+        elif node.refused is not None:
+            copy = refusals.copies.get(node.ino)
+            saved_as, where = ("kept copy", str(copy)) if copy else ("not kept", "it was empty")
+        elif conflict is not None:
+            saved_as, where = "conflict copy", conflict.saved_as or None
+        elif node.dirty or parts.writeback.pending(node.ino):
+            saved_as, where = "journal", journal
+        else:
+            saved_as = "version"
+        entries.append({"path": path, "saved": saved_as, "where": where})
+    return sorted(entries, key=lambda entry: entry["path"] or "")

@@ -605,6 +605,11 @@ class Vfs(ChangeFeedDoor):
     def retry_waiting_for_room(self) -> None:
         self.uploader.retry_waiting_for_room()
 
+    def save_open_files(self) -> int:
+        """The mount ends: commit what files still open for writing hold, as their close
+        would (``Commits.save_open``; the unmount report says where each went); how many."""
+        return self.commits.save_open(conflicts=self.durable.conflict_count)
+
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Upload everything pending now (deferred deletes and moves included); with
         ``patience``, transient failures are retried that long."""
