@@ -39,6 +39,17 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
 UMOUNT_TIMEOUT = 45.0
+EXIT_BUSY = 3  # memfs umount: files are open for writing under the mount; nothing was done
+BUSY_STATUS_WAIT = 2.5  # seconds to wait for a status document newer than the /proc scan
+
+UMOUNT_EPILOG = """exit status:
+  0  unmounted; everything was uploaded
+  1  unmounted with something not uploaded as meant (the report says what and where it is
+     kept), or the unmount failed
+  2  a usage error, or the mount extra is missing
+  3  files under MOUNTPOINT are open for writing (each named, with the processes holding it):
+     nothing was done; close them, or use --force
+"""
 
 
 def register(subparsers: Any) -> None:
@@ -183,11 +194,22 @@ def register(subparsers: Any) -> None:
     umount = subparsers.add_parser(
         "umount",
         help="flush pending writes and unmount",
-        description="Ask the mount daemon to upload pending writes, unmount and exit. The "
-        "root of a `memfs session` stops the session (memfs session stop); a store under it "
-        "cannot be unmounted alone.",
+        description="Ask the mount daemon to upload pending writes, unmount and exit. A mount "
+        "with files open for writing is refused (exit 3), each file named with the processes "
+        "holding it. The root of a `memfs session` stops the session (memfs session stop); a "
+        "store under it cannot be unmounted alone.",
+        epilog=UMOUNT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.add_argument(
+        "--force",
+        action="store_true",
+        help="unmount even with files open for writing: the kernel first hands over every "
+        "page written (syncfs), then what each open file holds is saved as a version (or, "
+        "if the store refuses it, as a kept copy), and only then the mount goes; the report "
+        "names each file so saved. The programs holding them get ENOTCONN afterwards",
+    )
     umount.add_argument(
         "--json",
         action="store_true",
@@ -476,7 +498,7 @@ def run_umount(args: argparse.Namespace) -> int:
     from memfs.mount.statedir import MountError, is_dead_mount, remove_state, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
-    held = _umount_session(mountpoint, as_json=args.json)
+    held = _umount_session(mountpoint, as_json=args.json, force=args.force)
     if held is not None:
         return held
     try:
@@ -484,6 +506,10 @@ def run_umount(args: argparse.Namespace) -> int:
     except MountError as exc:
         print(f"memfs umount: {exc}", file=sys.stderr)
         return 1
+    if pid is not None:
+        busy = _refuse_busy(mountpoint, force=args.force)
+        if busy is not None:
+            return busy
     report = state_path(mountpoint, "report.json")
     if pid is None and is_dead_mount(mountpoint):
         return _detach_dead(mountpoint, report, args.json)
@@ -521,7 +547,79 @@ def run_umount(args: argparse.Namespace) -> int:
     return code
 
 
-def _umount_session(mountpoint: str, *, as_json: bool) -> int | None:
+def _refuse_busy(mountpoint: str, *, force: bool) -> int | None:
+    """Refuse (``EXIT_BUSY``) a mount whose files are open for writing, naming each file and
+    the processes holding it; with ``force``, make the kernel hand over the pages they wrote
+    (``syncfs``) and let the unmount go on (the daemon saves what they hold). None: go on."""
+    from memfs.mount.busy import sync_mount
+
+    if force:
+        sync_mount(mountpoint)
+        return None
+    held = _open_for_writing(mountpoint)
+    if not held:
+        return None
+    from memfs.commands.import_tree import shown
+
+    print(
+        f"memfs umount: {len(held)} file(s) under {shown(mountpoint)} are open for writing; "
+        "nothing was done. Close them, or unmount with --force (what they hold is saved "
+        "first; their programs then get ENOTCONN):",
+        file=sys.stderr,
+    )
+    for path, holders in sorted(held.items()):
+        print(f"  {shown(path)}: {holders}", file=sys.stderr)
+    return EXIT_BUSY
+
+
+def _open_for_writing(mountpoint: str) -> dict[str, str]:
+    """The files under ``mountpoint`` open for writing, each with its holders in words: the
+    processes ``/proc`` shows (pid and command, escaped), and the files the daemon's status
+    says are open by processes this user cannot see (another user's, through allow_other).
+    The daemon's word is checked against a status document written after the ``/proc`` scan
+    (it is rewritten every second): a file closed meanwhile does not hold the mount."""
+    from memfs.commands.import_tree import shown
+    from memfs.mount.busy import writers
+
+    started = time.time()
+    found = writers(mountpoint)
+    held: dict[str, list[str]] = {}
+    for writer in found:
+        held.setdefault(writer.path, []).append(f"pid {writer.pid} ({shown(writer.command)})")
+    unseen = _daemon_open_for_writing(mountpoint, newer_than=None) - set(held)
+    if unseen:
+        fresh = _daemon_open_for_writing(mountpoint, newer_than=started)
+        for path in sorted(unseen & fresh):
+            held[path] = ["a process this user cannot see (the daemon has it open for writing)"]
+    return {path: ", ".join(holders) for path, holders in held.items()}
+
+
+def _daemon_open_for_writing(mountpoint: str, *, newer_than: float | None) -> set[str]:
+    """The files open for writing that the daemon's status document lists (relative to the
+    mount point); ``newer_than``: from a document written after that time (waited for up to
+    ``BUSY_STATUS_WAIT`` seconds, else nothing)."""
+    from memfs.mount.statedir import MountError, state_path
+    from memfs.mount.status import open_for_writing
+
+    try:
+        path = state_path(mountpoint, "status")
+    except MountError:
+        return set()
+    deadline = time.monotonic() + BUSY_STATUS_WAIT
+    while True:
+        try:
+            fresh = newer_than is None or path.stat().st_mtime > newer_than
+            if fresh:
+                doc = json.loads(path.read_bytes())
+                return open_for_writing(doc) if isinstance(doc, dict) else set()
+        except (OSError, ValueError):
+            return set()
+        if time.monotonic() > deadline:
+            return set()
+        time.sleep(0.05)
+
+
+def _umount_session(mountpoint: str, *, as_json: bool, force: bool = False) -> int | None:
     """``memfs umount ROOT`` of a session's mount stops the session, as ``memfs session stop``
     does (its process serves nothing else; every store flushed, what was not uploaded printed
     store by store); a path inside it (``ROOT/<slug>``: its stores share one mount, none can
@@ -539,6 +637,9 @@ def _umount_session(mountpoint: str, *, as_json: bool) -> int | None:
             file=sys.stderr,
         )
         return 1
+    busy = _refuse_busy(str(root), force=force)
+    if busy is not None:
+        return busy
     return stop_session(root, timeout=STOP_TIMEOUT, command="memfs umount", as_json=as_json)
 
 
@@ -584,7 +685,7 @@ def _print_report(path: Path, as_json: bool) -> int:
     """Print the daemon's unmount report (``memfs.mount.status.unmount_report``) and consume it;
     exit status 1 if some changes were not uploaded as they were meant to be, or if there is
     no report (the daemon died before its final flush: its journal waits for the next mount)."""
-    from memfs.mount.status import render_report, report_problems
+    from memfs.mount.status import render_report, report_problems, report_saved_open
     from memfs.private import check_private_file
 
     if not path.exists():
@@ -603,6 +704,6 @@ def _print_report(path: Path, as_json: bool) -> int:
     path.unlink(missing_ok=True)
     if as_json:
         print(json.dumps(report, indent=1))
-    elif report_problems(report):
+    elif report_problems(report) or report_saved_open(report):  # what was saved is told too
         print(f"memfs umount: {render_report(report).rstrip()}", file=sys.stderr)
     return 1 if report_problems(report) else 0

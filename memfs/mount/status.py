@@ -251,6 +251,14 @@ def report_problems(report: dict[str, Any]) -> bool:
     return any(report.get(key) for key in keys) or any(f["saved"] in lost for f in at_end)
 
 
+def report_saved_open(report: dict[str, Any]) -> bool:
+    """Whether the report names files open for writing when the mount ended (``open_at_end``):
+    ``memfs umount`` tells where their content went even when all of it is in the store."""
+    if "stores" in report:
+        return any(report_saved_open(store) for store in report["stores"])
+    return bool(report.get("open_at_end"))
+
+
 def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     """The report in words: ``(kind, header, items)`` per part that has something to say;
     ``kind`` is ``open``, ``gone``, ``pending``, ``refused`` or ``conflicts``. In a mount of several
@@ -417,6 +425,18 @@ def store_section(doc: dict[str, Any], slug: str) -> dict[str, Any] | None:
                 "recent_errors": doc.get("recent_errors", []),
             }
     return None
+
+
+def open_for_writing(doc: dict[str, Any]) -> set[str]:
+    """The files a status document says are open for writing, relative to its mount point
+    (``notes/a.md``; in a mount of several stores ``<slug>/notes/a.md``)."""
+    if "stores" in doc:
+        return {
+            f"{section.get('slug')}/{path.lstrip('/')}"
+            for section in doc["stores"]
+            for path in section.get("open_for_writing") or []
+        }
+    return {path.lstrip("/") for path in doc.get("open_for_writing") or []}
 
 
 def mount_report(reports: list[dict[str, Any]], *, mountpoint: str) -> dict[str, Any]:
