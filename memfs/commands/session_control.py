@@ -96,8 +96,10 @@ def stop_session(
         problems += clean_up_after(state)
     if as_json:
         print(json.dumps(_stop_outcome(state, problems), indent=1))
-    for problem in [] if as_json else problems:
-        print(f"{command}: {problem}", file=sys.stderr)
+    elif not problems:  # it left only notes: files open for writing, saved
+        print(f"{command}: stopped; every store flushed and unmounted under {root}")
+    for line in [] if as_json else [*state.notes, *problems]:
+        print(f"{command}: {line}", file=sys.stderr)
     return EXIT_FAILED if problems else EXIT_OK
 
 
@@ -109,6 +111,8 @@ def _stop_outcome(state: SessionState, problems: list[str]) -> dict[str, Any]:
         "root": state.root,
         "session_id": state.session_id,
         "problems": problems,
+        # files open for writing at the stop, and where what they held went
+        "notes": list(state.notes),
     }
 
 

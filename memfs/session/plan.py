@@ -488,6 +488,8 @@ class SessionState:
     status: str  # "starting", "running", "stopping", "stopped"
     mounts: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # what its stop tells that is no problem: files open for writing then, and where they went
+    notes: list[str] = field(default_factory=list)
     log_file: str | None = None
     created_root: bool = False  # the session made the root: removed when it ends
 
@@ -499,6 +501,7 @@ class SessionState:
             "status": self.status,
             "mounts": self.mounts,
             "problems": self.problems,
+            "notes": self.notes,
             "log_file": self.log_file,
             "created_root": self.created_root,
         }
@@ -512,6 +515,7 @@ class SessionState:
             status=str(data["status"]),
             mounts=list(data.get("mounts") or []),
             problems=[str(p) for p in data.get("problems") or []],
+            notes=[str(n) for n in data.get("notes") or []],
             log_file=data.get("log_file"),
             created_root=bool(data.get("created_root")),
         )

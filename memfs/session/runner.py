@@ -178,6 +178,7 @@ class SessionRunner:
         self._log_file = log_file
         self._created_root = False
         self._problems: list[str] = []
+        self._notes: list[str] = []  # what a stop tells that is no problem (``stop_notes``)
         self._ready_failure: str | None = None  # the caller's ``ready`` failed: stop at once
         self._served = False  # the daemon said every store answers
 
@@ -191,6 +192,7 @@ class SessionRunner:
             status=status,
             mounts=[plan.to_json() for plan in self._plans],
             problems=list(self._problems),
+            notes=list(self._notes),
             log_file=self._log_file,
             created_root=self._created_root,
         )
@@ -265,10 +267,14 @@ class SessionRunner:
             self._problems.insert(0, self._ready_failure)
         for problem in self._problems:
             log.error("%s", problem)
-        if self._problems:
+        for note in self._notes:
+            log.warning("%s", note)
+        if self._problems or self._notes:  # left for `memfs session stop` to tell
             self._write_state("stopped")
+        if self._problems:
             return EXIT_FAILED
-        self._state_file.unlink(missing_ok=True)
+        if not self._notes:
+            self._state_file.unlink(missing_ok=True)
         log.info("session %s stopped; every store flushed and unmounted", self._session_id)
         return EXIT_OK
 
@@ -314,6 +320,7 @@ class SessionRunner:
         for section in report.get("stores") or []:
             mountpoint = section.get("mountpoint") or str(self._root / str(section.get("slug")))
             problems += stop_report(Path(mountpoint), section)
+            self._notes += stop_notes(Path(mountpoint), section)
         return problems
 
 
@@ -327,6 +334,9 @@ def stop_report(path: Path, report: dict[str, Any] | None) -> list[str]:
     for error in report.get("errors") or []:
         problems.setdefault(f"{path}: {' '.join(error.split())}", None)
     for kind, header, items in report_sections(report):
+        if kind == "open":  # saved: a note (``stop_notes``); the rest has its own section
+            lost = [e["saved"] == "not kept" for e in report.get("open_at_end") or []]
+            items = [item for item, gone in zip(items, lost, strict=True) if gone]
         if kind == "gone":
             problems.setdefault(f"{path}: {header.rstrip(':')}", None)
         fates = [""] * len(items)  # a refused file's or a conflict's line says where it went
@@ -340,3 +350,13 @@ def stop_report(path: Path, report: dict[str, Any] | None) -> list[str]:
         for item, fate in zip(items, fates, strict=True):
             problems.setdefault(f"{path}: {item}{fate}", None)
     return list(problems)
+
+
+def stop_notes(path: Path, report: dict[str, Any] | None) -> list[str]:
+    """One line per file open for writing when the session stopped, saying where what it
+    held went (a version, a conflict copy, a kept copy, the journal): the programs holding
+    them were cut off, and are told here."""
+    for kind, _, items in report_sections(report or {}):
+        if kind == "open":
+            return [f"{path}: {item}" for item in items]
+    return []

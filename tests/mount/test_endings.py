@@ -4,11 +4,16 @@ a connection aborted through ``/sys/fs/fuse/connections``, SIGTERM and SIGINT. (
 runs ``memfs umount``.)
 
 Each test renames and deletes files inside a grace window far longer than the test, ends the
-mount, waits for the daemon to exit and then checks the store and the journal.
+mount, waits for the daemon to exit and then checks the store and the journal. Then a program
+that wrote and never closed: every ending saves what it wrote (``memfs umount`` refuses such a
+mount unless ``--force``), and what the store refuses is in a kept copy the report names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import mmap
 import os
 import signal
 import subprocess
@@ -115,3 +120,112 @@ def test_every_ending_uploads_deferred_renames_and_deletes(
         assert result.returncode == 0, result.stderr
         assert not is_dead_mount(str(m.path)) and not os.path.ismount(m.path)
         assert not report.exists()
+
+
+# -- a program still writing when the mount ends (docs/semantics.md, "Processes") -----------
+
+HELD = b"written, never closed\n"
+
+
+def lazily(*tool: str) -> Callable[[MountedStore, int], None]:
+    """A lazy unmount from outside, then the daemon is stopped (a shutdown's SIGTERM) while the
+    program still holds its file: the kernel connection outlives the mount point until then,
+    and what the program writes after the detach reaches the daemon too."""
+
+    def end(m: MountedStore, held: int) -> None:
+        assert m.pid is not None
+        run(*tool, str(m.path))
+        assert not os.path.ismount(m.path) and daemon_alive(m.pid)  # detached, still serving
+        os.write(held, b"and after the detach\n")
+        os.kill(m.pid, signal.SIGTERM)
+
+    return end
+
+
+HELD_ENDINGS: dict[str, Callable[[MountedStore, int], object]] = {
+    "memfs umount --force": lambda m, _: memfs("umount", "--force", str(m.path), env=m.env),
+    "SIGTERM": lambda m, _: send(signal.SIGTERM)(m),
+    "SIGINT": lambda m, _: send(signal.SIGINT)(m),
+    "fusermount3 -uz": lazily("fusermount3", "-uz"),
+    "umount -l": lazily("umount", "-l"),
+}
+
+
+@pytest.mark.parametrize("ending", list(HELD_ENDINGS))
+def test_every_ending_saves_what_a_program_wrote_and_never_closed(
+    mount_factory: Callable[..., MountedStore], ending: str
+) -> None:
+    m = mount_factory(memories={"/notes/log.md": "first\n"})
+    pid = m.pid
+    assert pid is not None
+    new = os.open(m.path / "notes" / "busy.md", os.O_WRONLY | os.O_CREAT, 0o644)
+    appended = os.open(m.path / "notes" / "log.md", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(new, HELD)
+        os.write(appended, b"second\n")
+        HELD_ENDINGS[ending](m, new)
+        wait_for(lambda: not daemon_alive(pid), timeout=40)
+    finally:
+        for fd in (new, appended):
+            with contextlib.suppress(OSError):  # ENOTCONN: the mount is gone
+                os.close(fd)
+    after = b"and after the detach\n" if ending in ("fusermount3 -uz", "umount -l") else b""
+    assert m.content("/notes/busy.md") == (HELD + after).decode()
+    assert m.content("/notes/log.md") == "first\nsecond\n"
+    assert "Traceback" not in m.log()
+
+
+def test_umount_refuses_a_mount_written_to_then_force_saves_it_and_says_so(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    m = mount_factory(memories={"/notes/mapped.md": "aaaa\n"})
+    fd = os.open(m.path / "notes" / "busy.md", os.O_WRONLY | os.O_CREAT, 0o644)
+    mapped = os.open(m.path / "notes" / "mapped.md", os.O_RDWR)
+    try:
+        os.write(fd, HELD)
+        with mmap.mmap(mapped, 5) as pages:
+            pages[:4] = b"bbbb"  # a dirty page in the kernel: only a syncfs hands it over
+            refused = memfs("umount", str(m.path), env=m.env)
+            assert refused.returncode == 3, refused.stderr
+            comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+            assert refused.stderr.splitlines() == [
+                f"memfs umount: 2 file(s) under {m.path} are open for writing; nothing was "
+                "done. Close them, or unmount with --force (what they hold is saved first; "
+                "their programs then get ENOTCONN):",
+                f"  notes/busy.md: pid {os.getpid()} ({comm})",
+                f"  notes/mapped.md: pid {os.getpid()} ({comm})",
+            ]
+            assert os.path.ismount(m.path)
+            os.write(fd, b"still served\n")
+
+            forced = memfs("umount", "--force", str(m.path), env=m.env)
+            assert forced.returncode == 0, forced.stderr
+            assert "/notes/busy.md: saved as a version of the store" in forced.stderr
+            assert "/notes/mapped.md: saved as a version of the store" in forced.stderr
+            assert not os.path.ismount(m.path)
+    finally:
+        for held in (fd, mapped):
+            with contextlib.suppress(OSError):
+                os.close(held)
+    assert m.content("/notes/busy.md") == (HELD + b"still served\n").decode()
+    assert m.content("/notes/mapped.md") == "bbbb\n"
+
+
+def test_force_keeps_a_copy_of_what_the_store_refuses_and_names_it(
+    mount_factory: Callable[..., MountedStore], tmp_path: Path
+) -> None:
+    m = mount_factory("--cache-dir", str(tmp_path / "cache"))
+    fd = os.open(m.path / "latin1.md", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"caf\xe9\n")  # not UTF-8: the store cannot hold it
+        result = memfs("umount", "--force", "--json", str(m.path), env=m.env)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    [saved] = report["open_at_end"]
+    assert saved["path"] == "/latin1.md" and saved["saved"] == "kept copy"
+    assert Path(saved["where"]).read_bytes() == b"caf\xe9\n"
+    assert [r["copy"] for r in report["refused"]] == [saved["where"]]
+    assert m.paths() == set()
