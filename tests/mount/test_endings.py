@@ -11,9 +11,7 @@ mount unless ``--force``), and what the store refuses is in a kept copy the repo
 
 from __future__ import annotations
 
-import contextlib
 import json
-import mmap
 import os
 import signal
 import subprocess
@@ -24,6 +22,7 @@ import pytest
 from support.journals import journal_records
 from support.mounts import MountedStore, daemon_alive, memfs
 from support.waiting import wait_for
+from support.writers import HeldWriter
 
 from memfs.mount.statedir import is_dead_mount, state_path
 
@@ -125,24 +124,25 @@ def test_every_ending_uploads_deferred_renames_and_deletes(
 # -- a program still writing when the mount ends (docs/semantics.md, "Processes") -----------
 
 HELD = b"written, never closed\n"
+AFTER = b"and after the detach\n"
 
 
-def lazily(*tool: str) -> Callable[[MountedStore, int], None]:
+def lazily(*tool: str) -> Callable[[MountedStore, HeldWriter], None]:
     """A lazy unmount from outside, then the daemon is stopped (a shutdown's SIGTERM) while the
     program still holds its file: the kernel connection outlives the mount point until then,
     and what the program writes after the detach reaches the daemon too."""
 
-    def end(m: MountedStore, held: int) -> None:
+    def end(m: MountedStore, writer: HeldWriter) -> None:
         assert m.pid is not None
         run(*tool, str(m.path))
         assert not os.path.ismount(m.path) and daemon_alive(m.pid)  # detached, still serving
-        os.write(held, b"and after the detach\n")
+        writer.write(0, AFTER)
         os.kill(m.pid, signal.SIGTERM)
 
     return end
 
 
-HELD_ENDINGS: dict[str, Callable[[MountedStore, int], object]] = {
+HELD_ENDINGS: dict[str, Callable[[MountedStore, HeldWriter], object]] = {
     "memfs umount --force": lambda m, _: memfs("umount", "--force", str(m.path), env=m.env),
     "SIGTERM": lambda m, _: send(signal.SIGTERM)(m),
     "SIGINT": lambda m, _: send(signal.SIGINT)(m),
@@ -158,18 +158,14 @@ def test_every_ending_saves_what_a_program_wrote_and_never_closed(
     m = mount_factory(memories={"/notes/log.md": "first\n"})
     pid = m.pid
     assert pid is not None
-    new = os.open(m.path / "notes" / "busy.md", os.O_WRONLY | os.O_CREAT, 0o644)
-    appended = os.open(m.path / "notes" / "log.md", os.O_WRONLY | os.O_APPEND)
-    try:
-        os.write(new, HELD)
-        os.write(appended, b"second\n")
-        HELD_ENDINGS[ending](m, new)
+    files = [(m.path / "notes" / "busy.md", "new"), (m.path / "notes" / "log.md", "append")]
+    with HeldWriter(files) as writer:
+        writer.write(0, HELD)
+        writer.write(1, b"second\n")
+        HELD_ENDINGS[ending](m, writer)
         wait_for(lambda: not daemon_alive(pid), timeout=40)
-    finally:
-        for fd in (new, appended):
-            with contextlib.suppress(OSError):  # ENOTCONN: the mount is gone
-                os.close(fd)
-    after = b"and after the detach\n" if ending in ("fusermount3 -uz", "umount -l") else b""
+        assert writer.close(0) == "close: Transport endpoint is not connected"
+    after = AFTER if ending in ("fusermount3 -uz", "umount -l") else b""
     assert m.content("/notes/busy.md") == (HELD + after).decode()
     assert m.content("/notes/log.md") == "first\nsecond\n"
     assert "Traceback" not in m.log()
@@ -179,34 +175,30 @@ def test_umount_refuses_a_mount_written_to_then_force_saves_it_and_says_so(
     mount_factory: Callable[..., MountedStore],
 ) -> None:
     m = mount_factory(memories={"/notes/mapped.md": "aaaa\n"})
-    fd = os.open(m.path / "notes" / "busy.md", os.O_WRONLY | os.O_CREAT, 0o644)
-    mapped = os.open(m.path / "notes" / "mapped.md", os.O_RDWR)
-    try:
-        os.write(fd, HELD)
-        with mmap.mmap(mapped, 5) as pages:
-            pages[:4] = b"bbbb"  # a dirty page in the kernel: only a syncfs hands it over
-            refused = memfs("umount", str(m.path), env=m.env)
-            assert refused.returncode == 3, refused.stderr
-            comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
-            assert refused.stderr.splitlines() == [
-                f"memfs umount: 2 file(s) under {m.path} are open for writing; nothing was "
-                "done. Close them, or unmount with --force (what they hold is saved first; "
-                "their programs then get ENOTCONN):",
-                f"  notes/busy.md: pid {os.getpid()} ({comm})",
-                f"  notes/mapped.md: pid {os.getpid()} ({comm})",
-            ]
-            assert os.path.ismount(m.path)
-            os.write(fd, b"still served\n")
+    files = [(m.path / "notes" / "busy.md", "new"), (m.path / "notes" / "mapped.md", "rdwr")]
+    with HeldWriter(files) as writer:
+        writer.write(0, HELD)
+        writer.map(1, b"bbbb\n")  # a dirty page in the kernel: only a syncfs hands it over
+        refused = memfs("umount", str(m.path), env=m.env)
+        assert refused.returncode == 3, refused.stderr
+        comm = Path(f"/proc/{writer.pid}/comm").read_text().strip()
+        assert refused.stderr.splitlines() == [
+            f"memfs umount: 2 file(s) under {m.path} are open for writing; nothing was "
+            "done. Close them, or unmount with --force (what they hold is saved first; "
+            "their programs then get ENOTCONN):",
+            f"  notes/busy.md: pid {writer.pid} ({comm})",
+            f"  notes/mapped.md: pid {writer.pid} ({comm})",
+        ]
+        assert os.path.ismount(m.path)
+        writer.write(0, b"still served\n")
 
-            forced = memfs("umount", "--force", str(m.path), env=m.env)
-            assert forced.returncode == 0, forced.stderr
-            assert "/notes/busy.md: saved as a version of the store" in forced.stderr
-            assert "/notes/mapped.md: saved as a version of the store" in forced.stderr
-            assert not os.path.ismount(m.path)
-    finally:
-        for held in (fd, mapped):
-            with contextlib.suppress(OSError):
-                os.close(held)
+        forced = memfs("umount", "--force", str(m.path), env=m.env)
+        assert forced.returncode == 0, forced.stderr
+        assert forced.stderr.splitlines()[1:] == [
+            "  /notes/busy.md: saved as a version of the store",
+            "  /notes/mapped.md: saved as a version of the store",
+        ]
+        assert not os.path.ismount(m.path)
     assert m.content("/notes/busy.md") == (HELD + b"still served\n").decode()
     assert m.content("/notes/mapped.md") == "bbbb\n"
 
@@ -215,13 +207,9 @@ def test_force_keeps_a_copy_of_what_the_store_refuses_and_names_it(
     mount_factory: Callable[..., MountedStore], tmp_path: Path
 ) -> None:
     m = mount_factory("--cache-dir", str(tmp_path / "cache"))
-    fd = os.open(m.path / "latin1.md", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, b"caf\xe9\n")  # not UTF-8: the store cannot hold it
+    with HeldWriter([(m.path / "latin1.md", "new")]) as writer:
+        writer.write(0, b"caf\xe9\n")  # not UTF-8: the store cannot hold it
         result = memfs("umount", "--force", "--json", str(m.path), env=m.env)
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     [saved] = report["open_at_end"]
