@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from support.journals import journal_records
 from support.waiting import wait_for
+from support.writers import HeldWriter
 
 from memfs.session.plan import SessionState, pid_alive, state_path
 
@@ -156,3 +157,27 @@ def test_umount_after_a_kill_9_detaches_the_dead_mount_and_keeps_the_journal(
     # what it had acknowledged waits in the store's journal for the next session or mount
     assert journal_records(Path(session_env["XDG_CACHE_HOME"]) / "memfs") == 1
     assert api.memories(notes["id"]) == {}
+
+
+def test_a_stop_saves_what_a_program_wrote_and_never_closed(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    pid, (notes,) = start(tmp_path, root, session_env, api, "Notes")
+    n = root / slug_of(notes["name"])
+    with HeldWriter([(n / "busy.md", "new")]) as writer:
+        writer.write(0, b"written, never closed\n")
+        refused = run_memfs(["umount", str(root)], session_env)
+        assert refused.returncode == 3, refused.stderr
+        assert f"  {n.name}/busy.md: pid {writer.pid} (" in refused.stderr
+        assert pid_alive(pid)
+
+        done = run_memfs(["session", "stop", "--root", str(root)], session_env, timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert (
+            done.stdout
+            == f"memfs session: stopped; every store flushed and unmounted under {root}\n"
+        )
+        assert done.stderr == (f"memfs session: {n}: /busy.md: saved as a version of the store\n")
+        assert writer.close(0) == "close: Transport endpoint is not connected"
+    assert not pid_alive(pid) and mounts_under(root) == []
+    assert api.memories(notes["id"])["/busy.md"]["content"] == "written, never closed\n"
