@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.journals import journal_home, journal_records
 
-from memfs.session.runner import stop_report
+from memfs.session.runner import stop_notes, stop_report
 
 from .helpers import Api, force_unmount, run_memfs, slug_of, unique, write_config
 
@@ -51,6 +51,22 @@ def test_each_change_is_reported_once_with_its_journal() -> None:
         "uploaded by the next mount of this store)",
         f"/r/notes: delete /two.md: not uploaded yet (kept in {JOURNAL}, "
         "uploaded by the next mount of this store)",
+    ]
+
+
+def test_files_open_at_the_end_are_notes_unless_their_content_is_not_kept() -> None:
+    told = report(
+        open_at_end=[
+            {"path": "/log.md", "saved": "version", "where": None},
+            {"path": "/.log.md.swp", "saved": "not kept", "where": "a local-only name"},
+        ]
+    )
+    assert stop_notes(Path("/r/notes"), told) == [
+        "/r/notes: /log.md: saved as a version of the store",
+        "/r/notes: /.log.md.swp: not kept (a local-only name)",
+    ]
+    assert stop_report(Path("/r/notes"), told) == [
+        "/r/notes: /.log.md.swp: not kept (a local-only name)"
     ]
 
 

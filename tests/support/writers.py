@@ -23,6 +23,9 @@ FLAGS = {
     "rdwr": os.O_RDWR,
 }
 fds, maps = [], []
+if sys.argv[2]:  # its command name (``comm``), as any process may choose it
+    with open("/proc/self/comm", "w") as comm:
+        comm.write(sys.argv[2])
 for path, flags in json.loads(sys.argv[1]):
     fds.append(os.open(path, FLAGS[flags], 0o644))
 print("open", flush=True)
@@ -48,12 +51,14 @@ for line in sys.stdin:
 
 
 class HeldWriter:
-    """A process holding ``files`` (path, ``new``/``append``/``rdwr``) open; ``write``,
-    ``map`` and ``close`` act on one of them (by index) and return once done. Leaving the
-    ``with`` block kills it (its descriptors close: whatever the mount is by then)."""
+    """A process holding ``files`` (path, ``new``/``append``/``rdwr``) open, named ``command``
+    (default: its interpreter's); ``write``, ``map`` and ``close`` act on one of them (by index)
+    and return once done. Leaving the ``with`` block kills it (its descriptors close: whatever
+    the mount is by then)."""
 
-    def __init__(self, files: list[tuple[Path, str]]) -> None:
-        argv = [sys.executable, "-c", PROGRAM, json.dumps([(str(p), f) for p, f in files])]
+    def __init__(self, files: list[tuple[Path, str]], *, command: str = "") -> None:
+        opened = json.dumps([(str(p), f) for p, f in files])
+        argv = [sys.executable, "-c", PROGRAM, opened, command]
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )

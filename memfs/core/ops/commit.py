@@ -32,6 +32,7 @@ class SavedOpen:
     node: Node
     path: str
     conflicts_before: int  # ``Durable.conflict_count`` then: a later one of ``path`` is its own
+    failed: str | None = None  # its commit failed (the journal could not be written): why
 
 
 def utf8(data: bytes | bytearray) -> str | None:
@@ -175,13 +176,17 @@ class Commits:
                 continue
             if not node.dirty and self.refusal(node) is None:
                 continue  # nothing unsaved: its content is the server's, or already queued
+            failed = None
             try:
                 self.commit(node)
             except FsError as exc:  # refused: ``refusals`` kept a copy of it
                 log.warning("%s, open for writing at unmount, was refused: %s", node.path, exc)
+            except OSError as exc:  # its journal record could not be written
+                failed = f"not saved: {exc}"
+                log.error("%s, open for writing at unmount, %s", node.path, failed)
             known = self.saved_open.get(node.ino)
             before = conflicts if known is None else known.conflicts_before
-            self.saved_open[node.ino] = SavedOpen(node, node.path, before)
+            self.saved_open[node.ino] = SavedOpen(node, node.path, before, failed)
             saved += 1
         if saved:
             log.info("saved %d file(s) still open for writing as the mount ends", saved)

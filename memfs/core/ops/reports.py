@@ -204,7 +204,8 @@ def open_at_end(parts: CoreParts) -> list[dict[str, str | None]]:
     (``where``): ``version`` (the store has it), ``conflict copy`` (another writer's version
     stays; the content is the conflict copy ``where``), ``kept copy`` (refused by the store:
     the file ``where``), ``journal`` (not uploaded: replayed from ``where`` by the next mount),
-    ``not kept`` (a local-only name: never uploaded, gone with the mount)."""
+    ``not kept`` (a local-only name: never uploaded, gone with the mount; or a commit that
+    failed: ``where`` says why)."""
     durable, refusals = parts.durable, parts.durable.refusals
     journal = str(durable.journal.directory) if durable.journal is not None else None
     entries: list[dict[str, str | None]] = []
@@ -225,6 +226,8 @@ def open_at_end(parts: CoreParts) -> list[dict[str, str | None]]:
             saved_as, where = ("kept copy", str(copy)) if copy else ("not kept", "it was empty")
         elif conflict is not None:
             saved_as, where = "conflict copy", conflict.saved_as or None
+        elif saved.failed is not None and not parts.writeback.pending(node.ino):
+            saved_as, where = "not kept", saved.failed
         elif node.dirty or parts.writeback.pending(node.ino):
             saved_as, where = "journal", journal
         else:
