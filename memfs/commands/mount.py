@@ -2,10 +2,12 @@
 
 Owns the command line of mounting: argument parsing, daemonizing (a ``--foreground`` child
 re-executed with its output to a log file, reporting readiness through a pipe), one-line errors
-with exit code 1, and unmounting by asking the daemon (SIGTERM: flush, unmount, exit) and
-waiting for it (files left to upload shown on a terminal: ``memfs.commands.progress``), then
-removing the mount's state files and log when all went well (``memfs.mount.statedir``), or
-detaching a mount point whose daemon died. The API key is never put on a command line, nor is
+with exit code 1, and unmounting: refused while files are open for writing (exit 3, each named
+with its processes: ``memfs.mount.busy``) unless ``--force`` (a ``syncfs`` first), then by asking
+the daemon (SIGTERM: save what is open, flush, unmount, exit) and waiting for it (files left to
+upload shown on a terminal: ``memfs.commands.progress``), then removing the mount's state files
+and log when all went well (``memfs.mount.statedir``), or detaching a mount point whose daemon
+died. The API key is never put on a command line, nor is
 ``--base-url`` (it may hold a password): the child inherits them through the environment.
 
 It must not implement the filesystem (``memfs.mount.daemon`` runs it).

@@ -7,8 +7,10 @@ beside local scratch (``MountOptions.stores``; ``mount.router`` hands requests t
 Owns the startup checks (credentials, stores, mount point), the opening of the stores (side by
 side, one task each), ``pyfuse3.init``, the trio nursery (FUSE loop, each store's write-back
 queue and change feed in a nursery of its own, signals), the readiness report to the parent
-process, the pid file that ``memfs umount`` reads, and the final flush (bounded) before the
-filesystem goes away. Kernel invalidations run here, from a worker thread only.
+process, the pid file that ``memfs umount`` reads, and the end of the mount, however it comes:
+what files still open for writing hold is saved (after a signal's ``syncfs``), then the final
+flush (bounded), before the filesystem goes away (docs/architecture.md, "The end of a mount").
+Kernel invalidations run here, from a worker thread only.
 
 It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
 """

@@ -5,8 +5,8 @@ Owns the status document (the mount point, the store's name and id, the daemon's
 requests by endpoint, cache hits and misses, bytes cached, pending uploads and journal records,
 the workspace the journal belongs to and the store's journals the mount leaves alone (another
 workspace's, or one of an earlier memfs that recorded none: ``JournalsOfStore``), the paths
-waiting, refused or in conflict, the change feed's health in words and its lag,
-recent errors), the
+waiting, refused or in conflict, the files open for writing, the change feed's health in words
+and its lag, recent errors), the
 ``RecentErrors`` log handler that remembers the last warnings and errors, the ``StatusWriter``
 task that the daemon runs to publish the document every second as
 ``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading it costs
@@ -15,7 +15,8 @@ the daemon nothing and works even while the mount is busy), and the text renderi
 The unmount report (``unmount_report``) is the JSON document the daemon leaves when it exits, as
 ``<runtime dir>/memfs/<hash of the mount point>.report.json`` (0600, written atomically): what
 was not uploaded (``pending``: journal records, with the error ``memfs status`` shows for them),
-refused files, conflicts, the store's deletion and where its changes were handed over, and the
+refused files, the files open for writing when the mount ended and where their content went
+(``open_at_end``), conflicts, the store's deletion and where its changes were handed over, and the
 errors of the final flush. It is built from the state ``collect`` reads, so the two agree;
 ``report_sections`` words it (``memfs umount`` prints it, the session runner's stop report quotes
 it).
