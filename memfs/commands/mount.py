@@ -196,10 +196,10 @@ def register(subparsers: Any) -> None:
     umount = subparsers.add_parser(
         "umount",
         help="flush pending writes and unmount",
-        description="Ask the mount daemon to upload pending writes, unmount and exit. A mount "
-        "with files open for writing is refused (exit 3), each file named with the processes "
-        "holding it. The root of a `memfs session` stops the session (memfs session stop); a "
-        "store under it cannot be unmounted alone.",
+        description="Ask the mount daemon to upload pending writes, unmount and exit.\n"
+        "A mount with files open for writing is refused (exit 3), each file named with the\n"
+        "processes holding it. The root of a `memfs session` stops the session (memfs session\n"
+        "stop); a store under it cannot be unmounted alone.",
         epilog=UMOUNT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
