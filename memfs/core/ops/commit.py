@@ -32,6 +32,7 @@ class SavedOpen:
     node: Node
     path: str
     conflicts_before: int  # ``Durable.conflict_count`` then: a later one of ``path`` is its own
+    gen: int  # the content saved (``Node.gen``): a later pass saves it again only if it changed
     failed: str | None = None  # its commit failed (the journal could not be written): why
 
 
@@ -172,10 +173,13 @@ class Commits:
                 continue
             if node.local_only:
                 if handle.changed and node.ino not in self.saved_open:
-                    self.saved_open[node.ino] = SavedOpen(node, node.path, conflicts)
+                    self.saved_open[node.ino] = SavedOpen(node, node.path, conflicts, node.gen)
                 continue
+            known = self.saved_open.get(node.ino)
+            if known is not None and known.gen == node.gen:
+                continue  # saved by an earlier pass, unchanged since
             if not node.dirty and self.refusal(node) is None:
-                continue  # nothing unsaved: its content is the server's, or already queued
+                continue  # nothing unsaved: its content is the server's
             failed = None
             try:
                 self.commit(node)
@@ -184,9 +188,8 @@ class Commits:
             except OSError as exc:  # its journal record could not be written
                 failed = f"not saved: {exc}"
                 log.error("%s, open for writing at unmount, %s", node.path, failed)
-            known = self.saved_open.get(node.ino)
             before = conflicts if known is None else known.conflicts_before
-            self.saved_open[node.ino] = SavedOpen(node, node.path, before, failed)
+            self.saved_open[node.ino] = SavedOpen(node, node.path, before, node.gen, failed)
             saved += 1
         if saved:
             log.info("saved %d file(s) still open for writing as the mount ends", saved)
