@@ -570,6 +570,8 @@ def render_store(doc: dict[str, Any]) -> str:
         lines.append(f"  retrying: {name}: {why}")
     for path in uploads.get("waiting_for_room", []):
         lines.append(f"  waiting for room (the store is full): {path}")
+    for path in doc.get("open_for_writing", []):  # memfs umount refuses while there are some
+        lines.append(f"  open for writing: {path}")
     refused = doc.get("refused")
     if refused:
         why = refused["by_reason"]

@@ -148,13 +148,16 @@ HELD_ENDINGS: dict[str, Callable[[MountedStore, HeldWriter], object]] = {
     "SIGINT": lambda m, _: send(signal.SIGINT)(m),
     "fusermount3 -uz": lazily("fusermount3", "-uz"),
     "umount -l": lazily("umount", "-l"),
+    "connection abort": lambda m, _: abort_connection(m),
 }
 
 
 @pytest.mark.parametrize("ending", list(HELD_ENDINGS))
 def test_every_ending_saves_what_a_program_wrote_and_never_closed(
-    mount_factory: Callable[..., MountedStore], ending: str
+    mount_factory: Callable[..., MountedStore], ending: str, request: pytest.FixtureRequest
 ) -> None:
+    if ending == "connection abort":
+        request.getfixturevalue("fusectl")
     m = mount_factory(memories={"/notes/log.md": "first\n"})
     pid = m.pid
     assert pid is not None
@@ -165,6 +168,8 @@ def test_every_ending_saves_what_a_program_wrote_and_never_closed(
         HELD_ENDINGS[ending](m, writer)
         wait_for(lambda: not daemon_alive(pid), timeout=40)
         assert writer.close(0) == "close: Transport endpoint is not connected"
+    if ending == "connection abort":  # its mount point stays dead until this detaches it
+        assert memfs("umount", str(m.path), env=m.env).returncode == 0
     after = AFTER if ending in ("fusermount3 -uz", "umount -l") else b""
     assert m.content("/notes/busy.md") == (HELD + after).decode()
     assert m.content("/notes/log.md") == "first\nsecond\n"
@@ -190,6 +195,9 @@ def test_umount_refuses_a_mount_written_to_then_force_saves_it_and_says_so(
             f"  notes/mapped.md: pid {writer.pid} (ed\\x1b[2J\\x0ax)",
         ]
         assert os.path.ismount(m.path)
+        wait_for(lambda: m.status()["open_for_writing"] == ["/notes/busy.md", "/notes/mapped.md"])
+        shown = memfs("status", str(m.path), env=m.env).stdout
+        assert "  open for writing: /notes/busy.md\n" in shown
         writer.write(0, b"still served\n")
 
         forced = memfs("umount", "--force", str(m.path), env=m.env)
