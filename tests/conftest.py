@@ -23,6 +23,8 @@ a conftest is never imported as a module.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -127,3 +129,14 @@ def mount_factory(
         yield maker
     finally:
         maker.close()
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every user can enter (pytest's tmp_path is private to root)."""
+    shared = Path(tempfile.mkdtemp(prefix="memfs-shared-"))
+    os.chmod(shared, 0o755)
+    try:
+        yield shared
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

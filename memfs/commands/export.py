@@ -200,6 +200,8 @@ def summary(report: ExportReport) -> str:
         parts.append(f"{len(tree.refused)} not written")
     if tree.kept:
         parts.append(f"{len(tree.kept)} old files kept")
+    if tree.ignored:
+        parts.append(f"{len(tree.ignored)} entries of .memfs ignored")
     return "memfs export: " + "; ".join(parts)
 
 
@@ -216,6 +218,7 @@ def report_json(report: ExportReport) -> dict[str, Any]:
         "skipped": [{"path": p, "reason": r} for p, r in dict(report.skipped).items()],
         "not_written": [{"path": p, "reason": r} for p, r in tree.refused],
         "kept": [{"path": p, "reason": r} for p, r in tree.kept],
+        "ignored": [{"record": f, "path": p, "reason": r} for f, p, r in tree.ignored],
         "redacted_in_history": report.redacted_in_history,
         "history_starts": report.history_starts,
         "memories_begun_before_history": report.begun_before_history,
@@ -227,6 +230,7 @@ def details(report: ExportReport) -> list[str]:
     lines = [f"not exported: {path!r}: {reason}" for path, reason in dict(report.skipped).items()]
     lines += [f"not written: {path}: {reason}" for path, reason in report.tree.refused]
     lines += [f"kept {path}: {reason}" for path, reason in report.tree.kept]
+    lines += [f"{record} ignored {path!r}: {why}" for record, path, why in report.tree.ignored]
     if report.begun_before_history:
         lines.append(
             f"history starts at {report.history_starts}: the earlier versions of "

@@ -60,6 +60,7 @@ from memfs.transfer.layout import (
     StoreInfo,
     UnsafePathError,
     dump_descriptions,
+    exported_file,
     file_path,
 )
 
@@ -126,7 +127,7 @@ async def export_memories(
         report.requests += 1
         for memory in page.data:
             try:
-                relative = file_path(memory.path)
+                relative = exported_file(memory.path)
             except UnsafePathError as exc:
                 report.skipped.append((memory.path, str(exc)))
                 continue

@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from memfs.transfer.export_tree import Tree
 from memfs.transfer.layout import GIT_DIR, META_DIR
 
 BRANCH = "refs/heads/main"
@@ -85,8 +86,10 @@ class GitRepo:
     """``DIR/.git``, run with the clean environment of the module docstring."""
 
     def __init__(self, root: Path, *, git: str = "git") -> None:
-        self.root = root
-        self.git_dir = root / GIT_DIR
+        # absolute: git runs in DIR (``cwd``) and is given DIR's paths, which a relative DIR
+        # would name again below itself (``exp/exp``)
+        self.root = Path(os.path.abspath(root))
+        self.git_dir = self.root / GIT_DIR
         self.git = git
 
     def env(self) -> dict[str, str]:
@@ -128,11 +131,13 @@ class GitRepo:
         """Create the repository if DIR has none (``untracked``: the patterns of memfs's own
         files that are never part of the history), check it is ours to use (module docstring),
         and read what it holds."""
-        try:
-            info = os.lstat(self.git_dir)
-        except FileNotFoundError:
-            self._init(untracked)
-            return History()
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:  # made here, so that git init fills our own directory (never one planted meanwhile)
+            os.mkdir(self.git_dir, 0o777)
+            created = True
+        except FileExistsError:
+            created = False
+        info = os.lstat(self.git_dir)
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
             kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
             raise GitError(
@@ -140,6 +145,9 @@ class GitRepo:
             )
         if info.st_uid != os.getuid():
             raise GitError(f"{self.git_dir} is owned by uid {info.st_uid}, not us")
+        if created:
+            self._init(untracked)
+            return History()
         history = self.history()
         if history.head is not None and history.store_id != store_id:
             whose = (
@@ -153,12 +161,11 @@ class GitRepo:
         return history
 
     def _init(self, untracked: tuple[str, ...]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
         # no template: no sample hooks, nothing but what git needs
         self.run("init", "-q", "--template=", "--initial-branch=main", str(self.root))
-        info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("".join(f"{pattern}\n" for pattern in untracked))
+        exclude = "".join(f"{pattern}\n" for pattern in untracked).encode()
+        with Tree(self.root) as tree:  # no link followed
+            tree.write(f"{GIT_DIR}/info/exclude", exclude)
 
     def head(self) -> str | None:
         try:

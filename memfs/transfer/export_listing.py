@@ -21,21 +21,20 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.models import MemoryVersion
-from memfs.paths import PathError, validate_path
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
-from memfs.transfer.layout import UnsafePathError, file_path
+from memfs.transfer.layout import UnsafePathError, exported_file, file_path
 
 LIST_PAGE = 20  # the most a listing with contents returns (view=full)
 PAGES_BEHIND = 8  # pages listed and not yet handled by the worker, at most
 
 
 def unsafe(path: str) -> str | None:
-    """Why the memory path ``path`` is not a file of the repository (None: it is)."""
+    """Why the memory path ``path`` is not a file of the repository (None: it is). The API's
+    rules too (``exported_file``): no control character can reach a trailer."""
     try:
-        validate_path(path)  # the API's rules: no control character can reach a trailer
-        file_path(path)
-    except (PathError, UnsafePathError) as exc:
+        exported_file(path)
+    except UnsafePathError as exc:
         return str(exc)
     return None
 

@@ -4,10 +4,12 @@ equal to what is exported (``sync_tree``).
 DIR is the user's, but what is inside it may be an old export, edited, or planted by someone
 (an agent's memory, another program): every file below DIR is reached one component at a time
 from a descriptor of DIR (``openat`` with ``O_NOFOLLOW | O_DIRECTORY``), so a symbolic link
-anywhere below DIR is never followed, and a file is replaced by a new one renamed over it (never
-written in place: a hard link planted at its name keeps its own bytes; a file that is not there
-yet is created with ``O_EXCL``, never over anything). Anything that is not a
-regular file where an exported file goes (a link, a directory, a FIFO, a device) is refused
+anywhere below DIR is never followed, a ``..``, ``.`` or empty component is never walked
+(``OutsideError``: whatever path it is given, nothing outside DIR is opened, written or removed,
+the directories a removal empties included), and a file is replaced by a new one renamed over
+it (never written in place: a hard link planted at its name keeps its own bytes; a file that is
+not there yet is created with ``O_EXCL``, never over anything). Anything that is not a regular
+file where an exported file goes (a link, a directory, a FIFO, a device) is refused
 with a one-line reason and left as it is (``InTheWayError``).
 
 What is "ours": ``.memfs/exported.json`` (``MANIFEST``) records the files the last export wrote
@@ -17,7 +19,9 @@ file), read as part of the manifest by the next sync and removed once the manife
 so even a killed export's files are ours to tidy. A run writes every exported file whose bytes
 differ, and removes a file of the last export that is no longer exported only if its bytes are
 still those it wrote: a file someone changed since is kept and reported, and a file it never
-wrote is never touched.
+wrote is never touched. Those records are DIR's, so anyone who can write DIR can plant them:
+each path read from them must be one an export writes (``layout.check_tree_file``), else it is
+ignored and reported (``SyncReport.ignored``), before the descriptor walk refuses it again.
 
 This module does no network and knows nothing of stores: it is given paths and bytes.
 """
@@ -36,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.transfer.layout import META_DIR
+from memfs.transfer.layout import META_DIR, UnsafePathError, check_tree_file
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,20 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CL
 class InTheWayError(OSError):
     """Something other than a regular file of ours is where an exported file goes; the message
     is one line saying what and where."""
+
+
+class OutsideError(OSError):
+    """A path that does not name a file below DIR (a ``..``, ``.`` or empty component): never
+    walked."""
+
+
+def _names(relative: str) -> list[str]:
+    """The components of ``relative``, each a name in its parent directory; ``OutsideError``
+    if one could lead anywhere but down (``..``), or is no name (``.``, empty)."""
+    names = relative.split("/")
+    if any(name in ("", ".", "..") for name in names):
+        raise OutsideError(errno.EINVAL, f"not a path below DIR: {relative!r}")
+    return names
 
 
 def blob_id(data: bytes) -> str:
@@ -87,8 +105,8 @@ class Tree:
     @contextlib.contextmanager
     def _parent(self, relative: str, *, create: bool) -> Iterator[int | None]:
         """The descriptor of the directory holding ``relative`` (None: missing and not
-        ``create``d), reached without following links."""
-        *dirs, _ = relative.split("/")
+        ``create``d), reached from DIR's without following links nor going up."""
+        *dirs, _ = _names(relative)
         fd = os.dup(self.fd)
         try:
             for i, name in enumerate(dirs):
@@ -114,9 +132,10 @@ class Tree:
         finally:
             os.close(fd)
 
-    def read(self, relative: str) -> bytes | None:
+    def read(self, relative: str, *, limit: int | None = None) -> bytes | None:
         """The bytes of the regular file ``relative``, None if there is none;
-        ``InTheWayError`` if something else is there or on the way."""
+        ``InTheWayError`` if something else is there or on the way, or if it is larger than
+        ``limit`` bytes (then never read)."""
         with self._parent(relative, create=False) as parent:
             if parent is None:
                 return None
@@ -126,11 +145,19 @@ class Tree:
             except FileNotFoundError:
                 return None
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
                     raise InTheWayError(f"{_what_is(parent, name)} is in the way at {relative}")
+                too_large = InTheWayError(f"{relative} is larger than {limit} bytes")
+                if limit is not None and info.st_size > limit:
+                    raise too_large
                 chunks = []
+                size = 0
                 while chunk := os.read(fd, 1 << 20):
                     chunks.append(chunk)
+                    size += len(chunk)
+                    if limit is not None and size > limit:  # grown since: stop reading
+                        raise too_large
                 return b"".join(chunks)
             finally:
                 os.close(fd)
@@ -293,14 +320,22 @@ class SyncReport:
     removed: int = 0
     kept: list[tuple[str, str]] = field(default_factory=list)  # (path, why) not removed
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, why) not written
+    # (record, path, why): entries of MANIFEST or AHEAD_LOG that name no file an export writes
+    ignored: list[tuple[str, str, str]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> blob id
 
 
+# MANIFEST and AHEAD_LOG larger than this are not read (then no file of an earlier export is
+# removed): 100,000 files (a Databricks store's most) of 1 KiB paths fit; a planted huge one
+# must not fill memory
+MAX_RECORD_BYTES = 128 << 20
+
+
 def read_manifest(tree: Tree) -> dict[str, str]:
-    """The files the last export wrote (path -> blob id); empty if none or unreadable (then
-    nothing is ever removed)."""
+    """The files the last export wrote (path -> blob id, as the file says: ``sync_tree``
+    checks the paths); empty if none or unreadable (then nothing is ever removed)."""
     try:
-        data = tree.read(MANIFEST)
+        data = tree.read(MANIFEST, limit=MAX_RECORD_BYTES)
         obj = json.loads(data) if data is not None else {}
         files = obj.get("files", {}) if isinstance(obj, dict) else {}
         return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
@@ -318,7 +353,7 @@ def read_ahead_log(tree: Tree) -> dict[str, str]:
     """The files an export created ahead of its manifest (path -> blob id; module docstring);
     a line cut short by a kill, or not of this form, is skipped."""
     try:
-        data = tree.read(AHEAD_LOG)
+        data = tree.read(AHEAD_LOG, limit=MAX_RECORD_BYTES)
     except OSError:
         return {}
     files: dict[str, str] = {}
@@ -363,8 +398,7 @@ def sync_tree(
     the last export (its manifest) that are no longer wanted and unchanged since. The manifest
     is written last, with what is now on disk."""
     report = SyncReport()
-    # files created ahead are the newest that were written at their paths
-    previous = {**read_manifest(tree), **read_ahead_log(tree)}
+    previous = _previous(tree, report)
     missing: list[str] = []
     for path, blob in wanted.items():
         try:
@@ -408,6 +442,22 @@ def sync_tree(
     with contextlib.suppress(OSError):  # what it named is in the manifest now, or gone
         tree.remove(AHEAD_LOG)
     return report
+
+
+def _previous(tree: Tree, report: SyncReport) -> dict[str, str]:
+    """The files of earlier exports (path -> blob id): the manifest's, and those created ahead
+    (the newest written at their paths), each path checked: one an export cannot have written
+    (``../x``, ``.git/config``...: planted) is ignored, into ``report.ignored``."""
+    previous: dict[str, str] = {}
+    for record, files in ((MANIFEST, read_manifest(tree)), (AHEAD_LOG, read_ahead_log(tree))):
+        for path, blob in files.items():
+            try:
+                check_tree_file(path)
+            except UnsafePathError as exc:
+                report.ignored.append((record, path, str(exc)))
+                continue
+            previous[path] = blob
+    return previous
 
 
 def _reason(exc: OSError) -> str:

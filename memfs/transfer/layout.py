@@ -25,7 +25,11 @@ The contract (format 1):
 
 Memory paths come from a server, and a server (or an agent writing through it) is not trusted
 here: ``file_path`` refuses anything that could name a file outside DIR or that no file system
-can hold (``UnsafePathError``, with the reason), whatever the API is supposed to allow.
+can hold (``UnsafePathError``, with the reason), whatever the API is supposed to allow;
+``exported_file`` adds the API's own rules (``memfs.paths``): what an export writes. Nor is DIR
+trusted when a command reads back what it wrote there (an export's record of its files): whoever
+can write DIR can plant those records, so each path read back passes ``check_tree_file``, the
+same rules, before it is used.
 
 This module only maps paths and reads and writes the bytes of memfs's own files; it touches no
 file system and no store: the commands do, each in its own safe way.
@@ -40,6 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
+
+from memfs.paths import PathError, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +111,35 @@ def file_path(memory_path: str) -> str:
     if is_reserved(memory_path):
         raise UnsafePathError(RESERVED_REASON)
     return relative
+
+
+def exported_file(memory_path: str) -> str:
+    """``file_path``, for a path the API's rules (``memfs.paths.validate_path``: no control
+    character, NFC, at most 20 segments...) allow too: the files an export writes, and the only
+    ones it reads back as its own. ``UnsafePathError`` with the reason otherwise."""
+    try:
+        validate_path(memory_path)
+    except PathError as exc:
+        raise UnsafePathError(str(exc)) from None
+    except UnicodeError:  # a lone surrogate (JSON may hold one): no file name is made of it
+        raise UnsafePathError("path is not UTF-8") from None
+    return file_path(memory_path)
+
+
+# memfs's own files an export writes below DIR (beside the memories' files)
+OWN_FILES = frozenset({f"{META_DIR}/{STORE_FILE}", f"{META_DIR}/{DESCRIPTIONS_FILE}"})
+
+
+def check_tree_file(relative: object) -> str:
+    """``relative`` if it is a file an export writes below DIR (``a/b``, as its records name
+    them): one of ``OWN_FILES`` or a memory's file (``exported_file``); else ``UnsafePathError``
+    with the reason. For every path read back from DIR, where anyone who can write DIR may have
+    planted it (``../../etc/x``...)."""
+    if not isinstance(relative, str):
+        raise UnsafePathError("not a string")
+    if relative in OWN_FILES:
+        return relative
+    return exported_file("/" + relative)
 
 
 def memory_path(relative: str) -> str:

@@ -14,9 +14,6 @@ Every test in this directory is marked ``fuse``. Editor/tool matrices can build 
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -50,14 +47,3 @@ def private_mount(fresh_server: Any, tmp_path: Path) -> Iterator[Callable[..., M
     finally:
         maker.close()
         sdk.close()
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory every user can enter (pytest's tmp_path is private to root)."""
-    shared = Path(tempfile.mkdtemp(prefix="memfs-shared-"))
-    os.chmod(shared, 0o755)
-    try:
-        yield shared
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)

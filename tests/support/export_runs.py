@@ -11,13 +11,18 @@ from support.servers import ServerProcess
 
 
 def memfs(
-    server: ServerProcess, *args: str, expect: int = 0, env: dict[str, str] | None = None
+    server: ServerProcess,
+    *args: str,
+    expect: int = 0,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``memfs ARGS`` with the server's client environment (or ``env``): no traceback, no key in
-    the output, the exit code ``expect``."""
+    """``memfs ARGS`` (in ``cwd``) with the server's client environment (or ``env``): no
+    traceback, no key in the output, the exit code ``expect``."""
     done = subprocess.run(
         [sys.executable, "-m", "memfs", *args],
         env=env or server.client_env(),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,

@@ -3,13 +3,14 @@
 ``victim`` makes a file that root owns (the target); ``plant`` puts a symbolic or a hard link to
 it at a name memfs writes, and returns the end of the one line memfs refuses it with (a log:
 memfs appends to it; other files are replaced, which no link survives); ``untouched`` says
-whether the victim is as ``victim`` made it.
+whether the victim is as ``victim`` made it; ``as_nobody`` runs a shell script as the attacker.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 NOBODY = 65534  # the attacker: an agent's user
@@ -35,3 +36,13 @@ def plant(kind: str, at: Path, target: Path) -> str:
 
 def untouched(target: Path) -> bool:
     return target.read_text() == PRECIOUS and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def as_nobody(script: str, cwd: Path, stdin: str = "") -> str:
+    """``sh -c script`` as the attacker (``NOBODY``, no other group) in ``cwd``; its stdout."""
+    done = subprocess.run(
+        ["sh", "-c", script], cwd=cwd, input=stdin, user=NOBODY, group=NOBODY, extra_groups=[],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
