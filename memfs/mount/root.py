@@ -65,7 +65,7 @@ def scratch_entry(node: ScratchNode) -> pyfuse3.EntryAttributes:
     out.generation = 0
     out.entry_timeout, out.attr_timeout = ENTRY_TIMEOUT, ATTR_TIMEOUT
     out.st_mode = node.mode
-    out.st_nlink = node.links if node.links > 0 else (2 if node.is_dir else 1)
+    out.st_nlink = node.links  # 0 once unlinked or removed, while still open (as tmpfs)
     out.st_uid = node.uid
     out.st_gid = node.gid
     out.st_rdev = 0

@@ -22,12 +22,16 @@ from typing import Any
 
 import pyfuse3
 
-from memfs.errors import CrossDeviceError, NoEntryError
+from memfs.errors import CrossDeviceError, InvalidArgumentError, NoEntryError
 from memfs.mount import storelog
 from memfs.mount.fuse_ops import fail
 from memfs.numbers import SLOT
 
 SLOT_BITS = SLOT.bit_length() - 1
+# the renameat2 flags a tree may be asked for: RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2).
+# Any other (RENAME_WHITEOUT, 4: an overlay filesystem's) is EINVAL here for every tree,
+# never a plain rename.
+RENAME_FLAGS_SERVED = 1 | 2
 
 
 def slot_of(number: int) -> int:
@@ -138,6 +142,8 @@ class Router(pyfuse3.Operations):
         flags: int,
         ctx: Any,
     ) -> None:
+        if flags & ~RENAME_FLAGS_SERVED:
+            fail("rename", InvalidArgumentError(f"renameat2 flags {flags:#x} are not supported"))
         operations = self._same("rename", parent_inode_old, parent_inode_new)
         await operations.rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 

@@ -5,7 +5,9 @@ the mount's root; every other name there is local scratch, as the container's ow
 be: files, directories, symbolic links, fifos and sockets that behave as on tmpfs (modes,
 owners, times, hard links, rename within scratch), held in the daemon's memory, never
 uploaded, gone when the daemon stops. What they hold is charged to a budget of bytes (content,
-link targets, and ``NODE_BYTES`` per name): past it, ENOSPC.
+link targets, and ``NODE_BYTES`` per name): past it, ENOSPC; a truncate to a size that could
+never fit it, even in an empty scratch, is EFBIG (a size past the largest file it can hold;
+a write is ENOSPC, as on a full tmpfs).
 
 ``Scratch`` is the tree (FUSE-free; it raises ``memfs.errors`` exceptions, and
 ``memfs.mount.fuse_ops.fail`` maps them to errnos, as for the stores); its inode and handle
@@ -28,6 +30,7 @@ from memfs import paths
 from memfs.errors import (
     DirectoryNotEmptyError,
     ExistsError,
+    FileTooLargeError,
     InvalidArgumentError,
     IsDirectoryError,
     NameTooLongError,
@@ -115,6 +118,11 @@ class Scratch:
     @staticmethod
     def _cost(node: ScratchNode) -> int:
         return NODE_BYTES + len(node.data) + len(node.target)
+
+    def _check_size(self, size: int) -> None:
+        """EFBIG for a file size that could never fit the budget, whatever is removed."""
+        if size + NODE_BYTES > self.budget:
+            raise FileTooLargeError(f"{size} bytes never fit local scratch ({self.budget} bytes)")
 
     def _charge(self, more: int) -> None:
         """Take ``more`` bytes of the budget (ENOSPC past it; a release always succeeds)."""
@@ -334,6 +342,7 @@ class Scratch:
             raise IsDirectoryError("is a directory")
         if not stat.S_ISREG(node.mode):
             raise InvalidArgumentError("not a regular file")
+        self._check_size(size)
         self._charge(size - len(node.data))
         if size < len(node.data):
             del node.data[size:]

@@ -9,7 +9,6 @@ keys), a server that is down (stopped), an archived store. Plain filesystem corr
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import shutil
@@ -24,25 +23,21 @@ from typing import Any
 import anthropic
 import pytest
 import trio
-from support.mounts import MountedStore, memfs
+from support.mounts import (
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    RENAME_WHITEOUT,
+    MountedStore,
+    memfs,
+    renameat2,
+)
 from support.servers import OTHER_KEY
 from support.waiting import wait_for
 
 from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
 
-libc = ctypes.CDLL(None, use_errno=True)
-AT_FDCWD = -100
-RENAME_NOREPLACE = 1
-RENAME_EXCHANGE = 2
 LIMIT = 102_400
-
-
-def renameat2(old: os.PathLike[str] | str, new: os.PathLike[str] | str, flags: int) -> None:
-    rc = libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags)
-    if rc != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, os.strerror(number))
 
 
 def expect_errno(number: int, func: Callable[..., Any], *args: Any, **kwargs: Any) -> OSError:
@@ -575,6 +570,11 @@ def test_renameat2_flags(mount_factory):
         expect_errno(errno.EEXIST, renameat2, p / "a.md", p / target, RENAME_NOREPLACE)
         expect_errno(errno.EINVAL, renameat2, p / "a.md", p / target, RENAME_EXCHANGE)
     expect_errno(errno.EINVAL, renameat2, p / "d", p / "e", RENAME_EXCHANGE)
+    # a flag no tree serves is EINVAL, never a plain rename (issue 31)
+    expect_errno(errno.EINVAL, renameat2, p / "a.md", p / "w.md", RENAME_WHITEOUT)
+    versions = p / ".versions"
+    moment = versions / sorted(os.listdir(versions))[0]
+    expect_errno(errno.EINVAL, renameat2, moment, versions / "y", RENAME_WHITEOUT)
     renameat2(p / "a.md", p / "new.md", RENAME_NOREPLACE)
     renameat2(p / "d", p / "f", RENAME_NOREPLACE)
     assert sorted(os.listdir(p)) == ["b.md", "e", "f", "new.md", "x.md~"]

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import subprocess
 
 import pytest
+from support.mounts import renameat2
 from support.waiting import wait_for
-
-libc = ctypes.CDLL(None, use_errno=True)
-AT_FDCWD = -100
-
-
-def renameat2(old: os.PathLike[str], new: os.PathLike[str], flags: int) -> None:
-    rc = libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags)
-    if rc != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, os.strerror(number))
 
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:

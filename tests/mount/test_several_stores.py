@@ -22,7 +22,7 @@ import anthropic
 import pytest
 from support.databricks import ACTOR, Workspace, databricks_env
 from support.memfs_daemon import SeveralStores
-from support.mounts import MountedStore, fsync_dir, memfs
+from support.mounts import RENAME_WHITEOUT, MountedStore, fsync_dir, memfs, renameat2
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
@@ -395,3 +395,59 @@ def test_a_revoked_key_and_a_deleted_store_fail_in_their_own_subtrees(
     result = mounted.umount()
     assert f"the memory store {deleted} no longer exists" in result.stderr, result.stderr
     assert "up:" not in result.stderr
+
+
+def test_scratch_answers_as_tmpfs_for_removed_open_files_sizes_and_rename_flags(
+    several: Callable[..., SeveralStores],
+    server: ServerProcess,
+    sdk: anthropic.Anthropic,
+    tmp_path: Path,
+) -> None:
+    """Issue 31: an unlinked file and a removed directory still open show ``st_nlink`` 0; a
+    truncate that could never fit the scratch budget is EFBIG (one that could, ENOSPC); a
+    renameat2 flag no tree serves (RENAME_WHITEOUT) is EINVAL in scratch, at the root and in a
+    store, never a plain rename."""
+    key = _key_file(tmp_path, server)
+    notes = _store(sdk, {"/a.md": "alpha\n"})
+    mounted = several(
+        [{"slug": "notes", "store": notes, "base_url": server.base_url, "api_key_file": key}]
+    )
+    root = mounted.root
+    scratch = root / "tmp"
+    scratch.mkdir()
+    (scratch / "f.txt").write_text("scratch\n")
+    os.link(scratch / "f.txt", scratch / "hard.txt")
+    with open(scratch / "f.txt", "rb") as held:
+        (scratch / "hard.txt").unlink()
+        assert os.fstat(held.fileno()).st_nlink == 1
+        (scratch / "f.txt").unlink()
+        assert os.fstat(held.fileno()).st_nlink == 0
+        assert held.read() == b"scratch\n"  # still readable through the descriptor
+    (scratch / "gone").mkdir()
+    held_dir = os.open(scratch / "gone", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rmdir(scratch / "gone")
+        assert os.fstat(held_dir).st_nlink == 0
+    finally:
+        os.close(held_dir)
+
+    (scratch / "sized").write_bytes(b"")
+    assert _errno(lambda: os.truncate(scratch / "sized", 999_999_999_999_999)) == errno.EFBIG
+    (scratch / "filler").write_bytes(b"x" * 600 * 1024)  # of 1 MiB
+    assert _errno(lambda: os.truncate(scratch / "sized", 600 * 1024)) == errno.ENOSPC
+    os.truncate(scratch / "sized", 100 * 1024)  # what fits, fits
+    assert os.stat(scratch / "sized").st_size == 100 * 1024
+
+    for source, target in [
+        (scratch / "sized", scratch / "renamed"),
+        (root / "moved-away", root / "moved"),
+        (root / "notes" / "a.md", root / "notes" / "b.md"),
+    ]:
+        if not source.exists():
+            source.write_text("x")
+        with pytest.raises(OSError) as refused:
+            renameat2(source, target, RENAME_WHITEOUT)
+        assert refused.value.errno == errno.EINVAL
+        assert source.exists() and not target.exists()
+    mounted.close()
+    assert _paths(sdk, notes) == {"/a.md"}  # the refused rename moved nothing in the store

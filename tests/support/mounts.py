@@ -6,6 +6,7 @@ them; ``close()`` unmounts them all). The fixtures are in ``tests/conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -22,6 +23,20 @@ import anthropic
 from support.waiting import wait_for
 
 MOUNT_READY_TIMEOUT = 20.0
+
+_libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+RENAME_WHITEOUT = 4
+
+
+def renameat2(old: os.PathLike[str] | str, new: os.PathLike[str] | str, flags: int) -> None:
+    """``renameat2(2)`` (Python has no binding); OSError with its errno on failure."""
+    rc = _libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags)
+    if rc != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
 
 
 def memfs(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
