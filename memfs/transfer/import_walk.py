@@ -32,14 +32,18 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from memfs.paths import MAX_SEGMENTS, PathError, validate_file_path
+from memfs import databricks_limits
+from memfs.paths import MAX_PATH_BYTES, MAX_SEGMENTS, PathError, validate_file_path
 from memfs.transfer import layout
 
 log = logging.getLogger(__name__)
 
-# A descriptions.json larger than this is refused unread: 100,000 entries of 4 KiB descriptions
-# fit (Databricks' limits); a planted huge file must not fill memory.
-MAX_DESCRIPTIONS_BYTES = 512 * 1024 * 1024
+# A descriptions.json larger than this is refused unread: what a store can hold fits (100,000
+# entries of a 1 KiB path and a 4 KiB description, Databricks' limits); a planted huge file must
+# not fill memory (the file is held once, its entries read one by one: layout.load_descriptions).
+MAX_DESCRIPTIONS_BYTES = layout.MAX_DESCRIPTION_ENTRIES * (
+    MAX_PATH_BYTES + databricks_limits.MAX_DESCRIPTION_BYTES + 16
+)
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -92,7 +96,10 @@ def read_tree(root_fd: int, limits: Limits) -> Tree:
     link given as DIR itself is followed, the user named it)."""
     tree = Tree()
     _walk(root_fd, "", tree, limits)  # scandir reads a duplicate: root_fd stays usable
-    tree.descriptions = _descriptions(root_fd, tree)
+    descriptions = _descriptions(root_fd, tree)
+    if descriptions is not None:
+        tree.descriptions = descriptions.entries
+        _refuse_descriptions(descriptions.refused, tree)
     tree.files.sort(key=lambda f: f.path)
     tree.refused.sort(key=lambda r: r.name)
     return tree
@@ -256,10 +263,25 @@ def open_file(root_fd: int, relative: str, limits: Limits, sha256: str) -> bytes
     return data
 
 
-def _descriptions(root_fd: int, tree: Tree) -> dict[str, str] | None:
+_DESCRIPTIONS_SHOWN = f"/{layout.META_DIR}/{layout.DESCRIPTIONS_FILE}"
+
+
+def _refuse_descriptions(refused: list[tuple[str | None, str]], tree: Tree) -> None:
+    """One refusal per entry of ``descriptions.json`` refused; a file whose description was
+    refused is not imported (what the description should be is unknown)."""
+    unknown = set()
+    for path, reason in refused:
+        tree.refused.append(Refusal(path or _DESCRIPTIONS_SHOWN, reason))
+        if path is not None:
+            unknown.add(path)
+    if unknown:
+        tree.files = [file for file in tree.files if file.path not in unknown]
+
+
+def _descriptions(root_fd: int, tree: Tree) -> layout.Descriptions | None:
     """``.memfs/descriptions.json`` below ``root_fd``, or None when the tree has none (a
     malformed one is a refusal: the tree's memories are imported without descriptions)."""
-    shown = f"/{layout.META_DIR}/{layout.DESCRIPTIONS_FILE}"
+    shown = _DESCRIPTIONS_SHOWN
     try:
         meta_fd = os.open(layout.META_DIR, _DIRECTORY_FLAGS, dir_fd=root_fd)
     except FileNotFoundError:
@@ -278,10 +300,25 @@ def _descriptions(root_fd: int, tree: Tree) -> dict[str, str] | None:
         os.close(meta_fd)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DESCRIPTIONS_BYTES:
-            tree.refused.append(Refusal(shown, "not a regular file of a sensible size"))
+        if not stat.S_ISREG(info.st_mode):
+            tree.refused.append(Refusal(shown, "not a regular file"))
             return None
-        return layout.load_descriptions(_read_at_most(fd, MAX_DESCRIPTIONS_BYTES + 1))
+        if info.st_size > MAX_DESCRIPTIONS_BYTES:
+            tree.refused.append(
+                Refusal(
+                    shown, f"larger than any store's descriptions ({MAX_DESCRIPTIONS_BYTES} bytes)"
+                )
+            )
+            return None
+        # read into one buffer of its size (chunks joined would hold it twice)
+        data = bytearray(info.st_size + 1)
+        size = 0
+        while size < len(data) and (count := os.readv(fd, [memoryview(data)[size:]])):
+            size += count
+        if size > info.st_size:  # grown since fstat: not what was checked
+            raise layout.FormatError(f"{layout.DESCRIPTIONS_FILE}: grew while it was read")
+        del data[size:]
+        return layout.load_descriptions(data)
     except layout.FormatError as exc:
         tree.refused.append(Refusal(shown, str(exc)))
         return None

@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from memfs import databricks_limits
 from memfs.paths import PathError, validate_path
 
 log = logging.getLogger(__name__)
@@ -215,13 +217,149 @@ def dump_descriptions(descriptions: Mapping[str, str]) -> bytes:
     return ("{\n" + body + "\n}\n" if lines else "{}\n").encode("utf-8")
 
 
-def load_descriptions(data: bytes) -> dict[str, str]:
-    """Read ``descriptions.json``; ``FormatError`` if it is not ``{path: text}``."""
-    obj = _json_object(data, DESCRIPTIONS_FILE)
-    for path, text in obj.items():
-        if not isinstance(text, str):
-            raise FormatError(f"{DESCRIPTIONS_FILE}: the description of {path!r} is not text")
-    return dict(obj)
+# descriptions.json: at most one entry per entry a store can hold, each refused or kept alone
+MAX_DESCRIPTION_ENTRIES = databricks_limits.MAX_ENTRIES_PER_STORE
+# and a value (refused) nested at most this deep: a planted file cannot exhaust the stack
+MAX_DESCRIPTION_NESTING = 32
+
+_SPACE = re.compile(rb"[ \t\n\r]*")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SCALAR = re.compile(rb"-?[0-9][0-9.eE+-]*|true|false|null")
+
+
+@dataclass
+class Descriptions:
+    """``descriptions.json`` as read: the descriptions (path -> text), and each entry refused
+    with its one-line reason: (the memory path whose description it is, reason), or (None,
+    reason) for an entry whose key is no memory path."""
+
+    entries: dict[str, str] = field(default_factory=dict)
+    refused: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+def load_descriptions(data: bytes | bytearray) -> Descriptions:
+    """Read ``descriptions.json`` (``{path: text}``) entry by entry, never as one JSON value:
+    an entry whose key is not a memory path or whose value is not text (a number, an array, a
+    lone surrogate...) is refused alone and the others kept; ``FormatError`` if the file is not
+    a JSON object, has more than ``MAX_DESCRIPTION_ENTRIES`` entries or a value nested deeper
+    than ``MAX_DESCRIPTION_NESTING``. Only one string is decoded at a time: the memory it takes
+    is the descriptions', not a parse tree of the file."""
+    reader = _JsonReader(data)
+    found = Descriptions()
+    reader.expect(b"{")
+    if reader.peek() == b"}":
+        reader.pos += 1
+    else:
+        while True:
+            key = reader.string()
+            reader.expect(b":")
+            value: bytes | None = None  # None: not a string
+            if reader.peek() == b'"':
+                value = reader.string()
+            else:
+                reader.skip_value()
+            if len(found.entries) + len(found.refused) >= MAX_DESCRIPTION_ENTRIES:
+                raise FormatError(
+                    f"{DESCRIPTIONS_FILE}: more than {MAX_DESCRIPTION_ENTRIES} entries"
+                )
+            _description_entry(key, value, found)
+            if reader.peek() == b"}":
+                reader.pos += 1
+                break
+            reader.expect(b",")
+    if reader.peek() != b"":
+        raise reader.error("nothing after the object")
+    return found
+
+
+def _description_entry(key: bytes, value: bytes | None, found: Descriptions) -> None:
+    """One entry of ``descriptions.json`` (its key and value as JSON, None: not a string) into
+    ``found``."""
+    path = _json_text(key)
+    if path is None:
+        found.refused.append((None, "an entry whose path is not UTF-8 text"))
+        return
+    try:
+        exported_file(path)  # the API's rules, and a file a tree can hold
+    except UnsafePathError as exc:
+        found.refused.append((None, f"the entry {path!r}: not a memory path ({exc})"))
+        return
+    text = None if value is None else _json_text(value)
+    if text is None:
+        what = "not text" if value is None else "not valid UTF-8 text"
+        found.refused.append((path, f"its description in {DESCRIPTIONS_FILE} is {what}"))
+        return
+    found.entries[path] = text
+
+
+def _json_text(token: bytes) -> str | None:
+    """The text of a JSON string token, if it is valid and UTF-8 (no lone surrogate)."""
+    try:
+        text = json.loads(token.decode("utf-8"))  # never another encoding json.loads guesses
+        text.encode("utf-8")
+    except (ValueError, UnicodeError):
+        return None
+    return text if isinstance(text, str) else None
+
+
+class _JsonReader:
+    """The tokens of a JSON text, read from ``pos`` on (only what ``load_descriptions``
+    needs)."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self.data = data
+        self.pos = 0
+
+    def error(self, what: str) -> FormatError:
+        return FormatError(
+            f"{DESCRIPTIONS_FILE}: not a JSON object of texts ({what} at byte {self.pos})"
+        )
+
+    def peek(self) -> bytes | bytearray:
+        """The next byte that is not white space (b"": the end)."""
+        self.pos = _SPACE.match(self.data, self.pos).end()  # type: ignore[union-attr]
+        return self.data[self.pos : self.pos + 1]
+
+    def expect(self, token: bytes) -> None:
+        if self.peek() != token:
+            raise self.error(f"{token.decode()!r} expected")
+        self.pos += 1
+
+    def string(self) -> bytes:
+        self.peek()
+        match = _STRING.match(self.data, self.pos)
+        if match is None:
+            raise self.error("a string expected")
+        self.pos = match.end()
+        return bytes(match.group())
+
+    def skip_value(self) -> None:
+        """Pass over a value that is not a string (checked only as far as needed to find its
+        end, nested at most ``MAX_DESCRIPTION_NESTING`` deep)."""
+        depth = 0
+        while True:
+            token = self.peek()
+            if token == b'"':
+                self.string()
+            elif token in (b"[", b"{"):
+                depth += 1
+                if depth > MAX_DESCRIPTION_NESTING:
+                    raise self.error(f"a value nested deeper than {MAX_DESCRIPTION_NESTING}")
+                self.pos += 1
+                continue
+            elif token in (b"]", b"}") and depth > 0:
+                depth -= 1
+                self.pos += 1
+            elif token in (b",", b":") and depth > 0:
+                self.pos += 1
+                continue
+            else:
+                match = _SCALAR.match(self.data, self.pos)
+                if match is None:
+                    raise self.error("a value expected")
+                self.pos = match.end()
+            if depth == 0:
+                return
 
 
 def _json_object(data: bytes, name: str) -> dict[str, Any]:

@@ -67,18 +67,44 @@ def test_descriptions_are_deterministic_one_per_line() -> None:
     assert data == layout.dump_descriptions({"/a": "first ✓", "/b": "second\nline"})
     lines = data.decode().splitlines()
     assert lines == ["{", '  "/a": "first ✓",', '  "/b": "second\\nline"', "}"]
-    assert layout.load_descriptions(data) == {"/a": "first ✓", "/b": "second\nline"}
+    assert layout.load_descriptions(data).entries == {"/a": "first ✓", "/b": "second\nline"}
     assert layout.dump_descriptions({}) == b"{}\n"
-    assert layout.load_descriptions(b"{}\n") == {}
+    assert layout.load_descriptions(b"{}\n") == layout.Descriptions()
 
 
 @pytest.mark.parametrize(
     ("data", "fragment"),
-    [(b"[1]", "not a JSON object"), (b'{"/a": 1}', "not text"), (b"{", "JSON")],
+    [
+        (b"[1]", "not a JSON object"),
+        (b"{", "a string expected"),
+        (b'{"/a": "x",}', "a string expected"),
+        (b'{"/a": "x"} {}', "nothing after the object"),
+        (b'{"/a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than 32"),
+    ],
 )
-def test_bad_descriptions_are_a_format_error(data: bytes, fragment: str) -> None:
+def test_a_file_that_is_no_json_object_is_a_format_error(data: bytes, fragment: str) -> None:
     with pytest.raises(layout.FormatError, match=fragment):
         layout.load_descriptions(data)
+
+
+def test_each_bad_description_entry_is_refused_alone() -> None:
+    data = (
+        b'{"/a": "\\ud800", "/b": 1, "/c": [[1, {"x": [2]}]], "../x": "d", "/d": "kept",'
+        b' "/e": "\x01", "/f": "\xff", "/.git/x": "d"}'
+    )
+    found = layout.load_descriptions(data)
+    assert found.entries == {"/d": "kept"}
+    not_text = "its description in descriptions.json is not text"
+    bad_text = "its description in descriptions.json is not valid UTF-8 text"
+    assert found.refused == [
+        ("/a", bad_text),
+        ("/b", not_text),
+        ("/c", not_text),
+        (None, "the entry '../x': not a memory path (path must start with '/')"),
+        ("/e", bad_text),
+        ("/f", bad_text),
+        (None, "the entry '/.git/x': not a memory path (reserved name)"),
+    ]
 
 
 def test_store_info_round_trips() -> None:

@@ -5,11 +5,14 @@ descriptions noted, not lost silently)."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
 from support.databricks import ACTOR, Workspace, databricks_env
 from support.servers import ServerProcess
+
+from memfs.transfer.import_walk import MAX_DESCRIPTIONS_BYTES
 
 from .importing import contents, create_store, memfs_import, requests, write_tree, writes
 
@@ -121,3 +124,62 @@ def test_a_session_gets_its_own_entries_and_the_session_less_ones_stay(
         entries = workspace.entries(store)
         assert entries[("s2", "/todo.md")]["content"] == "the session's"
         assert entries[(None, "/todo.md")]["content"] == "the actor's"
+
+
+def test_malformed_descriptions_are_one_line_each_and_the_rest_imports(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A bad entry of ``.memfs/descriptions.json`` (a lone surrogate, a value that is not
+    text, a key that is no memory path) refuses that entry, and its file, alone; a file nested
+    too deep or larger than any store's descriptions is refused whole, unread when by its size,
+    and the memories import without descriptions. One ``refuse`` line each, never a
+    traceback."""
+    env = databricks_env(server, tmp_path)
+    nested = b'{"/todo.md": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    cases = {
+        "entries": b'{"/notes/dana.md": "\\ud800", "/todo.md": [[1]], "../x": "d", '
+        b'"/notes/plain.md": "plain"}',
+        "nested": nested,
+        "huge": None,  # a sparse file one byte over the cap
+    }
+    with Workspace(server) as workspace:
+        for name, data in cases.items():
+            tree = tmp_path / name
+            write_tree(tree, TREE)
+            (tree / ".memfs").mkdir()
+            descriptions = tree / ".memfs/descriptions.json"
+            if data is None:
+                descriptions.touch()
+                os.truncate(descriptions, MAX_DESCRIPTIONS_BYTES + 1)
+            else:
+                descriptions.write_bytes(data)
+            store = workspace.create_store()
+            run = memfs_import(env, tree, store, "--api", "databricks", "--actor", ACTOR)
+            assert run.status == 1, run
+            mine = {path: e for (_, path), e in workspace.entries(store).items()}
+            if name == "entries":
+                assert run.lines == [
+                    ("refuse", "/.memfs/descriptions.json",
+                     "the entry '../x': not a memory path (path must start with '/')"),
+                    ("refuse", "/notes/dana.md",
+                     "its description in descriptions.json is not valid UTF-8 text"),
+                    ("create", "/notes/plain.md"),
+                    ("refuse", "/todo.md", "its description in descriptions.json is not text"),
+                ], run  # fmt: skip
+                assert {p: e.get("description", "") for p, e in mine.items()} == {
+                    "/notes/plain.md": "plain"
+                }
+                continue
+            reason = {
+                "nested": "descriptions.json: not a JSON object of texts (a value nested "
+                "deeper than 32 at byte 45)",
+                "huge": f"larger than any store's descriptions ({MAX_DESCRIPTIONS_BYTES} bytes)",
+            }[name]
+            assert run.lines == [
+                ("refuse", "/.memfs/descriptions.json", reason),
+                ("create", "/notes/dana.md"),
+                ("create", "/notes/plain.md"),
+                ("create", "/todo.md"),
+            ], run
+            assert sorted(mine) == ["/notes/dana.md", "/notes/plain.md", "/todo.md"]
+            assert all(not e.get("description") for e in mine.values())
