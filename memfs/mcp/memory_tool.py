@@ -213,6 +213,10 @@ class MemoryTool:
         old, new = to_store(old_path), to_store(new_path)
         if old == STORE_ROOT:
             raise ToolError("Cannot rename the /memories directory itself")
+        if new.startswith(prefix_of(old)):
+            # the SDKs' rename(2) into its own subtree fails with EINVAL; their message, with
+            # the tool's paths for the local ones (nothing is moved)
+            raise ToolError(f"[Errno 22] Invalid argument: '{old_path}' -> '{new_path}'")
         taken = new == STORE_ROOT or await self.backend.read(new) is not None
         if taken or await self._is_directory(new):
             raise ToolError(f"The destination {new_path} already exists")

@@ -85,6 +85,28 @@ async def edit_lines(tools: Tools, name: str, outcomes: dict[str, bool]) -> None
         outcomes[f"{name}-{i}"] = not error
 
 
+async def refuses_a_move_into_itself(tools: Tools) -> None:
+    """``rename`` of a directory (or a file) into its own subtree fails as the SDKs'
+    ``rename(2)`` does, and moves nothing."""
+    await tools.memory("create", path="/memories/notes/a.md", file_text="a\n")
+    for old, new in (
+        ("/memories/notes", "/memories/notes/sub"),
+        ("/memories/notes/", "/memories/notes/sub/deeper"),
+        ("/memories/notes/a.md", "/memories/notes/a.md/b.md"),
+    ):
+        refused = await tools.refused("memory", command="rename", old_path=old, new_path=new)
+        assert refused == f"[Errno 22] Invalid argument: '{old}' -> '{new}'"
+    listed = await tools.memory("view", path="/memories")
+    assert listed.splitlines()[1:] == [
+        "2B\t/memories",
+        "2B\t/memories/notes/",
+        "2B\t/memories/notes/a.md",
+    ]
+    # a sibling that only starts with the same name is not inside it
+    renamed = await tools.memory("rename", old_path="/memories/notes", new_path="/memories/notes2")
+    assert renamed == "Successfully renamed /memories/notes to /memories/notes2"
+
+
 @asynccontextmanager
 async def connected(backend: MemoryBackend) -> AsyncIterator[Tools]:
     async with Client(build_server(backend), mode="legacy", raise_exceptions=True) as client:

@@ -26,7 +26,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.server.mcp_endpoint import allowed_host_names
 
-from .conftest import LINES, Tools, edit_lines
+from .conftest import LINES, Tools, edit_lines, refuses_a_move_into_itself
 from .test_stdio import memfs_mcp
 
 INITIALIZE = {
@@ -142,6 +142,13 @@ async def test_databricks_over_http_is_one_actors_session(
     assert workspace.content(store, "/fact.md") == "water boils at 99 C"
     assert workspace.content(store, "/fact.md", session="s1") == "in session s1"
     assert workspace.entries(store)[(None, "/new.md")]["description"] == "d"
+
+
+async def test_a_move_into_its_own_subtree_is_refused_over_http(
+    server: ServerProcess, ms_store: str
+) -> None:
+    async with over_http(ms_url(server, ms_store), key_of(server)) as tools:
+        await refuses_a_move_into_itself(tools)
 
 
 async def test_read_only_offers_no_writing_tool_and_refuses_writes(

@@ -10,7 +10,7 @@ from typing import Any
 from memfs.api import StoreClient
 from memfs.mcp.backend import StoredMemory
 
-from .conftest import Racing, connected
+from .conftest import Racing, connected, refuses_a_move_into_itself
 
 TODO = "- [ ] milk\n- [ ] eggs\n- [ ] bread\n"
 
@@ -217,6 +217,11 @@ async def test_every_refusal_of_the_contract(open_ms: Callable[..., Any]) -> Non
             "memory", command="create", path="/memories/a\x07.md", file_text=""
         )
         assert bad.startswith("Path /memories/a\x07.md is not a valid memory path: ")
+
+
+async def test_a_move_into_its_own_subtree_is_refused(open_ms: Callable[..., Any]) -> None:
+    async with open_ms() as backend, connected(backend) as tools:
+        await refuses_a_move_into_itself(tools)
 
 
 async def test_a_concurrent_edit_is_never_lost(

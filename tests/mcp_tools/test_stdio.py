@@ -22,6 +22,8 @@ from support.servers import ServerProcess
 
 from memfs.api import StoreClient
 
+from .conftest import Tools, refuses_a_move_into_itself
+
 WORKTREE = str(Path(__file__).resolve().parents[2])
 
 
@@ -62,6 +64,16 @@ async def test_memory_stores_over_stdio(
             "Here's the content of /memories/hello.md with line numbers:\n"
             "     1\thello over stdio\n     2\t"
         )
+    assert errors.read_text() == ""
+
+
+async def test_a_move_into_its_own_subtree_is_refused_over_stdio(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store("stdio rename store")
+    errors = tmp_path / "stderr"
+    async with memfs_mcp(server.client_env(), store.id, errlog=errors) as mcp:
+        await refuses_a_move_into_itself(Tools(mcp))
     assert errors.read_text() == ""
 
 
