@@ -42,7 +42,7 @@ from memfs.models import Actor, MemoryStore, MemoryVersion, format_time, parse_t
 from memfs.store_api import StoreAPI
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
-from memfs.transfer.export_listing import LIST_PAGE, list_new_versions, unsafe
+from memfs.transfer.export_listing import LIST_PAGE, list_new_versions
 from memfs.transfer.export_tree import (
     AHEAD_LOG_NAME,
     MANIFEST_NAME,
@@ -62,6 +62,7 @@ from memfs.transfer.layout import (
     dump_descriptions,
     exported_file,
     file_path,
+    unsafe,
 )
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from memfs.transfer.export_tree import Tree
-from memfs.transfer.layout import GIT_DIR, META_DIR
+from memfs.transfer.layout import GIT_DIR, META_DIR, unsafe
 
 BRANCH = "refs/heads/main"
 
@@ -191,7 +191,7 @@ class GitRepo:
                 history.exported.add(trailers[VERSION])
             memory = trailers.get(MEMORY)
             if memory is not None:
-                if PATH in trailers:
+                if PATH in trailers and unsafe(trailers[PATH]) is None:
                     history.paths[memory] = trailers[PATH]
                 else:
                     history.paths.pop(memory, None)

@@ -23,20 +23,10 @@ from memfs.api import StoreClient
 from memfs.models import MemoryVersion
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
-from memfs.transfer.layout import UnsafePathError, exported_file, file_path
+from memfs.transfer.layout import file_path, unsafe
 
 LIST_PAGE = 20  # the most a listing with contents returns (view=full)
 PAGES_BEHIND = 8  # pages listed and not yet handled by the worker, at most
-
-
-def unsafe(path: str) -> str | None:
-    """Why the memory path ``path`` is not a file of the repository (None: it is). The API's
-    rules too (``exported_file``): no control character can reach a trailer."""
-    try:
-        exported_file(path)
-    except UnsafePathError as exc:
-        return str(exc)
-    return None
 
 
 @dataclass

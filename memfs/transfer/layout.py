@@ -128,6 +128,16 @@ def exported_file(memory_path: str) -> str:
     return file_path(memory_path)
 
 
+def unsafe(memory_path: str) -> str | None:
+    """Why the memory ``memory_path`` is not exported (``exported_file``'s reason; None: it
+    is)."""
+    try:
+        exported_file(memory_path)
+    except UnsafePathError as exc:
+        return str(exc)
+    return None
+
+
 # memfs's own files an export writes below DIR (beside the memories' files)
 OWN_FILES = frozenset({f"{META_DIR}/{STORE_FILE}", f"{META_DIR}/{DESCRIPTIONS_FILE}"})
 

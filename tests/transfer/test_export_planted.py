@@ -2,7 +2,7 @@
 (uid 65534, the attacker) plants ``.memfs/exported.json`` and ``.memfs/written-ahead.jsonl``
 naming files outside DIR with their blob ids; root's next export, with and without ``--git``,
 removes none of them (nor the directories they would leave empty) and says, one line each,
-which entries it ignored. DIR given as a relative path works the same."""
+which entries it ignored. DIR given as a relative path works the same (issue 31, part 5)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_the_tree_never_reaches_above_dir_whatever_it_is_given(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("given", ["exp", "./exp", "exp/", "sub/../exp"])
-async def test_a_relative_dir_exports_with_git(
+async def test_a_relative_dir_exports_with_git_and_imports(
     server: ServerProcess, client: StoreClient, tmp_path: Path, given: str
 ) -> None:
     store = await client.create_store(f"export-{uuid.uuid4().hex[:8]}")
@@ -103,4 +103,9 @@ async def test_a_relative_dir_exports_with_git(
     assert git(root, "log", "--format=%s") == "created /notes/a.md\n"
     assert git(root, "status", "--porcelain") == ""
     again = memfs(server, "export", store.id, given, "--git", cwd=tmp_path)
-    assert "0 new versions" in again.stdout or "0 files written" in again.stdout
+    assert "0 files written, 0 removed" in again.stdout
+    into = await client.create_store(f"import-{uuid.uuid4().hex[:8]}")
+    memfs(server, "import", given, into.id, cwd=tmp_path)  # and back, from the same DIR
+    imported = await client.find_memory(into.id, "/notes/a.md")
+    assert imported is not None
+    assert (await client.get_memory(into.id, imported.id)).content == "alpha"
