@@ -49,7 +49,7 @@ from memfs.server.auth import api_actor_of
 from memfs.server.databricks_storage import DatabricksStorage, DbxChange, change_topic
 from memfs.server.fanout import Fanout, Page, SharedEvent
 from memfs.server.metrics import Metrics
-from memfs.server.query import MAX_LIMIT, query_text
+from memfs.server.query import MAX_LIMIT, query_one, query_text
 from memfs.server.sse import SubscriptionStream
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class DatabricksChangeStream:
 
     async def stream(self, request: Request) -> Response:
         store_id = request.path_params["store_id"]
-        raw_actor = request.query_params.get("actor_id")
+        raw_actor = query_one(request, "actor_id")
         actor = check.actor_id(raw_actor) if raw_actor is not None else None
         raw = request.headers.get("last-event-id") or query_text(request, "after")
         after = _cursor(raw) if raw is not None else None

@@ -3,10 +3,12 @@
 ``/v1/memory_stores/{store_id}/mcp`` (Memory Stores, written as the request's actor: its key,
 or its session header) and ``/api/2.0/agents/memory-stores/{store_id}/mcp?actor_id=A
 [&session_id=S]`` (one actor's entries, a session's or the session-less ones). ``read_only=true``
-on either asks for the read tools only. They are admitted as every route is
-(``middleware.ApiMiddleware``: x-api-key or Bearer, else 401), then answered by the official
-SDK's ``StreamableHTTPSessionManager`` in its stateless mode with JSON answers: every request
-carries all it needs, so any replica answers any request, and nothing is kept between them.
+on either asks for the read tools only; each of ``read_only``, ``actor_id`` and ``session_id``
+given twice is a 400 naming it (``query.query_one``: the last one must not undo the first).
+They are admitted as every route is (``middleware.ApiMiddleware``: x-api-key or Bearer, else
+401), then answered by the official SDK's ``StreamableHTTPSessionManager`` in its stateless
+mode with JSON answers: every request carries all it needs, so any replica answers any request,
+and nothing is kept between them.
 
 The tools a store gets depend on the store (its API, read-only or not), so each request gets a
 server of its own (``memfs.mcp.app.build_server`` over a ``memfs.server.mcp_backend`` backend)
@@ -37,6 +39,7 @@ from memfs.mcp.backend import MemoryBackend, StoreInfo
 from memfs.server import databricks_validation as dbx_valid
 from memfs.server.auth import actor_of
 from memfs.server.mcp_backend import DatabricksBackend, MemoryStoresBackend
+from memfs.server.query import query_one
 from memfs.server.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -141,8 +144,8 @@ class McpEndpoint:
 
     async def _databricks(self, request: Request, store_id: str, read_only: bool) -> MemoryBackend:
         store_id = dbx_valid.store_id(store_id, "store_id")
-        actor = dbx_valid.actor_id(request.query_params.get("actor_id"))
-        session = dbx_valid.session_id(request.query_params.get("session_id"))
+        actor = dbx_valid.actor_id(query_one(request, "actor_id"))
+        session = dbx_valid.session_id(query_one(request, "session_id"))
         store = await self.storage.databricks.get_store(store_id)
         in_session = f", session {session}" if session else ""
         info = StoreInfo(
@@ -158,7 +161,7 @@ class McpEndpoint:
 
 
 def _flag(request: Request, name: str) -> bool:
-    value = request.query_params.get(name)
+    value = query_one(request, name)
     if value is None or value in ("false", "0"):
         return False
     if value in ("true", "1", ""):

@@ -1,7 +1,10 @@
 """Query parameters and pages: how the reference server reads a URL's query and shapes a listing.
 
-Each ``query_*`` reads one parameter, treats an absent or empty one as "not given", and refuses
-a bad one with a 400 ``BadRequestError`` that names it. An integer is written in ASCII digits
+Each ``query_*`` reads one parameter (``query_one``), treats an absent or empty one as "not
+given", and refuses a bad one with a 400 ``BadRequestError`` that names it. A parameter given
+twice is such a 400, whatever it is: Starlette's ``query_params.get`` answers the last one, so
+``?read_only=true&read_only=false`` would undo a scope that a wrapper appended to a URL (or put
+first); no reader may pick one. An integer is written in ASCII digits
 (``decimal``): ``int()`` would also take ``1_0``, ``+5``, `` 5 `` and other scripts' digits
 (``١٠``), which no client means. The parameters: ``limit`` (1 to ``MAX_LIMIT``, default
 ``DEFAULT_LIMIT``, and silently at most ``MAX_FULL_VIEW_LIMIT`` with ``view=full``), ``view``
@@ -42,8 +45,16 @@ def decimal(text: str) -> int | None:
     return int(text) if _DECIMAL.fullmatch(text) else None
 
 
+def query_one(request: Request, name: str) -> str | None:
+    """The value of ``name`` in the query (None if absent); given more than once: 400."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise BadRequestError(f"{name}: given {len(values)} times; send it once")
+    return values[0] if values else None
+
+
 def query_limit(request: Request, *, full: bool = False) -> int:
-    raw = request.query_params.get("limit")
+    raw = query_one(request, "limit")
     if raw is None or raw == "":
         limit = DEFAULT_LIMIT
     else:
@@ -58,14 +69,14 @@ def query_limit(request: Request, *, full: bool = False) -> int:
 
 def query_view(request: Request, default: str) -> bool:
     """True for ``view=full``."""
-    view = request.query_params.get("view") or default
+    view = query_one(request, "view") or default
     if view not in ("basic", "full"):
         raise BadRequestError(f"view: expected 'basic' or 'full', got {view!r}")
     return view == "full"
 
 
 def query_bool(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name)
+    raw = query_one(request, name)
     if raw is None or raw == "":
         return False
     lowered = raw.lower()
@@ -77,7 +88,7 @@ def query_bool(request: Request, name: str) -> bool:
 
 
 def query_time(request: Request, name: str) -> Any:
-    raw = request.query_params.get(name)
+    raw = query_one(request, name)
     if raw is None or raw == "":
         return None
     try:
@@ -87,7 +98,7 @@ def query_time(request: Request, name: str) -> Any:
 
 
 def query_text(request: Request, name: str) -> str | None:
-    raw = request.query_params.get(name)
+    raw = query_one(request, name)
     return None if raw is None or raw == "" else raw
 
 
@@ -129,7 +140,7 @@ def query_operation(request: Request) -> Operation | None:
 
 
 def page_position(request: Request, kind: str, query: str) -> dict[str, Any] | None:
-    raw = request.query_params.get("page")
+    raw = query_one(request, "page")
     if raw is None or raw == "":
         return None
     try:

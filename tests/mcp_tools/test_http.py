@@ -231,6 +231,36 @@ async def test_refusals_before_any_tool(server: ServerProcess, ms_store: str) ->
         assert "actor_id" in answer.json()["message"]
 
 
+async def test_a_scope_parameter_given_twice_is_refused_naming_it(
+    server: ServerProcess, ms_store: str, workspace: Workspace
+) -> None:
+    """``?read_only=true&read_only=false`` answered the last: a wrapper's appended (or
+    prepended) ``read_only=true`` let writes through, a second ``actor_id`` acted as another
+    actor. Each repeat is a 400 naming the parameter, before any tool."""
+    keyed = {**MCP_HEADERS, **key_of(server)}
+    store = workspace.create_store()
+    cases = [
+        (ms_url(server, ms_store, "?read_only=true&read_only=false"), "read_only"),
+        (ms_url(server, ms_store, "?read_only=false&read_only=true"), "read_only"),
+        (dbx_url(server, store, f"actor_id={ACTOR}&read_only=1&read_only=0"), "read_only"),
+        (dbx_url(server, store, f"actor_id={ACTOR}&actor_id=alice"), "actor_id"),
+        (dbx_url(server, store, f"actor_id={ACTOR}&session_id=s1&session_id=s2"), "session_id"),
+    ]
+    async with httpx.AsyncClient(timeout=10) as http:
+        for url, name in cases:
+            answer = await http.post(url, json=INITIALIZE, headers=keyed)
+            assert answer.status_code == 400, (url, answer.text)
+            body = answer.json()
+            message = body["error"]["message"] if "/v1/" in url else body["message"]
+            assert message == f"{name}: given 2 times; send it once", url
+        once = await http.post(
+            dbx_url(server, store, f"actor_id={ACTOR}&session_id=s1&read_only=true"),
+            json=INITIALIZE,
+            headers=keyed,
+        )
+        assert once.status_code == 200, once.text
+
+
 async def test_stdio_and_http_clients_editing_one_memory_lose_no_reported_edit(
     server: ServerProcess, client: StoreClient, ms_store: str, tmp_path: Path
 ) -> None:

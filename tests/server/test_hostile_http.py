@@ -379,3 +379,35 @@ def test_answers_say_nosniff_and_not_which_server(hostile: ServerProcess) -> Non
         ):
             assert answer.headers["x-content-type-options"] == "nosniff", answer.headers
             assert "server" not in answer.headers, answer.headers
+
+
+def test_a_query_parameter_given_twice_is_refused_naming_it(hostile: ServerProcess) -> None:
+    """Starlette answers the last of a repeated parameter: a scope appended to a URL (or put
+    first) would be undone by another. Each reader refuses a repeat instead (400, its name)."""
+    with api(hostile) as http:
+        store_id = http.post("/v1/memory_stores", json={"name": "twice"}).json()["id"]
+        r = http.post("/api/2.0/agents/memory-stores?managed_memory_store_id=twice", json={})
+        assert r.status_code == 200, r.text
+        memory_stores = [
+            ("/v1/memory_stores", "include_archived=true&include_archived=false"),
+            (f"/v1/memory_stores/{store_id}/memory_versions", "session_id=a&session_id=b"),
+            (f"/v1/memory_stores/{store_id}/memories", "path_prefix=/a/&path_prefix=/"),
+            (f"/v1/memory_stores/{store_id}/memfs/changes", "after=0&after=1"),
+        ]
+        for path, query in memory_stores:
+            r = http.get(f"{path}?{query}")
+            name = query.split("=")[0]
+            assert r.status_code == 400, (path, r.text)
+            assert r.json()["error"]["message"] == f"{name}: given 2 times; send it once"
+        entries = "/api/2.0/agents/memory-stores/twice/entries"
+        databricks = [
+            (entries, "actor_id=bob&actor_id=alice"),
+            (entries, "actor_id=bob&session_id=s1&session_id=s2"),
+            ("/api/2.0/agents/memory-stores/twice/memfs/changes", "actor_id=bob&actor_id=alice"),
+        ]
+        for path, query in databricks:
+            r = http.get(f"{path}?{query}")
+            name = query.split("&")[-1].split("=")[0]
+            assert r.status_code == 400, (path, r.text)
+            assert r.json()["message"] == f"{name}: given 2 times; send it once"
+        assert http.get(f"{entries}?actor_id=bob&session_id=s1").status_code == 200

@@ -30,6 +30,7 @@ from memfs.server.databricks_storage import (
     NewEntry,
     SearchRequest,
 )
+from memfs.server.query import query_one
 from memfs.server.search import validate_query
 from memfs.server.validation import read_json_object
 
@@ -148,10 +149,10 @@ class DatabricksRoutes:
         params = request.query_params
         path = params.get("path")
         flt = EntryFilter(
-            actor_id=check.actor_id(params.get("actor_id")),
+            actor_id=check.actor_id(query_one(request, "actor_id")),
             path=check.entry_path(path) if path else None,
             path_prefix=check.path_prefix(params.get("path_prefix")),
-            session_id=check.session_id(params.get("session_id")),
+            session_id=check.session_id(query_one(request, "session_id")),
         )
         if flt.path is not None and flt.path_prefix is not None:
             raise BadRequestError("path and path_prefix cannot be combined: send one of them")
