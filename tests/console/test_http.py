@@ -156,6 +156,24 @@ async def test_failed_sign_ins_are_limited_per_address(storage: Storage) -> None
         assert (await sign_in(client)).status_code == 303
 
 
+async def test_no_address_can_lock_out_another(storage: Storage) -> None:
+    """11 addresses x 5 wrong keys filled the limit shared by all (50 a minute): from then on
+    the right key got 429 from anywhere. Each address is limited on its own now."""
+    app = create_app(storage, [KEY])
+    for n in range(11):
+        async with browser(app, f"10.0.1.{n}") as client:
+            for _ in range(5):
+                assert (await sign_in(client, key="sk-guess")).status_code == 401
+            # past its own limit, the right key too: an answer must not tell a right guess
+            assert (await sign_in(client)).status_code == 429
+    async with browser(app, "10.0.2.1") as client:
+        assert (await sign_in(client)).status_code == 303
+    async with browser(app, "10.0.2.2") as client:  # its own five failures are its own
+        for _ in range(5):
+            assert (await sign_in(client, key="sk-guess")).status_code == 401
+        assert (await sign_in(client, key="sk-guess")).status_code == 429
+
+
 async def test_a_post_without_its_token_or_from_another_site_changes_nothing(
     storage: Storage,
 ) -> None:

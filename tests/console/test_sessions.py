@@ -73,26 +73,42 @@ async def test_the_database_holds_a_hash_and_a_key_id_never_the_token_or_key(
     assert rows[0]["api_key_id"].startswith("apikey_")
 
 
-def test_the_limiter_refuses_an_address_then_everyone_and_refills() -> None:
+def test_the_limiter_refuses_an_address_never_everyone_and_refills() -> None:
     now = [0.0]
     limiter = SignInLimiter(Limits(per_address=2, overall=3, refill_seconds=60), lambda: now[0])
-    limiter.failed("a")
-    limiter.failed("a")
-    assert limiter.retry_after("a") == 30  # one token back after 60 s / 2
-    assert limiter.retry_after("b") == 0
-    limiter.failed("b")
-    assert limiter.retry_after("c") == 20  # the overall bucket is empty: 60 s / 3
+    limiter.failed("10.0.0.1")
+    limiter.failed("10.0.0.1")
+    assert limiter.retry_after("10.0.0.1") == 30  # one token back after 60 s / 2
+    for address in ("10.0.0.2", "10.0.0.3", "10.0.0.4"):
+        limiter.failed(address)  # everyone's count is over 3: it only warns
+    assert limiter.retry_after("10.0.0.5") == 0
+    assert limiter.retry_after("10.0.0.2") == 0
     now[0] += 20
-    assert limiter.retry_after("c") == 0
-    assert limiter.retry_after("a") == 10
+    assert limiter.retry_after("10.0.0.1") == 10
 
 
-def test_the_limiter_remembers_a_bounded_number_of_addresses() -> None:
-    limiter = SignInLimiter(Limits(per_address=1, overall=1000, max_addresses=3), lambda: 0.0)
+def test_an_ipv6_hosts_addresses_are_one_client() -> None:
+    limiter = SignInLimiter(Limits(per_address=1), lambda: 0.0)
+    limiter.failed("2001:db8:0:7::1")
+    assert limiter.retry_after("2001:db8:0:7:ffff::2") > 0  # the same /64
+    assert limiter.retry_after("2001:db8:0:8::1") == 0
+    limiter.failed("::ffff:192.0.2.1")
+    assert limiter.retry_after("192.0.2.1") > 0  # IPv4-mapped is the IPv4 address
+
+
+def test_the_limiter_remembers_a_bounded_number_of_clients() -> None:
+    now = [0.0]
+    limiter = SignInLimiter(
+        Limits(per_address=1, max_addresses=3, refill_seconds=60), lambda: now[0]
+    )
     for address in ("a", "b", "c", "d"):
         limiter.failed(address)
+    assert len(limiter) == 3
     assert limiter.retry_after("d") > 0
     assert limiter.retry_after("a") == 0  # forgotten first: the table stays at 3
+    now[0] += 60
+    limiter.failed("e")  # the refilled ones are dropped on the way
+    assert len(limiter) == 1
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -1,22 +1,36 @@
-"""How many failed sign-ins the console accepts: per client address, and overall.
+"""How many failed sign-ins the console accepts: per client, never one limit shared by all.
 
-``SignInLimiter`` keeps token buckets in this process's memory (each replica counts its own, as
-the change streams' per-key bound does): a failed sign-in takes a token from its address's
-bucket and from the overall one; an empty bucket refuses every sign-in from there (the right key
-included, so a refusal tells nothing) until it refills. Refused attempts take nothing, so a
-client that keeps trying is not locked out for longer than the refill.
+``SignInLimiter`` keeps a token bucket of failed sign-ins per client in this process's memory
+(each replica counts its own, as the change streams' per-key bound does). A client is its
+TCP peer's address (``scope["client"]``; a forwarded address is not believed: any client could
+send one), an IPv6 address's /64 (what one host is given: otherwise each of its 2**64
+addresses would be a fresh client).
 
-The address is the TCP peer's (``scope["client"]``): behind a proxy every browser shares the
-proxy's, and the per-address limit acts as a second overall one (a forwarded address is not
-believed: any client could send one). At most ``max_addresses`` addresses are remembered, the
-least recently failed forgotten first, so a client with many addresses cannot make the table
-grow; the overall bucket bounds what they can try together.
+``pages.sign_in`` asks in this order, and the order is the design:
+1. This client's own bucket, before the key is looked at. An empty one refuses every sign-in
+   from there, the right key included, until it refills. Checking the key first would let a
+   client past its limit keep guessing at full speed and tell a right key by the answer (303,
+   not 429): no limit at all. So the only sign-ins ever refused are those of a client that
+   failed too often itself (or shares its address with one: behind a proxy or a NAT).
+2. The key. A right key signs in whatever other clients failed: no bucket is shared, so no
+   client can lock out another, however many addresses it has.
+3. A wrong key takes a token from its client's bucket. Everyone's failures are counted too
+   (``overall`` a refill), but only to warn in the log once it is exceeded (guessing from many
+   addresses); that count never refuses anything.
+Refused attempts take nothing, so a client that keeps trying is not held back for longer than
+the refill. API keys carry no name (the form takes the key alone): a guess is against every key
+of the server at once, so there is no per-key limit to keep.
+
+The table holds at most ``max_addresses`` clients, the least recently failed forgotten first,
+and a bucket refilled to the full is dropped (it is the same as none): many addresses cannot
+make it grow, and forgetting someone only ever lets them try sooner, never locks anyone out.
 
 This module must not know about HTTP.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import time
@@ -26,8 +40,8 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-PER_ADDRESS = 5  # failed sign-ins an address may make at once, refilled over a minute
-OVERALL = 50  # failed sign-ins of everyone together, refilled over a minute
+PER_ADDRESS = 5  # failed sign-ins a client may make at once, refilled over a minute
+OVERALL = 50  # failed sign-ins of everyone in a minute above which the log warns
 REFILL_SECONDS = 60.0
 MAX_ADDRESSES = 10_000
 
@@ -46,6 +60,20 @@ class Limits:
     max_addresses: int = MAX_ADDRESSES
 
 
+def client_of(address: str) -> str:
+    """The client an address counts for: an IPv4 address (also when IPv4-mapped), an IPv6
+    address's /64, else the text itself (no address known)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 class SignInLimiter:
     """Token buckets of failed sign-ins (module docstring)."""
 
@@ -54,7 +82,8 @@ class SignInLimiter:
     ) -> None:
         self.limits = limits or Limits()
         self._clock = clock
-        self._addresses: OrderedDict[str, _Bucket] = OrderedDict()
+        # least recently failed first; every bucket in it is short of the full
+        self._clients: OrderedDict[str, _Bucket] = OrderedDict()
         self._overall = _Bucket(float(self.limits.overall), clock())
 
     def _refill(self, bucket: _Bucket, capacity: int, now: float) -> None:
@@ -62,34 +91,56 @@ class SignInLimiter:
         bucket.tokens = min(float(capacity), bucket.tokens + (now - bucket.updated) * rate)
         bucket.updated = now
 
-    def _wait(self, bucket: _Bucket, capacity: int) -> float:
-        """Seconds until ``bucket`` holds a whole token again (0 if it does)."""
-        if bucket.tokens >= 1:
-            return 0.0
-        return (1 - bucket.tokens) * self.limits.refill_seconds / capacity
-
     def retry_after(self, address: str) -> int:
         """0 if ``address`` may try to sign in now, else the whole seconds to wait."""
-        now = self._clock()
-        self._refill(self._overall, self.limits.overall, now)
-        wait = self._wait(self._overall, self.limits.overall)
-        bucket = self._addresses.get(address)
-        if bucket is not None:
-            self._refill(bucket, self.limits.per_address, now)
-            wait = max(wait, self._wait(bucket, self.limits.per_address))
+        bucket = self._clients.get(client_of(address))
+        if bucket is None:
+            return 0
+        self._refill(bucket, self.limits.per_address, self._clock())
+        if bucket.tokens >= 1:
+            return 0
+        wait = (1 - bucket.tokens) * self.limits.refill_seconds / self.limits.per_address
         return math.ceil(wait - 1e-6)  # not 11 for 10.000000001 (float refills)
 
     def failed(self, address: str) -> None:
         """Count a failed sign-in from ``address``."""
         now = self._clock()
-        bucket = self._addresses.pop(address, None)
+        client = client_of(address)
+        bucket = self._clients.pop(client, None)
         if bucket is None:
             bucket = _Bucket(float(self.limits.per_address), now)
-            while len(self._addresses) >= self.limits.max_addresses:
-                self._addresses.popitem(last=False)
+        self._forget_refilled(now)
+        while len(self._clients) >= self.limits.max_addresses:
+            self._clients.popitem(last=False)
         self._refill(bucket, self.limits.per_address, now)
         bucket.tokens = max(0.0, bucket.tokens - 1)
-        self._addresses[address] = bucket  # the most recently failed last
+        self._clients[client] = bucket  # the most recently failed last
+        self._count_overall(now)
+
+    def _forget_refilled(self, now: float) -> None:
+        """Drop the least recently failed buckets that are full again."""
+        while self._clients:
+            oldest = next(iter(self._clients.values()))
+            self._refill(oldest, self.limits.per_address, now)
+            if oldest.tokens < self.limits.per_address:
+                return
+            self._clients.popitem(last=False)
+
+    def _count_overall(self, now: float) -> None:
         self._refill(self._overall, self.limits.overall, now)
+        already_over = self._overall.tokens < 1  # warned then: once a burst
         self._overall.tokens = max(0.0, self._overall.tokens - 1)
-        log.info("console: a failed sign-in (%d addresses counted)", len(self._addresses))
+        if self._overall.tokens < 1 and not already_over:
+            log.warning(
+                "console: more than %d failed sign-ins in %g s, from %d clients "
+                "(each is limited on its own; a right key still signs in)",
+                self.limits.overall,
+                self.limits.refill_seconds,
+                len(self._clients),
+            )
+        else:
+            log.info("console: a failed sign-in (%d clients counted)", len(self._clients))
+
+    def __len__(self) -> int:
+        """The clients remembered (for tests: the table stays bounded)."""
+        return len(self._clients)

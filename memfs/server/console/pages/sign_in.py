@@ -2,8 +2,9 @@
 
 The sign-in form's CSRF token is bound to a pre-session cookie (``PRE_COOKIE``, a random token
 set by the form's page), since there is no session yet. A POST is refused (429, one line, with
-``Retry-After``) while its address or everyone together failed too often
-(``ratelimit.SignInLimiter``), before the key is looked at. A wrong key is a 401 page that
+``Retry-After``) while its own address failed too often (``ratelimit.SignInLimiter``), before
+the key is looked at, so that a refusal tells nothing of the key; no other client's failures
+ever refuse it, so a right key from any other address signs in. A wrong key is a 401 page that
 says so and sets no cookie; the right one starts a session (``sessions.SessionKeeper``), sets
 its cookie, removes the pre-session cookie and goes to the stores. The key is never shown again,
 logged or put in a URL: the form posts it in the body, and the page after is a redirect.
