@@ -4,7 +4,8 @@ A thin binding of a ``StoreClient`` (retries, deadlines, lost answers, errors) t
 it adds no behaviour of its own. The daemon makes two, over clients with different deadlines:
 one for calls a syscall waits on, one for background uploads, with the capabilities
 ``memory_stores_capabilities`` finds: the hosted API's limits, and NUL refused in a content when
-the server says it refuses one (a memfs server: ``refuses_nul``; the hosted API says nothing).
+the server says it refuses one (``refuses_nul``: a memfs server before its schema step 10;
+the hosted API and memfs server now say nothing).
 """
 
 from __future__ import annotations

@@ -107,9 +107,8 @@ class EventStream:
                 "databricks_change_stream_path": DBX_CHANGE_STREAM_PATH,
                 # entries:search takes "memfs_session_less": true (routes.databricks)
                 "databricks_search_session_less": True,
-                # every string of a request with a NUL is a 400 (validation.text_field): a
-                # Memory Stores mount refuses such a content at once (EINVAL), as Databricks'
-                "refuses_nul": True,
+                # no "refuses_nul" (announced before schema step 10): a Memory Stores content
+                # may hold NUL, so a mount grows files by truncate (validation.text_field)
             }
         )
 

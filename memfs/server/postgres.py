@@ -76,7 +76,9 @@ _AWAY_STATES = ("08", "57P", "53300")
 
 # psycopg reads a whole result at once: a ``depth=1`` seek fetches a few rows at a time, since a
 # subdirectory ends the batch.
-POSTGRES = Dialect(name="postgresql", placeholder="%s", lock_clause=" FOR UPDATE", rollup_batch=16)
+POSTGRES = Dialect(
+    name="postgresql", placeholder="%s", lock_clause=" FOR UPDATE", rollup_batch=16, holds_nul=False
+)
 
 
 def is_postgres_url(db: str) -> bool:

@@ -16,7 +16,8 @@ DDL, the bookkeeping of ``schema_version`` and the one-off backfill a step needs
 the memories that existed before the search index; step 4, the Databricks change log, has none;
 step 5 counts the tokens of the documents indexed before it, step 6 sums them per scope, and
 step 7 numbers the Databricks change log per store; step 8, the console's sessions, and
-step 9, an index of Databricks store deletions, have none).
+step 9, an index of Databricks store deletions, have none; step 10 doubles PostgreSQL's escape
+character in the stored contents, so that they may hold NUL: ``sql.rows``).
 """
 
 from __future__ import annotations
@@ -276,6 +277,12 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE kind = 'store_deleted';
         """,
     ),
+    (
+        10,
+        # A content may hold NUL: SQLite's text holds it as it is, nothing to change (on
+        # PostgreSQL the contents are escaped from this step: see there).
+        "",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -463,6 +470,18 @@ PG_MIGRATIONS: list[tuple[int, str]] = [
         """
         CREATE INDEX dbx_changes_store_deletions ON dbx_changes (store_id, ordinal)
             WHERE kind = 'store_deleted';
+        """,
+    ),
+    (
+        10,
+        # A content may hold NUL, which ``text`` cannot: from this step the content columns of
+        # memories and versions hold it escaped (``sql.rows.stored_content``: U+FFFF doubled for
+        # itself, U+FFFF "0" for NUL), so the U+FFFF of the contents stored before is doubled.
+        """
+        UPDATE memories SET content = replace(content, chr(65535), chr(65535) || chr(65535))
+            WHERE strpos(content, chr(65535)) > 0;
+        UPDATE versions SET content = replace(content, chr(65535), chr(65535) || chr(65535))
+            WHERE strpos(content, chr(65535)) > 0;
         """,
     ),
 ]

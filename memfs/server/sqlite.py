@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 # sqlite3 steps a result lazily, so a ``depth=1`` seek may ask for the whole page.
-SQLITE = Dialect(name="sqlite", placeholder="?", lock_clause="", rollup_batch=None)
+SQLITE = Dialect(name="sqlite", placeholder="?", lock_clause="", rollup_batch=None, holds_nul=True)
 # Primary result codes of a database that is busy or cannot be used now, not of a bad statement.
 _AWAY_CODES = frozenset(
     {

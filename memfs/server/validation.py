@@ -4,9 +4,9 @@ A body is read by ``read_json_object``: at most ``MAX_BODY_BYTES`` (else 413; a 
 ``content-length`` is refused before reading), decoded strictly by ``json_body``, and it must be
 a JSON object. ``check_fields`` refuses an unknown field by name, as the hosted API does. Each
 field then goes through its checker: ``text_field`` (a string of valid Unicode without a NUL,
-which every other checker of a string starts with), ``memory_path``
-(``memfs.paths`` rules), ``memory_content`` (at most ``MAX_CONTENT_BYTES`` UTF-8 bytes, else
-413), ``sha256_field`` and ``precondition_sha256``, the store's ``store_name``,
+which every other checker of a string starts with; a Memory Stores content may hold NUL),
+``memory_path`` (``memfs.paths`` rules), ``memory_content`` (at most ``MAX_CONTENT_BYTES`` UTF-8
+bytes, else 413), ``sha256_field`` and ``precondition_sha256``, the store's ``store_name``,
 ``store_description`` and metadata (``store_metadata`` on create, ``metadata_patch`` on update).
 
 Every refusal is a ``BadRequestError`` (400) or ``RequestTooLargeError`` (413) whose message
@@ -94,8 +94,10 @@ def type_name(value: Any) -> str:
     return "string"
 
 
-def text_field(value: Any, name: str) -> str:
-    """``value`` as a string that is valid Unicode (no lone surrogates) without a NUL.
+def text_field(value: Any, name: str, *, nul: bool = False) -> str:
+    """``value`` as a string that is valid Unicode (no lone surrogates), without a NUL unless
+    ``nul`` (a Memory Stores content: the API allows it, and the backends store it, escaped on
+    PostgreSQL: ``sql.rows``).
 
     The one check of every string a body carries, on both APIs: PostgreSQL ``text`` cannot
     hold U+0000 while SQLite can, so refusing it here keeps the backends alike (a 400, never a
@@ -106,7 +108,7 @@ def text_field(value: Any, name: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequestError(f"{name}: not valid Unicode (contains a lone surrogate)") from None
-    if "\x00" in value:
+    if not nul and "\x00" in value:
         raise BadRequestError(f"{name}: must not contain NUL characters (U+0000)")
     return value
 
@@ -120,7 +122,7 @@ def memory_path(value: Any, name: str = "path") -> str:
 
 
 def memory_content(value: Any) -> str:
-    content = text_field(value, "content")
+    content = text_field(value, "content", nul=True)
     size = len(content.encode("utf-8"))
     if size > MAX_CONTENT_BYTES:
         raise RequestTooLargeError(

@@ -15,7 +15,7 @@ from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
 from memfs.api.client import CAPABILITIES
 from memfs.api.config import ClientConfig
-from memfs.api.store import MEMORY_STORES, memory_stores_capabilities
+from memfs.api.store import MEMORY_STORES, capabilities_with, memory_stores_capabilities
 from memfs.errors import (
     AuthenticationError,
     BadRequestError,
@@ -452,9 +452,12 @@ async def test_change_stream_uses_the_clients_bearer_auth_pool_and_stats(server:
 async def test_memory_stores_capabilities_refuse_nul_only_where_the_server_says_so(
     client: StoreClient, server: Any
 ) -> None:
-    """memfs server announces ``refuses_nul``: a mount's content NUL is refused at its save; a
-    server that announces nothing (the hosted API: 404) keeps the hosted limits alone."""
-    assert (await memory_stores_capabilities(client)).refused_characters == "\x00"
+    """A server that announces ``refuses_nul`` (memfs server before its schema step 10) has a
+    mount refuse a content's NUL at its save; memfs server now stores NUL and announces
+    nothing of it, and a server that announces nothing at all (the hosted API: 404) keeps the
+    hosted limits alone."""
+    assert capabilities_with(frozenset({"refuses_nul"})).refused_characters == "\x00"
+    assert await memory_stores_capabilities(client) == MEMORY_STORES
     async with hosted_like_client(server) as (hosted, transport):
         assert await memory_stores_capabilities(hosted) == MEMORY_STORES
     assert transport.capability_checks == 1

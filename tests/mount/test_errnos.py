@@ -473,33 +473,30 @@ def test_truncate_and_ftruncate_of_refused_content_alike(mount_factory):
     wait_for(lambda: m.status()["refused"]["files"] == [], timeout=5)
 
 
-def test_a_nul_the_server_refuses_is_einval_at_close(mount_factory):
-    """memfs server refuses NUL in every string (400) and says so in its capabilities
-    (``refuses_nul``): a Memory Stores mount refuses such a content at its save (close, fsync,
-    a truncate that would leave one) with EINVAL, as a Databricks mount does; nothing is
-    journaled or uploaded, and the file's next valid save goes (before: close answered 0 and the
-    upload failed for good, or on PostgreSQL was a 500 retried for ever)."""
+def test_nul_is_stored_and_truncate_grows_files(mount_factory):
+    """Issue 31: memfs server stores any content the API allows, NUL included (escaped on
+    PostgreSQL: tests/postgres), and no longer announces ``refuses_nul``: a Memory Stores mount
+    grows files by ``truncate`` and ``ftruncate`` again (the NULs they add are saved, as
+    pjdfstest and libfuse's test_syscalls expect), and a content ending in NUL round-trips.
+    (Before: each was EINVAL, the refusal of a character the store refused.)"""
     m = mount_factory(memories={"/a.md": "one\n"})
     p = m.path
-    with pytest.raises(OSError) as new_file, open(p / "new.md", "wb") as out:
-        out.write(b"x\0y")  # printf 'x\0y' > new.md
-    assert new_file.value.errno == errno.EINVAL
-    fd = os.open(p / "a.md", os.O_WRONLY | os.O_TRUNC)
-    os.write(fd, b"a\0b")
-    expect_errno(errno.EINVAL, os.fsync, fd)
-    expect_errno(errno.EINVAL, os.close, fd)
-    assert (p / "a.md").read_bytes() == b"a\0b"  # kept locally, readable
-    expect_errno(errno.EINVAL, os.truncate, p / "a.md", 10)  # would add NULs: nothing changes
-    status = wait_for(
-        lambda: (s := m.status())["refused"]["files"] == ["/a.md", "/new.md"] and s, timeout=10
-    )
-    assert status["uploads"]["journal_records"] == 0 and status["uploads"]["failed"] == {}
-    assert status["refused"]["by_reason"]["refused character"] == 2
-    m.settle()  # nothing was sent: nothing failed
-    assert (m.paths(), m.content("/a.md")) == ({"/a.md"}, "one\n")
-    write_file(p / "a.md", b"fixed\n")
+    os.truncate(p / "a.md", 10)
+    assert (p / "a.md").read_bytes() == b"one\n" + b"\0" * 6
+    fd = os.open(p / "b.md", os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, b"x")
+        os.ftruncate(fd, 4)
+        os.fsync(fd)  # on the server now
+    finally:
+        os.close(fd)
+    assert m.content("/b.md") == "x\0\0\0"
+    write_file(p / "c.md", b"a\0b ends in NUL\0")  # printf 'a\0b ends in NUL\0' > c.md
     m.settle()
-    assert m.content("/a.md") == "fixed\n"
+    assert m.content("/a.md") == "one\n" + "\0" * 6
+    assert m.content("/c.md") == "a\0b ends in NUL\0"
+    assert m.status()["refused"]["files"] == []
+    assert (p / "c.md").read_bytes() == b"a\0b ends in NUL\0"
 
 
 def write_or_efbig(fd: int, data: bytes) -> int:
@@ -702,8 +699,7 @@ def posix_scenario(root: Path) -> list[Any]:
     os.pwrite(fd, b"Z", 10)
     seen.append(("hole", os.pread(fd, 100, 0)))
     seen.append(("read past end", os.pread(fd, 10, 50)))
-    # grown again by a write (an ftruncate that grows a file adds NULs at once: EINVAL where
-    # the store refuses NUL, test_a_nul_the_server_refuses_is_einval_at_close)
+    # grown again by a write (an ftruncate that grows a file: test_nul_is_stored_and_truncate_…)
     os.pwrite(fd, b"!", 13)
     seen.append(("grown", os.pread(fd, 100, 0)))
     os.ftruncate(fd, 2)

@@ -13,6 +13,7 @@ from memfs.server.databricks_storage import DbxChange, EntryFilter, NewEntry, Se
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sql import SqlStorage, Tx
 from memfs.server.sqlite import SqliteStorage
+from memfs.server.storage import VersionFilter
 
 from .helpers import back_to_step
 
@@ -56,7 +57,7 @@ async def test_a_step_3_database_with_databricks_entries_upgrades_to_step_4(
 
     storage = await open_storage(database)  # upgrades
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         dbx = storage.databricks
         page = await dbx.list_entries(
             "old", EntryFilter("agent"), after=None, limit=10, with_content=True
@@ -91,7 +92,7 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         assert (await storage.get_memory(store.id, memory.id)).content == "x"
         hits = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [m.id for m, _ in hits] == [memory.id]
@@ -105,8 +106,37 @@ async def test_a_database_from_before_step_2_upgrades_through_every_step(
 
 
 def test_both_backends_have_the_same_steps() -> None:
-    steps = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    steps = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert [n for n, _ in schema.MIGRATIONS] == [n for n, _ in schema.PG_MIGRATIONS] == steps
+
+
+async def test_a_step_9_database_keeps_its_contents_and_stores_nul_after_step_10(
+    backend: str, database: str
+) -> None:
+    """Step 10 lets a content hold NUL, escaped on PostgreSQL with U+FFFF: a content stored
+    before it that holds U+FFFF reads back as it was, and its memory then takes a NUL."""
+    storage = await open_storage(database)
+    store = await storage.create_store(name="old", description="", metadata={})
+    old = "kept \uffff as it was \uffff0"  # also what an escaped NUL looks like
+    memory = await storage.create_memory(store.id, path="/a.md", content=old, actor=ACTOR)
+    await storage._write(back_to_step(9, backend))  # as a memfs of step 9 left it
+    await storage.aclose()
+
+    storage = await open_storage(database)  # upgrades
+    try:
+        assert sorted(await storage._read(steps_recorded)) == list(range(1, 11))
+        assert (await storage.get_memory(store.id, memory.id)).content == old
+        updated = await storage.update_memory(
+            store.id, memory.id, content=old + "\x00", path=None, expected_sha256=None, actor=ACTOR
+        )
+        assert (await storage.get_memory(store.id, memory.id)).content == old + "\x00"
+        versions = await storage.list_versions(
+            store.id, VersionFilter(memory_id=memory.id), after=None, limit=10, with_content=True
+        )
+        assert [v.content for v in versions.items] == [old + "\x00", old]
+        assert updated.content_size_bytes == len((old + "\x00").encode())
+    finally:
+        await storage.aclose()
 
 
 def doc_lengths(tx: Tx) -> list[tuple[str, int]]:
@@ -135,7 +165,7 @@ async def test_a_step_4_database_counts_the_tokens_of_its_search_documents(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         assert await storage._read(doc_lengths) == written
         after = await storage.search_memories(store.id, "okapi", limit=5, path_prefix=None)
         assert [(m.id, score) for m, score in after] == [(m.id, score) for m, score in before]
@@ -166,7 +196,7 @@ async def test_a_step_6_database_numbers_its_databricks_changes_per_store(
 
     storage = await open_storage(database)
     try:
-        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert sorted(await storage._read(steps_recorded)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         dbx = storage.databricks
         old_a = await dbx.list_changes("a", after=0, actor_id=None, limit=10)
         held = old_a[0].ordinal  # a client's cursor from before the upgrade

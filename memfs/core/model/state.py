@@ -105,7 +105,7 @@ class CoreState:
         return node.path
 
     def refused_character(self, text: str) -> str | None:
-        """A character of ``text`` the store refuses (NUL: Databricks, memfs server), or None."""
+        """A character of ``text`` the store refuses (NUL: Databricks, or where said), or None."""
         for character in self.refused_characters:
             if character in text:
                 return character

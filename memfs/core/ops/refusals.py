@@ -1,5 +1,5 @@
 """Files the mount refuses to upload: over 102,400 bytes (EFBIG), not UTF-8 (EILSEQ), or holding
-a character the store refuses (EINVAL: NUL on Databricks and on a memfs server,
+a character the store refuses (EINVAL: NUL on Databricks and where a server says it refuses it,
 ``Capabilities.refused_characters``).
 
 Owns the ``refused`` state of file nodes, what happens to refused content, and how refusals are

@@ -48,6 +48,12 @@ class SearchDocument:
     actor_id: str = ""  # Memory Stores memories have no actor: ""
     session_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # NUL is never part of a word, and PostgreSQL's text cannot hold it: the index (both
+        # backends alike) reads a content's NULs as spaces.
+        if "\0" in self.content:
+            object.__setattr__(self, "content", self.content.replace("\0", " "))
+
 
 @dataclass(frozen=True)
 class SearchScope:

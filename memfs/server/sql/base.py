@@ -190,7 +190,7 @@ class SqlBase(Storage):
                 memory_id,
                 operation,
                 path,
-                *content_columns(content),
+                *content_columns(content, tx.dialect),
                 created_us,
                 actor.type,
                 actor.id,

@@ -22,7 +22,13 @@ from memfs.models import Actor, Memory, MemoryPrefix
 from memfs.server import ids
 from memfs.server.search import DocumentKind, SearchDocument
 from memfs.server.sql.base import SqlBase
-from memfs.server.sql.rows import MEMORY_BASIC, MEMORY_FULL, content_columns, memory_from_row
+from memfs.server.sql.rows import (
+    MEMORY_BASIC,
+    MEMORY_FULL,
+    content_columns,
+    loaded_content,
+    memory_from_row,
+)
 from memfs.server.sql.transaction import Cursor, Row, Tx
 from memfs.server.storage import ListItem, MemoryPosition, Slice
 
@@ -72,13 +78,21 @@ class MemoryQueries(SqlBase):
                 "INSERT INTO memories (id, store_id, path, content, content_sha256, "
                 "content_size, head_version_id, created_us, updated_us) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, store_id, path, *content_columns(content), version_id, now, now),
+                (
+                    memory_id,
+                    store_id,
+                    path,
+                    *content_columns(content, tx.dialect),
+                    version_id,
+                    now,
+                    now,
+                ),
             )
             tx.execute(
                 "UPDATE stores SET memory_count = memory_count + 1 WHERE id = ?", (store_id,)
             )
             self._index_memory(tx, store_id, memory_id, path, content)
-            return memory_from_row(self._load_memory(tx, store_id, memory_id))
+            return memory_from_row(self._load_memory(tx, store_id, memory_id), tx.dialect)
 
         await self._warm_search("", content)
         return await self._write(run)
@@ -90,7 +104,7 @@ class MemoryQueries(SqlBase):
     async def get_memory(self, store_id: str, memory_id: str) -> Memory:
         def run(tx: Tx) -> Memory:
             self._load_store(tx, store_id)
-            return memory_from_row(self._load_memory(tx, store_id, memory_id))
+            return memory_from_row(self._load_memory(tx, store_id, memory_id), tx.dialect)
 
         return await self._read(run)
 
@@ -137,7 +151,7 @@ class MemoryQueries(SqlBase):
                         positions.append(bound)
                         rows.close()
                         break
-                    items.append(memory_from_row(row))
+                    items.append(memory_from_row(row, tx.dialect))
                     bound = MemoryPosition(row["path"], False)
                     positions.append(bound)
                 else:
@@ -163,15 +177,16 @@ class MemoryQueries(SqlBase):
             store = self._load_store(tx, store_id, lock=True)
             self._check_writable(store)
             current = self._load_memory(tx, store_id, memory_id)
-            new_content = current["content"] if content is None else content
+            current_content = loaded_content(current["content"], tx.dialect)
+            new_content = current_content if content is None else content
             new_path = current["path"] if path is None else path
-            unchanged = new_content == current["content"] and new_path == current["path"]
+            unchanged = new_content == current_content and new_path == current["path"]
             if expected_sha256 is not None and expected_sha256 != current["content_sha256"]:
                 if unchanged:  # the requested state is already there: success, no version
-                    return memory_from_row(current)
+                    return memory_from_row(current, tx.dialect)
                 raise _precondition_failed(memory_id, current, expected_sha256)
             if unchanged:
-                return memory_from_row(current)
+                return memory_from_row(current, tx.dialect)
             if new_path != current["path"]:
                 self._check_path_free(tx, store_id, new_path)
             version_id, now = self._append_version(
@@ -186,10 +201,10 @@ class MemoryQueries(SqlBase):
             tx.execute(
                 "UPDATE memories SET path = ?, content = ?, content_sha256 = ?, "
                 "content_size = ?, head_version_id = ?, updated_us = ? WHERE id = ?",
-                (new_path, *content_columns(new_content), version_id, now, memory_id),
+                (new_path, *content_columns(new_content, tx.dialect), version_id, now, memory_id),
             )
             self._index_memory(tx, store_id, memory_id, new_path, new_content)
-            return memory_from_row(self._load_memory(tx, store_id, memory_id))
+            return memory_from_row(self._load_memory(tx, store_id, memory_id), tx.dialect)
 
         await self._warm_search("", content)
         return await self._write(run)

@@ -6,6 +6,13 @@ carries its content with ``content_sha256`` and ``content_size`` (``content_colu
 three NULL for a ``deleted`` or redacted version). The ``*_BASIC`` column lists read ``NULL AS
 content`` so that a listing with ``view=basic`` never reads the contents.
 
+A content may hold U+0000 (the API allows it). Where the database's text cannot hold it
+(PostgreSQL: ``Dialect.holds_nul`` false), the content column holds it escaped: ``NUL_ESCAPE``
+doubled stands for itself, ``NUL_ESCAPE`` + ``"0"`` for a NUL (``stored_content`` /
+``loaded_content``, the only two places that know it; schema step 10 doubled the escape character
+in the contents stored before). ``content_sha256`` and ``content_size`` are always the content's
+own, so no SQL ever needs the content unescaped.
+
 This module must not run SQL; nothing above the backends sees a row.
 """
 
@@ -13,14 +20,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime, timedelta
+from typing import overload
 
 from memfs.models import Actor, Memory, MemoryStore, MemoryVersion, sha256_hex
-from memfs.server.sql.transaction import Row
+from memfs.server.sql.transaction import Dialect, Row
 
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A noncharacter (U+FFFF): valid in UTF-8 and in PostgreSQL's text, and almost never in a text,
+# so escaping costs nothing for nearly every content.
+NUL_ESCAPE = "\uffff"
+_ESCAPED = re.compile(NUL_ESCAPE + "(.)", re.DOTALL)
 
 STORE_COLUMNS = "id, name, description, metadata, created_us, updated_us, archived_us"
 STORE_STATE = "id, archived_us, memory_count, version_seq, last_version_us"
@@ -65,12 +78,30 @@ def store_from_row(row: Row) -> MemoryStore:
     )
 
 
-def memory_from_row(row: Row) -> Memory:
+def stored_content(content: str, dialect: Dialect) -> str:
+    """``content`` as the dialect's content column holds it (module docstring)."""
+    if dialect.holds_nul or (NUL_ESCAPE not in content and "\0" not in content):
+        return content
+    return content.replace(NUL_ESCAPE, NUL_ESCAPE * 2).replace("\0", NUL_ESCAPE + "0")
+
+
+@overload
+def loaded_content(value: str, dialect: Dialect) -> str: ...
+@overload
+def loaded_content(value: None, dialect: Dialect) -> None: ...
+def loaded_content(value: str | None, dialect: Dialect) -> str | None:
+    """The content a content column's ``value`` holds (the reverse of ``stored_content``)."""
+    if value is None or dialect.holds_nul or NUL_ESCAPE not in value:
+        return value
+    return _ESCAPED.sub(lambda m: NUL_ESCAPE if m[1] == NUL_ESCAPE else "\0", value)
+
+
+def memory_from_row(row: Row, dialect: Dialect) -> Memory:
     return Memory(
         id=row["id"],
         memory_store_id=row["store_id"],
         path=row["path"],
-        content=row["content"],
+        content=loaded_content(row["content"], dialect),
         content_sha256=row["content_sha256"],
         content_size_bytes=row["content_size"],
         memory_version_id=row["head_version_id"],
@@ -79,7 +110,7 @@ def memory_from_row(row: Row) -> Memory:
     )
 
 
-def version_from_row(row: Row) -> MemoryVersion:
+def version_from_row(row: Row, dialect: Dialect) -> MemoryVersion:
     redacted_by = None
     if row["redacted_by_type"] is not None:
         redacted_by = Actor(row["redacted_by_type"], row["redacted_by_id"])
@@ -90,7 +121,7 @@ def version_from_row(row: Row) -> MemoryVersion:
         operation=row["operation"],
         created_at=from_us(row["created_us"]),
         path=row["path"],
-        content=row["content"],
+        content=loaded_content(row["content"], dialect),
         content_sha256=row["content_sha256"],
         content_size_bytes=row["content_size"],
         created_by=Actor(row["actor_type"], row["actor_id"]),
@@ -99,8 +130,10 @@ def version_from_row(row: Row) -> MemoryVersion:
     )
 
 
-def content_columns(content: str | None) -> tuple[str | None, str | None, int | None]:
+def content_columns(
+    content: str | None, dialect: Dialect
+) -> tuple[str | None, str | None, int | None]:
     """``content, content_sha256, content_size`` of a content (``None``: a deleted version)."""
     if content is None:
         return None, None, None
-    return content, sha256_hex(content), len(content.encode("utf-8"))
+    return stored_content(content, dialect), sha256_hex(content), len(content.encode("utf-8"))

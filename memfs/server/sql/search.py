@@ -37,7 +37,7 @@ class SearchQueries(SqlBase):
                 f"SELECT {MEMORY_FULL} FROM memories WHERE store_id = ? AND id IN ({marks})",
                 (store_id, *(hit.doc_id for hit in hits)),
             ).fetchall()
-            memories = {row["id"]: memory_from_row(row) for row in rows}
+            memories = {row["id"]: memory_from_row(row, tx.dialect) for row in rows}
             return [(memories[hit.doc_id], hit.score) for hit in hits if hit.doc_id in memories]
 
         return await self._read(run)

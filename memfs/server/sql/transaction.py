@@ -50,6 +50,9 @@ class Dialect:
     # Rows one ``depth=1`` seek fetches at most (None: as many as the page wants). A driver that
     # reads a whole result at once wants a small batch, since a subdirectory ends the batch.
     rollup_batch: int | None
+    # Whether a text column holds U+0000 as it is: SQLite's does, PostgreSQL's ``text`` cannot,
+    # so there a content is stored escaped (``rows.stored_content``) and read back unescaped.
+    holds_nul: bool
 
 
 class Tx:

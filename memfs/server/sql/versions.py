@@ -72,7 +72,7 @@ class VersionQueries(SqlBase):
         def run(tx: Tx) -> Slice[MemoryVersion, int]:
             self._load_store(tx, store_id)
             rows = tx.execute(sql, (*params, limit + 1)).fetchall()
-            versions = [version_from_row(row) for row in rows[:limit]]
+            versions = [version_from_row(row, tx.dialect) for row in rows[:limit]]
             nxt = int(rows[limit - 1]["seq"]) if len(rows) > limit else None
             return Slice(versions, nxt)
 
@@ -81,7 +81,7 @@ class VersionQueries(SqlBase):
     async def get_version(self, store_id: str, version_id: str) -> MemoryVersion:
         def run(tx: Tx) -> MemoryVersion:
             self._load_store(tx, store_id)
-            return version_from_row(self._load_version(tx, store_id, version_id))
+            return version_from_row(self._load_version(tx, store_id, version_id), tx.dialect)
 
         return await self._read(run)
 
@@ -93,7 +93,7 @@ class VersionQueries(SqlBase):
             self._load_store(tx, store_id, lock=True)
             row = self._load_version(tx, store_id, version_id)
             if row["redacted_us"] is not None:
-                return version_from_row(row)
+                return version_from_row(row, tx.dialect)
             head = tx.one("SELECT id FROM memories WHERE head_version_id = ?", (version_id,))
             if head is not None:
                 raise BadRequestError(
@@ -107,7 +107,7 @@ class VersionQueries(SqlBase):
                 "redacted_by_id = ? WHERE id = ?",
                 (self._now_us(), actor.type, actor.id, version_id),
             )
-            return version_from_row(self._load_version(tx, store_id, version_id))
+            return version_from_row(self._load_version(tx, store_id, version_id), tx.dialect)
 
         return await self._write(run)
 
