@@ -138,3 +138,20 @@ def slug(name: str) -> str:
     ``"Demo Memory"`` -> ``demo-memory``. Leading and trailing hyphens are dropped.
     """
     return _SLUG_RUN.sub("-", name.lower()).strip("-")
+
+
+def shown(text: str) -> str:
+    """``text`` (a name or path someone else chose) safe to print on one terminal line, and in
+    tab-separated output: control, format and separator characters (newlines, escape sequences,
+    tabs) and bytes that were not UTF-8 escaped (``\\x1b``, ``\\u200b``, ``\\udcff``)."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or (ch == " "):
+            out.append(ch)
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+    return "".join(out)

@@ -40,6 +40,7 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
+from memfs.paths import shown
 
 if TYPE_CHECKING:
     from memfs.store_api import StoreAPI
@@ -238,19 +239,3 @@ def _print_results(plan: Plan, results: Results) -> int:
 def _line(action: str, path: str, reason: str) -> None:
     fields = [action, shown(path)] + ([shown(reason)] if reason else [])
     print("\t".join(fields))
-
-
-def shown(text: str) -> str:
-    """``text`` safe for a terminal and for tab-separated lines: control, format and separator
-    characters, and bytes that were not UTF-8, escaped (``\\x1b``, ``\\u200b``, ``\\udcff``)."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch.isprintable() or (ch == " "):
-            out.append(ch)
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
-    return "".join(out)

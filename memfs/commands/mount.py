@@ -561,7 +561,7 @@ def _refuse_busy(mountpoint: str, *, force: bool) -> int | None:
     held = _open_for_writing(mountpoint)
     if not held:
         return None
-    from memfs.commands.import_tree import shown
+    from memfs.paths import shown
 
     print(
         f"memfs umount: {len(held)} file(s) under {shown(mountpoint)} are open for writing; "
@@ -580,8 +580,8 @@ def _open_for_writing(mountpoint: str) -> dict[str, str]:
     says are open by processes this user cannot see (another user's, through allow_other).
     The daemon's word is checked against a status document written after the ``/proc`` scan
     (it is rewritten every second): a file closed meanwhile does not hold the mount."""
-    from memfs.commands.import_tree import shown
     from memfs.mount.busy import writers
+    from memfs.paths import shown
 
     started = time.time()
     found = writers(mountpoint)

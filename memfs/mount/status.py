@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from memfs.paths import shown
 from memfs.private import replace_file
 
 if TYPE_CHECKING:
@@ -263,13 +264,23 @@ def report_saved_open(report: dict[str, Any]) -> bool:
 def report_sections(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     """The report in words: ``(kind, header, items)`` per part that has something to say;
     ``kind`` is ``open``, ``gone``, ``pending``, ``refused`` or ``conflicts``. In a mount of several
-    stores, each store's sections, their headers naming the store's directory."""
+    stores, each store's sections, their headers naming the store's directory. Every line is
+    ``paths.shown``: a file name an agent chose (a local-only name may hold any character but
+    ``/``) reaches root's terminal escaped, one line each."""
     if "stores" in report:
         return [
-            (kind, f"{store.get('slug')}: {header}", items)
+            (kind, shown(f"{store.get('slug')}: ") + header, items)
             for store in report["stores"]
             for kind, header, items in report_sections(store)
         ]
+    return [
+        (kind, shown(header), [shown(item) for item in items])
+        for kind, header, items in _sections_of_one_store(report)
+    ]
+
+
+def _sections_of_one_store(report: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """``report_sections`` of one store's report, its paths as they are (``shown`` after)."""
     sections: list[tuple[str, str, list[str]]] = []
     at_end = report.get("open_at_end") or []
     if at_end:
@@ -474,7 +485,8 @@ _CHARGED = (
 
 def render(doc: dict[str, Any]) -> str:
     """The status document as text for a person: a mount of several stores shows each store,
-    then its scratch."""
+    then its scratch. Each line is ``paths.shown``: names and log messages hold paths an agent
+    chose, and reach a terminal escaped."""
     if "stores" in doc:
         return render_mount(doc)
     return render_store(doc)
@@ -500,7 +512,7 @@ def render_mount(doc: dict[str, Any]) -> str:
     lines.append(f"recent errors    {len(errors)}")
     for item in errors[-5:]:
         lines.append(f"  {item['time']} {item['level']} {item['message']}")
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # one line each, escaped
 
 
 def render_store(doc: dict[str, Any]) -> str:
@@ -629,4 +641,4 @@ def render_store(doc: dict[str, Any]) -> str:
     lines.append(f"recent errors    {len(errors)}")
     for item in errors[-5:]:
         lines.append(f"  {item['time']} {item['level']} {item['message']}")
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # one line each, escaped

@@ -297,3 +297,33 @@ async def test_metrics_and_logs_name_console_routes_by_template(storage: Storage
     assert 'route="/console/stores/{store_id}"' in rendered
     assert 'route="/console/sign-in"' in rendered
     assert "memstore_" not in rendered
+
+
+async def test_a_memory_holding_nul_is_not_saved_from_a_text_box(storage: Storage) -> None:
+    """A browser's text box turns U+0000 into U+FFFD: the edit page of a memory holding NUL
+    says so, and a save from it is refused (409), the content untouched (issue 31)."""
+    from memfs.models import Actor
+
+    store = await storage.create_store(name="nul", description="", metadata={})
+    content = "a\x00b <script>alert(1)</script>"
+    memory = await storage.create_memory(
+        store.id, path="/n.md", content=content, actor=Actor("api_actor", "k")
+    )
+    url = f"/console/stores/{store.id}/memories/{memory.id}"
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        shown = await client.get(url)
+        assert shown.status_code == 200 and "<script>alert" not in shown.text
+        form = await client.get(f"{url}/edit")
+        assert form.status_code == 200 and "holds NUL characters" in form.text
+        saved = await client.post(
+            f"{url}/edit",
+            data={
+                "csrf": csrf_of(form),
+                "content": content.replace("\x00", "\ufffd"),  # what a browser sends back
+                "precondition": memory.content_sha256,
+            },
+            headers={"sec-fetch-site": "same-origin", "origin": BASE},
+        )
+        assert saved.status_code == 409 and "holds NUL characters" in saved.text
+    assert (await storage.get_memory(store.id, memory.id)).content == content

@@ -225,3 +225,25 @@ def test_force_keeps_a_copy_of_what_the_store_refuses_and_names_it(
     assert Path(saved["where"]).read_bytes() == b"caf\xe9\n"
     assert [r["copy"] for r in report["refused"]] == [saved["where"]]
     assert m.paths() == set()
+
+
+def test_names_an_agent_chose_reach_the_terminal_escaped(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    """A local-only name may hold any character but ``/`` (an editor's swap file of a name
+    with terminal controls): ``memfs status`` and the report ``memfs umount`` prints show it
+    escaped, on one line, never as controls for root's terminal."""
+    m = mount_factory()
+    evil = ".x\x1b]0;owned\x07\n  a.md: saved as a version of the store.swp"
+    escaped = ".x\\x1b]0;owned\\x07\\x0a  a.md: saved as a version of the store.swp"
+    with HeldWriter([(m.path / evil, "new")]) as writer:
+        writer.write(0, b"swap\n")
+        wait_for(lambda: m.status()["open_for_writing"] == [f"/{evil}"])
+        status = memfs("status", str(m.path), env=m.env).stdout
+        assert f"  open for writing: /{escaped}\n" in status
+        forced = memfs("umount", "--force", str(m.path), env=m.env)
+    assert forced.returncode == 1, forced.stderr  # a local-only name is not kept
+    for output in (status, forced.stdout, forced.stderr):
+        assert "\x1b" not in output and "\x07" not in output
+    assert f"  /{escaped}: not kept" in forced.stderr
+    assert "saved as a version" not in forced.stderr.replace(escaped, "")

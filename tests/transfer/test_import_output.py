@@ -8,7 +8,7 @@ import io
 import pytest
 
 from memfs.commands import progress
-from memfs.commands.import_tree import shown
+from memfs.paths import shown
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 CHANGED = "This memory changed since you opened this page, so nothing was {done}. Look again."
 GONE = "This memory was deleted since you opened this page; nothing was saved."
 CONFLICT = "Someone changed this memory since you opened it: nothing was saved."
+# A browser's text box cannot hold U+0000 (HTML turns it into U+FFFD), so saving such a memory
+# from the edit page would change every NUL it holds, unseen: refused, the way named.
+HOLDS_NUL = (
+    "This memory holds NUL characters (U+0000), which a browser's text box cannot keep: "
+    "saving it here would replace them. Edit it through a mount, memfs memories put or the API."
+)
 
 
 # each page's title says what it is for, as its h1 does: a tab or a screen reader's list of
@@ -95,6 +101,7 @@ def routes(console: Console) -> list[Route]:
             signed_in,
             store,
             memory,
+            error=HOLDS_NUL if "\x00" in (memory.content or "") else None,
             yours=memory.content or "",
             precondition=memory.content_sha256,
             diff=None,
@@ -109,6 +116,12 @@ def routes(console: Console) -> list[Route]:
         yours = textarea(form.get("content", ""))
         try:
             expected = validation.sha256_field(form.get("precondition", ""), "precondition")
+            edited = await storage.get_memory(store.id, memory_id)
+            if edited.content_sha256 == expected and "\x00" in (edited.content or ""):
+                return page(
+                    request, "edit.html", signed_in, store, edited, status=409,
+                    error=HOLDS_NUL, yours=yours, precondition=expected, diff=None,
+                )  # fmt: skip
             await storage.update_memory(
                 store.id,
                 memory_id,
