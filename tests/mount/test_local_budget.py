@@ -5,27 +5,17 @@ files (or room in the store) frees the budget."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from support.mounts import MountedStore, memfs
+from support.planted import NOBODY, as_nobody
 from support.waiting import wait_for
 
 from .test_errnos import seed
 
-NOBODY = 65534
 BUDGET = 1024 * 1024
 FILE = 100_000
-
-
-def as_nobody(script: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["sh", "-c", script], cwd=cwd, user=NOBODY, group=NOBODY, extra_groups=[],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def fill(target: str, byte: str) -> str:
