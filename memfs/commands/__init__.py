@@ -22,6 +22,7 @@ from memfs.commands import (
     server,
     session,
     status,
+    umount,
 )
 
 COMMAND_MODULES: list[ModuleType] = [
@@ -31,6 +32,7 @@ COMMAND_MODULES: list[ModuleType] = [
     export,
     import_tree,
     mount,
+    umount,
     status,
     session,
     mcp,

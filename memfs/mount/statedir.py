@@ -11,7 +11,8 @@ person who reads the report. What mounts left behind without a clean ``memfs umo
 daemon, ``fusermount3 -u``) is removed by the next ``memfs mount`` once it is a week old and no
 daemon of that mount point runs (``prune_stale``).
 
-This module must not start or stop daemons (``memfs.mount.daemon``, ``memfs.commands.mount``).
+This module must not start or stop daemons (``memfs.mount.daemon``, ``memfs.commands.mount``,
+``memfs.commands.umount``).
 """
 
 from __future__ import annotations
