@@ -24,7 +24,6 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from memfs.core.store_core import Invalidation, StoreCore
 from memfs.mount import storelog
 from memfs.mount.busy import sync_mount
 from memfs.mount.changefeed import ChangeFeed, choose_source
+from memfs.mount.final_flush import FinalFlush
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import AllocationSites, MemoryReturn
 from memfs.mount.opening import (
@@ -52,9 +52,9 @@ from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions, StoreSpec, ch
 from memfs.mount.root import RootOperations, StoreDirectory, UnavailableStore
 from memfs.mount.router import Router
 from memfs.mount.scratch import Scratch
+from memfs.mount.served import ServedStore
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
 from memfs.mount.status import (
-    JournalsOfStore,
     RecentErrors,
     StatusWriter,
     collect,
@@ -66,13 +66,10 @@ from memfs.mount.status import (
 )
 from memfs.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
 from memfs.private import replace_file
-from memfs.writeback.journal import Journal, default_cache_dir
+from memfs.writeback.journal import default_cache_dir
 
 log = logging.getLogger(__name__)
 
-# transient failures at unmount are retried this long (a blip, a server restart), so that the
-# report reaches those who wait for it in time: `memfs umount` (45 s), a session stop (30 s in all)
-FINAL_RETRY_SECONDS = 10.0
 # a signal's syncfs (the kernel hands over the pages programs wrote through mappings) waits
 # this long at most: the writes it sends are served by this very loop meanwhile
 SYNCFS_SECONDS = 5.0
@@ -97,27 +94,6 @@ def make_invalidator() -> Callable[[list[Invalidation]], Awaitable[None]]:
     return invalidate
 
 
-@dataclass(eq=False)
-class ServedStore:
-    """One store of a running daemon: how it was opened, its core, and how it is doing."""
-
-    spec: StoreSpec
-    store: OpenStore
-    core: StoreCore
-    operations: FuseOperations
-    journal: Journal | None
-    journals: JournalsOfStore
-    slot: int  # of the router (memfs.numbers): 0 for a mount of one store
-    feed: ChangeFeed | None = None
-    # its background tasks failed (the others keep running): why, for ``memfs status``
-    failed: str | None = None
-    flush_errors: list[str] = field(default_factory=list)  # its final flush's, for the report
-
-    @property
-    def read_only(self) -> bool:
-        return self.core.read_only
-
-
 class Daemon:
     """Runs one mount (of one store, or of several with scratch) until it is unmounted or
     signalled."""
@@ -136,10 +112,7 @@ class Daemon:
         self._stopping = False
         self._report_file = Path("/nonexistent")
         # the flushes of a signal and of the end of the FUSE loop: one at a time, one deadline
-        self._flush_lock = trio.Lock()
-        self._flush_deadline: float | None = None
-        self._retry_deadline = 0.0
-        self._requests_flushed: tuple[int, ...] | None = None  # the queues' ``requests``
+        self._flush = FinalFlush(lambda: self.stores, several=self.several)
         self._device: int | None = None  # ``st_dev`` of the mount (its root), once it serves
 
     @property
@@ -492,49 +465,6 @@ class Daemon:
             log.warning("the kernel connection ended (%s); flushing before exiting", exc)
         return True
 
-    async def _flush(self) -> None:
-        """Upload what is pending in every store, deferred renames and deletes included,
-        retrying transient failures for ``FINAL_RETRY_SECONDS``; every flush of this daemon
-        ends by one deadline (``FINAL_FLUSH_SECONDS`` from the first). A signal flushes while
-        the mount still serves, and ``run`` again once the FUSE loop has ended (what was
-        changed meanwhile); their outcome is the report's. The stores flush side by side."""
-        async with self._flush_lock:
-            requests = tuple(served.core.upload_requests for served in self.stores)
-            if self._requests_flushed == requests:
-                return  # nothing was asked for since the last pass began: its outcome stands
-            if self._flush_deadline is None:
-                self._flush_deadline = trio.current_time() + FINAL_FLUSH_SECONDS
-                self._retry_deadline = trio.current_time() + FINAL_RETRY_SECONDS
-            for served in self.stores:
-                served.core.retry_waiting_for_room()  # room may have appeared unseen
-            pending = [served for served in self.stores if served.core.pending_uploads]
-            if not pending or trio.current_time() >= self._flush_deadline:
-                return  # nothing left, or no time: the report lists what is pending
-            log.info("flushing %d pending uploads", sum(s.core.pending_uploads for s in pending))
-            self._requests_flushed = requests  # what this pass was asked for
-            for served in self.stores:
-                served.flush_errors = []  # a later pass supersedes: what it left is what counts
-            with trio.move_on_at(self._flush_deadline) as scope:
-                patience = max(0.0, self._retry_deadline - trio.current_time())
-                async with trio.open_nursery() as nursery:
-                    for served in pending:
-                        nursery.start_soon(self._flush_store, served, patience)
-            if scope.cancelled_caught:
-                for served in pending:
-                    served.flush_errors.append(
-                        f"final flush did not finish within {FINAL_FLUSH_SECONDS:.0f} s"
-                    )
-
-    async def _flush_store(self, served: ServedStore, patience: float) -> None:
-        if self.several:
-            storelog.CURRENT.set(served.spec.slug)
-        try:
-            failures = await served.core.flush_all(patience=patience)
-        except Exception as exc:  # one store's trouble is not the others'
-            log.exception("final flush of %s failed", served.store.described)
-            failures = [exc]
-        served.flush_errors += [f"final upload failed: {failure}" for failure in failures]
-
     def _save_open_files(self) -> None:
         """Commit what the files still open for writing hold, in every store, as their close
         would: the mount is ending, and those closes would come too late (ENOTCONN)."""
@@ -573,10 +503,10 @@ class Daemon:
             )
 
     async def _final_flush(self) -> None:
-        """Save the files still open for writing, upload what is left (``_flush``), then write
+        """Save the files still open for writing, upload what is left (``FinalFlush``), then write
         the report: once the mount has ended."""
         self._save_open_files()
-        await self._flush()
+        await self._flush.run()
         for served in self.stores:
             for line in served.flush_errors:  # the report carries them too
                 log.error("%s: %s", served.store.name, line)
@@ -632,7 +562,7 @@ class Daemon:
                 self._stopping = True
                 await self._sync_kernel_pages()
                 self._save_open_files()  # again at the final flush: what they write meanwhile
-                await self._flush()  # while it still serves; ``run`` reports
+                await self._flush.run()  # while it still serves; ``run`` reports
                 pyfuse3.terminate()
                 return
 
