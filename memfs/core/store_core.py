@@ -27,7 +27,8 @@ from typing import Protocol
 import trio
 
 from memfs.core.model.attrs import Attr
-from memfs.core.model.inodes import Node
+from memfs.core.model.inodes import Kind as Kind
+from memfs.core.model.inodes import Node as Node
 from memfs.core.ops.descriptions import Descriptions as Descriptions
 from memfs.core.ops.durable import ConflictInfo as ConflictInfo
 from memfs.core.ops.namespace import Invalidation as Invalidation
@@ -179,6 +180,8 @@ class StoreCore(Protocol):
     def retry_waiting_for_room(self) -> None: ...
 
     def save_open_files(self) -> int: ...
+
+    def save_conflict(self, path: str, data: bytes) -> None: ...
 
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]: ...
 

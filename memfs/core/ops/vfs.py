@@ -610,6 +610,14 @@ class Vfs(ChangeFeedDoor):
         would (``Commits.save_open``; the unmount report says where each went); how many."""
         return self.commits.save_open(conflicts=self.durable.conflict_count)
 
+    def save_conflict(self, path: str, data: bytes) -> None:
+        """``data`` lost a race for ``path`` that happened before it reached the core (a synced
+        directory's file changed on both sides): kept as a conflict copy by the rule an upload's
+        lost race follows (``Durable.save_conflict``: a sibling memory, queued and journaled,
+        reported); the file itself keeps the server's version."""
+        node = self.table.by_path.get(path)
+        self.durable.save_conflict(path, node.memory_id if node is not None else None, data)
+
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Upload everything pending now (deferred deletes and moves included); with
         ``patience``, transient failures are retried that long."""

@@ -1,0 +1,92 @@
+"""What a synced directory and its store last agreed on, kept on disk across runs.
+
+For each path, the basis is the content both sides had when they were last the same (its
+SHA-256) and what the local file looked like then (``Seen``). It is what makes a sync three-way
+(``memfs.sync.engine``): a side whose content differs from the basis changed; when both did,
+that is a conflict, never a silent overwrite. Without it a restart could not tell a file deleted
+here from one created on the server.
+
+Invariants:
+- ``entries[p].sha`` is the content of the local file at ``p`` when it was last compared equal
+  to the core's, and ``entries[p].seen`` that file's ``Seen`` then;
+- a path without an entry was never in step on both sides (new on one side).
+
+The file is written whole (``memfs.private.replace_file``: never through a planted link) after
+each batch of changes; losing the last write is harmless, since the journal holds every local
+change the core accepted and a rescan compares contents where the basis is behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.private import check_private_file, replace_file
+from memfs.sync.localdir import Seen
+
+log = logging.getLogger(__name__)
+
+BASIS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Agreed:
+    """A path's basis: the content's SHA-256 and the local file as it was then."""
+
+    sha: str
+    seen: Seen
+
+
+class Basis:
+    """The basis of every path (module docstring), loaded from and saved to ``file``."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.entries: dict[str, Agreed] = {}
+        self.store_id: str | None = None
+        self._changed = False
+
+    def load(self) -> None:
+        """Read the file, if there is one; a damaged one is set aside (a full comparison
+        follows: contents decide, nothing is lost)."""
+        try:
+            check_private_file(self.file, "sync state file")
+            doc = json.loads(self.file.read_bytes())
+            self.store_id = doc.get("store_id")
+            for path, (sha, size, mtime_ns, ino) in doc["files"].items():
+                self.entries[path] = Agreed(sha, Seen(size, mtime_ns, ino))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("sync state %s unreadable (%s): comparing contents instead", self.file, exc)
+            self.entries.clear()
+
+    def get(self, path: str) -> Agreed | None:
+        return self.entries.get(path)
+
+    def agree(self, path: str, sha: str | None, seen: Seen | None) -> None:
+        """Both sides hold ``sha`` at ``path`` (None: neither has the file)."""
+        if sha is None or seen is None:
+            if self.entries.pop(path, None) is not None:
+                self._changed = True
+            return
+        entry = Agreed(sha, seen)
+        if self.entries.get(path) != entry:
+            self.entries[path] = entry
+            self._changed = True
+
+    def save(self) -> None:
+        if not self._changed:
+            return
+        files = {
+            path: [e.sha, e.seen.size, e.seen.mtime_ns, e.seen.ino]
+            for path, e in sorted(self.entries.items())
+        }
+        doc = {"version": BASIS_VERSION, "store_id": self.store_id, "files": files}
+        try:
+            replace_file(self.file, json.dumps(doc).encode("utf-8"), "sync state file")
+            self._changed = False
+        except OSError as exc:
+            log.warning("sync state not saved: %s", exc)

@@ -1,0 +1,449 @@
+"""The sync engine: keeps a directory and a store's core in step, both ways.
+
+The core (``memfs.core``) holds the store as a mount does, with every rule a mount follows; the
+engine is what the kernel and the programs are to a mount: it looks at each path that may have
+changed on either side and makes the other side the same, through ``CoreFiles`` (the core by
+path) and ``LocalDir`` (DIR without following links). The upload path, the journal, the
+precondition on every upload, the refusals, the conflict copies: all are the core's.
+
+Which side changed is decided three-way, against the ``Basis`` (what both last agreed on):
+
+======================  ======================  =============================================
+local (vs the basis)    core (vs the basis)     what happens
+======================  ======================  =============================================
+changed                 same                    the core takes the local file (an upload)
+same                    changed                 DIR takes the core's file (a write, atomic)
+changed                 changed                 the core's version stays; the local text is
+                                                saved by the core as a conflict copy, which
+                                                comes back into DIR like any new memory
+deleted                 changed                 nothing is deleted: the core's file comes back
+changed                 deleted                 the local file is uploaded again
+======================  ======================  =============================================
+
+A read-only store never takes a local change: the core's file is put back and the local text
+kept as a copy outside DIR (``kept_dir``), reported in ``memfs status``.
+
+What may have changed reaches the engine as paths: from the file watcher (``mark_local``),
+from the core's invalidations (``invalidate``: the change feed applied a remote change, a
+conflict re-based a file) and from full comparisons (``rescan``: at start, after the watcher
+lost events, and slowly as a safety net). A comparison of an unchanged file reads no content
+(``Seen`` against the basis), and of an unchanged memory asks nothing of the server (the
+core's listings, vouched for by the change feed).
+
+Concurrency: one trio task runs passes one after the other (``run``); inside a pass the paths
+are reconciled side by side, each by one task, so no path is ever reconciled twice at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from memfs import paths
+from memfs.core.store_core import Invalidation, StoreCore
+from memfs.errors import FsError, NoEntryError, NotFoundError
+from memfs.private import create_file
+from memfs.sync.basis import Basis
+from memfs.sync.corefiles import CoreFile, CoreFiles
+from memfs.sync.localdir import LocalDir, Seen, Unusable, sha256_bytes
+
+log = logging.getLogger(__name__)
+
+PARALLEL = 8  # paths reconciled at once (first copy: reads of the core ride its bulk fetches)
+SETTLE = 0.02  # events arriving this close together are one pass (an editor's save)
+
+
+@dataclass
+class SyncStats:
+    """What ``memfs status DIR`` says about the engine (besides the core's own figures)."""
+
+    passes: int = 0
+    uploads: int = 0  # local changes handed to the core
+    downloads: int = 0  # core files written into DIR
+    local_deletes: int = 0
+    remote_deletes: int = 0
+    renames: int = 0
+    conflicts: int = 0
+    last_pass: float = 0.0  # wall time
+    last_rescan: float = 0.0
+    first_copy_seconds: float | None = None
+    # names that stay local, with why: not a file, a path the store refuses...
+    not_synced: dict[str, str] = field(default_factory=dict)
+    # read-only: local changes put back, each kept as a copy (path -> where)
+    put_back: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Sides:
+    """One path as both sides have it now (``None``: absent)."""
+
+    path: str
+    local: Seen | None
+    local_sha: str | None
+    local_data: bytes | None
+    core: CoreFile | None
+    core_sha: str | None
+
+
+class SyncEngine:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        core: StoreCore,
+        local: LocalDir,
+        basis: Basis,
+        *,
+        max_bytes: int,
+        kept_dir: Path | None = None,
+    ) -> None:
+        self.core = core
+        self.files = CoreFiles(core)
+        self.local = local
+        self.basis = basis
+        self.max_bytes = max_bytes
+        self.kept_dir = kept_dir
+        self.read_only = core.read_only
+        self.stats = SyncStats()
+        self._dirty: set[str] = set()
+        self._rescan = True  # the first pass compares everything
+        self._wake = trio.Event()
+        self._paths_by_ino: dict[int, str] = {}  # the core's files and directories, last walk
+        self._idle = trio.Event()  # set while no pass runs and nothing waits
+        self._wrote_locally = False
+
+    # -- what may have changed ---------------------------------------------------------------
+
+    def mark_local(self, local_paths: list[Path]) -> None:
+        """The watcher saw these names of DIR change (a directory: all below it)."""
+        for local_path in local_paths:
+            path = self.local.store_path(local_path)
+            if path is None or self.local.is_local_only(path):
+                continue
+            self._dirty.add(path)
+            below = paths.as_prefix(path)
+            self._dirty.update(p for p in self.basis.entries if p.startswith(below))
+            if os.path.isdir(local_path) and not os.path.islink(local_path):
+                self._rescan = True  # a directory arrived whole (moved in): look inside it
+        self._wake_up()
+
+    def rescan_soon(self) -> None:
+        """Compare everything at the next pass (the watcher lost events, or it is time)."""
+        self._rescan = True
+        self._wake_up()
+
+    async def invalidate(self, items: list[Invalidation]) -> None:
+        """The core's invalidations (``StoreCore.invalidator``): what the kernel would be told
+        to look up again, the engine looks at again."""
+        for kind, ino, name in items:
+            where = self._paths_by_ino.get(ino)
+            if where is None:
+                self._rescan = True
+            elif kind == "entry":
+                path = paths.join(where or "/", name.decode("utf-8", "surrogateescape"))
+                self._dirty.add(path)
+                below = paths.as_prefix(path)
+                self._dirty.update(p for p in self.basis.entries if p.startswith(below))
+                self._rescan_core = True
+            else:
+                self._dirty.add(where)
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        self._idle = trio.Event()
+        self._wake.set()
+
+    async def idle(self) -> None:
+        """Return once nothing waits to be reconciled (for ``--once`` and tests)."""
+        await self._idle.wait()
+
+    # -- passes --------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._wake.wait()
+            await trio.sleep(SETTLE)
+            self._wake = trio.Event()
+            await self.sync_pass()
+            if not self._wake.is_set():
+                self._idle.set()
+
+    async def sync_pass(self) -> None:
+        """Reconcile every path that may have changed since the last pass."""
+        started = time.monotonic()
+        first = self.stats.passes == 0
+        candidates = set(self._dirty)
+        self._dirty.clear()
+        walked: dict[str, CoreFile] | None = None
+        if self._rescan or getattr(self, "_rescan_core", False):
+            full = self._rescan
+            self._rescan = False
+            self._rescan_core = False
+            walked, directories = await self.files.walk()
+            self._remember_inos(walked, directories)
+            for path, core_file in walked.items():
+                agreed = self.basis.get(path)
+                if agreed is None or core_file.sha != agreed.sha:
+                    candidates.add(path)
+            candidates.update(p for p in self.basis.entries if p not in walked)
+            if full:
+                candidates |= self._local_candidates(walked)
+                self.stats.last_rescan = time.time()
+        candidates = {p for p in candidates if not self.local.is_local_only(p)}
+        if candidates:
+            await self._reconcile_all(sorted(candidates), walked)
+        if self._wrote_locally and hasattr(os, "sync"):
+            # the basis must never say a file was written that a crash could lose (an empty
+            # file would read as a local change and be uploaded): the writes reach the disk first
+            await trio.to_thread.run_sync(os.sync)
+            self._wrote_locally = False
+        self.basis.save()
+        self.stats.passes += 1
+        self.stats.last_pass = time.time()
+        if first:
+            self.stats.first_copy_seconds = round(time.monotonic() - started, 3)
+
+    def _remember_inos(self, files: dict[str, CoreFile], directories: set[str]) -> None:
+        known = {self.core.root_ino: "/"}
+        for path, core_file in files.items():
+            known[core_file.ino] = path
+        for directory in directories:
+            for candidate in (directory,):
+                known.setdefault(-1, candidate)
+        self._paths_by_ino = known
+
+    def _local_candidates(self, walked: dict[str, CoreFile]) -> set[str]:
+        """The local names that moved since the basis (no content read), and the ones the
+        basis has that are gone from DIR."""
+        files, unusable, _ = self.local.scan()
+        changed = {p for p, seen in files.items() if _moved(self.basis.get(p), seen)}
+        changed.update(p for p in self.basis.entries if p not in files)
+        for path, why in unusable.items():
+            self.stats.not_synced[path] = why.why
+        for path in list(self.stats.not_synced):
+            if path in files and path not in unusable:
+                changed.add(path)
+        del walked
+        return changed
+
+    async def _reconcile_all(
+        self, candidates: list[str], walked: dict[str, CoreFile] | None
+    ) -> None:
+        sides = await self._look(candidates, walked)
+        self._pair_renames(sides)
+        limiter = trio.CapacityLimiter(PARALLEL)
+        async with trio.open_nursery() as nursery:
+            for side in sides.values():
+                nursery.start_soon(self._reconcile_limited, limiter, side)
+
+    async def _reconcile_limited(self, limiter: trio.CapacityLimiter, sides: _Sides) -> None:
+        async with limiter:
+            try:
+                await self._reconcile(sides)
+            except FsError as exc:
+                log.warning("%s: %s", paths.shown(sides.path), exc)
+            except OSError as exc:
+                log.warning("%s: %s", paths.shown(sides.path), exc)
+
+    async def _look(
+        self, candidates: list[str], walked: dict[str, CoreFile] | None
+    ) -> dict[str, _Sides]:
+        """Both sides of each candidate, local contents read where they moved."""
+        result: dict[str, _Sides] = {}
+        for path in candidates:
+            state = self.local.stat(path)
+            local: Seen | None = None
+            local_sha: str | None = None
+            data: bytes | None = None
+            if isinstance(state, Unusable):
+                self.stats.not_synced[path] = state.why
+                continue
+            if isinstance(state, Seen):
+                agreed = self.basis.get(path)
+                if agreed is not None and not _moved(agreed, state):
+                    local, local_sha = state, agreed.sha
+                else:
+                    got = self.local.read(path, self.max_bytes)
+                    if got is not None:
+                        data, local = got
+                        local_sha = sha256_bytes(data)
+            if walked is not None:
+                core_file = walked.get(path)
+            else:
+                core_file = await self.files.find(path)
+            core_sha = core_file.sha if core_file is not None else None
+            result[path] = _Sides(path, local, local_sha, data, core_file, core_sha)
+        return result
+
+    def _pair_renames(self, sides: dict[str, _Sides]) -> None:
+        """A file gone from one name of DIR and the same content new at another, while the
+        core still has the old name as agreed: a rename (its memory keeps its id)."""
+        gone = {
+            s.path: agreed.sha
+            for s in sides.values()
+            if s.local is None
+            and s.core is not None
+            and (agreed := self.basis.get(s.path)) is not None
+            and s.core.sha in (None, agreed.sha)
+        }
+        if not gone:
+            return
+        by_sha: dict[str, list[str]] = {}
+        for path, sha in gone.items():
+            by_sha.setdefault(sha, []).append(path)
+        for side in sides.values():
+            if side.local is None or side.core is not None or self.basis.get(side.path):
+                continue
+            olds = by_sha.get(side.local_sha or "")
+            if olds:
+                old = olds.pop()
+                sides[old].local_sha = "rename:" + side.path  # handled by the new name's task
+                side.core_sha = "rename-from:" + old
+
+    async def _reconcile(self, side: _Sides) -> None:
+        path = side.path
+        if side.core_sha and side.core_sha.startswith("rename-from:"):
+            await self._rename(side.core_sha.removeprefix("rename-from:"), side)
+            return
+        if side.local_sha and side.local_sha.startswith("rename:"):
+            return  # its new name's task moves it
+        if side.core is not None and side.core_sha is None:
+            side.core_sha = sha256_bytes(await self.files.content(side.core.ino))
+        agreed = self.basis.get(path)
+        base_sha = agreed.sha if agreed is not None else None
+        if side.local_sha == side.core_sha:
+            self.basis.agree(path, side.local_sha, side.local)
+            self.stats.not_synced.pop(path, None)
+            return
+        local_changed = side.local_sha != base_sha
+        core_changed = side.core_sha != base_sha
+        if self.read_only and local_changed:
+            await self._put_back(side)
+            return
+        if local_changed and not core_changed:
+            await self._upload(side)
+        elif core_changed and not local_changed:
+            await self._download(side)
+        elif side.local is None:
+            await self._download(side)  # deleted here, changed there: it stays
+        elif side.core is None:
+            await self._upload(side)  # changed here, deleted there: it comes back
+        else:
+            await self._conflict(side)
+
+    # -- the moves -----------------------------------------------------------------------------
+
+    async def _upload(self, side: _Sides) -> None:
+        path = side.path
+        if side.local is None:
+            await self.files.remove(path)
+            self.basis.agree(path, None, None)
+            self.stats.local_deletes += 1
+            log.info("%s: deleted here, deleted in the store", paths.shown(path))
+            return
+        data = side.local_data
+        if data is None:
+            got = self.local.read(path, self.max_bytes)
+            if got is None:
+                self._dirty.add(path)
+                return
+            data, side.local = got
+        try:
+            await self.files.put(path, data)
+        except FsError as exc:
+            # refused (not UTF-8, too large, a name the store refuses, the store full...): the
+            # file stays here, listed; tried again when it changes
+            self.stats.not_synced[path] = str(exc)
+            self.basis.agree(path, sha256_bytes(data), side.local)
+            log.warning("%s stays local: %s", paths.shown(path), exc)
+            return
+        self.stats.not_synced.pop(path, None)
+        self.basis.agree(path, sha256_bytes(data), side.local)
+        self.stats.uploads += 1
+
+    async def _download(self, side: _Sides) -> None:
+        path = side.path
+        if side.core is None:
+            if side.local is not None and self.local.remove(path, side.local):
+                self.stats.remote_deletes += 1
+                self.basis.agree(path, None, None)
+            elif side.local is None:
+                self.basis.agree(path, None, None)
+            else:
+                self._dirty.add(path)  # changed meanwhile: looked at again
+            return
+        try:
+            data = await self.files.content(side.core.ino)
+        except (NoEntryError, NotFoundError):
+            self._dirty.add(path)
+            return
+        written = self.local.write(path, data, side.local, read_only=self.read_only)
+        if written is None:
+            self._dirty.add(path)  # a program wrote meanwhile: its text is looked at next
+            self._wake_up()
+            return
+        self._wrote_locally = True
+        self.basis.agree(path, sha256_bytes(data), written)
+        self.stats.downloads += 1
+
+    async def _conflict(self, side: _Sides) -> None:
+        """Changed on both sides: the core's version stays; the local text becomes the core's
+        conflict copy (the rule a lost upload follows), then DIR takes the core's file."""
+        assert side.local is not None
+        data = side.local_data
+        if data is None:
+            got = self.local.read(side.path, self.max_bytes)
+            if got is None:
+                self._dirty.add(side.path)
+                return
+            data, side.local = got
+        self.core.save_conflict(side.path, data)
+        self.stats.conflicts += 1
+        await self._download(side)
+
+    async def _rename(self, old: str, side: _Sides) -> None:
+        try:
+            await self.files.rename(old, side.path)
+        except FsError as exc:
+            log.info("rename %s -> %s as a copy: %s", paths.shown(old), paths.shown(side.path), exc)
+            side.core_sha = None
+            await self._upload(side)
+            return
+        agreed = self.basis.get(old)
+        self.basis.agree(old, None, None)
+        self.basis.agree(side.path, agreed.sha if agreed else side.local_sha, side.local)
+        self.stats.renames += 1
+
+    async def _put_back(self, side: _Sides) -> None:
+        """Read-only: the local change is not the store's; its text is kept outside DIR and
+        the core's file put back."""
+        if side.local is not None and self.kept_dir is not None:
+            data = side.local_data
+            if data is None:
+                got = self.local.read(side.path, self.max_bytes)
+                data = got[0] if got is not None else None
+            if data is not None:
+                stamp = time.strftime("%Y%m%dT%H%M%S")
+                name = side.path.strip("/").replace("/", "%2F") + f".{stamp}"
+                kept = self.kept_dir / name
+                try:
+                    create_file(kept, data, "kept copy of a read-only change")
+                    self.stats.put_back[side.path] = str(kept)
+                except OSError as exc:
+                    log.warning("local change of %s not kept: %s", paths.shown(side.path), exc)
+        log.warning(
+            "%s changed here, but the store is read-only: the store's version is put back",
+            paths.shown(side.path),
+        )
+        await self._download(side)
+
+
+def _moved(agreed: object, seen: Seen) -> bool:
+    """True if ``seen`` is not the file the basis recorded (its content must be read)."""
+    return getattr(agreed, "seen", None) != seen
