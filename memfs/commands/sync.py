@@ -29,7 +29,7 @@ from memfs.commands.api_options import (
     api_usage_error,
 )
 from memfs.commands.extras import needs_extra, refuse_without
-from memfs.commands.parsing import complete_paths
+from memfs.commands.parsing import RawDescriptionDefaultsHelpFormatter, complete_paths
 
 READY_TIMEOUT = 600.0  # a first copy of a large store over a slow link may take minutes
 STOP_TIMEOUT = 45.0
@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
         "saved as a conflict copy. Runs as an ordinary user, with no FUSE: where `memfs "
         "mount` cannot (macOS, Windows, containers without /dev/fuse).",
         epilog=SYNC_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RawDescriptionDefaultsHelpFormatter,
     )
     sync.add_argument("store", metavar="STORE", nargs="?", help="memory store id or exact name")
     sync.add_argument("directory", metavar="DIR", help="the local directory (made if missing)")
@@ -272,6 +272,7 @@ def stop_sync(directory: Path, *, as_json: bool = False) -> int:
     """Signal the sync of ``directory`` (SIGTERM: a last pass, the uploads, the report), wait
     for it to exit, print its report."""
     from memfs.mount.statedir import MountError, state_path
+    from memfs.sync.pidfile import process_runs, sync_pid
 
     try:
         pid_file = state_path(str(directory), "pid")
@@ -279,16 +280,16 @@ def stop_sync(directory: Path, *, as_json: bool = False) -> int:
     except MountError as exc:
         print(f"memfs sync: {exc}", file=sys.stderr)
         return 2
-    pid = _sync_pid(pid_file)
+    pid = sync_pid(pid_file)
     if pid is None:
         print(f"memfs sync: no memfs sync keeps {directory} in step", file=sys.stderr)
         return 2
     report_file.unlink(missing_ok=True)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < deadline and _runs(pid):
+    while time.monotonic() < deadline and process_runs(pid):
         time.sleep(0.05)
-    if _runs(pid):
+    if process_runs(pid):
         print(
             f"memfs sync: the sync (pid {pid}) did not end within {STOP_TIMEOUT:.0f} s",
             file=sys.stderr,
@@ -303,31 +304,6 @@ def stop_sync(directory: Path, *, as_json: bool = False) -> int:
     from memfs.mount.status import report_problems
 
     return 1 if report_problems(report) else 0
-
-
-def _sync_pid(pid_file: Path) -> int | None:
-    """The pid a sync's pid file names, if that process runs and is a sync of ours."""
-    try:
-        fields = pid_file.read_text().split("\n")
-        pid = int(fields[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    if len(fields) < 3 or fields[2] != "sync":
-        return None
-    return pid if _runs(pid) else None
-
-
-def _runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False  # not ours
-    if os.path.exists(f"/proc/{pid}/stat"):  # Linux: a zombie is gone
-        with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as stat_file:
-            return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    return True
 
 
 def _print_report(report: dict[str, Any], *, as_json: bool) -> None:

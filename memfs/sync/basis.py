@@ -51,14 +51,14 @@ class Basis:
     def load(self) -> None:
         """Read the file, if there is one; a damaged one is set aside (a full comparison
         follows: contents decide, nothing is lost)."""
+        if not self.file.exists() and not self.file.is_symlink():
+            return  # a first run
         try:
             check_private_file(self.file, "sync state file")
             doc = json.loads(self.file.read_bytes())
             self.store_id = doc.get("store_id")
             for path, (sha, size, mtime_ns, ino) in doc["files"].items():
                 self.entries[path] = Agreed(sha, Seen(size, mtime_ns, ino))
-        except FileNotFoundError:
-            return
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("sync state %s unreadable (%s): comparing contents instead", self.file, exc)
             self.entries.clear()

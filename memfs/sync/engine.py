@@ -114,8 +114,12 @@ class SyncEngine:
         self._rescan = True  # the first pass compares everything
         self._wake = trio.Event()
         self._paths_by_ino: dict[int, str] = {}  # the core's files and directories, last walk
-        self._idle = trio.Event()  # set while no pass runs and nothing waits
+        # set once a pass ends with nothing waiting; replaced (unset) at the next wake-up
+        self._idle = trio.Event()
         self._wrote_locally = False
+        # files the store refused, as they were when refused: left alone (both sides) until
+        # they change here; their reason is in ``stats.not_synced``
+        self._refused: dict[str, Seen] = {}
 
     # -- what may have changed ---------------------------------------------------------------
 
@@ -155,7 +159,8 @@ class SyncEngine:
         self._wake_up()
 
     def _wake_up(self) -> None:
-        self._idle = trio.Event()
+        if self._idle.is_set():  # waiters of the last idle moment were released already
+            self._idle = trio.Event()
         self._wake.set()
 
     async def idle(self) -> None:
@@ -313,6 +318,12 @@ class SyncEngine:
             return
         if side.local_sha and side.local_sha.startswith("rename:"):
             return  # its new name's task moves it
+        refused = self._refused.get(path)
+        if refused is not None:
+            if side.local == refused:
+                return  # refused as it is: it stays here, and the core's side is not its own
+            del self._refused[path]  # changed here: tried again
+            self.stats.not_synced.pop(path, None)
         if side.core is not None and side.core_sha is None:
             side.core_sha = sha256_bytes(await self.files.content(side.core.ino))
         agreed = self.basis.get(path)
@@ -358,9 +369,11 @@ class SyncEngine:
             await self.files.put(path, data)
         except FsError as exc:
             # refused (not UTF-8, too large, a name the store refuses, the store full...): the
-            # file stays here, listed; tried again when it changes
+            # file stays here, listed; tried again when it changes. The basis stays as it was:
+            # the store never had this text
             self.stats.not_synced[path] = str(exc)
-            self.basis.agree(path, sha256_bytes(data), side.local)
+            if side.local is not None:
+                self._refused[path] = side.local
             log.warning("%s stays local: %s", paths.shown(path), exc)
             return
         self.stats.not_synced.pop(path, None)

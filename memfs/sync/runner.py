@@ -44,6 +44,7 @@ from memfs.private import private_dir, replace_file
 from memfs.sync.basis import Basis
 from memfs.sync.engine import SyncEngine
 from memfs.sync.localdir import SYNC_LOCAL_NAMES, LocalDir
+from memfs.sync.pidfile import sync_pid, write_pid_file
 from memfs.sync.watch import watch_directory
 from memfs.writeback.journal import default_cache_dir
 
@@ -97,7 +98,8 @@ class SyncRun:
             raise MountError(f"{directory} is not a directory")
         directory.mkdir(parents=True, exist_ok=True)
         pid_file = state_path(str(directory), "pid")
-        if _other_sync_runs(pid_file):
+        other = sync_pid(pid_file)
+        if other is not None and other != os.getpid():
             raise MountError(f"another memfs sync already keeps {directory} in step")
         cache_dir = Path(opts.cache_dir) if opts.cache_dir else default_cache_dir()
         async with open_store(opts.spec) as store:
@@ -161,7 +163,7 @@ class SyncRun:
         logging.getLogger("memfs").addHandler(errors)
         status_file = state_path(str(self.directory), "status")
         writer = StatusWriter(status_file, lambda: self._status(core, store, errors, journals))
-        replace_file(pid_file, f"{os.getpid()}\n{self.directory}\nsync\n".encode(), "pid file")
+        write_pid_file(pid_file, self.directory)
         try:
             async with trio.open_nursery() as nursery:
                 await core.start(nursery)
@@ -285,23 +287,6 @@ class SyncRun:
         )
         doc["sync"] = self._sync_section()
         return doc
-
-
-def _other_sync_runs(pid_file: Path) -> bool:
-    """True if the pid file names a process that still runs (not this one)."""
-    try:
-        pid = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return False
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_sync(

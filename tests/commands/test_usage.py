@@ -41,7 +41,7 @@ def memfs(*argv: str) -> subprocess.CompletedProcess[str]:
             ["no-such-command"],
             "memfs: error: argument COMMAND: invalid choice: 'no-such-command' (choose from "
             "'server', 'stores', 'memories', 'search', 'export', 'import', 'mount', 'umount', "
-            "'status', 'session', 'mcp', 'completion')",
+            "'status', 'sync', 'session', 'mcp', 'completion')",
         ),
         (["mount"], "memfs mount: error: the following arguments are required: STORE, MOUNTPOINT"),
         (

@@ -78,8 +78,9 @@ def fsync_dir(path: Path) -> None:
 
 
 @dataclass
-class MountedStore:
-    """A store, its mount point and helpers to check the store behind the mount."""
+class StoreSide:
+    """A store on the test server and synchronous helpers to check it through the SDK (the
+    store behind a mount, or behind a synced directory: ``support.synced``)."""
 
     path: Path
     store_id: str
@@ -89,6 +90,59 @@ class MountedStore:
     log_file: Path
     extra_args: list[str] = field(default_factory=list)
     pid: int | None = None
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text()
+        except OSError:
+            return ""
+
+    # -- the store behind it ------------------------------------------------------------------
+
+    def memories(self) -> dict[str, Any]:
+        """path -> memory (basic view) of every memory in the store."""
+        return {
+            m.path: m
+            for m in self.sdk.beta.memory_stores.memories.list(self.store_id, limit=100)
+            if m.type == "memory"
+        }
+
+    def paths(self) -> set[str]:
+        return set(self.memories())
+
+    def content(self, path: str) -> str | None:
+        memory = self.memories().get(path)
+        if memory is None:
+            return None
+        full = self.sdk.beta.memory_stores.memories.retrieve(
+            memory.id, memory_store_id=self.store_id
+        )
+        return full.content
+
+    def versions(self, memory_id: str | None = None) -> list[Any]:
+        kwargs: dict[str, Any] = {"limit": 100}
+        if memory_id is not None:
+            kwargs["memory_id"] = memory_id
+        return list(self.sdk.beta.memory_stores.memory_versions.list(self.store_id, **kwargs))
+
+    def put(self, path: str, content: str) -> Any:
+        """Create or update a memory directly through the API (a remote change)."""
+        existing = self.memories().get(path)
+        if existing is None:
+            return self.sdk.beta.memory_stores.memories.create(
+                self.store_id, path=path, content=content
+            )
+        return self.sdk.beta.memory_stores.memories.update(
+            existing.id, memory_store_id=self.store_id, content=content
+        )
+
+    def wait_content(self, path: str, content: str | None, timeout: float = 10.0) -> None:
+        wait_for(lambda: self.content(path) == content, timeout=timeout)
+
+
+@dataclass
+class MountedStore(StoreSide):
+    """A store, its mount point and helpers to check the store behind the mount."""
 
     # -- the mount --------------------------------------------------------------------------
 
@@ -159,54 +213,6 @@ class MountedStore:
         assert result.returncode == 0, result.stderr
         document: dict[str, Any] = json.loads(result.stdout)
         return document
-
-    def log(self) -> str:
-        try:
-            return self.log_file.read_text()
-        except OSError:
-            return ""
-
-    # -- the store behind it ------------------------------------------------------------------
-
-    def memories(self) -> dict[str, Any]:
-        """path -> memory (basic view) of every memory in the store."""
-        return {
-            m.path: m
-            for m in self.sdk.beta.memory_stores.memories.list(self.store_id, limit=100)
-            if m.type == "memory"
-        }
-
-    def paths(self) -> set[str]:
-        return set(self.memories())
-
-    def content(self, path: str) -> str | None:
-        memory = self.memories().get(path)
-        if memory is None:
-            return None
-        full = self.sdk.beta.memory_stores.memories.retrieve(
-            memory.id, memory_store_id=self.store_id
-        )
-        return full.content
-
-    def versions(self, memory_id: str | None = None) -> list[Any]:
-        kwargs: dict[str, Any] = {"limit": 100}
-        if memory_id is not None:
-            kwargs["memory_id"] = memory_id
-        return list(self.sdk.beta.memory_stores.memory_versions.list(self.store_id, **kwargs))
-
-    def put(self, path: str, content: str) -> Any:
-        """Create or update a memory directly through the API (a remote change)."""
-        existing = self.memories().get(path)
-        if existing is None:
-            return self.sdk.beta.memory_stores.memories.create(
-                self.store_id, path=path, content=content
-            )
-        return self.sdk.beta.memory_stores.memories.update(
-            existing.id, memory_store_id=self.store_id, content=content
-        )
-
-    def wait_content(self, path: str, content: str | None, timeout: float = 10.0) -> None:
-        wait_for(lambda: self.content(path) == content, timeout=timeout)
 
 
 class MountMaker:
