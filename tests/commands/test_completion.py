@@ -79,7 +79,8 @@ def test_bash_loads_the_script_and_completes(tmp_path: Path) -> None:
         "memfs umount mn",
     )
     assert answers == [
-        "server stores memories search export import mount umount status sync session mcp completion",
+        "server stores memories search export import mount umount status sync session mcp "
+        "completion",
         "memories mount mcp",
         "create list show update archive delete",
         "--grace",
