@@ -51,10 +51,11 @@ class CoreFiles:
             ino = attr.ino
         return ino
 
-    async def walk(self) -> tuple[dict[str, CoreFile], set[str]]:
-        """Every file of the core by path, and every directory (listings, as ``ls -R``)."""
+    async def walk(self) -> tuple[dict[str, CoreFile], dict[str, int]]:
+        """Every file of the core by path, and every directory's inode (listings, as
+        ``ls -R``)."""
         files: dict[str, CoreFile] = {}
-        directories: set[str] = set()
+        directories: dict[str, int] = {}
         pending = [(self.core.root_ino, "")]
         while pending:
             ino, prefix = pending.pop()
@@ -65,7 +66,7 @@ class CoreFiles:
             for name, node in entries:
                 path = f"{prefix}/{name}"
                 if node.kind is Kind.DIR:
-                    directories.add(path)
+                    directories[path] = node.ino
                     pending.append((node.ino, path))
                 elif node.kind is Kind.FILE and not node.local_only:
                     files[path] = CoreFile(node.ino, known_sha(node))

@@ -111,7 +111,8 @@ class SyncEngine:
         self.read_only = core.read_only
         self.stats = SyncStats()
         self._dirty: set[str] = set()
-        self._rescan = True  # the first pass compares everything
+        self._rescan = True  # compare everything, both sides, at the next pass (the first too)
+        self._walk_core = False  # compare the core's whole tree at the next pass
         self._wake = trio.Event()
         self._paths_by_ino: dict[int, str] = {}  # the core's files and directories, last walk
         # set once a pass ends with nothing waiting; replaced (unset) at the next wake-up
@@ -146,16 +147,14 @@ class SyncEngine:
         to look up again, the engine looks at again."""
         for kind, ino, name in items:
             where = self._paths_by_ino.get(ino)
-            if where is None:
-                self._rescan = True
-            elif kind == "entry":
-                path = paths.join(where or "/", name.decode("utf-8", "surrogateescape"))
-                self._dirty.add(path)
-                below = paths.as_prefix(path)
-                self._dirty.update(p for p in self.basis.entries if p.startswith(below))
-                self._rescan_core = True
+            if kind == "inode" and where is not None:
+                self._dirty.add(where)  # its content or attributes changed
             else:
-                self._dirty.add(where)
+                # a name appeared, went or moved (perhaps a whole directory): the core's tree
+                # is compared again (its listings, no request while the feed vouches for them)
+                self._walk_core = True
+                if where is not None:
+                    self._dirty.add(paths.join(where, name.decode("utf-8", "surrogateescape")))
         self._wake_up()
 
     def _wake_up(self) -> None:
@@ -186,12 +185,14 @@ class SyncEngine:
         candidates = set(self._dirty)
         self._dirty.clear()
         walked: dict[str, CoreFile] | None = None
-        if self._rescan or getattr(self, "_rescan_core", False):
+        if self._rescan or self._walk_core:
             full = self._rescan
-            self._rescan = False
-            self._rescan_core = False
+            self._rescan = self._walk_core = False
             walked, directories = await self.files.walk()
-            self._remember_inos(walked, directories)
+            self._paths_by_ino = {self.core.root_ino: "/"} | {
+                ino: path for path, ino in directories.items()
+            }
+            self._paths_by_ino.update((f.ino, path) for path, f in walked.items())
             for path, core_file in walked.items():
                 agreed = self.basis.get(path)
                 if agreed is None or core_file.sha != agreed.sha:
@@ -213,15 +214,6 @@ class SyncEngine:
         self.stats.last_pass = time.time()
         if first:
             self.stats.first_copy_seconds = round(time.monotonic() - started, 3)
-
-    def _remember_inos(self, files: dict[str, CoreFile], directories: set[str]) -> None:
-        known = {self.core.root_ino: "/"}
-        for path, core_file in files.items():
-            known[core_file.ino] = path
-        for directory in directories:
-            for candidate in (directory,):
-                known.setdefault(-1, candidate)
-        self._paths_by_ino = known
 
     def _local_candidates(self, walked: dict[str, CoreFile]) -> set[str]:
         """The local names that moved since the basis (no content read), and the ones the
