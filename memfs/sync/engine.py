@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,7 @@ class SyncStats:
     last_pass: float = 0.0  # wall time
     last_rescan: float = 0.0
     first_copy_seconds: float | None = None
+    directory_gone: bool = False  # DIR vanished or was replaced: syncing paused
     # names that stay local, with why: not a file, a path the store refuses...
     not_synced: dict[str, str] = field(default_factory=dict)
     # read-only: local changes put back, each kept as a copy (path -> where)
@@ -118,6 +120,9 @@ class SyncEngine:
         # set once a pass ends with nothing waiting; replaced (unset) at the next wake-up
         self._idle = trio.Event()
         self._wrote_locally = False
+        # store paths this file system cannot tell from another one (``LocalDir.name_key``):
+        # never written here nor uploaded from here, each with why
+        self._clashes: dict[str, str] = {}
         # files the store refused, as they were when refused: left alone (both sides) until
         # they change here; their reason is in ``stats.not_synced``
         self._refused: dict[str, Seen] = {}
@@ -180,6 +185,17 @@ class SyncEngine:
 
     async def sync_pass(self) -> None:
         """Reconcile every path that may have changed since the last pass."""
+        if not self.local.intact():
+            # gone or replaced: its missing files are not deletions. Nothing moves until it is
+            # back (the safety net's rescan looks again)
+            if not self.stats.directory_gone:
+                log.error("%s is gone or was replaced: syncing paused", self.local.root)
+            self.stats.directory_gone = True
+            return
+        if self.stats.directory_gone:
+            log.info("%s is back: syncing again", self.local.root)
+            self.stats.directory_gone = False
+            self._rescan = True
         started = time.monotonic()
         first = self.stats.passes == 0
         candidates = set(self._dirty)
@@ -202,6 +218,11 @@ class SyncEngine:
                 candidates |= self._local_candidates(walked)
                 self.stats.last_rescan = time.time()
         candidates = {p for p in candidates if not self.local.is_local_only(p)}
+        if walked is not None and self.local.case_insensitive:
+            self._clashes = name_clashes(walked, self.local.name_key)
+        for path in candidates & self._clashes.keys():
+            self.stats.not_synced[path] = self._clashes[path]
+        candidates -= self._clashes.keys()
         if candidates:
             await self._reconcile_all(sorted(candidates), walked)
         if self._wrote_locally and hasattr(os, "sync"):
@@ -245,7 +266,8 @@ class SyncEngine:
                 await self._reconcile(sides)
             except FsError as exc:
                 log.warning("%s: %s", paths.shown(sides.path), exc)
-            except OSError as exc:
+            except OSError as exc:  # a name this file system refuses (Windows), no room...
+                self.stats.not_synced[sides.path] = f"cannot be written here: {exc.strerror}"
                 log.warning("%s: %s", paths.shown(sides.path), exc)
 
     async def _look(
@@ -447,6 +469,20 @@ class SyncEngine:
             paths.shown(side.path),
         )
         await self._download(side)
+
+
+def name_clashes(store_paths: Iterable[str], key: Callable[[str], str]) -> dict[str, str]:
+    """The store paths that would land on another's file in a directory whose file system
+    gives them one ``key`` (the first in order keeps the name), each with why."""
+    owners: dict[str, str] = {}
+    clashes: dict[str, str] = {}
+    for path in sorted(store_paths):
+        owner = owners.setdefault(key(path), path)
+        if owner != path:
+            clashes[path] = (
+                f"this file system cannot hold it beside {owner} (names that differ only in case)"
+            )
+    return clashes
 
 
 def _moved(agreed: object, seen: Seen) -> bool:

@@ -26,6 +26,7 @@ import logging
 import os
 import secrets
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,25 @@ class LocalDir:
     def __init__(self, root: Path, names: LocalNames = SYNC_LOCAL_NAMES) -> None:
         self.root = root
         self.names = names
+        info = os.stat(root)
+        # DIR itself, as it was at start: if it goes (an unmounted drive, ``rm -rf``) or is
+        # replaced, what is missing there is not a deletion to send (``intact``)
+        self._identity = (info.st_dev, info.st_ino)
+        self.case_insensitive = _folds_case(root)
+
+    def intact(self) -> bool:
+        """True while DIR is the directory the sync started with."""
+        try:
+            info = os.stat(self.root)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == self._identity
+
+    def name_key(self, path: str) -> str:
+        """The key under which this file system tells names apart (two store paths with one
+        key cannot both live in DIR: macOS and Windows fold case)."""
+        normal = unicodedata.normalize("NFC", path)
+        return normal.casefold() if self.case_insensitive else normal
 
     def local_path(self, path: str) -> Path:
         """Where the store path ``path`` (``/a/b.md``) lives in DIR."""
@@ -207,6 +227,9 @@ class LocalDir:
             return None
         temp = target.with_name(f"{TEMP_PREFIX}{secrets.token_hex(6)}.tmp")
         mode = 0o444 if read_only else 0o644
+        if expect is not None and not read_only:  # a mode the user gave the file stays
+            with contextlib.suppress(OSError):
+                mode = stat.S_IMODE(os.lstat(target).st_mode) | stat.S_IRUSR | stat.S_IWUSR
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY, mode)
         try:
             view = memoryview(data)
@@ -281,6 +304,22 @@ class LocalDir:
             if not stat.S_ISDIR(info.st_mode):
                 return False
         return True
+
+
+def _folds_case(directory: Path) -> bool:
+    """True if ``directory``'s file system takes ``A`` and ``a`` for one name (macOS and
+    Windows by default): a probe file made and looked up in the other case."""
+    probe = directory / f"{TEMP_PREFIX}case-{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        return os.path.lexists(directory / probe.name.upper())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
 
 
 def _kind_of(path: str) -> str:
