@@ -29,6 +29,7 @@ class CoreFile:
 
     ino: int
     sha: str | None
+    description: str | None = None  # as the core shows it (a pending one first); None: unknown
 
 
 class CoreFiles:
@@ -69,7 +70,10 @@ class CoreFiles:
                     directories[path] = node.ino
                     pending.append((node.ino, path))
                 elif node.kind is Kind.FILE and not node.local_only:
-                    files[path] = CoreFile(node.ino, known_sha(node))
+                    description = node.new_description
+                    if description is None:
+                        description = node.description
+                    files[path] = CoreFile(node.ino, known_sha(node), description)
         return files, directories
 
     async def find(self, path: str) -> CoreFile | None:

@@ -51,6 +51,7 @@ from memfs.errors import FsError, NoEntryError, NotFoundError
 from memfs.private import create_file
 from memfs.sync.basis import Basis
 from memfs.sync.corefiles import CoreFile, CoreFiles
+from memfs.sync.descriptions import DESCRIPTIONS_PATH, DescriptionsFile
 from memfs.sync.localdir import LocalDir, Seen, Unusable, sha256_bytes
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class SyncEngine:
         self.kept_dir = kept_dir
         self.read_only = core.read_only
         self.stats = SyncStats()
+        self.descriptions = DescriptionsFile(core, local)  # Databricks stores only
         self._dirty: set[str] = set()
         self._rescan = True  # compare everything, both sides, at the next pass (the first too)
         self._walk_core = False  # compare the core's whole tree at the next pass
@@ -133,6 +135,9 @@ class SyncEngine:
         """The watcher saw these names of DIR change (a directory: all below it)."""
         for local_path in local_paths:
             path = self.local.store_path(local_path)
+            if path == DESCRIPTIONS_PATH:
+                self._walk_core = True  # the pass compares the file with the store's side
+                continue
             if path is None or self.local.is_local_only(path):
                 continue
             self._dirty.add(path)
@@ -200,6 +205,8 @@ class SyncEngine:
         first = self.stats.passes == 0
         candidates = set(self._dirty)
         self._dirty.clear()
+        if self.descriptions.enabled:
+            self._walk_core = True  # the descriptions file is the whole store's
         walked: dict[str, CoreFile] | None = None
         if self._rescan or self._walk_core:
             full = self._rescan
@@ -225,6 +232,11 @@ class SyncEngine:
         candidates -= self._clashes.keys()
         if candidates:
             await self._reconcile_all(sorted(candidates), walked)
+        if walked is not None and self.descriptions.enabled:
+            if await self.descriptions.take_local_edits(walked):
+                self._wake_up()  # the next pass writes the file from the store's side
+            else:
+                self.descriptions.write_store_side(walked)
         if self._wrote_locally and hasattr(os, "sync"):
             # the basis must never say a file was written that a crash could lose (an empty
             # file would read as a local change and be uploaded): the writes reach the disk first

@@ -3,6 +3,7 @@ a Databricks store (one actor's entries, both ways)."""
 
 from __future__ import annotations
 
+import json
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_a_databricks_store_syncs_an_actors_entries(
     server: ServerProcess, workspace: Workspace, tmp_path: Path, sdk: Any
 ) -> None:
     store = workspace.create_store()
-    workspace.put(store, "/prefs/tone.md", "be brief\n")
+    workspace.put(store, "/prefs/tone.md", "be brief\n", description="how to write")
     workspace.put(store, "/other.md", "not mine\n", actor="someone-else")
     synced = SyncedDir(
         path=tmp_path / "dbx",
@@ -68,6 +69,16 @@ def test_a_databricks_store_syncs_an_actors_entries(
         entry = workspace.entries(store)[(None, "/prefs/tone.md")]
         workspace.patch(store, entry, "changed in the workspace\n")
         synced.wait_local("/prefs/tone.md", "changed in the workspace\n")
+        # descriptions, as memfs export keeps them: DIR/.memfs/descriptions.json, both ways
+        described = synced.local("/.memfs/descriptions.json")
+        assert json.loads(described.read_text()) == {"/prefs/tone.md": "how to write"}
+        described.write_text(json.dumps({"/prefs/tone.md": "how to write, kindly"}))
+
+        def description() -> str | None:
+            found = workspace.entries(store)[(None, "/prefs/tone.md")]
+            return found.get("description")
+
+        wait_for(lambda: description() == "how to write, kindly")
         assert synced.stop().returncode == 0
     finally:
         synced.cleanup()
