@@ -113,6 +113,7 @@ class SyncEngine:
         self.kept_dir = kept_dir
         self.read_only = core.read_only
         self.stats = SyncStats()
+        self._one_pass = trio.Lock()
         self.descriptions = DescriptionsFile(core, local)  # Databricks stores only
         self._dirty: set[str] = set()
         self._rescan = True  # compare everything, both sides, at the next pass (the first too)
@@ -189,7 +190,12 @@ class SyncEngine:
                 self._idle.set()
 
     async def sync_pass(self) -> None:
-        """Reconcile every path that may have changed since the last pass."""
+        """Reconcile every path that may have changed since the last pass (one pass at a
+        time: the end's last pass waits for the running one)."""
+        async with self._one_pass:
+            await self._pass()
+
+    async def _pass(self) -> None:
         if not self.local.intact():
             # gone or replaced: its missing files are not deletions. Nothing moves until it is
             # back (the safety net's rescan looks again)

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,9 @@ class SyncRun:
         write_pid_file(pid_file, self.directory)
         try:
             async with trio.open_nursery() as nursery:
+                # from the start: a signal while the first copy runs ends it the same way
+                stopping = trio.Event()
+                await nursery.start(self._signals, stopping)
                 await core.start(nursery)
                 if not opts.once:
                     source = await choose_source(core, nursery, use_stream=opts.change_stream)
@@ -176,17 +179,16 @@ class SyncRun:
                 await nursery.start(writer.run)
                 await nursery.start(engine.run)
                 engine.rescan_soon()
-                if opts.once:
-                    await engine.idle()
-                else:
+                if not opts.once:
                     await nursery.start(watch_directory, self.directory, engine, opts.polling)
                     nursery.start_soon(self._rescans)
                     if opts.live_status:
                         nursery.start_soon(self._status_line, core)
-                    await engine.idle()
+                if await _first_of(engine.idle, stopping.wait) == 0:  # in step before a signal
                     log.info("%s is in step with %s", self.directory, store.described)
                     self._ready("ok")
-                    await self._until_signal()
+                    if not opts.once:
+                        await stopping.wait()
                 await self._end(core, store)
                 nursery.cancel_scope.cancel()
         finally:
@@ -223,14 +225,18 @@ class SyncRun:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
-    async def _until_signal(self) -> None:
+    async def _signals(
+        self, stopping: trio.Event, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """SIGTERM, SIGINT, SIGHUP: set ``stopping`` (the end uploads what is pending)."""
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 log.info(
                     "signal %s: uploading what is pending, then exiting",
                     signal.Signals(signum).name,
                 )
-                return
+                stopping.set()
 
     async def _end(self, core: StoreCore, store: OpenStore) -> None:
         """A last pass (what was written since the last event), then every pending upload,
@@ -287,6 +293,22 @@ class SyncRun:
         )
         doc["sync"] = self._sync_section()
         return doc
+
+
+async def _first_of(*waits: Callable[[], Awaitable[None]]) -> int:
+    """Run ``waits`` side by side; the index of the first to return (the others are
+    cancelled)."""
+    winner: list[int] = []
+    async with trio.open_nursery() as nursery:
+        for index, wait in enumerate(waits):
+
+            async def run(index: int = index, wait: Callable[[], Awaitable[None]] = wait) -> None:
+                await wait()
+                winner.append(index)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run)
+    return winner[0]
 
 
 def run_sync(

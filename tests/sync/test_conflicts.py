@@ -120,3 +120,17 @@ def test_stop_reports_and_exits_zero_when_all_is_saved(sync_factory: Factory) ->
     report = json.loads(result.stdout)
     assert report["pending"] == []
     assert synced.content("/last.md") == "written right before stop\n"
+
+
+def test_a_live_upload_that_lost_the_race_becomes_a_conflict_copy(sync_factory: Factory) -> None:
+    # the feed polls slowly: the store's new version is not known here when the local edit is
+    # handed to the core, whose upload then carries the older version's precondition
+    synced = sync_factory(
+        "--change-feed", "poll", "--poll-interval", "60", memories={"/race.md": "v1\n"}
+    )
+    synced.put("/race.md", "remote wins\n")
+    synced.local("/race.md").write_text("local loses the race\n")
+    wait_for(lambda: _conflict_copies(synced))
+    assert list(_conflict_copies(synced).values()) == ["local loses the race\n"]
+    assert synced.content("/race.md") == "remote wins\n"
+    synced.wait_local("/race.md", "remote wins\n")  # re-based on the winner, written here
