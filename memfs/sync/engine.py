@@ -88,9 +88,10 @@ class _Sides:
     path: str
     local: Seen | None
     local_sha: str | None
-    local_data: bytes | None
     core: CoreFile | None
     core_sha: str | None
+    moved_from: str | None = None  # a local rename: the name this content left (same task)
+    moved_away: bool = False  # the old name of a local rename (its new name's task moves it)
 
 
 class SyncEngine:
@@ -228,7 +229,7 @@ class SyncEngine:
                     candidates.add(path)
             candidates.update(p for p in self.basis.entries if p not in walked)
             if full:
-                candidates |= self._local_candidates(walked)
+                candidates |= self._local_candidates()
                 self.stats.last_rescan = time.time()
         candidates = {p for p in candidates if not self.local.is_local_only(p)}
         if walked is not None and self.local.case_insensitive:
@@ -254,7 +255,7 @@ class SyncEngine:
         if first:
             self.stats.first_copy_seconds = round(time.monotonic() - started, 3)
 
-    def _local_candidates(self, walked: dict[str, CoreFile]) -> set[str]:
+    def _local_candidates(self) -> set[str]:
         """The local names that moved since the basis (no content read), and the ones the
         basis has that are gone from DIR."""
         files, unusable, _ = self.local.scan()
@@ -265,7 +266,6 @@ class SyncEngine:
         for path in list(self.stats.not_synced):
             if path in files and path not in unusable:
                 changed.add(path)
-        del walked
         return changed
 
     async def _reconcile_all(
@@ -297,7 +297,6 @@ class SyncEngine:
             state = self.local.stat(path)
             local: Seen | None = None
             local_sha: str | None = None
-            data: bytes | None = None
             if isinstance(state, Unusable):
                 self.stats.not_synced[path] = state.why
                 continue
@@ -305,17 +304,16 @@ class SyncEngine:
                 agreed = self.basis.get(path)
                 if agreed is not None and not _moved(agreed, state):
                     local, local_sha = state, agreed.sha
-                else:
+                else:  # hashed, not kept: a pass holds no more than it uploads at once
                     got = self.local.read(path, self.max_bytes)
                     if got is not None:
-                        data, local = got
-                        local_sha = sha256_bytes(data)
+                        local_sha, local = sha256_bytes(got[0]), got[1]
             if walked is not None:
                 core_file = walked.get(path)
             else:
                 core_file = await self.files.find(path)
             core_sha = core_file.sha if core_file is not None else None
-            result[path] = _Sides(path, local, local_sha, data, core_file, core_sha)
+            result[path] = _Sides(path, local, local_sha, core_file, core_sha)
         return result
 
     def _pair_renames(self, sides: dict[str, _Sides]) -> None:
@@ -340,15 +338,15 @@ class SyncEngine:
             olds = by_sha.get(side.local_sha or "")
             if olds:
                 old = olds.pop()
-                sides[old].local_sha = "rename:" + side.path  # handled by the new name's task
-                side.core_sha = "rename-from:" + old
+                sides[old].moved_away = True
+                side.moved_from = old
 
     async def _reconcile(self, side: _Sides) -> None:
         path = side.path
-        if side.core_sha and side.core_sha.startswith("rename-from:"):
-            await self._rename(side.core_sha.removeprefix("rename-from:"), side)
+        if side.moved_from is not None:
+            await self._rename(side.moved_from, side)
             return
-        if side.local_sha and side.local_sha.startswith("rename:"):
+        if side.moved_away:
             return  # its new name's task moves it
         refused = self._refused.get(path)
         if refused is not None:
@@ -382,6 +380,17 @@ class SyncEngine:
 
     # -- the moves -----------------------------------------------------------------------------
 
+    def _read_local(self, side: _Sides) -> bytes | None:
+        """The local file's content now (``side.local`` becomes what was read); None if it is
+        no longer a file here (looked at again next pass)."""
+        got = self.local.read(side.path, self.max_bytes)
+        if got is None:
+            self._dirty.add(side.path)
+            self._wake_up()
+            return None
+        data, side.local = got
+        return data
+
     async def _upload(self, side: _Sides) -> None:
         path = side.path
         if side.local is None:
@@ -390,13 +399,9 @@ class SyncEngine:
             self.stats.local_deletes += 1
             log.info("%s: deleted here, deleted in the store", paths.shown(path))
             return
-        data = side.local_data
+        data = self._read_local(side)
         if data is None:
-            got = self.local.read(path, self.max_bytes)
-            if got is None:
-                self._dirty.add(path)
-                return
-            data, side.local = got
+            return
         try:
             await self.files.put(path, data)
         except FsError as exc:
@@ -440,14 +445,9 @@ class SyncEngine:
     async def _conflict(self, side: _Sides) -> None:
         """Changed on both sides: the core's version stays; the local text becomes the core's
         conflict copy (the rule a lost upload follows), then DIR takes the core's file."""
-        assert side.local is not None
-        data = side.local_data
+        data = self._read_local(side)
         if data is None:
-            got = self.local.read(side.path, self.max_bytes)
-            if got is None:
-                self._dirty.add(side.path)
-                return
-            data, side.local = got
+            return
         self.core.save_conflict(side.path, data)
         self.stats.conflicts += 1
         await self._download(side)
@@ -469,10 +469,7 @@ class SyncEngine:
         """Read-only: the local change is not the store's; its text is kept outside DIR and
         the core's file put back."""
         if side.local is not None and self.kept_dir is not None:
-            data = side.local_data
-            if data is None:
-                got = self.local.read(side.path, self.max_bytes)
-                data = got[0] if got is not None else None
+            data = self._read_local(side)
             if data is not None:
                 stamp = time.strftime("%Y%m%dT%H%M%S")
                 name = side.path.strip("/").replace("/", "%2F") + f".{stamp}"
