@@ -515,6 +515,25 @@ def render_mount(doc: dict[str, Any]) -> str:
     return "\n".join(shown(line) for line in lines)  # one line each, escaped
 
 
+def _sync_lines(sync: dict[str, Any] | None) -> list[str]:
+    """The section of a synced directory (``memfs sync``): what moved, what stays local."""
+    if not sync:
+        return []
+    lines = [
+        f"sync             {sync.get('uploads', 0)} uploaded, {sync.get('downloads', 0)} written "
+        f"here, {sync.get('local_deletes', 0)}/{sync.get('remote_deletes', 0)} deletes "
+        f"(from here/from the store), {sync.get('renames', 0)} renames, "
+        f"{sync.get('conflicts', 0)} conflicts; watching by {sync.get('watcher')}"
+    ]
+    if sync.get("directory_gone"):
+        lines.append("  PAUSED: the directory is gone or was replaced; nothing is deleted")
+    for path, why in sorted((sync.get("not_synced") or {}).items()):
+        lines.append(f"  stays local: {path}: {why}")
+    for path, kept in sorted((sync.get("put_back") or {}).items()):
+        lines.append(f"  read-only, put back: {path} (the local text kept in {kept})")
+    return lines
+
+
 def render_store(doc: dict[str, Any]) -> str:
     """One store's status document as text."""
     if doc.get("unavailable"):
@@ -527,8 +546,9 @@ def render_store(doc: dict[str, Any]) -> str:
     uploads = doc["uploads"]
     feed = doc["change_feed"]
     name = f"{doc['store_name']} ({doc['store_id']})" if doc.get("store_name") else doc["store_id"]
+    where = "synced dir " if doc.get("sync") else "mountpoint "  # memfs sync, memfs mount
     lines = [
-        f"mountpoint       {doc.get('mountpoint') or '?'}",
+        f"{where}      {doc.get('mountpoint') or '?'}",
         f"store            {name}{'  (read-only)' if doc['read_only'] else ''}",
         f"daemon           pid {doc['pid']}, status of {doc['time']}",
         f"log file         {doc.get('log_file') or '(none: the daemon logs to its terminal)'}",
@@ -630,6 +650,7 @@ def render_store(doc: dict[str, Any]) -> str:
             f"name clash       {clash['file']} (file) and {clash['directory']} (directory): "
             f"the file is shown as {clash['shown_as']}"
         )
+    lines += _sync_lines(doc.get("sync"))
     if feed.get("source"):
         lag = feed["lag_seconds"]
         lines.append(

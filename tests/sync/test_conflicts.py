@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from support.mounts import memfs
 from support.synced import SyncedDir
 from support.waiting import wait_for
 
@@ -78,7 +79,11 @@ def test_refused_files_stay_local_listed_and_are_retried_when_changed(
     # (the status is published every second)
     not_synced = wait_for(lambda: synced.status()["sync"]["not_synced"])
     assert set(not_synced) == {"/image.png", "/big.md"}
-    assert "UTF-8" in not_synced["/image.png"] or "utf-8" in not_synced["/image.png"].lower()
+    assert "UTF-8" in not_synced["/image.png"]
+    shown = memfs("status", str(synced.path), env=synced.env)
+    assert shown.returncode == 0, shown.stderr
+    assert "synced dir" in shown.stdout
+    assert "stays local: /image.png: /image.png is not UTF-8 text" in shown.stdout
     synced.local("/big.md").write_text("small now\n")
     synced.wait_content("/big.md", "small now\n")
     wait_for(lambda: "/big.md" not in synced.status()["sync"]["not_synced"])
