@@ -74,11 +74,12 @@ def test_refused_files_stay_local_listed_and_are_retried_when_changed(
     synced = sync_factory()
     synced.local("/image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
     synced.local("/big.md").write_text("x" * 200_000)
+    synced.local("/tab\there.md").write_text("a name the store refuses\n")
     synced.pass_marker()
     assert synced.paths() == {"/marker.md"}
     # (the status is published every second)
     not_synced = wait_for(lambda: synced.status()["sync"]["not_synced"])
-    assert set(not_synced) == {"/image.png", "/big.md"}
+    assert set(not_synced) == {"/image.png", "/big.md", "/tab\there.md"}
     assert "UTF-8" in not_synced["/image.png"]
     shown = memfs("status", str(synced.path), env=synced.env)
     assert shown.returncode == 0, shown.stderr
