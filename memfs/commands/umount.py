@@ -52,7 +52,8 @@ def register(subparsers: Any) -> None:
         description="Ask the mount daemon to upload pending writes, unmount and exit.\n"
         "A mount with files open for writing is refused (exit 3), each file named with the\n"
         "processes holding it. The root of a `memfs session` stops the session (memfs session\n"
-        "stop); a store under it cannot be unmounted alone.",
+        "stop); a store under it cannot be unmounted alone. A directory kept in step by `memfs\n"
+        "sync` stops that sync (memfs sync --stop).",
         epilog=UMOUNT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -73,6 +74,24 @@ def register(subparsers: Any) -> None:
     )
     complete_paths(umount, directories=("mountpoint",))
     umount.set_defaults(func=needs_extra("mount", "memfs umount", run_umount))
+
+
+def _stop_sync(directory: str, *, as_json: bool) -> int | None:
+    """``memfs umount`` of a synced directory is ``memfs sync --stop`` (None: not one)."""
+    from memfs.commands.sync import stop_sync
+    from memfs.mount.statedir import MountError, state_path
+    from memfs.sync.pidfile import sync_pid
+
+    try:
+        pid = sync_pid(state_path(directory, "pid"))
+    except MountError:
+        return None
+    if pid is None:
+        return None
+    print(
+        f"memfs umount: {directory} is a synced directory: stopping its memfs sync", file=sys.stderr
+    )
+    return stop_sync(Path(directory), as_json=as_json)
 
 
 def _daemon_pid(mountpoint: str) -> int | None:
@@ -137,6 +156,9 @@ def run_umount(args: argparse.Namespace) -> int:
     held = _umount_session(mountpoint, as_json=args.json, force=args.force)
     if held is not None:
         return held
+    stopped = _stop_sync(mountpoint, as_json=args.json)
+    if stopped is not None:
+        return stopped
     try:
         pid = _daemon_pid(mountpoint)
     except MountError as exc:

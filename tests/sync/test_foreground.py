@@ -4,6 +4,7 @@ uploads what is pending and exits 0."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from support.mounts import daemon_alive, memfs
 from support.synced import SyncedDir
 from support.waiting import wait_for
 
@@ -61,3 +63,14 @@ def test_foreground_status_line_and_sigint(sync_factory: Factory) -> None:
         os.close(leader)
     assert synced.content("/typed.md") == "written, then Ctrl-C\n"
     assert time.time() > 0
+
+
+def test_umount_of_a_synced_directory_stops_its_sync(sync_factory: Factory) -> None:
+    synced = sync_factory()
+    synced.local("/before-umount.md").write_text("saved by the stop\n")
+    result = memfs("umount", str(synced.path), "--json", env=synced.env)
+    assert result.returncode == 0, result.stderr
+    assert "synced directory" in result.stderr
+    assert json.loads(result.stdout)["pending"] == []
+    assert synced.content("/before-umount.md") == "saved by the stop\n"
+    wait_for(lambda: not daemon_alive(synced.pid or 0))
