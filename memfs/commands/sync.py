@@ -301,9 +301,9 @@ def stop_sync(directory: Path, *, as_json: bool = False) -> int:
         print("memfs sync: stopped; it left no report (see its log)", file=sys.stderr)
         return 1
     _print_report(report, as_json=as_json)
-    from memfs.mount.status import report_problems
+    from memfs.sync.runner import sync_report_problems
 
-    return 1 if report_problems(report) else 0
+    return 1 if sync_report_problems(report) else 0
 
 
 def _print_report(report: dict[str, Any], *, as_json: bool) -> None:

@@ -47,7 +47,7 @@ import trio
 
 from memfs import paths
 from memfs.core.store_core import Invalidation, StoreCore
-from memfs.errors import FsError, NoEntryError, NotFoundError
+from memfs.errors import ApiConnectionError, ApiError, FsError, NoEntryError, NotFoundError
 from memfs.private import create_file
 from memfs.sync.basis import Basis
 from memfs.sync.corefiles import CoreFile, CoreFiles
@@ -57,6 +57,7 @@ from memfs.sync.localdir import LocalDir, Seen, Unusable, sha256_bytes
 log = logging.getLogger(__name__)
 
 PARALLEL = 8  # paths reconciled at once (first copy: reads of the core ride its bulk fetches)
+RETRY_AFTER = 2.0  # a pass that met an unreachable or busy server runs again after this
 SETTLE = 0.02  # events arriving this close together are one pass (an editor's save)
 
 
@@ -115,6 +116,7 @@ class SyncEngine:
         self.read_only = core.read_only
         self.stats = SyncStats()
         self._one_pass = trio.Lock()
+        self._retry_later = False  # a path failed because of the server: a pass again soon
         self.descriptions = DescriptionsFile(core, local)  # Databricks stores only
         self._dirty: set[str] = set()
         self._rescan = True  # compare everything, both sides, at the next pass (the first too)
@@ -186,7 +188,16 @@ class SyncEngine:
             await self._wake.wait()
             await trio.sleep(SETTLE)
             self._wake = trio.Event()
-            await self.sync_pass()
+            try:
+                await self.sync_pass()
+            except (ApiError, ApiConnectionError) as exc:  # listing the core's tree failed
+                log.warning("sync pass: %s (tried again in %g s)", exc, RETRY_AFTER)
+                self._rescan = self._retry_later = True
+            if self._retry_later:  # what failed for the server's sake waits a little
+                self._retry_later = False
+                await trio.sleep(RETRY_AFTER)
+                self._wake_up()
+                continue
             if not self._wake.is_set():
                 self._idle.set()
 
@@ -284,6 +295,10 @@ class SyncEngine:
                 await self._reconcile(sides)
             except FsError as exc:
                 log.warning("%s: %s", paths.shown(sides.path), exc)
+            except (ApiError, ApiConnectionError) as exc:  # the server away or busy: later
+                self._dirty.add(sides.path)
+                self._retry_later = True
+                log.info("%s: %s (tried again in %g s)", paths.shown(sides.path), exc, RETRY_AFTER)
             except OSError as exc:  # a name this file system refuses (Windows), no room...
                 self.stats.not_synced[sides.path] = f"cannot be written here: {exc.strerror}"
                 log.warning("%s: %s", paths.shown(sides.path), exc)

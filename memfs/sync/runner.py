@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 EXIT_NOT_SAVED = 1  # something could not be saved: the report names it
 RETRY_SECONDS = 10.0  # transient upload failures at the end are retried this long
+ONCE_PATIENCE = 120.0  # --once: both sides in step within this, else it ends saying so
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class SyncOptions:
     live_status: bool = False  # a status line on the terminal (stderr), redrawn every second
 
 
+def sync_report_problems(report: dict[str, Any]) -> bool:
+    """Whether a sync's report says something was not saved as meant (exit status 1): as a
+    mount's (``report_problems``), or an error of its end (not in step, the flush cut short)."""
+    return report_problems(report) or bool(report.get("errors"))
+
+
 def sync_state_dir(cache_dir: Path, directory: Path) -> Path:
     """Where the sync of ``directory`` keeps its basis and the kept copies of read-only
     changes: the user's cache, one private directory per synced directory."""
@@ -86,6 +94,7 @@ class SyncRun:
         self.engine: SyncEngine | None = None
         self.feed: ChangeFeed | None = None
         self.report: dict[str, Any] | None = None
+        self._not_in_step = ""  # --once: why it ends without having been in step
 
     @property
     def directory(self) -> Path:
@@ -184,17 +193,22 @@ class SyncRun:
                     nursery.start_soon(self._rescans)
                     if opts.live_status:
                         nursery.start_soon(self._status_line, core)
-                if await _first_of(engine.idle, stopping.wait) == 0:  # in step before a signal
+                first = 1
+                with trio.move_on_after(ONCE_PATIENCE if opts.once else math.inf):
+                    first = await _first_of(engine.idle, stopping.wait)
+                if first == 0:  # in step before a signal
                     log.info("%s is in step with %s", self.directory, store.described)
                     self._ready("ok")
                     if not opts.once:
                         await stopping.wait()
+                elif not stopping.is_set():
+                    self._not_in_step = f"not in step within {ONCE_PATIENCE:.0f} s"
                 await self._end(core, store)
                 nursery.cancel_scope.cancel()
         finally:
             pid_file.unlink(missing_ok=True)
         assert self.report is not None
-        return EXIT_NOT_SAVED if report_problems(self.report) else 0
+        return EXIT_NOT_SAVED if sync_report_problems(self.report) else 0
 
     async def _rescans(self) -> None:
         """The safety net: a full comparison every ``rescan_interval`` (stat only where
@@ -242,7 +256,7 @@ class SyncRun:
         """A last pass (what was written since the last event), then every pending upload,
         under one deadline; the report."""
         assert self.engine is not None
-        errors: list[str] = []
+        errors: list[str] = [self._not_in_step] if self._not_in_step else []
         with trio.move_on_after(FINAL_FLUSH_SECONDS) as scope:
             self.engine.rescan_soon()
             await self.engine.sync_pass()
@@ -260,7 +274,7 @@ class SyncRun:
         report["type"] = "memfs_sync_report"
         report["sync"] = self._sync_section()
         self.report = report
-        with_problems = report_problems(report)
+        with_problems = sync_report_problems(report)
         try:
             replace_file(
                 state_path(str(self.directory), "report.json"),

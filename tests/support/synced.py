@@ -111,6 +111,10 @@ class SyncedDir(StoreSide):
 
         wait_for(there, timeout=timeout)
 
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> None:
+        """Wait until the sync's log holds ``text``."""
+        wait_for(lambda: text in self.log(), timeout=timeout)
+
     def pass_marker(self, name: str = "marker.md") -> None:
         """Write ``name`` in DIR and wait until the store has it: every local change made
         before it has been looked at by then (one pass takes them in order of events). A
