@@ -42,21 +42,33 @@ class Agreed:
 class Basis:
     """The basis of every path (module docstring), loaded from and saved to ``file``."""
 
-    def __init__(self, file: Path) -> None:
+    def __init__(self, file: Path, directory: Path) -> None:
         self.file = file
         self.entries: dict[str, Agreed] = {}
         self.store_id: str | None = None
+        info = directory.stat()
+        # the directory the basis is of (device, inode): a DIR removed and made again is
+        # another directory, whose missing files are no deletions
+        self.directory = [info.st_dev, info.st_ino]
         self._changed = False
 
     def load(self) -> None:
-        """Read the file, if there is one; a damaged one is set aside (a full comparison
-        follows: contents decide, nothing is lost)."""
+        """Read the file, if there is one; a damaged one, or one of another directory than
+        DIR is now (``rm -rf DIR``, a session's copies removed at its end), is set aside: a
+        full comparison follows, where contents decide and nothing is deleted."""
         if not self.file.exists() and not self.file.is_symlink():
             return  # a first run
         try:
             check_private_file(self.file, "sync state file")
             doc = json.loads(self.file.read_bytes())
             self.store_id = doc.get("store_id")
+            if doc.get("directory") != self.directory:
+                log.warning(
+                    "%s is not the directory last synced (made again?): comparing contents",
+                    self.file,
+                )
+                self._changed = True
+                return
             for path, (sha, size, mtime_ns, ino) in doc["files"].items():
                 self.entries[path] = Agreed(sha, Seen(size, mtime_ns, ino))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -84,7 +96,12 @@ class Basis:
             path: [e.sha, e.seen.size, e.seen.mtime_ns, e.seen.ino]
             for path, e in sorted(self.entries.items())
         }
-        doc = {"version": BASIS_VERSION, "store_id": self.store_id, "files": files}
+        doc = {
+            "version": BASIS_VERSION,
+            "store_id": self.store_id,
+            "directory": self.directory,
+            "files": files,
+        }
         try:
             replace_file(self.file, json.dumps(doc).encode("utf-8"), "sync state file")
             self._changed = False

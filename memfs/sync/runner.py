@@ -132,7 +132,7 @@ class SyncRun:
         opts = self.options
         state_dir = sync_state_dir(cache_dir, self.directory)
         private_dir(state_dir, "sync state directory")
-        basis = Basis(state_dir / "basis.json")
+        basis = Basis(state_dir / "basis.json", self.directory)
         basis.load()
         if basis.store_id not in (None, store.quick.store_id):
             raise MountError(

@@ -3,6 +3,7 @@ hold apart, and DIR itself going away (then nothing is deleted)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,3 +44,16 @@ def test_dir_gone_deletes_nothing_and_syncing_resumes(sync_factory: Factory) -> 
     synced.wait_content("/c.md", "after\n")
     assert synced.paths() == {"/a.md", "/d/b.md", "/c.md"}
     wait_for(lambda: synced.status()["sync"]["directory_gone"] is False)
+
+
+def test_a_directory_made_again_is_filled_again_not_emptied_into_the_store(
+    sync_factory: Factory,
+) -> None:
+    synced = sync_factory(memories={"/a.md": "a\n", "/d/b.md": "b\n"})
+    assert synced.stop().returncode == 0
+    shutil.rmtree(synced.path)  # the copies thrown away while no sync ran
+    assert synced.start().returncode == 0, synced.log()
+    assert synced.local("/a.md").read_text() == "a\n"
+    assert synced.local("/d/b.md").read_text() == "b\n"
+    assert synced.paths() == {"/a.md", "/d/b.md"}
+    assert "not the directory last synced" in synced.log()
