@@ -41,7 +41,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.commands.session_control import (
     EXIT_FAILED,
@@ -65,6 +64,8 @@ if TYPE_CHECKING:
     from memfs.mount.options import MountOptions
     from memfs.mount.owner import Owner
     from memfs.session.plan import MountPlan, SessionConfig, SessionState
+    from memfs.session.runner import SessionRunner
+    from memfs.session.synced import SyncedSession
 
 log = logging.getLogger(__name__)
 
@@ -171,10 +172,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="clean data kept in memory, one budget every store shares: contents, listings, "
         ".versions/ contents, local search indexes (MB; memfs mount --cache-size; default: 64)",
     )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="lay the stores out as directories kept in step (memfs sync) instead of mounting "
+        "them; chosen by itself, and said once, where mounting is not possible (no /dev/fuse, "
+        "no fusermount3, no pyfuse3)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     complete_paths(parser, files=("config", "prompt_file", "api_key_file", "log_file"))
-    parser.set_defaults(func=needs_extra("mount", "memfs session", _start))
+    parser.set_defaults(func=_start)
 
     commands = parser.add_subparsers(dest="session_command", metavar="COMMAND")
     stop = commands.add_parser(
@@ -188,14 +196,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S",
         help="seconds to wait for the session to stop",
     )
-    stop.set_defaults(func=needs_extra("mount", "memfs session stop", _stop))
+    stop.set_defaults(func=_stop)
     status = commands.add_parser(
         "status",
         help="show the session at ROOT: each store's health, files waiting, refused, in conflict",
     )
     _root_option(status)
     status.add_argument("--json", action="store_true", help="print the state as JSON")
-    status.set_defaults(func=needs_extra("mount", "memfs session status", _status))
+    status.set_defaults(func=_status)
 
 
 def _root_option(parser: argparse.ArgumentParser) -> None:
@@ -242,6 +250,9 @@ def _start(args: argparse.Namespace) -> int:
         state_dir,
     )
 
+    refused = _choose_sync(args)
+    if refused is not None:
+        return refused
     if args.config is None:
         return _fail("give --config FILE (or a command: stop, status)", EXIT_REFUSED)
     setup_logging(debug=args.debug)
@@ -285,6 +296,30 @@ def _start(args: argparse.Namespace) -> int:
     return trio.run(_serve, args, root, session_id, config, client_config)
 
 
+def _choose_sync(args: argparse.Namespace) -> int | None:
+    """Mount, or sync (``args.sync``) where mounting is not possible, said once on stderr; an
+    exit code if neither extra is installed."""
+    from memfs.commands.extras import missing_extra
+    from memfs.session.fuse_check import why_no_mount
+
+    missing_mount = missing_extra("memfs session", "mount")
+    why = why_no_mount(missing_mount is not None) if not args.sync else None
+    if not args.sync and why is None:
+        return None
+    missing_sync = missing_extra("memfs session --sync", "sync")
+    if missing_sync is not None:
+        print(missing_mount or missing_sync, file=sys.stderr)
+        return EXIT_REFUSED
+    if why is not None and args.ready_fd is None:  # said once: not again by a detached child
+        print(
+            f"memfs session: cannot mount here ({why}); the stores are directories kept in "
+            "step instead (memfs sync)",
+            file=sys.stderr,
+        )
+    args.sync = True
+    return None
+
+
 def _owner(args: argparse.Namespace, configured: Owner) -> Owner:
     """The config's owner with ``--uid``, ``--gid``, ``--umask`` applied (ConfigError)."""
     from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
@@ -314,7 +349,7 @@ def _running_session(root: Path) -> SessionState | None:
     if state.status != "stopped":
         # here only: the runner brings the whole mount daemon, which `--detach`'s parent (this
         # process, until it hands over) does not otherwise load (~0.3-0.8 s of a start)
-        from memfs.session.runner import clean_up_after
+        from memfs.session.teardown import clean_up_after
 
         for line in clean_up_after(state):
             log.warning("%s", line)
@@ -333,7 +368,6 @@ async def _serve(
     from memfs.mount.statedir import MountError
     from memfs.session.plan import SessionError, plan_mounts, state_path
     from memfs.session.prompt import render_prompt
-    from memfs.session.runner import SessionRunner
     from memfs.session.stores import fetch_all_stores
 
     ready_fd: int | None = args.ready_fd
@@ -357,7 +391,7 @@ async def _serve(
     except SessionError as exc:
         return refuse(exc.problems, EXIT_REFUSED)
 
-    prompt = render_prompt(plans, root)
+    prompt = render_prompt(plans, root, synced=args.sync)
     prompt_file = Path(os.path.abspath(args.prompt_file)) if args.prompt_file else None
 
     def ready() -> None:
@@ -376,13 +410,29 @@ async def _serve(
             sys.stdout.write(prompt)
             sys.stdout.flush()
 
-    runner = SessionRunner(
-        plans,
-        _mount_options(args, plans, root, session_id, config.owner),
-        session_id=session_id,
-        state_file=state_path(root),
-        log_file=args.log_file,
-    )
+    options = _mount_options(args, plans, root, session_id, config.owner)
+    runner: SessionRunner | SyncedSession
+    if not args.sync:  # the daemon, hence pyfuse3, only for a mount
+        from memfs.session.runner import SessionRunner
+
+        runner = SessionRunner(
+            plans,
+            options,
+            session_id=session_id,
+            state_file=state_path(root),
+            log_file=args.log_file,
+        )
+    else:
+        from memfs.session.synced import SyncedSession
+
+        runner = SyncedSession(
+            plans,
+            list(options.stores),
+            root=root,
+            session_id=session_id,
+            state_file=state_path(root),
+            log_file=args.log_file,
+        )
     log.info("session %s: serving %d stores under %s", session_id, len(plans), root)
     _log_plan(plans)
     try:
@@ -402,7 +452,7 @@ def _mount_options(
     """The one daemon of the session: every store of ``plans`` at ``root``, as ``memfs mount``
     would mount each (its options, credentials and the session's attribution)."""
     from memfs.mount.options import MountOptions
-    from memfs.session.runner import StoreAccess, store_spec
+    from memfs.session.access import StoreAccess, store_spec
 
     access = StoreAccess(
         api_key_file=os.path.abspath(args.api_key_file) if args.api_key_file else None,
@@ -476,6 +526,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv.append("--allow-other")
     if args.replay_legacy_journal:
         argv.append("--replay-legacy-journal")
+    if args.sync:
+        argv.append("--sync")
     if args.local_bytes is not None:
         argv += ["--local-bytes", str(args.local_bytes)]
     if args.cache_size is not None:

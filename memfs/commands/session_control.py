@@ -91,7 +91,7 @@ def stop_session(
     path.unlink(missing_ok=True)
     problems = list(state.problems)
     if state.status != "stopped":
-        from memfs.session.runner import clean_up_after
+        from memfs.session.teardown import clean_up_after
 
         problems += clean_up_after(state)
     if as_json:

@@ -16,9 +16,12 @@ from memfs.session.plan import MountPlan
 from memfs.store_brief import access, one_paragraph, persistence
 
 
-def render_prompt(plans: list[MountPlan], root: Path) -> str:
+def render_prompt(plans: list[MountPlan], root: Path, *, synced: bool = False) -> str:
     """Markdown for an agent's system prompt: what is mounted where under ``root``, and how to
-    use it."""
+    use it; ``synced``: the stores are directories kept in step (``memfs.session.synced``), not
+    mounts."""
+    if synced:
+        return _synced_prompt(plans, root)
     count = len(plans)
     noun = "memory store" if count == 1 else "memory stores"
     lines = [
@@ -41,16 +44,57 @@ def render_prompt(plans: list[MountPlan], root: Path) -> str:
         "and a store, or between two stores, copies it (`mv` copies, then removes the "
         "original).",
     ]
+    return "\n".join(lines + _stores(plans, synced=False)) + "\n"
+
+
+def _synced_prompt(plans: list[MountPlan], root: Path) -> str:
+    count = len(plans)
+    noun = "memory store" if count == 1 else "memory stores"
+    lines = [
+        "# Memory",
+        "",
+        f"You have {count} {noun} as {'a directory' if count == 1 else 'directories'} of "
+        "ordinary files: copies kept in step with the store both ways, within about a second. "
+        + persistence(f"The files in {'it' if count == 1 else 'them'}"),
+        "",
+        "Use ordinary file tools and shell commands (`ls`, `cat`, `grep`, editors). Each file "
+        "is UTF-8 text of at most 100 KB. A change is saved to the store a moment after the "
+        "file is written; a file changed in the store meanwhile keeps the store's version, and "
+        "your text is saved beside it as `NAME.conflict-<time>.md`. A file the store refuses "
+        "(not UTF-8, too large) stays here, unsaved. In a read-only store the files have no "
+        "write permission, and a change is undone.",
+        "",
+        f"The {noun} {'is the directory' if count == 1 else 'are the directories'} under "
+        f"`{root}` listed below. Any other name you create in `{root}` itself is never "
+        "uploaded.",
+    ]
+    return "\n".join(lines + _stores(plans, synced=True)) + "\n"
+
+
+def _stores(plans: list[MountPlan], *, synced: bool) -> list[str]:
+    lines: list[str] = []
     for plan in plans:
         store = plan.store
         lines += ["", f"## {store.name}", "", f"- Path: `{plan.path}`"]
         lines.append(f"- Access: {access(plan.read_only)}")
-        lines.append(f"- Kind: {_kind(plan)}")
+        lines.append(f"- Kind: {_synced_kind(plan) if synced else _kind(plan)}")
         if store.description.strip():
             lines.append(f"- Description: {one_paragraph(store.description)}")
         if plan.attachment.instructions.strip():
             lines += ["", "Instructions:", "", plan.attachment.instructions.strip()]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _synced_kind(plan: MountPlan) -> str:
+    attachment = plan.attachment
+    if not attachment.databricks:
+        return "Memory Stores store (every change is kept as a version in the store)"
+    session = f", session {attachment.session_id}" if attachment.session_id else ""
+    return (
+        f"Databricks Agent Memory store (the entries of actor {attachment.actor_id}{session}); "
+        "the files' descriptions are in `.memfs/descriptions.json` (`{path: text}`), which you "
+        "may edit"
+    )
 
 
 def _kind(plan: MountPlan) -> str:

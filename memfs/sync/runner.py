@@ -88,9 +88,20 @@ def sync_state_dir(cache_dir: Path, directory: Path) -> Path:
 class SyncRun:
     """One ``memfs sync`` process (module docstring)."""
 
-    def __init__(self, options: SyncOptions, ready: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        options: SyncOptions,
+        ready: Callable[[str], None],
+        *,
+        stopping: trio.Event | None = None,
+    ) -> None:
+        """``ready("ok")`` once DIR is in step; ``stopping``: set by the caller to end the run
+        (a session's several syncs end together); None: this run ends at SIGTERM, SIGINT or
+        SIGHUP."""
         self.options = options
         self._ready = ready
+        self._stopping = stopping
+        self._status_of: Callable[[], dict[str, Any]] | None = None
         self.engine: SyncEngine | None = None
         self.feed: ChangeFeed | None = None
         self.report: dict[str, Any] | None = None
@@ -171,13 +182,16 @@ class SyncRun:
         errors = RecentErrors()
         logging.getLogger("memfs").addHandler(errors)
         status_file = state_path(str(self.directory), "status")
-        writer = StatusWriter(status_file, lambda: self._status(core, store, errors, journals))
+        self._status_of = lambda: self._status(core, store, errors, journals)
+        writer = StatusWriter(status_file, self._status_of)
         write_pid_file(pid_file, self.directory)
         try:
             async with trio.open_nursery() as nursery:
-                # from the start: a signal while the first copy runs ends it the same way
-                stopping = trio.Event()
-                await nursery.start(self._signals, stopping)
+                stopping = self._stopping
+                if stopping is None:
+                    # from the start: a signal during the first copy ends it the same way
+                    stopping = trio.Event()
+                    await nursery.start(self._signals, stopping)
                 await core.start(nursery)
                 if not opts.once:
                     source = await choose_source(core, nursery, use_stream=opts.change_stream)
@@ -209,6 +223,10 @@ class SyncRun:
             pid_file.unlink(missing_ok=True)
         assert self.report is not None
         return EXIT_NOT_SAVED if sync_report_problems(self.report) else 0
+
+    def status(self) -> dict[str, Any] | None:
+        """The status document of this sync now (None: its store is not open yet)."""
+        return self._status_of() if self._status_of is not None else None
 
     async def _rescans(self) -> None:
         """The safety net: a full comparison every ``rescan_interval`` (stat only where

@@ -55,7 +55,9 @@ def run_without(missing: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
         (("cachetools",), ["mount", "store", "{tmp}"], "memfs mount", "mount"),
         (("pyfuse3",), ["umount", "{tmp}"], "memfs umount", "mount"),
         (("pyfuse3",), ["status", "{tmp}"], "memfs status", "mount"),
-        (("pyfuse3",), ["session", "--root", "{tmp}"], "memfs session", "mount"),
+        # a session syncs where it cannot mount: it needs one of the two
+        (("pyfuse3", "watchfiles"), ["session", "--root", "{tmp}"], "memfs session", "mount"),
+        (("watchfiles",), ["sync", "store", "{tmp}"], "memfs sync", "sync"),
         (("starlette",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
         (("hypercorn",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
         (("jinja2",), ["server", "--db", "{tmp}/memfs.db"], "memfs server", "server"),
