@@ -369,6 +369,12 @@ class SyncEngine:
                 return  # refused as it is: it stays here, and the core's side is not its own
             del self._refused[path]  # changed here: tried again
             self.stats.not_synced.pop(path, None)
+            # the core holds our own refused text, not the store's: the store's side is what
+            # the basis says (a change there meanwhile is met by the upload's precondition)
+            agreed = self.basis.get(path)
+            side.core_sha = agreed.sha if agreed is not None else None
+            if agreed is None:
+                side.core = None
         if side.core is not None and side.core_sha is None:
             side.core_sha = sha256_bytes(await self.files.content(side.core.ino))
         agreed = self.basis.get(path)
