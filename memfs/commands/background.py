@@ -8,6 +8,8 @@ writes ``ok`` (or ``error: …``) to that pipe once it serves. Standard library 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import os
 import subprocess
@@ -50,3 +52,67 @@ def read_ready(fd: int, child: subprocess.Popen[bytes], *, timeout: float) -> st
             if chunk.endswith(b"\n") or not chunk:
                 break
     return data.decode("utf-8", "replace").strip()
+
+
+def store_arguments(args: argparse.Namespace, cache_dir: str | None) -> list[str]:
+    """The options that name a store and its credentials, for the child (``--base-url`` is not
+    among them: it goes by environment, ``start_in_background``)."""
+    argv: list[str] = []
+    for flag, value in (
+        ("--api-key-file", args.api_key_file),
+        ("--session-id", args.session_id),
+        ("--cache-dir", cache_dir),
+        ("--actor", args.actor),
+        ("--session", args.session),
+        ("--profile", args.profile),
+    ):
+        if value:
+            argv += [flag, value]
+    if args.read_only:
+        argv.append("--read-only")
+    if args.debug:
+        argv.append("--debug")
+    return argv
+
+
+def start_in_background(
+    command: str,
+    argv: list[str],
+    base_url: str | None,
+    *,
+    timeout: float,
+    log_file: str,
+    what: str,
+) -> bool:
+    """Run ``argv`` (a ``memfs`` command line) as a child in a session of its own, with
+    ``--ready-fd``, and wait for its readiness line; True once it says ``ok``. Otherwise its
+    error is printed as ``command``'s, one line (``what`` names the child), and the child
+    ended. ``base_url`` goes by
+    environment: argv is world-readable, and the URL may hold a password."""
+    read_end, write_end = os.pipe()
+    env = None
+    if base_url:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=base_url)
+    with open(os.devnull, "rb") as devnull:
+        child = subprocess.Popen(
+            [*argv, "--ready-fd", str(write_end)],
+            stdin=devnull,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(write_end,),
+            start_new_session=True,
+            env=env,
+        )
+    os.close(write_end)
+    answer = read_ready(read_end, child, timeout=timeout)
+    if answer == "ok":
+        return True
+    if answer.startswith("error: "):
+        print(f"{command}: {answer[7:]}", file=sys.stderr)
+    else:
+        print(f"{command}: {what} failed to start (see {log_file})", file=sys.stderr)
+    if child.poll() is None:
+        child.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(10)
+    return False

@@ -14,14 +14,13 @@ import argparse
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
-from memfs.commands.background import read_ready, setup_logging
+from memfs.commands.background import setup_logging, start_in_background, store_arguments
 from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.private import NotPrivateError, create_private_file
@@ -230,9 +229,8 @@ def run_mount(args: argparse.Namespace) -> int:
     except (MountError, NotPrivateError) as exc:
         print(f"memfs mount: {exc}", file=sys.stderr)
         return 1
-    read_end, write_end = os.pipe()
     argv = [sys.executable, "-m", "memfs", "mount", args.store, mountpoint, "--foreground"]
-    argv += ["--ready-fd", str(write_end), "--log-file", log_file]
+    argv += ["--log-file", log_file]
     argv += ["--grace", str(args.grace), "--update-delay", str(args.update_delay)]
     argv += ["--fsync-timeout", str(args.fsync_timeout)]
     argv += ["--cache-size", str(args.cache_size), "--poll-interval", str(args.poll_interval)]
@@ -240,50 +238,20 @@ def run_mount(args: argparse.Namespace) -> int:
     argv += ["--idle-poll-interval", str(args.idle_poll_interval)]
     argv += ["--change-feed", args.change_feed, "--api", args.api, "--search", args.search]
     argv += owner.mount_arguments()
-    for flag, value in (
-        ("--api-key-file", args.api_key_file),
-        ("--session-id", args.session_id),
-        ("--cache-dir", cache_dir),
-        ("--actor", args.actor),
-        ("--session", args.session),
-        ("--profile", args.profile),
-    ):
-        if value:
-            argv += [flag, value]
-    if args.read_only:
-        argv.append("--read-only")
-    if args.debug:
-        argv.append("--debug")
+    argv += store_arguments(args, cache_dir)
     if args.allow_other:
         argv.append("--allow-other")
     if args.replay_legacy_journal:
         argv.append("--replay-legacy-journal")
-    env = None
-    if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
-        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
-    with open(os.devnull, "rb") as devnull:
-        child = subprocess.Popen(
-            argv,
-            stdin=devnull,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write_end,),
-            start_new_session=True,
-            env=env,
-        )
-    os.close(write_end)
-    answer = read_ready(read_end, child, timeout=READY_TIMEOUT)
-    if answer == "ok":
-        return 0
-    if answer.startswith("error: "):
-        print(f"memfs mount: {answer[7:]}", file=sys.stderr)
-    else:
-        print(f"memfs mount: the mount daemon failed to start (see {log_file})", file=sys.stderr)
-    if child.poll() is None:
-        child.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(10)
-    return 1
+    started = start_in_background(
+        "memfs mount",
+        argv,
+        args.base_url,
+        timeout=READY_TIMEOUT,
+        log_file=log_file,
+        what="the mount daemon",
+    )
+    return 0 if started else 1
 
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:

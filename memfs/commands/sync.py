@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -209,7 +208,7 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
 
 
 def _detach(args: argparse.Namespace, directory: Path) -> int:
-    from memfs.commands.background import read_ready
+    from memfs.commands.background import start_in_background, store_arguments
     from memfs.mount.statedir import MountError, state_path
     from memfs.private import NotPrivateError, create_private_file
 
@@ -219,53 +218,18 @@ def _detach(args: argparse.Namespace, directory: Path) -> int:
     except (MountError, NotPrivateError) as exc:
         print(f"memfs sync: {exc}", file=sys.stderr)
         return 2
-    read_end, write_end = os.pipe()
     argv = [sys.executable, "-m", "memfs", "sync", args.store, str(directory)]
-    argv += ["--ready-fd", str(write_end), "--log-file", log_file]
+    argv += ["--log-file", log_file]
     argv += ["--watch", args.watch, "--change-feed", args.change_feed, "--api", args.api]
     argv += ["--poll-interval", str(args.poll_interval)]
     argv += ["--rescan-interval", str(args.rescan_interval)]
-    for flag, value in (
-        ("--api-key-file", args.api_key_file),
-        ("--session-id", args.session_id),
-        ("--cache-dir", os.path.abspath(args.cache_dir) if args.cache_dir else None),
-        ("--actor", args.actor),
-        ("--session", args.session),
-        ("--profile", args.profile),
+    argv += store_arguments(args, os.path.abspath(args.cache_dir) if args.cache_dir else None)
+    if not start_in_background(
+        "memfs sync", argv, args.base_url, timeout=READY_TIMEOUT, log_file=log_file, what="the sync"
     ):
-        if value:
-            argv += [flag, value]
-    if args.read_only:
-        argv.append("--read-only")
-    if args.debug:
-        argv.append("--debug")
-    env = None
-    if args.base_url:  # by environment: argv is world-readable, and the URL may hold a password
-        env = dict(os.environ, ANTHROPIC_BASE_URL=args.base_url)
-    with open(os.devnull, "rb") as devnull:
-        child = subprocess.Popen(
-            argv,
-            stdin=devnull,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write_end,),
-            start_new_session=True,
-            env=env,
-        )
-    os.close(write_end)
-    answer = read_ready(read_end, child, timeout=READY_TIMEOUT)
-    if answer == "ok":
-        print(f"memfs sync: {directory} is in step; stop it with: memfs sync --stop {directory}")
-        return 0
-    if answer.startswith("error: "):
-        print(f"memfs sync: {answer[7:]}", file=sys.stderr)
-    else:
-        print(f"memfs sync: the sync failed to start (see {log_file})", file=sys.stderr)
-    if child.poll() is None:
-        child.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(10)
-    return 2
+        return 2
+    print(f"memfs sync: {directory} is in step; stop it with: memfs sync --stop {directory}")
+    return 0
 
 
 def stop_sync(directory: Path, *, as_json: bool = False) -> int:

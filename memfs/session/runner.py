@@ -48,10 +48,9 @@ from memfs.mount.status import REPORT_TYPE
 from memfs.private import NotPrivateError, check_private_file
 from memfs.session.access import StoreAccess as StoreAccess
 from memfs.session.access import store_spec as store_spec
-from memfs.session.plan import MountPlan, SessionState
+from memfs.session.life import SessionLife
+from memfs.session.plan import MountPlan
 from memfs.session.teardown import (
-    EXIT_FAILED,
-    EXIT_OK,
     UNUPLOADED_NOTE,
     lazy_unmount,
     remove_dir,
@@ -65,7 +64,7 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT = FINAL_FLUSH_SECONDS  # seconds for the daemon's final flush of every store
 
 
-class SessionRunner:
+class SessionRunner(SessionLife):
     """Serves a session's stores from one daemon in this process, then tears down (module
     docstring)."""
 
@@ -78,36 +77,16 @@ class SessionRunner:
         state_file: Path,
         log_file: str | None = None,
     ) -> None:
-        self._plans = plans
+        super().__init__(
+            plans,
+            root=Path(options.mountpoint),
+            session_id=session_id,
+            state_file=state_file,
+            log_file=log_file,
+        )
         self._options = options
-        self._root = Path(options.mountpoint)
-        self._session_id = session_id
-        self._state_file = state_file
-        self._log_file = log_file
-        self._created_root = False
-        self._problems: list[str] = []
-        self._notes: list[str] = []  # what a stop tells that is no problem (``stop_notes``)
         self._ready_failure: str | None = None  # the caller's ``ready`` failed: stop at once
         self._served = False  # the daemon said every store answers
-
-    # -- state file -----------------------------------------------------------------------
-
-    def _write_state(self, status: str) -> None:
-        state = SessionState(
-            pid=os.getpid(),
-            root=str(self._root),
-            session_id=self._session_id,
-            status=status,
-            mounts=[plan.to_json() for plan in self._plans],
-            problems=list(self._problems),
-            notes=list(self._notes),
-            log_file=self._log_file,
-            created_root=self._created_root,
-        )
-        try:
-            state.write(self._state_file)
-        except OSError as exc:
-            log.warning("cannot write session state %s: %s", self._state_file, exc)
 
     # -- the whole life -------------------------------------------------------------------
 
@@ -117,12 +96,7 @@ class SessionRunner:
 
         Raises MountError (after undoing everything) when the daemon cannot start.
         """
-        if not self._root.exists():
-            try:
-                self._root.mkdir(parents=True)
-            except OSError as exc:
-                raise MountError(f"cannot create the session root {self._root}: {exc}") from None
-            self._created_root = True
+        self._make_root()
         self._write_state("starting")
 
         def on_ready(message: str) -> None:
@@ -173,18 +147,7 @@ class SessionRunner:
             raise failure
         if self._ready_failure is not None:
             self._problems.insert(0, self._ready_failure)
-        for problem in self._problems:
-            log.error("%s", problem)
-        for note in self._notes:
-            log.warning("%s", note)
-        if self._problems or self._notes:  # left for `memfs session stop` to tell
-            self._write_state("stopped")
-        if self._problems:
-            return EXIT_FAILED
-        if not self._notes:
-            self._state_file.unlink(missing_ok=True)
-        log.info("session %s stopped; every store flushed and unmounted", self._session_id)
-        return EXIT_OK
+        return self._outcome("every store flushed and unmounted")
 
     async def _early_signals(self, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
         async for signum in signals:

@@ -35,15 +35,17 @@ import trio
 from memfs.mount.options import StoreSpec
 from memfs.mount.statedir import MountError, state_path
 from memfs.mount.status import StatusWriter, collect_mount
-from memfs.session.plan import MountPlan, SessionState
-from memfs.session.teardown import EXIT_FAILED, EXIT_OK, remove_dir, sd_notify, stop_report
-from memfs.sync.localdir import Seen
+from memfs.session.life import SessionLife
+from memfs.session.plan import MountPlan
+from memfs.session.teardown import remove_dir, sd_notify, stop_report
+from memfs.sync.descriptions import DESCRIPTIONS_PATH
+from memfs.sync.localdir import MARKER, Seen
 from memfs.sync.runner import SyncOptions, SyncRun
 
 log = logging.getLogger(__name__)
 
 
-class SyncedSession:
+class SyncedSession(SessionLife):
     """A session's stores as synced directories under ROOT (module docstring)."""
 
     def __init__(
@@ -57,14 +59,9 @@ class SyncedSession:
         log_file: str | None = None,
         cache_dir: str | None = None,
     ) -> None:
-        self._plans = plans
-        self._root = root
-        self._session_id = session_id
-        self._state_file = state_file
-        self._log_file = log_file
-        self._created_root = False
-        self._problems: list[str] = []
-        self._notes: list[str] = []
+        super().__init__(
+            plans, root=root, session_id=session_id, state_file=state_file, log_file=log_file
+        )
         self._stopping = trio.Event()
         self._writer: StatusWriter | None = None
         self._ready_count = 0
@@ -78,23 +75,6 @@ class SyncedSession:
             for spec in specs
         ]
 
-    def _write_state(self, status: str) -> None:
-        state = SessionState(
-            pid=os.getpid(),
-            root=str(self._root),
-            session_id=self._session_id,
-            status=status,
-            mounts=[plan.to_json() for plan in self._plans],
-            problems=list(self._problems),
-            notes=list(self._notes),
-            log_file=self._log_file,
-            created_root=self._created_root,
-        )
-        try:
-            state.write(self._state_file)
-        except OSError as exc:
-            log.warning("cannot write session state %s: %s", self._state_file, exc)
-
     def _one_ready(self, message: str) -> None:
         if message != "ok":
             return
@@ -106,12 +86,7 @@ class SyncedSession:
         """Keep every store in step under ROOT, call ``ready`` once all are, until a signal;
         then end every sync, remove the copies, return the exit code. MountError (after undoing
         everything) if a store cannot be synced."""
-        if not self._root.exists():
-            try:
-                self._root.mkdir(parents=True)
-            except OSError as exc:
-                raise MountError(f"cannot create the session root {self._root}: {exc}") from None
-            self._created_root = True
+        self._make_root()
         self._write_state("starting")
         log.info("session %s: its stores are directories kept in step", self._session_id)
         failures: list[str] = []
@@ -132,18 +107,7 @@ class SyncedSession:
         if failures and self._ready_count < len(self._runs):
             self._state_file.unlink(missing_ok=True)
             raise MountError("; ".join(failures))
-        for problem in self._problems:
-            log.error("%s", problem)
-        for note in self._notes:
-            log.warning("%s", note)
-        if self._problems or self._notes:
-            self._write_state("stopped")
-        if self._problems:
-            return EXIT_FAILED
-        if not self._notes:
-            self._state_file.unlink(missing_ok=True)
-        log.info("session %s stopped; every store uploaded, its copies removed", self._session_id)
-        return EXIT_OK
+        return self._outcome("every store uploaded, its copies removed")
 
     async def _run_one(self, run: SyncRun, failures: list[str]) -> None:
         try:
@@ -207,7 +171,11 @@ class SyncedSession:
 
 def remove_copies(directory: Path, agreed: dict[str, Any]) -> list[str]:
     """Remove each file of ``directory`` that is still what the store has (its ``Seen`` is the
-    basis's), then the directories left empty; one line per file left, saying why."""
+    basis's), and the sync's own files (its marker, the descriptions it wrote and took back at
+    its last pass), then the directories left empty; one line per file left, saying why."""
+    for own in (MARKER, DESCRIPTIONS_PATH):
+        with contextlib.suppress(OSError):
+            os.unlink(directory / own.lstrip("/"))
     left: list[str] = []
     for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
         for name in filenames:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,33 +43,35 @@ class Agreed:
 class Basis:
     """The basis of every path (module docstring), loaded from and saved to ``file``."""
 
-    def __init__(self, file: Path, directory: Path) -> None:
+    def __init__(self, file: Path) -> None:
         self.file = file
         self.entries: dict[str, Agreed] = {}
         self.store_id: str | None = None
-        info = directory.stat()
-        # the directory the basis is of (device, inode): a DIR removed and made again is
-        # another directory, whose missing files are no deletions
-        self.directory = [info.st_dev, info.st_ino]
+        # the directory the basis is of: the random token of its marker file
+        # (``LocalDir.read_marker``). A DIR removed and made again has none (an inode number
+        # is no proof: a new directory often gets the old one's), and its missing files are
+        # no deletions
+        self.token = secrets.token_hex(16)
         self._changed = False
 
-    def load(self) -> None:
-        """Read the file, if there is one; a damaged one, or one of another directory than
-        DIR is now (``rm -rf DIR``, a session's copies removed at its end), is set aside: a
-        full comparison follows, where contents decide and nothing is deleted."""
+    def load(self, marker: str | None) -> None:
+        """Read the file, if there is one, for the directory whose marker says ``marker``; a
+        damaged one, or one of another directory (no marker, or another's: ``rm -rf DIR``, a
+        session's copies removed at its end), is set aside: a full comparison follows, where
+        contents decide and nothing is deleted."""
         if not self.file.exists() and not self.file.is_symlink():
             return  # a first run
         try:
             check_private_file(self.file, "sync state file")
             doc = json.loads(self.file.read_bytes())
-            self.store_id = doc.get("store_id")
-            if doc.get("directory") != self.directory:
+            if marker is None or doc.get("token") != marker:
                 log.warning(
                     "%s is not the directory last synced (made again?): comparing contents",
                     self.file,
                 )
                 self._changed = True
                 return
+            self.store_id, self.token = doc.get("store_id"), marker
             for path, (sha, size, mtime_ns, ino) in doc["files"].items():
                 self.entries[path] = Agreed(sha, Seen(size, mtime_ns, ino))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -99,7 +102,7 @@ class Basis:
         doc = {
             "version": BASIS_VERSION,
             "store_id": self.store_id,
-            "directory": self.directory,
+            "token": self.token,
             "files": files,
         }
         try:

@@ -49,6 +49,9 @@ SYNC_PATTERNS: tuple[str, ...] = (
 SYNC_LOCAL_NAMES = LocalNames(
     patterns=DEFAULT_PATTERNS + SYNC_PATTERNS, local_dirs=(*DEFAULT_LOCAL_DIRS, ".memfs")
 )
+# DIR's marker (a local-only name): a random token the basis names, so that a directory made
+# again in its place (``rm -rf DIR``) is never taken for the one whose files went missing
+MARKER = "/.memfs/sync-id"
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # absent on Windows: lstat is checked instead
 BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
@@ -89,15 +92,35 @@ class LocalDir:
         # DIR itself, as it was at start: if it goes (an unmounted drive, ``rm -rf``) or is
         # replaced, what is missing there is not a deletion to send (``intact``)
         self._identity = (info.st_dev, info.st_ino)
+        self.token: str | None = None  # of DIR's marker file, once the sync has marked it
         self.case_insensitive = _folds_case(root)
 
     def intact(self) -> bool:
-        """True while DIR is the directory the sync started with."""
+        """True while DIR is the directory the sync started with (and its marker says so)."""
         try:
             info = os.stat(self.root)
         except OSError:
             return False
-        return (info.st_dev, info.st_ino) == self._identity
+        if (info.st_dev, info.st_ino) != self._identity:
+            return False
+        return self.token is None or self.read_marker() == self.token
+
+    def read_marker(self) -> str | None:
+        """The token of DIR's marker file (``MARKER``: which directory a basis is of), or None;
+        read without following a link, at most a line."""
+        got = self.read(MARKER, 64)
+        if got is None:
+            return None
+        text = got[0].decode("ascii", "replace").strip()
+        return text if len(text) == 32 and text.isalnum() else None
+
+    def write_marker(self, token: str) -> None:
+        """Mark DIR with ``token`` (the basis is of this directory from now on)."""
+        state = self.stat(MARKER)
+        expect = state if isinstance(state, Seen) else None
+        if self.write(MARKER, f"{token}\n".encode(), expect, read_only=False) is None:
+            raise OSError(f"cannot write {self.local_path(MARKER)}")
+        self.token = token
 
     def name_key(self, path: str) -> str:
         """The key under which this file system tells names apart (two store paths with one

@@ -143,8 +143,10 @@ class SyncRun:
         opts = self.options
         state_dir = sync_state_dir(cache_dir, self.directory)
         private_dir(state_dir, "sync state directory")
-        basis = Basis(state_dir / "basis.json", self.directory)
-        basis.load()
+        local = LocalDir(self.directory)
+        basis = Basis(state_dir / "basis.json")
+        basis.load(local.read_marker())
+        local.write_marker(basis.token)
         if basis.store_id not in (None, store.quick.store_id):
             raise MountError(
                 f"{self.directory} is kept in step with another store ({basis.store_id}); "
@@ -171,9 +173,7 @@ class SyncRun:
             invalidator=invalidate,
         )
         limit = store.quick.capabilities.max_content_bytes or (100 * 1024 * 1024)
-        engine = SyncEngine(
-            core, LocalDir(self.directory), basis, max_bytes=limit, kept_dir=state_dir / "kept"
-        )
+        engine = SyncEngine(core, local, basis, max_bytes=limit, kept_dir=state_dir / "kept")
         self.engine = engine
         journals = journals_not_replayed(cache_dir, store)
         replayed = core.load_journal()

@@ -19,7 +19,8 @@ import trio
 from memfs.models import MemoryStore
 from memfs.mount.options import MountOptions
 from memfs.session.plan import Attachment, MountPlan, SessionState
-from memfs.session.runner import EXIT_FAILED, SessionRunner, StoreAccess, store_spec
+from memfs.session.runner import SessionRunner, StoreAccess, store_spec
+from memfs.session.teardown import EXIT_FAILED
 
 from .helpers import Api, mounts_under, unique
 

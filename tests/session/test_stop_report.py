@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.journals import journal_home, journal_records
 
-from memfs.session.runner import stop_notes, stop_report
+from memfs.session.teardown import stop_notes, stop_report
 
 from .helpers import Api, force_unmount, run_memfs, slug_of, unique, write_config
 

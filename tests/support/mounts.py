@@ -215,6 +215,22 @@ class MountedStore(StoreSide):
         return document
 
 
+def new_store(
+    sdk: anthropic.Anthropic, prefix: str, store_id: str | None, memories: dict[str, str] | None
+) -> tuple[str, str]:
+    """A fresh store named ``<prefix>-test-…`` (or ``store_id``), seeded with ``memories``;
+    its id and name."""
+    stores = sdk.beta.memory_stores
+    if store_id is None:
+        store = stores.create(name=f"{prefix}-test-{uuid.uuid4().hex[:10]}")
+        store_id, name = store.id, store.name
+    else:
+        name = stores.retrieve(store_id).name
+    for path, content in (memories or {}).items():
+        stores.memories.create(store_id, path=path, content=content)
+    return store_id, name
+
+
 class MountMaker:
     """Makes ``MountedStore``s on one server: a fresh store (or ``store_id``) seeded with
     ``memories``, a mount point under ``tmp_path``; ``close()`` unmounts them all and fails if a
@@ -249,14 +265,7 @@ class MountMaker:
         mount: bool = True,
         memories: dict[str, str] | None = None,
     ) -> MountedStore:
-        stores = self.sdk.beta.memory_stores
-        if store_id is None:
-            store = stores.create(name=f"{self.prefix}-test-{uuid.uuid4().hex[:10]}")
-            store_id, name = store.id, store.name
-        else:
-            name = stores.retrieve(store_id).name
-        for path, content in (memories or {}).items():
-            stores.memories.create(store_id, path=path, content=content)
+        store_id, name = new_store(self.sdk, self.prefix, store_id, memories)
         number = len(self.made)
         point = self.tmp_path / f"{self.prefix}{number}"
         point.mkdir()

@@ -16,7 +16,7 @@ from typing import Any
 
 import anthropic
 
-from support.mounts import StoreSide, daemon_alive, memfs
+from support.mounts import StoreSide, daemon_alive, memfs, new_store
 from support.waiting import wait_for
 
 
@@ -139,14 +139,7 @@ class SyncMaker:
         start: bool = True,
         memories: dict[str, str] | None = None,
     ) -> SyncedDir:
-        stores = self.sdk.beta.memory_stores
-        if store_id is None:
-            store = stores.create(name=f"sync-test-{uuid.uuid4().hex[:10]}")
-            store_id, name = store.id, store.name
-        else:
-            name = stores.retrieve(store_id).name
-        for path, content in (memories or {}).items():
-            stores.memories.create(store_id, path=path, content=content)
+        store_id, name = new_store(self.sdk, "sync", store_id, memories)
         number = len(self.made)
         synced = SyncedDir(
             path=self.tmp_path / f"synced{number}",

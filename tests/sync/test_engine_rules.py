@@ -31,7 +31,7 @@ class Synced:
             listing_ttl=0.0, grace=0.0, local_names=SYNC_LOCAL_NAMES, read_only=read_only
         )
         self.core = build_core(store, config)
-        self.basis = Basis(state / "basis.json", directory)
+        self.basis = Basis(state / "basis.json")
         self.engine = SyncEngine(
             self.core,
             LocalDir(directory),
