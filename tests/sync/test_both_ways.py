@@ -20,7 +20,7 @@ def test_first_copy_holds_every_memory(sync_factory: Factory) -> None:
     for path, content in memories.items():
         assert synced.local(path).read_text() == content
     files = {"/" + str(p.relative_to(synced.path)) for p in synced.path.rglob("*") if p.is_file()}
-    assert files == set(memories)
+    assert files == set(memories) | {"/.memfs/sync-id"}  # the sync's marker: never uploaded
     assert stat.S_IMODE(synced.local("/top.md").stat().st_mode) == 0o644
 
 
