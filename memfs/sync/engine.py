@@ -255,10 +255,10 @@ class SyncEngine:
                 self._wake_up()  # the next pass writes the file from the store's side
             else:
                 self.descriptions.write_store_side(walked)
-        if self._wrote_locally and hasattr(os, "sync"):
+        if self._wrote_locally:
             # the basis must never say a file was written that a crash could lose (an empty
             # file would read as a local change and be uploaded): the writes reach the disk first
-            await trio.to_thread.run_sync(os.sync)
+            await trio.to_thread.run_sync(self.local.make_durable)
             self._wrote_locally = False
         self.basis.save()
         self.stats.passes += 1

@@ -26,11 +26,13 @@ import logging
 import os
 import secrets
 import stat
+import sys
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.core.model.localfiles import DEFAULT_LOCAL_DIRS, DEFAULT_PATTERNS, LocalNames
+from memfs.mount.busy import sync_mount
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,10 @@ SYNC_LOCAL_NAMES = LocalNames(
 # DIR's marker (a local-only name): a random token the basis names, so that a directory made
 # again in its place (``rm -rf DIR``) is never taken for the one whose files went missing
 MARKER = "/.memfs/sync-id"
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # absent on Windows: lstat is checked instead
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# one sync of the file system per pass (``make_durable``) where the platform has one; else
+# (Windows) each file written is fsynced before its rename
+BATCH_SYNC = hasattr(os, "sync")  # absent on Windows: lstat is checked instead
 BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
@@ -258,7 +263,8 @@ class LocalDir:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if not BATCH_SYNC:  # else one ``make_durable`` for the whole pass
+                os.fsync(fd)
         finally:
             os.close(fd)
         try:
@@ -275,6 +281,15 @@ class LocalDir:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
         return Seen.of(written)
+
+    def make_durable(self) -> None:
+        """What was written into DIR since the last call reaches the disk, renames included:
+        ``syncfs`` of DIR's file system on Linux, else ``sync`` (each file was fsynced as it was
+        written where there is neither). Blocking: from a worker thread."""
+        if sys.platform.startswith("linux") and sync_mount(str(self.root)):
+            return
+        if BATCH_SYNC:
+            os.sync()
 
     def remove(self, path: str, expect: Seen) -> bool:
         """Remove the file at ``path`` if it is still ``expect``; then its directories that are
