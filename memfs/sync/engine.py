@@ -74,6 +74,7 @@ class SyncStats:
     conflicts: int = 0
     last_pass: float = 0.0  # wall time
     last_rescan: float = 0.0
+    last_rescan_seconds: float | None = None  # how long the last full comparison took
     first_copy_seconds: float | None = None
     directory_gone: bool = False  # DIR vanished or was replaced: syncing paused
     # names that stay local, with why: not a file, a path the store refuses...
@@ -226,6 +227,7 @@ class SyncEngine:
         if self.descriptions.enabled:
             self._walk_core = True  # the descriptions file is the whole store's
         walked: dict[str, CoreFile] | None = None
+        full = False
         if self._rescan or self._walk_core:
             full = self._rescan
             self._rescan = self._walk_core = False
@@ -263,6 +265,8 @@ class SyncEngine:
         self.basis.save()
         self.stats.passes += 1
         self.stats.last_pass = time.time()
+        if full:
+            self.stats.last_rescan_seconds = round(time.monotonic() - started, 4)
         if first:
             self.stats.first_copy_seconds = round(time.monotonic() - started, 3)
 

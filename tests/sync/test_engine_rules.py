@@ -187,3 +187,15 @@ async def test_a_read_only_store_puts_its_version_back(tmp_path: Path) -> None:
     assert store.contents() == {"/rule.md": "the rule\n"}
     kept = Path(synced.engine.stats.put_back["/rule.md"])
     assert kept.read_text() == "changed here\n"
+
+
+async def test_a_full_comparison_says_how_long_it_took(synced: Synced) -> None:
+    await first(synced)
+    took = synced.engine.stats.last_rescan_seconds
+    assert took is not None and 0 <= took < 5
+    synced.engine.stats.last_rescan_seconds = None
+    synced.engine.mark_local([synced.local("/a.md")])
+    await synced.engine.sync_pass()  # a pass of one path is no full comparison
+    assert synced.engine.stats.last_rescan_seconds is None
+    await synced.step()
+    assert synced.engine.stats.last_rescan_seconds is not None
