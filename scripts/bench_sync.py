@@ -45,7 +45,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ def server_requests(url: str) -> int:
     """Requests the server answered so far, the change stream and the bench's own excluded."""
     text = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
     total = 0
-    for match in re.finditer(r'^memfs_server_requests_total\{(.*)\} (\d+)$', text, re.M):
+    for match in re.finditer(r"^memfs_server_requests_total\{(.*)\} (\d+)$", text, re.M):
         route = re.search(r'route="([^"]*)"', match.group(1))
         name = route.group(1) if route else ""
         if STREAM_ROUTE in name or name in UNCOUNTED:
@@ -184,8 +184,11 @@ async def local_writes(
     """Write each of ``paths`` in ``directory`` (open, write, close); the seconds from the
     close until the store has the text: its version arrives on a change stream followed here."""
     samples: list[float] = []
-    async with StoreClient(config) as client, ChangeStream(client, store_id) as stream:
-        events = stream.__aiter__()
+    async with (
+        StoreClient(config) as client,
+        ChangeStream(client, store_id) as stream,
+        aclosing(stream.__aiter__()) as events,  # closed here, not by the garbage collector
+    ):
         while (await events.__anext__()).kind != "ready":
             pass
         for n, path in enumerate(paths):
@@ -244,15 +247,18 @@ def run_setting(
         copy = work / f"cp-{label}"
         local_seconds = timed(lambda: shutil.copytree(local, copy))
         shutil.rmtree(copy)
-        row("first complete copy (`memfs sync --once`, wall)", f"{seconds:.3f}", local_seconds,
-            seconds / local_seconds, copy_requests,
-            f"{worker_seconds:.3f} s, {worker_server} requests ({worker_requests} its own count)")
+        row(
+            "first complete copy (`memfs sync --once`, wall)",
+            f"{seconds:.3f}",
+            local_seconds,
+            seconds / local_seconds,
+            copy_requests,
+            f"{worker_seconds:.3f} s, {worker_server} requests ({worker_requests} its own count)",
+        )
         # a restart on the copy: the feed position and the basis persisted
         b = Sync(store_id, work / f"b-{label}", work / f"cache-b-{label}", env)
-        before = server_requests(url)
         with detached(a) as ready, detached(b, "--change-feed", "poll"):
-            row("restart on the copy until in step (`--detach`)", f"{ready:.3f}", None, None,
-                None)
+            row("restart on the copy until in step (`--detach`)", f"{ready:.3f}", None, None, None)
             ids = trio.run(memory_ids, config, store_id)
             stream_s, poll_s = trio.run(
                 remote_changes, config, store_id, ids, [a.directory, b.directory], args.samples
