@@ -44,6 +44,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,18 @@ def make_tree(count: int, dirs: int, seed: int) -> dict[str, str]:
     return tree
 
 
+def client_env(url: str, key: str, work: Path) -> dict[str, str]:
+    """The environment of the memfs commands a benchmark runs against its server."""
+    env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
+    env.pop("MEMFS_API_KEYS", None)
+    # memfs runs from compiled bytecode, as an installed package does, even where the
+    # environment says not to write it (PYTHONDONTWRITEBYTECODE would compile every module
+    # of memfs at every start: ~0.1 s of CPU per process): cached outside the tree
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    return env
+
+
 def run_header(tree: dict[str, str], dirs: int, versions: str = "") -> str:
     """Date, machine and the tree measured: the first line of a results table."""
     size = sum(len(c) for c in tree.values())
@@ -155,6 +168,36 @@ async def seed(config: ClientConfig, tree: dict[str, str]) -> str:
             for start in range(8):
                 nursery.start_soon(worker, start)
         return store.id
+
+
+@dataclass
+class SeededServer:
+    """A benchmark's server, its store seeded with ``tree``, and the same tree on local disk."""
+
+    tree: dict[str, str]
+    work: Path
+    local: Path
+    url: str
+    key: str
+    config: ClientConfig
+    store_id: str
+    env: dict[str, str]  # for the memfs commands run against the server (client_env)
+
+
+@contextmanager
+def seeded_server(memories: int, dirs: int, prefix: str) -> Iterator[SeededServer]:
+    """A throwaway work directory and server, one store seeded with ``make_tree``'s tree."""
+    key = "sk-memfs-bench-" + secrets.token_hex(12)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        tree = make_tree(memories, dirs, seed=1)
+        local = write_tree(tree, work / "local")
+        with server(key, work) as url:
+            config = ClientConfig(api_key=Secret(key), base_url=url)
+            store_id = trio.run(seed, config, tree)
+            yield SeededServer(
+                tree, work, local, url, key, config, store_id, client_env(url, key, work)
+            )
 
 
 def sdk_worker_start(url: str, key: str, store_id: str, target: Path) -> tuple[float, int]:
@@ -439,12 +482,31 @@ def startup_rows(
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def tree_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options of a benchmark of ``make_tree``'s tree at server latencies."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--dirs", type=int, default=40)
     parser.add_argument("--latencies", default="0,0.05", help="comma-separated seconds")
     parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def table_rows(
+    rows: list[dict[str, Any]], args: argparse.Namespace, tree: dict[str, str], *head: str
+) -> list[dict[str, Any]]:
+    """With ``--json``, prints ``rows`` as JSON, and none is left to print; else prints the run's
+    header and the table's ``head`` lines, and gives the rows back for their lines."""
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return []
+    print(run_header(tree, args.dirs) + "\n")
+    print("\n".join(head))
+    return rows
+
+
+def main() -> int:
+    parser = tree_parser(__doc__)
     parser.add_argument(
         "--startup-only", action="store_true", help="only mount start-up against the SDK worker"
     )
@@ -452,39 +514,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="with --cold-grep-only")
     args = parser.parse_args()
     latencies = [float(x) for x in args.latencies.split(",")]
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-mount-") as tmp:
-        work = Path(tmp)
-        tree = make_tree(args.memories, args.dirs, seed=1)
-        local = write_tree(tree, work / "local")
-        with server(key, work) as url:
-            config = ClientConfig(api_key=Secret(key), base_url=url)
-            store_id = trio.run(seed, config, tree)
-            env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
-            env.pop("MEMFS_API_KEYS", None)
-            # memfs runs from compiled bytecode, as an installed package does, even where the
-            # environment says not to write it (PYTHONDONTWRITEBYTECODE would compile every module
-            # of memfs at every start: ~0.1 s of CPU per process): cached outside the tree
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-            if args.cold_grep_only:
-                rows = []
-                for latency in latencies:
-                    rows += cold_grep_rows(latency, url, store_id, work, env, args.rounds)
-                latencies = []
-            else:
-                rows = startup_rows(url, key, config, tree, store_id, work, env)
-            if args.startup_only:
-                latencies = []
+    with seeded_server(args.memories, args.dirs, "memfs-bench-mount-") as bench:
+        tree, work, local, url, key = bench.tree, bench.work, bench.local, bench.url, bench.key
+        config, store_id, env = bench.config, bench.store_id, bench.env
+        if args.cold_grep_only:
+            rows = []
             for latency in latencies:
-                rows += run_setting(latency, url, key, store_id, config, local, work, env, tree)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(run_header(tree, args.dirs) + "\n")
-    print("| server | benchmark | mount (s) | local dir (s) | ratio | requests |")
-    print("|---|---|---:|---:|---:|---:|")
-    for r in rows:
+                rows += cold_grep_rows(latency, url, store_id, work, env, args.rounds)
+            latencies = []
+        else:
+            rows = startup_rows(url, key, config, tree, store_id, work, env)
+        if args.startup_only:
+            latencies = []
+        for latency in latencies:
+            rows += run_setting(latency, url, key, store_id, config, local, work, env, tree)
+    columns = "| server | benchmark | mount (s) | local dir (s) | ratio | requests |"
+    for r in table_rows(rows, args, tree, columns, "|---|---|---:|---:|---:|---:|"):
 
         def fmt(value: float | None, digits: int = 3) -> str:
             return "" if value is None else f"{value:.{digits}f}"

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import re
 import secrets
@@ -41,7 +40,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -52,21 +50,19 @@ from typing import Any
 import trio
 from bench_mount import (
     cpu_seconds,
-    make_tree,
     percentile,
-    run_header,
     sdk_worker_start,
-    seed,
-    server,
+    seeded_server,
     set_latency,
+    table_rows,
     timed,
+    tree_parser,
     walk_stat,
-    write_tree,
 )
 
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
-from memfs.api.config import ClientConfig, Secret
+from memfs.api.config import ClientConfig
 from memfs.models import Memory
 
 STREAM_ROUTE = "/memfs/changes"  # the change stream: open all along, not a request per change
@@ -312,39 +308,22 @@ def run_setting(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=2000)
-    parser.add_argument("--dirs", type=int, default=40)
-    parser.add_argument("--latencies", default="0,0.05", help="comma-separated seconds")
+    parser = tree_parser(__doc__)
     parser.add_argument("--samples", type=int, default=20, help="per visibility figure")
     parser.add_argument("--idle", type=float, default=60.0, help="seconds idle measured")
     parser.add_argument("--rescan-seconds", type=float, default=12.0, help="rescans sampled")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-sync-") as tmp:
-        work = Path(tmp)
-        tree = make_tree(args.memories, args.dirs, seed=1)
-        local = write_tree(tree, work / "local")
-        with server(key, work) as url:
-            config = ClientConfig(api_key=Secret(key), base_url=url)
-            store_id = trio.run(seed, config, tree)
-            env = dict(os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key)
-            env.pop("MEMFS_API_KEYS", None)
-            env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled bytecode, as bench_mount.py says
-            env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-            # untimed: writes the bytecode cache, as an install would have
-            Sync(store_id, work / "warm-up", work / "cache-warm-up", env).once()
-            for latency in (float(x) for x in args.latencies.split(",")):
-                rows += run_setting(latency, url, key, store_id, config, local, work, env, args)
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(run_header(tree, args.dirs) + "\n")
-    print("| server | benchmark | memfs sync | local disk (s) | ratio | requests | SDK worker |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for r in rows:
+    with seeded_server(args.memories, args.dirs, "memfs-bench-sync-") as bench:
+        tree, work, store_id, env = bench.tree, bench.work, bench.store_id, bench.env
+        # untimed: writes the bytecode cache, as an install would have
+        Sync(store_id, work / "warm-up", work / "cache-warm-up", env).once()
+        for latency in (float(x) for x in args.latencies.split(",")):
+            rows += run_setting(
+                latency, bench.url, bench.key, store_id, bench.config, bench.local, work, env, args
+            )
+    columns = "| server | benchmark | memfs sync | local disk (s) | ratio | requests | SDK worker |"
+    for r in table_rows(rows, args, tree, columns, "|---|---|---:|---:|---:|---:|---|"):
         local_s = "" if r["local"] is None else f"{r['local']:.3f}"
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.1f}"
         requests = "" if r["requests"] is None else str(r["requests"])
