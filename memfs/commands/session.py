@@ -177,7 +177,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="lay the stores out as directories kept in step (memfs sync) instead of mounting "
         "them; chosen by itself, and said once, where mounting is not possible (no /dev/fuse, "
-        "no fusermount3, no pyfuse3)",
+        "no right to mount, no fusermount3, no pyfuse3)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -256,6 +256,8 @@ def _start(args: argparse.Namespace) -> int:
     if args.config is None:
         return _fail("give --config FILE (or a command: stop, status)", EXIT_REFUSED)
     setup_logging(debug=args.debug)
+    if args.sync_chosen and args.ready_fd is not None:  # the detached session: into its log
+        log.warning("%s", args.sync_chosen)
     root = Path(os.path.abspath(args.root))
     try:
         session_id = check_session_id(args.session_id or new_session_id())
@@ -297,11 +299,13 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _choose_sync(args: argparse.Namespace) -> int | None:
-    """Mount, or sync (``args.sync``) where mounting is not possible, said once on stderr; an
-    exit code if neither extra is installed."""
+    """Mount, or sync (``args.sync``) where mounting is not possible: then
+    ``args.sync_chosen`` says why, once on stderr (and a detached session's own process, which
+    finds the same again, in its log); an exit code if neither extra is installed."""
     from memfs.commands.extras import missing_extra
     from memfs.session.fuse_check import why_no_mount
 
+    args.sync_chosen = None
     missing_mount = missing_extra("memfs session", "mount")
     why = why_no_mount(missing_mount is not None) if not args.sync else None
     if not args.sync and why is None:
@@ -310,12 +314,13 @@ def _choose_sync(args: argparse.Namespace) -> int | None:
     if missing_sync is not None:
         print(missing_mount or missing_sync, file=sys.stderr)
         return EXIT_REFUSED
-    if why is not None and args.ready_fd is None:  # said once: not again by a detached child
-        print(
-            f"memfs session: cannot mount here ({why}); the stores are directories kept in "
-            "step instead (memfs sync)",
-            file=sys.stderr,
+    if why is not None:
+        args.sync_chosen = (
+            f"cannot mount here ({why}); the stores are directories kept in step instead "
+            "(memfs sync)"
         )
+        if args.ready_fd is None:  # the terminal (a foreground session's log as well)
+            print(f"memfs session: {args.sync_chosen}", file=sys.stderr)
     args.sync = True
     return None
 
@@ -526,7 +531,7 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         argv.append("--allow-other")
     if args.replay_legacy_journal:
         argv.append("--replay-legacy-journal")
-    if args.sync:
+    if args.sync and not args.sync_chosen:  # else the session's process finds why, and logs it
         argv.append("--sync")
     if args.local_bytes is not None:
         argv += ["--local-bytes", str(args.local_bytes)]

@@ -10,8 +10,11 @@ import signal
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support.waiting import wait_for
 
 from memfs.session.fuse_check import why_no_mount
@@ -97,35 +100,95 @@ def test_why_no_mount_names_what_is_missing() -> None:
     assert why_no_mount(False) is None  # root, /dev/fuse here: a mount is possible
 
 
-def test_a_container_without_dev_fuse_gets_synced_directories(
-    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
-) -> None:
+WHY_NO_MOUNT = "from memfs.session.fuse_check import why_no_mount; print(why_no_mount(False))"
+NOBODY = ["--reuid", "65534", "--regid", "65534", "--clear-groups"]
+
+
+@pytest.mark.parametrize(
+    ("confined", "why"),
+    [
+        ([], "None"),
+        # `docker run --device /dev/fuse` without `--cap-add SYS_ADMIN`: root may not mount
+        (["--bounding-set", "-sys_admin"], "mounting is not permitted (no CAP_SYS_ADMIN)"),
+        (NOBODY, "None"),  # an ordinary user mounts through the setuid fusermount3 ...
+        # ... which gains nothing under no_new_privs (allowPrivilegeEscalation: false)
+        (
+            [*NOBODY, "--no-new-privs"],
+            "mounting is not permitted (no_new_privs: fusermount3 cannot act as root)",
+        ),
+    ],
+    ids=["root", "root-without-sys-admin", "user", "user-no-new-privs"],
+)
+def test_why_no_mount_sees_whether_this_process_may_mount(confined: list[str], why: str) -> None:
+    seen = subprocess.run(
+        ["setpriv", *confined, sys.executable, "-c", WHY_NO_MOUNT],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.strip() == why
+
+
+def _one_store(api: Api, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A store holding /todo.md, and a session config of it alone."""
     notes = api.create_store(unique("Notes"))
     api.create_memory(notes["id"], "/todo.md", "buy milk\n")
     config = write_config(
         tmp_path / "session.json", [{"type": "memory_store", "memory_store_id": notes["id"]}]
     )
-    # as in the default Docker or Kubernetes pod: a /dev of its own, without fuse
-    command = shlex.join(
-        [sys.executable, "-m", "memfs", "session", "--config", str(config), "--root", str(root),
-         "--detach"]
-    )  # fmt: skip
+    return notes, config
+
+
+def _without_dev_fuse(argv: list[str]) -> list[str]:
+    """As in the default Docker or Kubernetes pod: a /dev of its own, without fuse."""
+    own_dev = "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3"
+    return ["unshare", "--mount", "sh", "-c", f"{own_dev} && exec {shlex.join(argv)}"]
+
+
+def _without_sys_admin(argv: list[str]) -> list[str]:
+    """As `docker run --device /dev/fuse` without `--cap-add SYS_ADMIN`: /dev/fuse is there,
+    but CAP_SYS_ADMIN is not, for this root nor for a setuid fusermount3."""
+    return ["setpriv", "--bounding-set", "-sys_admin", *argv]
+
+
+@pytest.mark.parametrize(
+    ("confine", "why"),
+    [
+        (_without_dev_fuse, "no /dev/fuse"),
+        (_without_sys_admin, "mounting is not permitted (no CAP_SYS_ADMIN)"),
+    ],
+    ids=["no-dev-fuse", "no-sys-admin"],
+)
+def test_a_container_that_cannot_mount_gets_synced_directories(
+    tmp_path: Path,
+    root: Path,
+    session_env: dict[str, str],
+    api: Api,
+    confine: Callable[[list[str]], list[str]],
+    why: str,
+) -> None:
+    notes, config = _one_store(api, tmp_path)
     started = subprocess.run(
-        ["unshare", "--mount", "sh", "-c",
-         f"mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3 && exec {command}"],
+        confine([sys.executable, "-m", "memfs", "session", "--config", str(config),
+                 "--root", str(root), "--detach"]),
         env=session_env, capture_output=True, text=True, timeout=90, check=False,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
-    said = [line for line in started.stderr.splitlines() if "cannot mount here" in line]
-    assert said == [
-        "memfs session: cannot mount here (no /dev/fuse); the stores are directories kept in "
-        "step instead (memfs sync)"
-    ]  # said once, with why
-    assert (root / slug_of(notes["name"]) / "todo.md").read_text() == "buy milk\n"
+    fallback = (
+        f"cannot mount here ({why}); the stores are directories kept in step instead (memfs sync)"
+    )
+    said = [line for line in started.stderr.splitlines() if "cannot mount" in line]
+    assert said == [f"memfs session: {fallback}"]  # said once, with why
+    log_file = Path(started.stderr.rpartition("log ")[2].partition(")")[0])
+    logged = [line for line in log_file.read_text().splitlines() if "cannot mount" in line]
+    assert len(logged) == 1 and logged[0].endswith(fallback), logged  # in the session's log too
+    n = root / slug_of(notes["name"])
+    assert (n / "todo.md").read_text() == "buy milk\n"
     assert mounts_under(root) == []
+    (n / "learned.md").write_text("no mount needed\n")
     stopped = run_memfs(["session", "stop", "--root", str(root)], session_env, timeout=90)
     assert stopped.returncode == 0, stopped.stderr
     assert not root.exists()
+    assert api.memories(notes["id"])["/learned.md"]["content"] == "no mount needed\n"
 
 
 WITHOUT_PYFUSE3 = """
@@ -139,11 +202,7 @@ sys.exit(main(sys.argv[1:]))
 def test_without_pyfuse3_a_foreground_session_syncs(
     tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
 ) -> None:
-    notes = api.create_store(unique("Notes"))
-    api.create_memory(notes["id"], "/todo.md", "buy milk\n")
-    config = write_config(
-        tmp_path / "session.json", [{"type": "memory_store", "memory_store_id": notes["id"]}]
-    )
+    notes, config = _one_store(api, tmp_path)
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         child = subprocess.Popen(
