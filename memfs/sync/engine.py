@@ -56,6 +56,7 @@ from memfs.sync.localdir import LocalDir, Seen, Unusable, sha256_bytes
 
 log = logging.getLogger(__name__)
 
+FIRST_COPY_IN_FLIGHT = 8  # sub-trees fetched at once by a first copy (each a chain of pages)
 PARALLEL = 8  # paths reconciled at once (first copy: reads of the core ride its bulk fetches)
 RETRY_AFTER = 2.0  # a pass that met an unreachable or busy server runs again after this
 SETTLE = 0.02  # events arriving this close together are one pass (an editor's save)
@@ -228,6 +229,9 @@ class SyncEngine:
             self._walk_core = True  # the descriptions file is the whole store's
         walked: dict[str, CoreFile] | None = None
         full = False
+        if first and not self.basis.entries:
+            # a first copy reads everything: whole sub-trees side by side, in bulk pages
+            await self.core.fetch_everything(in_flight=FIRST_COPY_IN_FLIGHT)
         if self._rescan or self._walk_core:
             full = self._rescan
             self._rescan = self._walk_core = False

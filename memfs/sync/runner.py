@@ -164,6 +164,8 @@ class SyncRun:
                 read_only=read_only,
                 update_delay=0.05,  # the engine hands over settled files: no editor to wait for
                 new_file_delay=0.05,
+                # --once has no change feed to vouch for listings: they hold for its one pass
+                listing_ttl=ONCE_PATIENCE if opts.once else 1.0,
                 cache_bytes=int(opts.cache_mb * 1024 * 1024),
                 local_names=SYNC_LOCAL_NAMES,
             ),

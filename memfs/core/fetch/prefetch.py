@@ -345,7 +345,35 @@ class BulkFetcher:
             return job
         return None
 
-    def _start(self, directory: str, *, walk: bool = False, subtree: bool = False) -> _Prefetch:
+    async def fetch_tree(self, *, in_flight: int) -> None:
+        """Fetch the whole store now (a synced directory's first copy): the root's ``depth=1``
+        ``view=full`` pages, then each of its directories as a sub-tree (``depth=0``), at most
+        ``in_flight`` at once; their contents into the cache, their listings too. Returns when
+        every fetch has ended (one that failed only means readers ask for themselves)."""
+        root = self._start("/", background=False)
+        await self._run(root)
+        listing = self.listings.get("/")
+        if listing is None:
+            return
+        limiter = trio.CapacityLimiter(in_flight)
+
+        async def subtree(directory: str) -> None:
+            async with limiter:
+                await self._run(self._start(directory, subtree=True, background=False))
+
+        async with trio.open_nursery() as nursery:
+            for item in listing.items:
+                if isinstance(item, MemoryPrefix):
+                    nursery.start_soon(subtree, item.path.rstrip("/"))
+
+    def _start(
+        self,
+        directory: str,
+        *,
+        walk: bool = False,
+        subtree: bool = False,
+        background: bool = True,
+    ) -> _Prefetch:
         now = time.monotonic()
         if len(self._running) > 1000:
             recent = now - self.window
@@ -360,7 +388,7 @@ class BulkFetcher:
             self.walk_prefetches += 1
             in_flight = sum(1 for j in self._running.values() if j.walk and not j.done)
             self.most_in_flight = max(self.most_in_flight, in_flight)
-        if self.nursery is not None:
+        if self.nursery is not None and background:
             self.nursery.start_soon(self._run, job)
         return job
 

@@ -610,6 +610,12 @@ class Vfs(ChangeFeedDoor):
         would (``Commits.save_open``; the unmount report says where each went); how many."""
         return self.commits.save_open(conflicts=self.durable.conflict_count)
 
+    async def fetch_everything(self, *, in_flight: int = 8) -> None:
+        """Bring every memory's content and every directory's listing into the caches now, in
+        bulk (``BulkFetcher.fetch_tree``): a synced directory's first copy, which reads them
+        all, asks for whole sub-trees side by side instead of a directory at a time."""
+        await self.bulk.fetch_tree(in_flight=in_flight)
+
     def save_conflict(self, path: str, data: bytes) -> None:
         """``data`` lost a race for ``path`` that happened before it reached the core (a synced
         directory's file changed on both sides): kept as a conflict copy by the rule an upload's
