@@ -76,6 +76,8 @@ class _Prefetch:
     ended: float = 0.0
     listed: set[str] = field(default_factory=set)  # complete listings put in the cache
     seen: set[str] = field(default_factory=set)  # shas delivered so far
+    # a directory fetch's sub-directories, once complete (a whole-store fetch goes on to them)
+    subdirectories: tuple[str, ...] = ()
     waiters: int = 0  # readers waiting for it: it never pauses for the walker then
     progress: trio.Event = field(default_factory=trio.Event)
 
@@ -352,9 +354,6 @@ class BulkFetcher:
         every fetch has ended (one that failed only means readers ask for themselves)."""
         root = self._start("/", background=False)
         await self._run(root)
-        listing = self.listings.get("/")
-        if listing is None:
-            return
         limiter = trio.CapacityLimiter(in_flight)
 
         async def subtree(directory: str) -> None:
@@ -362,9 +361,8 @@ class BulkFetcher:
                 await self._run(self._start(directory, subtree=True, background=False))
 
         async with trio.open_nursery() as nursery:
-            for item in listing.items:
-                if isinstance(item, MemoryPrefix):
-                    nursery.start_soon(subtree, item.path.rstrip("/"))
+            for directory in root.subdirectories:
+                nursery.start_soon(subtree, directory)
 
     def _start(
         self,
@@ -429,6 +427,9 @@ class BulkFetcher:
                 break
         # the pages are a complete depth=1 listing: readdir needs no request of its own
         self._put_listing(job, job.directory, tuple(items), job.started)
+        job.subdirectories = tuple(
+            item.path.rstrip("/") for item in items if isinstance(item, MemoryPrefix)
+        )
 
     async def _fetch_subtree(self, job: _Prefetch) -> None:
         """The ``depth=0`` pages of a sub-tree, each directory's listing put once complete."""
