@@ -17,14 +17,20 @@ through a link another user planted (docs/sandbox.md, "Files memfs writes as roo
 - a directory that other users can write to without the sticky bit is refused: they could swap
   the file under us;
 - a whole file (``replace_file``: a prompt, a report, a status, a state file) is written to a
-  new temporary file (``tempfile.mkstemp``: ``O_CREAT | O_EXCL | O_NOFOLLOW``, an unguessable
-  name) and renamed over the target: a link planted at the target is replaced, never followed,
-  and nothing is ever opened at a predictable name;
+  new temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW`` in the directory's descriptor, an
+  unguessable name) and renamed over the target: a link planted at the target is replaced,
+  never followed, and nothing is ever opened at a predictable name;
 - a new file that must not replace anything (``create_file``: kept and orphaned copies) is
   opened ``O_CREAT | O_EXCL | O_NOFOLLOW``;
 - a log (``open_append``) is opened ``O_APPEND | O_NOFOLLOW | O_NONBLOCK``, never truncated,
   and refused unless it is a regular file of ours with one name (a hard link planted at its
   name would have us append to, and chmod, the file it names).
+
+Where the platform lacks a call (``memfs.portable``; docs/security.md, "Platforms without
+FUSE"): the temporary file is created by its descriptor-relative name (``openat``), so no
+``/proc`` is needed (macOS); without descriptor-relative calls and uids (Windows) the directory
+is reached by path, each component ``lstat``ed to be no link, ownership is left to the ACLs,
+and a link planted at a name is still never opened (``O_EXCL``) nor written through.
 
 This module must not know what the paths are for: callers name them (``what``) and say why
 they matter (``why``), and turn the error into their own.
@@ -36,9 +42,11 @@ import contextlib
 import errno
 import logging
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
+
+from memfs.portable import CLOEXEC, NOFOLLOW, user_id
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +59,10 @@ class NotPrivateError(OSError):
 
 
 def _check(path: Path, info: os.stat_result, what: str, why: str) -> None:
-    if info.st_uid != os.getuid():
+    uid = user_id()
+    if uid is None:  # Windows: no owner to compare, and its mode bits say only "read-only"
+        return
+    if info.st_uid != uid:
         raise NotPrivateError(f"the {what} {path} is owned by uid {info.st_uid}, not us{why}")
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise NotPrivateError(f"the {what} {path} is writable by other users{why}")
@@ -95,13 +106,17 @@ def check_private_file(path: Path, what: str, *, why: str = "") -> None:
     _check(path, info, what, why)
 
 
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+# Descriptor-relative calls (openat, mkdirat, renameat...): every POSIX system; not Windows,
+# where a directory is a path (``Directory``: an open descriptor, or a checked path).
+_AT_CALLS = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | CLOEXEC
+Directory = int | str
 _MAX_LINKS = 40  # as the kernel's ELOOP limit
 
 
 def _trusted_link(info: os.stat_result) -> bool:
     """A link root or we made: no other user could have planted it."""
-    return info.st_uid in (0, os.getuid())
+    return info.st_uid in (0, user_id())
 
 
 def _open_directory(path: Path, what: str, *, create_mode: int | None) -> int:
@@ -155,9 +170,11 @@ def _open_directory(path: Path, what: str, *, create_mode: int | None) -> int:
     return fd
 
 
-def _open_parent(path: Path, what: str, *, create_mode: int | None) -> int:
+def _open_parent(path: Path, what: str, *, create_mode: int | None) -> Directory:
     """The directory of ``path`` as ``_open_directory`` reaches it, refused if users other
     than its owner may write to it without the sticky bit (they could swap our file)."""
+    if not _AT_CALLS:
+        return _parent_by_path(path, what, create_mode=create_mode)
     fd = _open_directory(path, what, create_mode=create_mode)
     info = os.fstat(fd)
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
@@ -170,10 +187,77 @@ def _open_parent(path: Path, what: str, *, create_mode: int | None) -> int:
     return fd
 
 
+def _parent_by_path(path: Path, what: str, *, create_mode: int | None) -> str:
+    """Windows (no descriptor-relative calls): the directory of ``path``, each component
+    checked to be a directory and no link (a symbolic link or a junction), missing ones made
+    with ``create_mode`` (None: refused)."""
+    parent = Path(os.path.abspath(path)).parent
+    current = Path(parent.anchor)
+    for part in parent.parts[1:]:
+        current = current / part
+        try:
+            try:
+                info = os.lstat(current)
+            except FileNotFoundError:
+                if create_mode is None:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(current, create_mode)
+                info = os.lstat(current)
+        except OSError as exc:
+            raise NotPrivateError(f"cannot use the {what} {path}: {exc.strerror}") from None
+        junction = getattr(os.path, "isjunction", lambda _: False)(current)
+        if stat.S_ISLNK(info.st_mode) or junction:
+            raise NotPrivateError(
+                f"the {what} {path} is reached through {current}, a link: memfs never follows one"
+            )
+        if not stat.S_ISDIR(info.st_mode):
+            raise NotPrivateError(f"cannot use the {what} {path}: {current} is not a directory")
+    return str(parent)
+
+
+def _open_in(directory: Directory, name: str, flags: int, mode: int) -> int:
+    if isinstance(directory, int):
+        return os.open(name, flags, mode, dir_fd=directory)
+    return os.open(os.path.join(directory, name), flags, mode)
+
+
+def _rename_in(directory: Directory, source: str, target: str) -> None:
+    if isinstance(directory, int):
+        os.rename(source, target, src_dir_fd=directory, dst_dir_fd=directory)
+    else:
+        os.replace(os.path.join(directory, source), os.path.join(directory, target))
+
+
+def _unlink_in(directory: Directory, name: str) -> None:
+    if isinstance(directory, int):
+        os.unlink(name, dir_fd=directory)
+    else:
+        os.unlink(os.path.join(directory, name))
+
+
+def _close(directory: Directory) -> None:
+    if isinstance(directory, int):
+        os.close(directory)
+
+
+def _new_temp(directory: Directory, name: str) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` in ``directory``, 0600, opened ``O_CREAT | O_EXCL
+    | O_NOFOLLOW`` (as ``tempfile.mkstemp``, but by descriptor: no ``/proc`` needed)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        temp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return _open_in(directory, temp, flags, 0o600), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {name}")
+
+
 def check_directory_of(path: Path, what: str, *, create_mode: int | None = None) -> None:
     """Refuse now (``NotPrivateError``) the directory that ``replace_file``, ``create_file``
     or ``open_append`` would refuse for ``path`` later: a check before anything starts."""
-    os.close(_open_parent(path, what, create_mode=create_mode))
+    _close(_open_parent(path, what, create_mode=create_mode))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -187,7 +271,8 @@ def _check_own_file(fd: int, path: Path, what: str) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise NotPrivateError(f"the {what} {path} is not a regular file")
-    if info.st_uid != os.getuid():
+    uid = user_id()
+    if uid is not None and info.st_uid != uid:
         raise NotPrivateError(f"the {what} {path} is owned by uid {info.st_uid}, not us")
     if info.st_nlink != 1:
         raise NotPrivateError(
@@ -202,9 +287,9 @@ def open_append(path: Path, what: str, *, create_mode: int | None = None) -> int
     link, another user's file, a file with two names, or a directory others could swap it in.
     ``create_mode``: for missing directories above it (None: refuse them)."""
     directory = _open_parent(path, what, create_mode=create_mode)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path.name, flags, 0o600, dir_fd=directory)  # NONBLOCK: a planted FIFO
+        fd = _open_in(directory, path.name, flags | CLOEXEC, 0o600)  # NONBLOCK: a planted FIFO
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
             raise NotPrivateError(
@@ -212,9 +297,11 @@ def open_append(path: Path, what: str, *, create_mode: int | None = None) -> int
             ) from None
         raise NotPrivateError(f"cannot open the {what} {path}: {exc.strerror}") from None
     finally:
-        os.close(directory)
+        _close(directory)
     try:
         _check_own_file(fd, path, what)
+        if not _AT_CALLS:
+            return fd  # Windows: no FIFOs to fear, no mode bits beyond read-only
         os.set_blocking(fd, True)
         if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
             os.fchmod(fd, 0o600)
@@ -246,29 +333,27 @@ def replace_file(
     ``NotPrivateError`` if the directory is refused; ``OSError`` if the write fails."""
     directory = _open_parent(path, what, create_mode=create_mode)
     try:
-        # /proc/self/fd/N is the directory we walked to: mkstemp and the rename work in it
-        # whatever happens to the path meanwhile
-        fd, temp = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=f"/proc/self/fd/{directory}"
-        )
-        name = os.path.basename(temp)
+        # made and renamed in the directory we walked to (its descriptor): whatever happens
+        # to the path meanwhile, the file lands there
+        fd, name = _new_temp(directory, path.name)
         try:
             try:
-                os.fchmod(fd, mode)
+                if _AT_CALLS:
+                    os.fchmod(fd, mode)
                 _write_all(fd, data)
                 if durable:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            os.rename(name, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+            _rename_in(directory, name, path.name)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=directory)
+                _unlink_in(directory, name)
             raise
-        if durable:
+        if durable and isinstance(directory, int):
             os.fsync(directory)
     finally:
-        os.close(directory)
+        _close(directory)
 
 
 def create_file(path: Path, data: bytes, what: str, *, create_mode: int | None = 0o700) -> None:
@@ -277,12 +362,12 @@ def create_file(path: Path, data: bytes, what: str, *, create_mode: int | None =
     is refused; ``OSError`` if the write fails."""
     directory = _open_parent(path, what, create_mode=create_mode)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path.name, flags, 0o600, dir_fd=directory)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC
+        fd = _open_in(directory, path.name, flags | getattr(os, "O_BINARY", 0), 0o600)
         try:
             _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
     finally:
-        os.close(directory)
+        _close(directory)

@@ -29,7 +29,8 @@ directory or slot that is not the user's own or that others can write to, and an
 that is not a regular file of the user's; the directories it creates are 0700, records 0600.
 
 Durability: ``put`` appends one entry and ``fdatasync``s the log before it returns (one flush
-per commit: the log's directory entry was made durable when the log was created). So after
+per commit: the log's directory entry was made durable when the log was created; on macOS,
+which has no ``fdatasync``, ``F_FULLFSYNC``: ``memfs.portable.data_sync``). So after
 ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. ``drop`` does the same,
 except ``drop(name, flush=False)`` (the record's change is on the server): its entry is written
 and left for the next flush, any ``put``'s, ``flush()`` or ``close``; a ``kill -9`` cannot lose
@@ -52,7 +53,6 @@ the server, or hold clean cache data. See docs/writeback.md for the states and t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -64,6 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from memfs.portable import NOFOLLOW, data_sync, lock_exclusive
 from memfs.private import NotPrivateError, check_private_file, private_dir
 from memfs.writeback.workspace import PREFIX as WORKSPACE_PREFIX
 from memfs.writeback.workspace import WorkspaceId, WorkspaceMismatchError
@@ -121,6 +122,8 @@ class Record:
 
 
 def _fsync_dir(path: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows: a directory cannot be opened (NTFS journals it)
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -212,7 +215,7 @@ class Journal:
         if not created:
             _check_record(self._log, "journal log")  # before it is opened, let alone read
         try:
-            self._fd = os.open(self._log, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            self._fd = os.open(self._log, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
         except OSError as exc:
             raise JournalError(f"cannot use the journal log {self._log}: {exc.strerror}") from None
         try:
@@ -228,7 +231,7 @@ class Journal:
                     len(raw) - self._size,
                 )
                 os.ftruncate(self._fd, self._size)
-                os.fdatasync(self._fd)
+                data_sync(self._fd)
         except BaseException:
             os.close(self._fd)
             raise
@@ -438,7 +441,7 @@ class Journal:
     def flush(self) -> None:
         """Make the drops written with ``flush=False`` durable (nothing to do: no system call)."""
         if self.unflushed:
-            os.fdatasync(self._fd)
+            data_sync(self._fd)
             self.unflushed = False
 
     def _append(self, entries: list[tuple[str | None, bytes]], *, flush: bool = True) -> None:
@@ -450,7 +453,7 @@ class Journal:
         try:
             _write_at(self._fd, data, start)
             if flush:
-                os.fdatasync(self._fd)  # the drops written before it too
+                data_sync(self._fd)  # the drops written before it too
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
@@ -523,10 +526,10 @@ def _replace_log(path: Path, data: bytes) -> int:
     """Put a log holding ``data`` in place of ``path`` (written and flushed first, then
     renamed over it); return its descriptor."""
     temp = path.with_name(LOG + ".new")
-    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | NOFOLLOW, 0o600)
     try:
         _write_at(fd, data, 0)
-        os.fdatasync(fd)
+        data_sync(fd)
         os.replace(temp, path)
     except BaseException:
         os.close(fd)
@@ -543,7 +546,7 @@ def _try_lock(path: Path) -> int | None:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_exclusive(fd)
         except BlockingIOError:
             os.close(fd)
             return None
