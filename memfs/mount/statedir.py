@@ -26,6 +26,7 @@ import re
 import time
 from pathlib import Path
 
+from memfs.portable import process_runs, user_id
 from memfs.private import NotPrivateError, private_dir
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,16 @@ def _private_dir(path: Path) -> None:
 
 
 def runtime_dir() -> Path:
-    """``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``: private to this user."""
+    """``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``: private to this user
+    (Windows, which has no uids: ``%LOCALAPPDATA%\\memfs\\run``, the user's own by its ACL)."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
+    uid = user_id()
     if xdg:
         path = Path(xdg) / "memfs"
+    elif uid is None:
+        path = Path(os.environ.get("LOCALAPPDATA") or os.path.expanduser("~")) / "memfs" / "run"
     else:
-        base = Path(f"/tmp/memfs-{os.getuid()}")
+        base = Path(f"/tmp/memfs-{uid}")
         _private_dir(base)
         path = base / "memfs"
     _private_dir(path)
@@ -151,7 +156,9 @@ def _daemon_runs(pid_file: Path) -> bool:
         pid = int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return False
-    return os.path.exists(f"/proc/{pid}")
+    if os.path.isdir("/proc/self"):  # Linux
+        return os.path.exists(f"/proc/{pid}")
+    return process_runs(pid)  # macOS, Windows: no /proc
 
 
 def is_dead_mount(path: str) -> bool:

@@ -4,7 +4,7 @@
 through a link: ``memfs.private.replace_file``); a second ``memfs sync`` of the same directory
 refuses to start while that process runs, and ``memfs sync --stop`` signals it. Portable: a
 process is looked for with ``kill(pid, 0)``, and on Linux a zombie (killed, not yet reaped)
-counts as gone.
+counts as gone; on Windows, where ``kill`` would end it, ``memfs.portable.process_runs``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from memfs import portable
 from memfs.private import replace_file
 
 KIND = "sync"
@@ -36,6 +37,8 @@ def sync_pid(pid_file: Path) -> int | None:
 
 def process_runs(pid: int) -> bool:
     """True while ``pid`` runs and is ours to signal (a zombie counts as gone)."""
+    if portable.WINDOWS:
+        return portable.process_runs(pid)
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):

@@ -263,7 +263,10 @@ class SyncRun:
         self, stopping: trio.Event, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """SIGTERM, SIGINT, SIGHUP: set ``stopping`` (the end uploads what is pending)."""
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        ends = [signal.SIGTERM, signal.SIGINT]
+        if hasattr(signal, "SIGHUP"):  # not on Windows
+            ends.append(signal.SIGHUP)
+        with trio.open_signal_receiver(*ends) as signals:
             task_status.started()
             async for signum in signals:
                 log.info(

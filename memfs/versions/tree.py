@@ -60,6 +60,7 @@ from memfs.errors import (
 from memfs.models import MemoryVersion
 from memfs.node_attr import NodeAttr
 from memfs.numbers import SINGLE_STORE, NumberRange
+from memfs.portable import user_id
 from memfs.store_api import StoreAPI
 from memfs.versions.index import VersionIndex, View
 from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
@@ -104,7 +105,7 @@ class VHandle:
 
 @dataclass
 class VersionsConfig:
-    uid: int = field(default_factory=os.getuid)
+    uid: int = field(default_factory=lambda: user_id() or 0)
     gid: int = field(default_factory=os.getgid)
     cache_bytes: int = 64 * 1024 * 1024
     refresh_interval: float = 1.0  # at most one "anything new?" listing per interval

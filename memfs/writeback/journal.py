@@ -64,7 +64,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from memfs.portable import NOFOLLOW, data_sync, lock_exclusive
+from memfs.portable import NOFOLLOW, data_sync, lock_exclusive, read_at, write_at
 from memfs.private import NotPrivateError, check_private_file, private_dir
 from memfs.writeback.workspace import PREFIX as WORKSPACE_PREFIX
 from memfs.writeback.workspace import WorkspaceId, WorkspaceMismatchError
@@ -197,7 +197,7 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
     off, the next one overwrites the torn bytes, so they are only ever at the end)."""
     view = memoryview(data)
     while view:
-        written = os.pwrite(fd, view, offset)
+        written = write_at(fd, view, offset)
         view, offset = view[written:], offset + written
 
 
@@ -221,7 +221,7 @@ class Journal:
         try:
             if created:
                 _fsync_dir(directory)  # the log's name is durable before any record is in it
-            raw = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+            raw = read_at(self._fd, os.fstat(self._fd).st_size, 0)
             live, self._size = _scan(raw)
             if self._size < len(raw):
                 log.warning(
@@ -472,7 +472,7 @@ class Journal:
         the rename is logged, not raised: the entry that asked is durable in the old log."""
         if self._size < COMPACT_BYTES or self._live_bytes * 2 > self._size:
             return
-        raw = os.pread(self._fd, self._size, 0)
+        raw = read_at(self._fd, self._size, 0)
         spans: dict[str, tuple[int, int]] = {}
         chunks: list[bytes] = []
         size = 0
@@ -495,7 +495,7 @@ class Journal:
 
     def load(self) -> list[Record]:
         """Every live record, oldest first."""
-        records = [record for record, _, _ in _scan(os.pread(self._fd, self._size, 0))[0].values()]
+        records = [record for record, _, _ in _scan(read_at(self._fd, self._size, 0))[0].values()]
         records.sort(key=lambda r: r.written_at)
         return records
 

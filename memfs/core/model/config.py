@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.model.localfiles import LocalNames
+from memfs.portable import user_id
 
 # here, not beside the cache and the prefetcher they bound: the model floor imports nothing above
 DEFAULT_CONTENT_BYTES = 64 * 1024 * 1024  # the clean content cache (--cache-size)
@@ -36,7 +37,7 @@ class VfsConfig:
     fsync_timeout: float = 30.0  # fsync retries transient upload failures this long, then EIO
     # the owner and modes of what the store has no mode for (memories, derived directories);
     # created files take the creator's, and chmod/chown change them, locally (docs/semantics.md)
-    uid: int = field(default_factory=os.getuid)
+    uid: int = field(default_factory=lambda: user_id() or 0)
     gid: int = field(default_factory=os.getgid)
     umask: int = 0o022
     local_names: LocalNames = field(default_factory=LocalNames)

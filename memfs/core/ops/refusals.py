@@ -45,6 +45,7 @@ from pathlib import Path
 
 from memfs.core.model.budget import LocalBudget
 from memfs.core.model.inodes import Node
+from memfs.portable import NOFOLLOW, read_at
 from memfs.private import replace_file
 
 log = logging.getLogger(__name__)
@@ -168,9 +169,9 @@ class Refusals:
         try:
             if copy is None:
                 raise FileNotFoundError("no copy")
-            fd = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(copy, os.O_RDONLY | NOFOLLOW)
             try:
-                return os.pread(fd, size, offset)
+                return read_at(fd, size, offset)
             finally:
                 os.close(fd)
         except OSError as exc:
