@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"memfs status: {exc}", file=sys.stderr)
         return 1
     if doc is None:
-        print(f"memfs status: no memfs mount daemon reports on {mountpoint}", file=sys.stderr)
+        print(f"memfs status: no memfs mount or sync reports on {mountpoint}", file=sys.stderr)
         return 1
     if not _running(doc.get("pid")):  # killed: its last status is stale
         print(

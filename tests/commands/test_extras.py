@@ -54,7 +54,6 @@ def run_without(missing: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
         (("pyfuse3",), ["mount", "store", "{tmp}"], "memfs mount", "mount"),
         (("cachetools",), ["mount", "store", "{tmp}"], "memfs mount", "mount"),
         (("pyfuse3",), ["umount", "{tmp}"], "memfs umount", "mount"),
-        (("pyfuse3",), ["status", "{tmp}"], "memfs status", "mount"),
         # a session syncs where it cannot mount: it needs one of the two
         (("pyfuse3", "watchfiles"), ["session", "--root", "{tmp}"], "memfs session", "mount"),
         (("watchfiles",), ["sync", "store", "{tmp}"], "memfs sync", "sync"),
@@ -87,6 +86,13 @@ def test_missing_extra_is_one_line_naming_it(
     ]
     assert proc.stdout == ""
     assert list(tmp_path.iterdir()) == []  # refused before touching anything
+
+
+def test_status_needs_no_extra(tmp_path: Path) -> None:
+    """``memfs status`` reads a file: a sync-only install (no pyfuse3, as on macOS) has it."""
+    proc = run_without((*ALL_EXTRAS, "watchfiles"), "status", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == f"memfs status: no memfs mount or sync reports on {tmp_path}\n"
 
 
 def test_base_install_runs_the_admin_commands() -> None:

@@ -91,7 +91,8 @@ class Sandbox:
         self.env = {
             key: value
             for key, value in env.items()
-            if key not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "PYTHONPATH", "COVERAGE_PROCESS_START")
+            if key
+            not in ("XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "PYTHONPATH", "COVERAGE_PROCESS_START")
         }
         self.env.update(
             HOME=str(self.home),
@@ -167,7 +168,8 @@ class SandboxedSync(SyncedDir):
     def _started(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise AssertionError(f"memfs sync exited: {self.process.stderr}\n{self.log()}")
+            stderr = self.process.stderr.read() if self.process.stderr else ""
+            raise AssertionError(f"memfs sync exited: {stderr}\n{self.log()}")
         return "is in step with" in self.log()
 
     def status(self) -> dict[str, Any]:
