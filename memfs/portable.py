@@ -123,19 +123,15 @@ def lock_exclusive(fd: int) -> None:
 def read_at(fd: int, size: int, offset: int) -> bytes:
     """``os.pread``; on Windows, which has none, a seek then a read (the callers own ``fd``
     alone, so nothing moves it between the two)."""
-    pread = getattr(os, "pread", None)
-    if pread is not None:
-        data: bytes = pread(fd, size, offset)
-        return data
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
     os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
     return os.read(fd, size)  # pragma: no cover - Windows
 
 
 def write_at(fd: int, data: bytes | memoryview, offset: int) -> int:
     """``os.pwrite``; on Windows a seek then a write (as ``read_at``)."""
-    pwrite = getattr(os, "pwrite", None)
-    if pwrite is not None:
-        written: int = pwrite(fd, data, offset)
-        return written
-    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
-    return os.write(fd, data)  # pragma: no cover - Windows
+    if not hasattr(os, "pwrite"):  # pragma: no cover - Windows
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.write(fd, data)
+    return os.pwrite(fd, data, offset)
