@@ -16,6 +16,7 @@ events and with polling (``--watch poll``, as where there are none).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -200,6 +201,10 @@ class SandboxedSync(SyncedDir):
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait(10)
+        # what it left in nobody's state directory (/tmp/memfs-65534/memfs: no XDG_RUNTIME_DIR)
+        digest = hashlib.sha1(os.path.realpath(self.path).encode()).hexdigest()[:16]
+        for left in Path(f"/tmp/memfs-{NOBODY}/memfs").glob(f"{digest}.*"):
+            left.unlink(missing_ok=True)
 
 
 def test_the_sandbox_has_no_fuse_no_pyfuse3_no_proc_no_root(sandbox: Sandbox) -> None:
