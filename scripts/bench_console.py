@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 import trio
 
-from memfs.models import Actor, format_time
+from memfs.contract.models import Actor, format_time
 from memfs.server.app import create_app
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import VersionFilter

@@ -43,7 +43,7 @@ from bench_server import server_on
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server.sqlite import SqliteStorage
 from memfs.transfer.export import export_history, export_memories, store_info
 

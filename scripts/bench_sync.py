@@ -63,7 +63,7 @@ from bench_mount import (
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.api.config import ClientConfig
-from memfs.models import Memory
+from memfs.contract.models import Memory
 
 STREAM_ROUTE = "/memfs/changes"  # the change stream: open all along, not a request per change
 UNCOUNTED = ("/metrics", "/healthz", "/v1/memfs/faults")

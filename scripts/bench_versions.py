@@ -41,8 +41,8 @@ from bench_server import server_on
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
+from memfs.contract.models import Actor
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.models import Actor
 from memfs.server.sqlite import SqliteStorage
 from memfs.versions.names import stamp
 from memfs.versions.tree import VersionsTree

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from memfs import errors
+from memfs.contract import errors
 
 
 def _all_subclasses(cls: type) -> set[type]:

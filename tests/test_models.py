@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memfs.api.config import ClientConfig, ConfigError, Secret
-from memfs.models import (
+from memfs.contract.models import (
     Actor,
     Memory,
     MemoryPrefix,

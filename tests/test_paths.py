@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from memfs import paths
+from memfs.contract import paths
 
 
 @pytest.mark.parametrize(

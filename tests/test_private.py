@@ -1,4 +1,4 @@
-"""``memfs.private``: how memfs writes where another user may plant something; and
+"""``memfs.host.private``: how memfs writes where another user may plant something; and
 ``memfs.mount.logfile``: the daemon's rotating log stays private and bounded."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memfs.host.private import NotPrivateError, create_file, open_append, replace_file
 from memfs.mount.logfile import PrivateRotatingFileHandler
-from memfs.private import NotPrivateError, create_file, open_append, replace_file
 
 NOBODY = 65534
 

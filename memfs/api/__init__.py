@@ -22,15 +22,15 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 if TYPE_CHECKING:
     from memfs.api.client import AmbiguousStoreError, StoreClient
-    from memfs.api.retry import RetryPolicy
     from memfs.api.stats import RequestStats
+    from memfs.contract.retry import RetryPolicy
 
 __all__ = ["AmbiguousStoreError", "RequestStats", "RetryPolicy", "StoreClient"]
 
 _HOMES = {
     "AmbiguousStoreError": "memfs.api.client",
     "StoreClient": "memfs.api.client",
-    "RetryPolicy": "memfs.api.retry",
+    "RetryPolicy": "memfs.contract.retry",
     "RequestStats": "memfs.api.stats",
 }
 

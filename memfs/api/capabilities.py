@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from memfs.errors import ApiConnectionError, ApiError
-from memfs.models import JsonObject
+from memfs.contract.errors import ApiConnectionError, ApiError
+from memfs.contract.models import JsonObject
 
 log = logging.getLogger(__name__)
 

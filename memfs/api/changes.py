@@ -41,11 +41,11 @@ import trio
 
 from memfs.api.capabilities import server_offers
 from memfs.api.client import StoreClient
-from memfs.api.retry import RetryPolicy, is_transient
 from memfs.api.transport import Transport
-from memfs.errors import ApiConnectionError, ApiError, NotFoundError
-from memfs.models import MemoryVersion
-from memfs.store_api import ChangeEvent
+from memfs.contract.errors import ApiConnectionError, ApiError, NotFoundError
+from memfs.contract.models import MemoryVersion
+from memfs.contract.retry import RetryPolicy, is_transient
+from memfs.contract.store_api import ChangeEvent
 
 log = logging.getLogger(__name__)
 

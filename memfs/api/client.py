@@ -2,7 +2,7 @@
 
 Where each behaviour lives:
 - ``transport``: the HTTP conversation (headers, the pooled ``httpx.AsyncClient``, timeouts,
-  retries with backoff, lost answers, error answers as ``memfs.errors`` classes, the change
+  retries with backoff, lost answers, error answers as ``memfs.contract.errors`` classes, the change
   stream's GET, ``with_options``); no httpx exception leaves it;
 - ``pagination``: list pages, and following them (``Pager``);
 - ``memory_stores``, ``memories``, ``memory_versions``: the endpoints, one module per resource,
@@ -10,7 +10,7 @@ Where each behaviour lives:
 - this module: ``StoreClient``, those endpoints on one transport, and ``capabilities`` (a memfs
   extension).
 
-Retry rules (attempts = 1 + ``max_retries``, waits from ``memfs.api.retry``, the policy the
+Retry rules (attempts = 1 + ``max_retries``, waits from ``memfs.contract.retry``, the policy the
 change stream and the write-back queue use too):
 - transient answers (408, 429, 5xx, 529) and transport failures are retried, with full-jitter
   exponential backoff, or the server's ``retry-after`` (capped);
@@ -37,7 +37,7 @@ from memfs.api.memories import MemoryEndpoints
 from memfs.api.memory_stores import AmbiguousStoreError, StoreEndpoints
 from memfs.api.memory_versions import VersionEndpoints
 from memfs.api.search import SearchEndpoints
-from memfs.models import JsonObject
+from memfs.contract.models import JsonObject
 
 __all__ = ["CAPABILITIES", "AmbiguousStoreError", "StoreClient"]
 

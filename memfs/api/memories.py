@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from memfs.api.pagination import Pager, page_from
 from memfs.api.transport import Transport, parse_answer, query_params
-from memfs.errors import NotFoundError, PathConflictError
-from memfs.models import (
+from memfs.contract.errors import NotFoundError, PathConflictError
+from memfs.contract.models import (
     JsonObject,
     ListItem,
     Memory,
@@ -29,7 +29,7 @@ from memfs.models import (
     list_item_from_json,
     sha256_hex,
 )
-from memfs.paths import as_prefix, parent
+from memfs.contract.paths import as_prefix, parent
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 
 from memfs.api.pagination import Pager, page_from
 from memfs.api.transport import Transport, parse_answer, query_params
-from memfs.errors import BadRequestError, NotFoundError
-from memfs.models import JsonObject, MemoryStore, Page
+from memfs.contract.errors import BadRequestError, NotFoundError
+from memfs.contract.models import JsonObject, MemoryStore, Page
 
 log = logging.getLogger(__name__)
 

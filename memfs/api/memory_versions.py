@@ -14,8 +14,8 @@ from datetime import datetime
 
 from memfs.api.pagination import Pager, page_from
 from memfs.api.transport import Transport, parse_answer, query_params
-from memfs.errors import BadRequestError
-from memfs.models import MemoryVersion, Page
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import MemoryVersion, Page
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """List pages of the API: reading one page's answer, and following the pages of a listing.
 
 A list endpoint answers ``{"data": [...], "next_page": cursor or null}``. ``page_from`` turns
-such an answer into a ``memfs.models.Page`` (a missing list is a malformed answer);
+such an answer into a ``memfs.contract.models.Page`` (a missing list is a malformed answer);
 ``Pager`` iterates over the items of every page, fetching the next one when it needs it, and
 stops with an ApiError if the server hands out the same cursor twice (a loop, not a listing).
 
@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from memfs.api.transport import parse_answer
-from memfs.errors import ApiError
-from memfs.models import JsonObject, Page
+from memfs.contract.errors import ApiError
+from memfs.contract.models import JsonObject, Page
 
 log = logging.getLogger(__name__)
 

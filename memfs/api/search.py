@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from memfs.api.transport import Transport
-from memfs.models import JsonObject, Memory
+from memfs.contract.models import JsonObject, Memory
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""One store of the Memory Stores API as a ``memfs.store_api.StoreAPI``: what a mount uses.
+"""One store of the Memory Stores API as a ``memfs.contract.store_api.StoreAPI``: what a mount uses.
 
 A thin binding of a ``StoreClient`` (retries, deadlines, lost answers, errors) to one store id;
 it adds no behaviour of its own. The daemon makes two, over clients with different deadlines:
@@ -19,9 +19,9 @@ from typing import Any
 from memfs.api.capabilities import server_extensions
 from memfs.api.changes import CHANGE_STREAM_EXTENSION, ChangeStream, server_offers_change_stream
 from memfs.api.client import SEARCH_EXTENSION, StoreClient
-from memfs.errors import NotFoundError
-from memfs.models import ListItem, Memory, MemoryVersion, Page
-from memfs.store_api import Capabilities, ChangeEvent, SearchResult
+from memfs.contract.errors import NotFoundError
+from memfs.contract.models import ListItem, Memory, MemoryVersion, Page
+from memfs.contract.store_api import Capabilities, ChangeEvent, SearchResult
 
 # The hosted API's limits (docs/memory-api.md): 100 KiB per memory, 2,000 memories per store.
 MEMORY_STORES = Capabilities(

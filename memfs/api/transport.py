@@ -1,8 +1,8 @@
 """The wire of ``StoreClient``: one logical request, with its retries, and the change stream's GET.
 
 ``Transport`` owns the HTTP conversation: the headers, one pooled ``httpx.AsyncClient``,
-timeouts, retries with backoff (the waits of ``memfs.api.retry``), noticing when an answer may
-have been lost, and turning error answers into ``memfs.errors`` classes. No httpx exception
+timeouts, retries with backoff (the waits of ``memfs.contract.retry``), noticing when an answer may
+have been lost, and turning error answers into ``memfs.contract.errors`` classes. No httpx exception
 leaves it. ``_exchange`` returns an error answer instead of raising it, with ``lost_answer``,
 so that the endpoint classes can reconcile a retried write (``StoreClient``'s retry rules, in
 ``memfs.api.client``); ``_call`` raises it.
@@ -38,10 +38,10 @@ import trio
 
 from memfs.api import stats as outcomes
 from memfs.api.config import API_VERSION, MEMORY_BETA, ClientConfig
-from memfs.api.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 from memfs.api.stats import RequestStats
-from memfs.errors import ApiConnectionError, ApiError, ApiTimeoutError, api_error_class
-from memfs.models import SESSION_HEADER, JsonObject, format_time
+from memfs.contract.errors import ApiConnectionError, ApiError, ApiTimeoutError, api_error_class
+from memfs.contract.models import SESSION_HEADER, JsonObject, format_time
+from memfs.contract.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def _request_id(response: httpx.Response, body: Any) -> str | None:
 
 
 def _error_from(response: httpx.Response, route: str) -> ApiError:
-    """The ``memfs.errors`` exception for an error answer (envelope or not)."""
+    """The ``memfs.contract.errors`` exception for an error answer (envelope or not)."""
     try:
         body = response.json()
     except ValueError:
@@ -193,8 +193,8 @@ class Transport:
         return {"anthropic-version": API_VERSION, "anthropic-beta": MEMORY_BETA}
 
     def _error_answer(self, response: httpx.Response, route: str) -> ApiError:
-        """The ``memfs.errors`` exception for an error answer, read from the API's envelope (a
-        transport of another API reads its own)."""
+        """The ``memfs.contract.errors`` exception for an error answer, read from the API's
+        envelope (a transport of another API reads its own)."""
         return _error_from(response, route)
 
     def __repr__(self) -> str:
@@ -390,7 +390,7 @@ class Transport:
     ) -> AsyncIterator[httpx.Response]:
         """``GET route`` as a stream (the change stream), on this client's pool, headers and
         stats. One attempt: the caller reconnects, with ``retry``. An error answer is raised as
-        its ``memfs.errors`` class; transport failures, then or while reading, as
+        its ``memfs.contract.errors`` class; transport failures, then or while reading, as
         ``ApiConnectionError`` / ``ApiTimeoutError``.
         """
         url = _url(route, path_args)

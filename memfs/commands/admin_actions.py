@@ -34,7 +34,7 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     AuthenticationError,
@@ -43,8 +43,8 @@ from memfs.errors import (
     PathConflictError,
     PermissionDeniedError,
 )
-from memfs.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
-from memfs.paths import PathError, as_prefix, validate_path, validate_prefix
+from memfs.contract.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
+from memfs.contract.paths import PathError, as_prefix, validate_path, validate_prefix
 
 log = logging.getLogger(__name__)
 

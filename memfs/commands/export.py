@@ -156,7 +156,7 @@ def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: boo
 
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
+    from memfs.contract.errors import ApiConnectionError, ApiError
     from memfs.transfer.export_git import GitError
 
     try:

@@ -40,10 +40,10 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
-from memfs.paths import shown
+from memfs.contract.paths import shown
 
 if TYPE_CHECKING:
-    from memfs.store_api import StoreAPI
+    from memfs.contract.store_api import StoreAPI
     from memfs.transfer.import_plan import Plan
     from memfs.transfer.import_tree import Results
 
@@ -141,7 +141,7 @@ def _import(args: argparse.Namespace, open_store: Opener, *, secret: str | None)
 
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
+    from memfs.contract.errors import ApiConnectionError, ApiError
     from memfs.transfer.import_tree import Results
 
     try:

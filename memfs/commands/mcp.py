@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
+    from memfs.contract.errors import ApiConnectionError, ApiError
     from memfs.mcp.handshake import HandoverError, open_connection
     from memfs.mcp.store_backend import open_databricks, open_memory_stores
 

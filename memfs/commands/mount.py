@@ -23,7 +23,7 @@ from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_er
 from memfs.commands.background import setup_logging, start_in_background, store_arguments
 from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
-from memfs.private import NotPrivateError, create_private_file
+from memfs.host.private import NotPrivateError, create_private_file
 
 if TYPE_CHECKING:
     from memfs.mount.owner import Owner

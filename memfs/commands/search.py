@@ -36,8 +36,8 @@ from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
 
 if TYPE_CHECKING:
+    from memfs.contract.store_api import StoreAPI
     from memfs.search.engine import Hit
-    from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     from memfs.api import StoreClient
     from memfs.commands import admin_actions as actions
-    from memfs.search_words import query_terms
+    from memfs.contract.search_words import query_terms
 
     if not query_terms(args.query):
         return actions.fail("the query has no word to look for", actions.EXIT_USAGE, None)
@@ -140,7 +140,7 @@ def _search_and_print(
 
     from memfs.api.config import ConfigError
     from memfs.commands import admin_actions as actions
-    from memfs.errors import ApiConnectionError, ApiError
+    from memfs.contract.errors import ApiConnectionError, ApiError
 
     try:
         hits = trio.run(main)

@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"memfs server: --faults: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.access_log is not None:
-        from memfs.private import open_append
+        from memfs.host.private import open_append
         from memfs.server.access_log import open_access_log
 
         def open_file(name: str) -> int:  # 0600, never through a link planted at its name
@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             open_access_log(args.access_log, open_file)
-        except OSError as exc:  # memfs.private.NotPrivateError too: a planted link, say
+        except OSError as exc:  # memfs.host.private.NotPrivateError too: a planted link, say
             print(f"memfs server: --access-log: {exc}", file=sys.stderr)
             return EXIT_USAGE
     settings = ServerSettings(

@@ -49,7 +49,7 @@ from memfs.commands.session_control import (
     show_status,
     stop_session,
 )
-from memfs.private import (
+from memfs.host.private import (
     NotPrivateError,
     check_directory_of,
     open_append,
@@ -483,7 +483,7 @@ def _mount_options(
 
 def _write_prompt(path: Path, text: str) -> None:
     """The prompt, for the agent to read (0644), written as root writes any file that another
-    user may reach (``memfs.private.replace_file``: never through a link planted there)."""
+    user may reach (``memfs.host.private.replace_file``: never through a link planted there)."""
     replace_file(path, text.encode("utf-8"), "prompt file", mode=0o644, create_mode=PROMPT_DIR_MODE)
 
 

@@ -4,7 +4,7 @@ from another process (``memfs umount ROOT`` stops one the same way).
 A session is found by its state file (``memfs.session.plan.state_path``), which names its
 process and its stores; its health comes from the status document its daemon publishes
 (``memfs.mount.status``). The state file names a pid to signal and a root to unmount and
-remove, so one another user could have planted is refused (``memfs.private``), never used.
+remove, so one another user could have planted is refused (``memfs.host.private``), never used.
 Nothing here imports the daemon except to clean up after a session that died.
 """
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memfs.private import NotPrivateError, check_private_file, private_dir
+from memfs.host.private import NotPrivateError, check_private_file, private_dir
 
 if TYPE_CHECKING:
     from memfs.session.plan import SessionState
@@ -196,8 +196,8 @@ def _daemon_status(root: Path, pid: int) -> dict[str, Any] | None:
 
 
 def _cache_budget(doc: dict[str, Any] | None) -> dict[str, int] | None:
-    """The budget the session's stores share (``memfs.cache_budget``): its bytes and limit, as
-    every store's section of the daemon's status document has them."""
+    """The budget the session's stores share (``memfs.contract.cache_budget``): its bytes and
+    limit, as every store's section of the daemon's status document has them."""
     for section in (doc or {}).get("stores") or []:
         budget = (section.get("memory") or {}).get("cache budget")
         if isinstance(budget, dict):

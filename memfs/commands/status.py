@@ -88,6 +88,6 @@ def _read_status(path: Any) -> dict[str, Any] | None:
 
 def _running(pid: object) -> bool:
     """True while process ``pid`` runs (on Linux a zombie counts as gone)."""
-    from memfs.portable import process_runs
+    from memfs.host.portable import process_runs
 
     return isinstance(pid, int) and process_runs(pid)

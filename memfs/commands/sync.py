@@ -165,8 +165,8 @@ def run_sync_command(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, directory: Path) -> int:
     from memfs.commands.background import setup_logging
+    from memfs.host.private import NotPrivateError
     from memfs.mount.options import StoreSpec
-    from memfs.private import NotPrivateError
     from memfs.sync.runner import SyncOptions, run_sync
 
     try:
@@ -218,8 +218,8 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
 
 def _detach(args: argparse.Namespace, directory: Path) -> int:
     from memfs.commands.background import start_in_background, store_arguments
+    from memfs.host.private import NotPrivateError, create_private_file
     from memfs.mount.statedir import MountError, state_path
-    from memfs.private import NotPrivateError, create_private_file
 
     try:
         log_file = args.log_file or str(state_path(str(directory), "log"))
@@ -294,6 +294,6 @@ def _print_report(report: dict[str, Any], *, as_json: bool) -> None:
     if text:
         print(text)
     for path, why in sorted((stats.get("not_synced") or {}).items()):
-        from memfs.paths import shown
+        from memfs.contract.paths import shown
 
         print(shown(f"  stays local: {path}: {why}"))

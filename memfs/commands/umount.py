@@ -27,7 +27,7 @@ from typing import Any
 
 from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import complete_paths
-from memfs.private import NotPrivateError
+from memfs.host.private import NotPrivateError
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def _refuse_busy(mountpoint: str, *, force: bool) -> int | None:
     held = _open_for_writing(mountpoint)
     if not held:
         return None
-    from memfs.paths import shown
+    from memfs.contract.paths import shown
 
     print(
         f"memfs umount: {len(held)} file(s) under {shown(mountpoint)} are open for writing; "
@@ -236,8 +236,8 @@ def _open_for_writing(mountpoint: str) -> dict[str, str]:
     says are open by processes this user cannot see (another user's, through allow_other).
     The daemon's word is checked against a status document written after the ``/proc`` scan
     (it is rewritten every second): a file closed meanwhile does not hold the mount."""
+    from memfs.contract.paths import shown
     from memfs.mount.busy import writers
-    from memfs.paths import shown
 
     started = time.time()
     found = writers(mountpoint)
@@ -343,8 +343,8 @@ def _print_report(path: Path, as_json: bool) -> int:
     """Print the daemon's unmount report (``memfs.mount.status.unmount_report``) and consume it;
     exit status 1 if some changes were not uploaded as they were meant to be, or if there is
     no report (the daemon died before its final flush: its journal waits for the next mount)."""
+    from memfs.host.private import check_private_file
     from memfs.mount.status import render_report, report_problems, report_saved_open
-    from memfs.private import check_private_file
 
     if not path.exists():
         print(

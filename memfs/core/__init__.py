@@ -12,8 +12,8 @@ Three floors, each importing only from its own and those below (import-linter ch
 
 ``build`` (``build_core``) makes them all and hands each its collaborators. Each sub-package's
 ``__init__`` says what its modules hold. Below the core: ``memfs.writeback``,
-``memfs.versions``, ``memfs.search`` and ``memfs.store_api``; above it: ``memfs.mount``, which
-adapts it to pyfuse3.
+``memfs.versions``, ``memfs.search`` and ``memfs.contract.store_api``; above it: ``memfs.mount``,
+which adapts it to pyfuse3.
 
 The concurrency rule
 --------------------

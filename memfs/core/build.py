@@ -1,8 +1,8 @@
 """The one place the filesystem core is put together: ``build_core``.
 
 The daemon and the FUSE-free tests build a core the same way, from a ``StoreAPI`` (any store
-API; see ``memfs.store_api``) and a ``VfsConfig``. Every object of the core is made here and
-handed the collaborators it uses; none reaches into another after this (hooks are given at
+API; see ``memfs.contract.store_api``) and a ``VfsConfig``. Every object of the core is made here
+and handed the collaborators it uses; none reaches into another after this (hooks are given at
 construction, or through a method meant for it).
 """
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memfs.api.retry import is_transient
-from memfs.cache_budget import CacheBudget, PinnedCharge
+from memfs.contract.cache_budget import CacheBudget, PinnedCharge
+from memfs.contract.numbers import SINGLE_STORE, StoreNumbers
+from memfs.contract.retry import is_transient
+from memfs.contract.store_api import StoreAPI
 from memfs.core.fetch.cache import ContentCache, ListingCache
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.fetch.prefetch import BulkFetcher
@@ -35,10 +37,8 @@ from memfs.core.ops.rename import Renames
 from memfs.core.ops.truncate import Truncates
 from memfs.core.ops.uploader import Uploader
 from memfs.core.ops.vfs import Vfs
-from memfs.numbers import SINGLE_STORE, StoreNumbers
 from memfs.search.engine import StoreSearch
 from memfs.search.tree import SearchTree
-from memfs.store_api import StoreAPI
 from memfs.versions.tree import VersionsConfig, VersionsTree
 from memfs.writeback.journal import Journal
 from memfs.writeback.queue import WriteBack
@@ -64,7 +64,7 @@ def build_core(
     records a read-only mount leaves for the next one (reported); ``invalidator``: runs the
     kernel invalidations the core queues (the daemon's, from a worker thread); ``numbers``:
     the inode and handle ranges of the store's files, ``.search`` and ``.versions`` (the
-    mount's router hands them out: ``memfs.numbers``); ``cache_budget``: the bytes of clean
+    mount's router hands them out: ``memfs.contract.numbers``); ``cache_budget``: the bytes of clean
     data (contents, version contents and logs, listings, a local search index) this core shares
     with the caches of other cores handed the same budget (None: its own, of
     ``config.cache_bytes``; a session's stores share one).

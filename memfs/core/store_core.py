@@ -26,6 +26,8 @@ from typing import Protocol
 
 import trio
 
+from memfs.contract.models import MemoryVersion
+from memfs.contract.store_api import StoreAPI
 from memfs.core.model.attrs import Attr
 from memfs.core.model.inodes import Kind as Kind
 from memfs.core.model.inodes import Node as Node
@@ -36,9 +38,7 @@ from memfs.core.ops.namespace import Invalidator
 from memfs.core.ops.namespace import decode_name as decode_name
 from memfs.core.ops.reports import CoreReport as CoreReport
 from memfs.core.ops.reports import CoreStatus as CoreStatus
-from memfs.models import MemoryVersion
 from memfs.search.tree import SearchTree
-from memfs.store_api import StoreAPI
 from memfs.versions.tree import VersionsTree
 
 

@@ -16,17 +16,18 @@ a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
 - ``resources``: each memory a resource (``memfs://memories/a/b.md``, each segment
   percent-encoded, accepted in that one form), listed a page at a time, read.
 - ``prompt``: the ``memory_store`` prompt (name, description, access; the session prompt's
-  words, from the leaf ``memfs.store_brief``).
+  words, from the leaf ``memfs.contract.store_brief``).
 - ``subscriptions``: a backend's change feed (``ChangeFeed``) as resource notifications, for
   ``memfs mcp`` over stdio (stateless HTTP has no session to push to).
 - ``app``: the official SDK's low-level ``Server`` over a catalogue, the resources, the prompt
   and, over stdio, the subscriptions (run under trio).
 - ``handshake``: ``memfs mcp``'s answer to a plain ``initialize``, written before the SDK is
   imported (imports nothing of it); ``handover``: the SDK given the connection after it.
-- ``store_backend``: the adapter over the client seam (``memfs.store_api.StoreAPI``), for
+- ``store_backend``: the adapter over the client seam (``memfs.contract.store_api.StoreAPI``), for
   ``memfs mcp STORE``. Only it may reach a client; the reference server, which may serve the
   same tools over its own storage later, never imports it (import-linter contracts).
 
-Everything but ``store_backend`` imports only the shared leaves (``memfs.models``,
-``memfs.errors``, ``memfs.paths``...) and the ``mcp`` SDK. docs/mcp.md says what it offers.
+Everything but ``store_backend`` imports only the shared leaves (``memfs.contract.models``,
+``memfs.contract.errors``, ``memfs.contract.paths``...) and the ``mcp`` SDK. docs/mcp.md says what
+it offers.
 """

@@ -1,6 +1,6 @@
-"""The shared leaves' records (``memfs.models``: memories, versions) and API errors
-(``memfs.errors``) as the MCP backend's (``memfs.mcp.backend``); errors one line each and nothing
-secret (no URL, no key). One translation for both backends, the client's
+"""The shared leaves' records (``memfs.contract.models``: memories, versions) and API errors
+(``memfs.contract.errors``) as the MCP backend's (``memfs.mcp.backend``); errors one line each and
+nothing secret (no URL, no key). One translation for both backends, the client's
 (``store_backend``, over ``memfs.api``) and the reference server's (``memfs.server.mcp_backend``,
 over its storage), which raise the same classes.
 
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     BadRequestError,
@@ -24,6 +24,7 @@ from memfs.errors import (
     PreconditionFailedError,
     RequestTooLargeError,
 )
+from memfs.contract.models import Memory, MemoryVersion
 from memfs.mcp.backend import (
     BackendError,
     ChangedError,
@@ -34,7 +35,6 @@ from memfs.mcp.backend import (
     UnavailableError,
     Version,
 )
-from memfs.models import Memory, MemoryVersion
 
 log = logging.getLogger(__name__)
 

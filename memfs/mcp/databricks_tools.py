@@ -15,10 +15,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from memfs.contract.paths import PathError, validate_file_path
 from memfs.mcp import search_tool
 from memfs.mcp.backend import ChangedError, MemoryBackend, MissingError, StoredMemory, TakenError
 from memfs.mcp.tool_error import ToolError, read_only_refusal, text_argument
-from memfs.paths import PathError, validate_file_path
 
 log = logging.getLogger(__name__)
 

@@ -3,16 +3,16 @@
 
 Every path the model sends is hostile: it must start with ``/memories``; ``.`` and ``..``
 segments are resolved, and one that would climb above ``/memories`` is refused with the
-contract's message; what is left must be a valid memory path (``memfs.paths``, the rules the
-server applies). Stores hold no links, so no link can lead out.
+contract's message; what is left must be a valid memory path (``memfs.contract.paths``, the rules
+the server applies). Stores hold no links, so no link can lead out.
 """
 
 from __future__ import annotations
 
 import logging
 
+from memfs.contract.paths import PathError, validate_file_path
 from memfs.mcp.tool_error import ToolError
-from memfs.paths import PathError, validate_file_path
 
 log = logging.getLogger(__name__)
 

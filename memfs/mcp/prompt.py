@@ -1,6 +1,6 @@
 """The server's one prompt, ``memory_store``: what the agent needs to know about the store (its
 name, description and access) and how to use the tools it was given, in the session prompt's
-words (``memfs.store_brief``) where they apply. Free of the MCP SDK. The description is the
+words (``memfs.contract.store_brief``) where they apply. Free of the MCP SDK. The description is the
 store owner's, passed through on one line.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from memfs.contract.store_brief import access, one_paragraph, persistence
 from memfs.mcp.backend import StoreInfo
 from memfs.mcp.resources import AUTHORITY
-from memfs.store_brief import access, one_paragraph, persistence
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from memfs.contract.paths import PathError, validate_path
 from memfs.mcp.backend import Listed, MemoryBackend, StoredMemory
-from memfs.paths import PathError, validate_path
 
 log = logging.getLogger(__name__)
 

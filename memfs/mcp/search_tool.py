@@ -9,10 +9,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from memfs.contract.search_words import query_terms
 from memfs.mcp.backend import MemoryBackend
 from memfs.mcp.memory_paths import to_tool
 from memfs.mcp.tool_error import ToolError, int_argument, text_argument
-from memfs.search_words import query_terms
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 ``memfs mcp STORE``: a Memory Stores store (``MemoryStoresAPI``) or one actor's entries of a
 Databricks store (``DatabricksStore``).
 
-The seam's errors (``memfs.errors``) become the backend's here, with one-line messages; the
+The seam's errors (``memfs.contract.errors``) become the backend's here, with one-line messages; the
 preconditions are the seam's own (``expected_sha256``: the server checks it on Memory Stores,
 ``DatabricksStore`` compares just before the write). Search is ``memfs.search.engine``'s:
 the server's where offered, else a local index of the store, brought up to date before each
@@ -17,7 +17,8 @@ from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from memfs.errors import ApiConnectionError, ApiError, NotFoundError
+from memfs.contract.errors import ApiConnectionError, ApiError, NotFoundError
+from memfs.contract.store_api import ChangeEvent, StoreAPI
 from memfs.mcp.api_records import stored, translated, version_record
 from memfs.mcp.backend import (
     Change,
@@ -29,7 +30,6 @@ from memfs.mcp.backend import (
     StoreInfo,
     Version,
 )
-from memfs.store_api import ChangeEvent, StoreAPI
 
 if TYPE_CHECKING:
     from memfs.search.engine import StoreSearch

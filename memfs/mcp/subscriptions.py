@@ -46,7 +46,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from memfs.errors import ApiConnectionError, ApiError
+from memfs.contract.errors import ApiConnectionError, ApiError
 from memfs.mcp.backend import BackendError, Change, ChangeFeed, MemoryBackend
 from memfs.mcp.resources import ResourceError, path_of, uri_of
 

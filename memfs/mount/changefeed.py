@@ -35,10 +35,10 @@ from typing import Protocol
 
 import trio
 
+from memfs.contract.errors import ApiConnectionError, ApiError, StoreGoneError
+from memfs.contract.models import MemoryVersion
+from memfs.contract.store_api import StoreAPI
 from memfs.core.store_core import StoreCore
-from memfs.errors import ApiConnectionError, ApiError, StoreGoneError
-from memfs.models import MemoryVersion
-from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 

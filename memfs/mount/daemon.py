@@ -30,11 +30,13 @@ from typing import Any
 import pyfuse3
 import trio
 
-from memfs.cache_budget import CacheBudget
+from memfs.contract.cache_budget import CacheBudget
+from memfs.contract.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
 from memfs.core.build import build_core
 from memfs.core.model.config import VfsConfig
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.store_core import Invalidation, StoreCore
+from memfs.host.private import replace_file
 from memfs.mount import storelog
 from memfs.mount.busy import sync_mount
 from memfs.mount.changefeed import ChangeFeed, choose_source
@@ -64,8 +66,6 @@ from memfs.mount.status import (
     report_problems,
     unmount_report,
 )
-from memfs.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
-from memfs.private import replace_file
 from memfs.writeback.journal import default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Daemon:
         # in a mount of several, the stores that could not be opened: slot -> (spec, why)
         self.unavailable: dict[int, tuple[StoreSpec, str]] = {}
         self.scratch: Scratch | None = None  # a mount of several stores only
-        # the bytes every store's clean caches share (--cache-size: memfs.cache_budget)
+        # the bytes every store's clean caches share (--cache-size: memfs.contract.cache_budget)
         self.cache_budget = CacheBudget(int(options.cache_mb * 1024 * 1024))
         self._root: RootOperations | None = None  # likewise: its slot 0
         self._writer: StatusWriter | None = None
@@ -197,7 +197,7 @@ class Daemon:
                     served.journal.close()
 
     def _serve_store(self, spec: StoreSpec, store: OpenStore, slot: int) -> ServedStore:
-        """Build the core of ``store`` in its slot of the mount (memfs.numbers)."""
+        """Build the core of ``store`` in its slot of the mount (memfs.contract.numbers)."""
         opts = self.options
         read_only = spec.read_only or store.archived
         # a read-only mount never writes, not even a replay: its journal stays untouched
@@ -246,7 +246,7 @@ class Daemon:
 
     def _router(self) -> Router:
         """The mount's operations: one store in slot 0, or the root and scratch in slot 0 and
-        each store in the next slots (memfs.numbers)."""
+        each store in the next slots (memfs.contract.numbers)."""
         router = Router()
         if not self.several:
             router.serve(0, self.stores[0].operations)  # the store is the mount's root

@@ -2,13 +2,13 @@
 errnos out.
 
 ``FuseOperations`` serves the trees of one store (its files, ``.versions/``, ``.search/``) in
-the numbers the mount's router handed them (``memfs.numbers``); the router
+the numbers the mount's router handed them (``memfs.contract.numbers``); the router
 (``memfs.mount.router``) is the mount's ``pyfuse3.Operations`` and passes it the requests for
 those numbers. Owns the translation between pyfuse3 types and the core (names as bytes,
 ``EntryAttributes``, ``FileInfo``, readdir tokens and lookup counting) and the errno boundary:
 this is the only module that raises ``pyfuse3.FUSEError`` (the router's refusals too: ``fail``).
-Every handler maps memfs errors with ``memfs.errors.errno_for``; anything unexpected is logged
-with its traceback and becomes EIO, because an exception escaping a handler ends
+Every handler maps memfs errors with ``memfs.contract.errors.errno_for``; anything unexpected is
+logged with its traceback and becomes EIO, because an exception escaping a handler ends
 ``pyfuse3.main()`` and leaves a dead mount.
 
 It must not hold filesystem state or decide semantics (``vfs`` does) and must never call the
@@ -25,10 +25,7 @@ from typing import Any, NoReturn
 
 import pyfuse3
 
-from memfs.core.model.attrs import Attr
-from memfs.core.model.inodes import Node
-from memfs.core.store_core import Descriptions, StoreCore, decode_name
-from memfs.errors import (
+from memfs.contract.errors import (
     AttributeNotSupportedError,
     MemfsError,
     NoAttributeError,
@@ -36,7 +33,10 @@ from memfs.errors import (
     NotSupportedError,
     errno_for,
 )
-from memfs.paths import MAX_NAME_BYTES
+from memfs.contract.paths import MAX_NAME_BYTES
+from memfs.core.model.attrs import Attr
+from memfs.core.model.inodes import Node
+from memfs.core.store_core import Descriptions, StoreCore, decode_name
 from memfs.search.tree import SEARCH_NAME, SearchAttr
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 
@@ -127,7 +127,9 @@ class FuseOperations(pyfuse3.Operations):
         self.root_ino = vfs.root_ino
         self.above_root = above_root
         self._dirs: dict[int, list[tuple[str, Node]]] = {}
-        self._next_dir_fh = vfs.root_ino  # directory handles: the files' range (memfs.numbers)
+        self._next_dir_fh = (
+            vfs.root_ino
+        )  # directory handles: the files' range (memfs.contract.numbers)
         self.versions = vfs.versions  # the read-only /.versions tree: own inodes and handles
         self._vdirs: dict[int, list[tuple[str, int, VersionAttr]]] = {}
         self.search = vfs.search  # the read-only /.search tree: own inodes and handles

@@ -1,7 +1,7 @@
 """The mount daemon's log file: private (0600) and size-bounded (it rotates).
 
 ``PrivateRotatingFileHandler`` is a ``RotatingFileHandler`` whose every part, the new one after
-each rotation too, is opened by ``memfs.private.open_append``: 0600 (logs name stores and
+each rotation too, is opened by ``memfs.host.private.open_append``: 0600 (logs name stores and
 files, and a new part would otherwise get the process's umask), and never through a link or a
 hard link planted at its name. Its own module because ``logging.handlers`` costs the CLI ~20 ms
 to import: only the daemon needs it.
@@ -13,7 +13,7 @@ import io
 import logging.handlers
 from pathlib import Path
 
-from memfs.private import open_append
+from memfs.host.private import open_append
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):

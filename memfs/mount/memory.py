@@ -28,7 +28,7 @@ from pathlib import Path
 
 import trio
 
-from memfs.private import replace_file
+from memfs.host.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class AllocationSites:
     ``interval`` seconds to the file ``$MEMFS_DEBUG_MEMORY_FILE`` names, when the daemon runs
     under ``tracemalloc`` (``PYTHONTRACEMALLOC=1``; scripts/bench_memory.py --trace). Does
     nothing otherwise. The file is the operator's own: written only where they asked, and as
-    every file the daemon (often root) writes, through ``memfs.private.replace_file``: a link
+    every file the daemon (often root) writes, through ``memfs.host.private.replace_file``: a link
     planted at its name is replaced, never followed, and a directory others could swap it in is
     refused. A write that fails is logged and the sites are not written again: a debugging aid
     never stops a mount."""

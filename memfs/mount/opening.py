@@ -21,18 +21,18 @@ from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.capabilities import server_extensions
 from memfs.api.config import ClientConfig, ConfigError
 from memfs.api.store import MemoryStoresAPI, capabilities_with
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     AuthenticationError,
     NotFoundError,
     PermissionDeniedError,
 )
+from memfs.contract.store_api import StoreAPI
+from memfs.host.private import NotPrivateError, private_dir
 from memfs.mount.options import StoreSpec
 from memfs.mount.statedir import MountError
 from memfs.mount.status import JournalsOfStore
-from memfs.private import NotPrivateError, private_dir
-from memfs.store_api import StoreAPI
 from memfs.writeback.journal import Journal, JournalError
 from memfs.writeback.workspace import WorkspaceId
 

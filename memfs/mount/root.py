@@ -21,7 +21,7 @@ from typing import Any, NoReturn, Protocol
 
 import pyfuse3
 
-from memfs.errors import (
+from memfs.contract.errors import (
     AttributeNotSupportedError,
     BusyError,
     ExistsError,

@@ -2,8 +2,8 @@
 tree that owns the number it names.
 
 Owns the inode and file-handle numbers of the mount: every tree is served in a *slot* of
-``memfs.numbers.SLOT`` numbers (a store's files, its ``.search/`` and ``.versions/`` share the
-store's slot, in the ranges of ``StoreNumbers.in_slot``), so the slot of a number is the
+``memfs.contract.numbers.SLOT`` numbers (a store's files, its ``.search/`` and ``.versions/`` share
+the store's slot, in the ranges of ``StoreNumbers.in_slot``), so the slot of a number is the
 number shifted right, and a request goes to the operations serving that slot without asking
 anyone. A mount of one store serves it in slot 0: the numbers it always had (the root is
 inode 1). The trees number in their slot themselves (they were built with its ranges), so the
@@ -22,10 +22,10 @@ from typing import Any
 
 import pyfuse3
 
-from memfs.errors import CrossDeviceError, InvalidArgumentError, NoEntryError
+from memfs.contract.errors import CrossDeviceError, InvalidArgumentError, NoEntryError
+from memfs.contract.numbers import SLOT
 from memfs.mount import storelog
 from memfs.mount.fuse_ops import fail
-from memfs.numbers import SLOT
 
 SLOT_BITS = SLOT.bit_length() - 1
 # the renameat2 flags a tree may be asked for: RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2).

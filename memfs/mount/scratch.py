@@ -9,10 +9,10 @@ link targets, and ``NODE_BYTES`` per name): past it, ENOSPC; a truncate to a siz
 never fit it, even in an empty scratch, is EFBIG (a size past the largest file it can hold;
 a write is ENOSPC, as on a full tmpfs).
 
-``Scratch`` is the tree (FUSE-free; it raises ``memfs.errors`` exceptions, and
+``Scratch`` is the tree (FUSE-free; it raises ``memfs.contract.errors`` exceptions, and
 ``memfs.mount.fuse_ops.fail`` maps them to errnos, as for the stores); its inode and handle
-numbers are the router's slot 0 (``memfs.numbers``). The root directory is the scratch's own
-root; the router's root operations (``memfs.mount.root``) lay the stores over it.
+numbers are the router's slot 0 (``memfs.contract.numbers``). The root directory is the scratch's
+own root; the router's root operations (``memfs.mount.root``) lay the stores over it.
 
 Invariants: a node is in ``nodes`` while a directory entry, a kernel lookup or an open handle
 holds it (``links``, ``lookups``, ``opens``); ``used`` is the sum of ``_cost`` over the nodes
@@ -26,8 +26,8 @@ import stat
 import time
 from dataclasses import dataclass, field
 
-from memfs import paths
-from memfs.errors import (
+from memfs.contract import paths
+from memfs.contract.errors import (
     DirectoryNotEmptyError,
     ExistsError,
     FileTooLargeError,
@@ -39,7 +39,7 @@ from memfs.errors import (
     NotDirectoryError,
     NotPermittedError,
 )
-from memfs.numbers import NumberRange
+from memfs.contract.numbers import NumberRange
 
 NODE_BYTES = 2048  # what a name costs besides its content (as the core's budget counts it)
 RENAME_NOREPLACE = 1

@@ -26,7 +26,7 @@ class ServedStore:
     operations: FuseOperations
     journal: Journal | None
     journals: JournalsOfStore
-    slot: int  # of the router (memfs.numbers): 0 for a mount of one store
+    slot: int  # of the router (memfs.contract.numbers): 0 for a mount of one store
     feed: ChangeFeed | None = None
     # its background tasks failed (the others keep running): why, for ``memfs status``
     failed: str | None = None

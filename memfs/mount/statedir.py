@@ -2,7 +2,7 @@
 
 One directory per user holds what a running mount leaves for the commands that ask about it:
 ``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``, made 0700 and refused if another
-user could have planted it (``memfs.private``). Each mount's files are named by a hash of its
+user could have planted it (``memfs.host.private``). Each mount's files are named by a hash of its
 mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status`` reads it),
 ``.report.json`` (the unmount report) and ``.log`` (the daemon's log, unless ``--log-file``
 names another; it rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean
@@ -26,8 +26,8 @@ import re
 import time
 from pathlib import Path
 
-from memfs.portable import process_runs, user_id
-from memfs.private import NotPrivateError, private_dir
+from memfs.host.portable import process_runs, user_id
+from memfs.host.private import NotPrivateError, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ LOG_MAX_BYTES = 2 * 1024 * 1024  # a daemon's log rotates at this size...
 LOG_BACKUPS = 2  # ...keeping this many older parts (.log.1, .log.2): at most 6 MiB a mount
 STALE_AFTER = 7 * 24 * 3600.0  # seconds untouched before a gone mount's files are pruned
 # the files of one mount (``state_path``), never a session's (``session-…``)
-# (a leading dot and a random part: what a write cut short left, memfs.private.replace_file;
+# (a leading dot and a random part: what a write cut short left, memfs.host.private.replace_file;
 # tmp and report.json.tmp: what earlier versions wrote first)
 MOUNT_FILE = re.compile(
     r"^\.?(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status|tmp|report\.json(\.tmp)?)"

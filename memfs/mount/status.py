@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from memfs.paths import shown
-from memfs.private import replace_file
+from memfs.contract.paths import shown
+from memfs.host.private import replace_file
 
 if TYPE_CHECKING:
     from memfs.core.store_core import ConflictInfo, CoreStatus, StoreCore
@@ -457,7 +457,7 @@ def mount_report(reports: list[dict[str, Any]], *, mountpoint: str) -> dict[str,
 
 
 def _budget_line(memory: dict[str, dict[str, int]] | None) -> list[str]:
-    """The cache budget's use, and what uses it (``--cache-size``: memfs.cache_budget)."""
+    """The cache budget's use, and what uses it (``--cache-size``: memfs.contract.cache_budget)."""
     if not memory or "cache budget" not in memory:
         return []
     budget = memory["cache budget"]

@@ -29,12 +29,12 @@ from typing import Protocol
 
 import trio
 
-from memfs import paths
-from memfs.errors import NotFoundError
-from memfs.models import Memory, MemoryPrefix, MemoryVersion
+from memfs.contract import paths
+from memfs.contract.errors import NotFoundError
+from memfs.contract.models import Memory, MemoryPrefix, MemoryVersion
+from memfs.contract.search_words import best_line, one_line, query_terms
+from memfs.contract.store_api import StoreAPI
 from memfs.search.index import SearchIndex
-from memfs.search_words import best_line, one_line, query_terms
-from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class LocalSearch:
     ) -> None:
         self.store = store
         # told the index's size after each change of it (a mount charges it to its cache
-        # budget: memfs.cache_budget.PinnedCharge)
+        # budget: memfs.contract.cache_budget.PinnedCharge)
         self._on_size = on_size
         # a mount's clean contents by sha: what the fetch brings goes there too (reading a hit
         # costs no request), and a changed memory whose content is there (the mount's own

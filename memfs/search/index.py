@@ -22,7 +22,7 @@ import sqlite3
 import zlib
 from dataclasses import dataclass
 
-from memfs.search_words import fts5_match, query_terms
+from memfs.contract.search_words import fts5_match, query_terms
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ _WEIGHTS = (1.0, 2.0, 1.0)
 
 
 def match_expression(query: str) -> str | None:
-    """The FTS5 MATCH expression of ``query`` (``memfs.search_words``: the server's rule);
+    """The FTS5 MATCH expression of ``query`` (``memfs.contract.search_words``: the server's rule);
     None without a word."""
     terms = query_terms(query)
     return fts5_match(terms) if terms else None

@@ -13,8 +13,8 @@ kernel neither caches their pages nor their size: a search after a write finds i
 reads to the end although ``stat`` says 0 bytes.
 
 It must not import pyfuse3 nor decide errnos; ``fuse_ops`` dispatches to it by inode and handle
-number: everything here is numbered in the range its builder hands it (``memfs.numbers``: from
-2**47 in a mount of one store, between the store's files and its ``.versions`` tree).
+number: everything here is numbered in the range its builder hands it (``memfs.contract.numbers``:
+from 2**47 in a mount of one store, between the store's files and its ``.versions`` tree).
 
 Invariants: inode numbers are never reused; a query node leaves the table when the kernel
 forgot it and no handle is open on it; the root ``.search`` node never leaves.
@@ -28,15 +28,15 @@ import stat
 import time
 from dataclasses import dataclass
 
-from memfs.errors import (
+from memfs.contract.errors import (
     InvalidArgumentError,
     IsDirectoryError,
     NoEntryError,
     NotDirectoryError,
     ReadOnlyError,
 )
-from memfs.node_attr import NodeAttr
-from memfs.numbers import SINGLE_STORE, NumberRange
+from memfs.contract.node_attr import NodeAttr
+from memfs.contract.numbers import SINGLE_STORE, NumberRange
 from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
 
 log = logging.getLogger(__name__)

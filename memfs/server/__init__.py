@@ -12,6 +12,7 @@ Layout (docs/server.md "Code layout" has the full table):
   (change notification for the stream), ``ids`` (object ids and actor ids);
 - ``serve``: Hypercorn on trio plus the version-retention task.
 
-This package shares ``memfs.models``, ``memfs.paths`` and ``memfs.errors`` with the client and
+This package shares ``memfs.contract.models``, ``memfs.contract.paths`` and
+``memfs.contract.errors`` with the client and
 must import nothing else from memfs.
 """

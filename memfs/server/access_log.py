@@ -42,7 +42,7 @@ class _OpenedBy(logging.handlers.WatchedFileHandler):
 
 def open_access_log(target: str, open_file: Callable[[str], int]) -> None:
     """Send ``ACCESS`` to ``target``: a file (appended to; reopened when logrotate moves it),
-    opened by ``open_file`` (the command's: ``memfs.private.open_append``, 0600 and never
+    opened by ``open_file`` (the command's: ``memfs.host.private.open_append``, 0600 and never
     through a planted link), or ``-`` (standard output). ``OSError`` if it cannot."""
     handler: logging.Handler = (
         logging.StreamHandler(sys.stdout) if target == "-" else _OpenedBy(target, open_file)

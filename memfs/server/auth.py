@@ -18,8 +18,8 @@
 It then records the actors in ``scope["state"]``: ``api_actor`` (``{"type": "api_actor",
 "api_key_id": "apikey_…"}``, a digest of the key: ``ids.api_key_id``) and ``actor``, which is
 ``{"type": "session_actor", "session_id": …}`` when the request carries
-``memfs.models.SESSION_HEADER``, else the API actor. Routes read them with ``actor_of`` (who
-wrote a version) and ``api_actor_of`` (who redacted one: sessions have no redact capability).
+``memfs.contract.models.SESSION_HEADER``, else the API actor. Routes read them with ``actor_of``
+(who wrote a version) and ``api_actor_of`` (who redacted one: sessions have no redact capability).
 
 This module must not answer requests: ``middleware.ApiMiddleware`` turns a refusal into the
 error envelope.
@@ -35,14 +35,14 @@ from typing import cast
 from starlette.requests import Request
 from starlette.types import Scope
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiError,
     AuthenticationError,
     BadRequestError,
     NotFoundError,
     PermissionDeniedError,
 )
-from memfs.models import SESSION_HEADER, Actor
+from memfs.contract.models import SESSION_HEADER, Actor
 from memfs.server import ids
 
 log = logging.getLogger(__name__)

@@ -49,8 +49,8 @@ from typing import Any
 
 import trio
 
-from memfs.errors import RateLimitError
-from memfs.models import Actor, Memory, MemoryStore, MemoryVersion
+from memfs.contract.errors import RateLimitError
+from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion
 from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import (
     ChangeBounds,

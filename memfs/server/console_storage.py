@@ -8,8 +8,8 @@ console's; this interface only stores rows. It also counts a page of stores' mem
 (the stores page shows "N of 2,000"), and lists a store's memories as ids and paths alone (the
 store page's tree: no times, sizes or hashes read or turned into objects, which made the API's
 listing of 2,000 memories cost most of the page). For "the store as of" a moment it reads
-``VersionMark`` rows (no content, nothing but what ``memfs.version_view`` needs and the page
-shows): each memory's newest version then, and the whole history of the few memories whose
+``VersionMark`` rows (no content, nothing but what ``memfs.contract.version_view`` needs and the
+page shows): each memory's newest version then, and the whole history of the few memories whose
 version then was redacted (its path is inferred from its neighbours').
 For a Databricks store it counts entries by actor and by an actor's session
 (``dbx_actors``, ``dbx_sessions``): the Databricks API has no listing of either; and it reads a
@@ -41,7 +41,7 @@ class MemoryPath:
 
 @dataclass(frozen=True, slots=True)
 class VersionMark:
-    """A version as "the store as of" reads it (``memfs.version_view.VersionLike``)."""
+    """A version as "the store as of" reads it (``memfs.contract.version_view.VersionLike``)."""
 
     id: str
     memory_id: str

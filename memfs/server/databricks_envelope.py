@@ -3,8 +3,8 @@
 Every answer under ``DATABRICKS_PREFIX`` (and ``/.well-known/databricks-config``) that is an
 error takes this form, whoever refuses the request: the gatekeeper (401 ``UNAUTHENTICATED``),
 a route, the router (unknown endpoint, wrong method) or an unexpected failure (500).
-``status_and_code`` is the one table from ``memfs.errors`` classes to the HTTP status and the
-``error_code`` databricks-sdk classifies by (``errors/platform.py``), most specific class first.
+``status_and_code`` is the one table from ``memfs.contract.errors`` classes to the HTTP status and
+the ``error_code`` databricks-sdk classifies by (``errors/platform.py``), most specific class first.
 
 This module renders errors; it must not decide which error a request gets.
 """
@@ -16,7 +16,7 @@ import math
 
 from starlette.responses import JSONResponse
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiError,
     AuthenticationError,
     BadRequestError,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-from memfs.errors import ApiError
+from memfs.contract.errors import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memfs.errors import BadRequestError, OverloadedError, ServiceUnavailableError
+from memfs.contract.errors import BadRequestError, OverloadedError, ServiceUnavailableError
 from memfs.server import changes
 from memfs.server import databricks_validation as check
 from memfs.server.auth import api_actor_of

@@ -3,8 +3,8 @@
 Ids (``store_id``: the contract's pattern; ``entry_id``: what this server accepts for a
 caller-chosen one), actors and sessions, entry paths (a new entry's under the rules a mount can
 save: ``new_entry_path``) and path prefixes, content and description
-sizes (``memfs.databricks_limits``), source types, views, page sizes and update masks. Proto3
-JSON rules: a JSON ``null`` or an empty string is an unset field, unknown fields are ignored.
+sizes (``memfs.contract.databricks_limits``), source types, views, page sizes and update masks.
+Proto3 JSON rules: a JSON ``null`` or an empty string is an unset field, unknown fields are ignored.
 Every string goes through ``validation.text_field`` first: valid Unicode, no NUL.
 
 Every refusal is a ``BadRequestError`` whose message names the field; the Databricks routes
@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from memfs import paths
-from memfs.databricks_limits import (
+from memfs.contract import paths
+from memfs.contract.databricks_limits import (
     DEFAULT_PAGE_SIZE,
     MAX_CONTENT_BYTES,
     MAX_DESCRIPTION_BYTES,
@@ -27,7 +27,7 @@ from memfs.databricks_limits import (
     MAX_PAGE_SIZE,
     MAX_PATH_BYTES,
 )
-from memfs.errors import BadRequestError
+from memfs.contract.errors import BadRequestError
 from memfs.server.databricks_storage import SOURCE_AGENT, SOURCE_DREAMER
 from memfs.server.query import decimal
 from memfs.server.validation import text_field, type_name
@@ -132,7 +132,7 @@ def entry_path(value: Any, name: str = "path") -> str:
 
 def new_entry_path(value: Any) -> str:
     """The path of an entry being created: ``entry_path``, and the rules a mount can save
-    (``memfs.paths.validate_file_path``: NFC, no control or format characters, at most 20
+    (``memfs.contract.paths.validate_file_path``: NFC, no control or format characters, at most 20
     segments of at most 255 bytes), so that every entry can be a file of a mount. A path of an
     entry stored before these rules (by an older server) is still accepted where an existing
     entry is named: a list's exact ``path``."""

@@ -1,8 +1,9 @@
 """The error envelope of the reference server: how every error answer looks.
 
 ``{"type": "error", "error": {"type": T, "message": M, …}, "request_id": R}``. ``error_body``
-builds it, ``api_error_response`` renders a ``memfs.errors.ApiError`` with its status (extra
-fields of ``ApiError.body["error"]``, such as a path conflict's ``conflicting_memory_id``, are
+builds it, ``api_error_response`` renders a ``memfs.contract.errors.ApiError`` with its status
+(extra fields of ``ApiError.body["error"]``, such as a path conflict's ``conflicting_memory_id``,
+are
 kept; an error that asks the client to wait, a 429 or 503, carries ``retry-after``), and
 ``EXCEPTION_HANDLERS`` are the Starlette handlers that render what a route raises:
 an ``ApiError``, a routing error (404 unknown route, 405 with its ``Allow`` header), or anything
@@ -24,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from memfs.errors import ApiError
+from memfs.contract.errors import ApiError
 from memfs.server import databricks_envelope
 
 log = logging.getLogger(__name__)

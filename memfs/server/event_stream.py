@@ -42,8 +42,13 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs.errors import BadRequestError, NotFoundError, OverloadedError, ServiceUnavailableError
-from memfs.models import MemoryVersion
+from memfs.contract.errors import (
+    BadRequestError,
+    NotFoundError,
+    OverloadedError,
+    ServiceUnavailableError,
+)
+from memfs.contract.models import MemoryVersion
 from memfs.server import changes
 from memfs.server.auth import api_actor_of
 from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH

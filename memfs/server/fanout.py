@@ -79,7 +79,7 @@ from typing import Generic, Literal, TypeVar
 import trio
 from trio.testing import wait_all_tasks_blocked
 
-from memfs.errors import NotFoundError, ServiceUnavailableError
+from memfs.contract.errors import NotFoundError, ServiceUnavailableError
 from memfs.server.changes import DEFAULT_STREAM_BUFFER, ChangeHub, Subscription
 from memfs.server.metrics import Metrics
 

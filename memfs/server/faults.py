@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfs.errors import ApiError, BadRequestError
+from memfs.contract.errors import ApiError, BadRequestError
 from memfs.server.auth import FAULTS_PATH
 from memfs.server.envelope import api_error_response, error_body, request_id_of
 from memfs.server.query import decimal

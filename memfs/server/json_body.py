@@ -21,7 +21,7 @@ import logging
 import math
 from typing import Any
 
-from memfs.errors import BadRequestError
+from memfs.contract.errors import BadRequestError
 
 log = logging.getLogger(__name__)
 

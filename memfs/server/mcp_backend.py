@@ -25,7 +25,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memfs.errors import NotFoundError, PreconditionFailedError
+from memfs.contract.errors import NotFoundError, PreconditionFailedError
+from memfs.contract.models import Actor, Memory, sha256_hex
+from memfs.contract.search_words import best_line
 from memfs.mcp.api_records import first_line, stored, translated, version_record
 from memfs.mcp.backend import (
     ChangedError,
@@ -38,8 +40,6 @@ from memfs.mcp.backend import (
     TakenError,
     Version,
 )
-from memfs.models import Actor, Memory, sha256_hex
-from memfs.search_words import best_line
 from memfs.server import databricks_validation as dbx_valid
 from memfs.server import validation
 from memfs.server.databricks_storage import (

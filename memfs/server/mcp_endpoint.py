@@ -34,7 +34,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from memfs.errors import ApiError, BadRequestError
+from memfs.contract.errors import ApiError, BadRequestError
 from memfs.mcp.backend import MemoryBackend, StoreInfo
 from memfs.server import databricks_validation as dbx_valid
 from memfs.server.auth import actor_of

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfs.errors import RequestTimeoutError
+from memfs.contract.errors import RequestTimeoutError
 from memfs.server import ids
 from memfs.server.access_log import log_request
 from memfs.server.auth import Gatekeeper

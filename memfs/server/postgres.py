@@ -49,7 +49,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
+from memfs.contract.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx

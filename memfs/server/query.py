@@ -26,9 +26,9 @@ from typing import Any, cast
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from memfs import paths
-from memfs.errors import BadRequestError
-from memfs.models import Operation, parse_time
+from memfs.contract import paths
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import Operation, parse_time
 from memfs.server import cursor
 from memfs.server.validation import text_field
 

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 import trio
 from hypercorn.trio import serve as hypercorn_serve
 
-from memfs.errors import ServiceUnavailableError
+from memfs.contract.errors import ServiceUnavailableError
 from memfs.server import http2
 from memfs.server.app import create_app
 from memfs.server.changes import (

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
+from memfs.contract.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx

@@ -7,7 +7,8 @@ state and enforces every rule that depends on it: existence, archived stores, pa
 the 2,000-memory limit, content preconditions, the head move, version sequencing and retention.
 Each mutation is one transaction, so these checks cannot race.
 
-Backends raise ``memfs.errors`` ApiError subclasses (``NotFoundError``, ``StoreArchivedError``,
+Backends raise ``memfs.contract.errors`` ApiError subclasses (``NotFoundError``,
+``StoreArchivedError``,
 ``StoreFullError``, ``PathConflictError``, ``PreconditionFailedError``, ``BadRequestError``);
 the HTTP layer turns them into the error envelope. A database that cannot be reached (locked by
 another process, restarting, refusing connections) is ``ServiceUnavailableError``, a 503 with
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
-from memfs.errors import ServiceUnavailableError
-from memfs.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Operation
+from memfs.contract.errors import ServiceUnavailableError
+from memfs.contract.models import Actor, Memory, MemoryPrefix, MemoryStore, MemoryVersion, Operation
 from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import DatabricksStorage
 

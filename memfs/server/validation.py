@@ -5,8 +5,8 @@ A body is read by ``read_json_object``: at most ``MAX_BODY_BYTES`` (else 413; a 
 a JSON object. ``check_fields`` refuses an unknown field by name, as the hosted API does. Each
 field then goes through its checker: ``text_field`` (a string of valid Unicode without a NUL,
 which every other checker of a string starts with; a Memory Stores content may hold NUL),
-``memory_path`` (``memfs.paths`` rules), ``memory_content`` (at most ``MAX_CONTENT_BYTES`` UTF-8
-bytes, else 413), ``sha256_field`` and ``precondition_sha256``, the store's ``store_name``,
+``memory_path`` (``memfs.contract.paths`` rules), ``memory_content`` (at most ``MAX_CONTENT_BYTES``
+UTF-8 bytes, else 413), ``sha256_field`` and ``precondition_sha256``, the store's ``store_name``,
 ``store_description`` and metadata (``store_metadata`` on create, ``metadata_patch`` on update).
 
 Every refusal is a ``BadRequestError`` (400) or ``RequestTooLargeError`` (413) whose message
@@ -25,8 +25,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from memfs import paths
-from memfs.errors import BadRequestError, RequestTooLargeError
+from memfs.contract import paths
+from memfs.contract.errors import BadRequestError, RequestTooLargeError
 from memfs.server import json_body
 from memfs.server.storage import MAX_METADATA_PAIRS, MetadataPatch
 

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memfs.api.config import ConfigError
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
+from memfs.contract.paths import slug
+from memfs.host.private import replace_file
 from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
-from memfs.paths import slug
-from memfs.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -522,7 +522,7 @@ class SessionState:
 
     def write(self, path: Path) -> None:
         """Replace the state file atomically (readers never see half a file); ``OSError``
-        (``memfs.private.NotPrivateError`` included) if it cannot."""
+        (``memfs.host.private.NotPrivateError`` included) if it cannot."""
         data = (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
         replace_file(path, data, "session state", create_mode=0o700)
 

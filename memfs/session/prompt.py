@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memfs.contract.store_brief import access, one_paragraph, persistence
 from memfs.session.plan import MountPlan
-from memfs.store_brief import access, one_paragraph, persistence
 
 
 def render_prompt(plans: list[MountPlan], root: Path, *, synced: bool = False) -> str:

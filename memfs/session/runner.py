@@ -40,12 +40,12 @@ from pathlib import Path
 
 import trio
 
+from memfs.host.private import NotPrivateError, check_private_file
 from memfs.mount.daemon import Daemon
 from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions
 from memfs.mount.statedir import MountError, is_dead_mount, remove_state
 from memfs.mount.statedir import state_path as daemon_state_path
 from memfs.mount.status import REPORT_TYPE
-from memfs.private import NotPrivateError, check_private_file
 from memfs.session.access import StoreAccess as StoreAccess
 from memfs.session.access import store_spec as store_spec
 from memfs.session.life import SessionLife

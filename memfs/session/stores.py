@@ -16,14 +16,14 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ConfigError
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     AuthenticationError,
     NotFoundError,
     PermissionDeniedError,
 )
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
 from memfs.session.plan import Attachment, SessionError
 
 

@@ -11,7 +11,7 @@ Invariants:
   to the core's, and ``entries[p].seen`` that file's ``Seen`` then;
 - a path without an entry was never in step on both sides (new on one side).
 
-The file is written whole (``memfs.private.replace_file``: never through a planted link) after
+The file is written whole (``memfs.host.private.replace_file``: never through a planted link) after
 each batch of changes; losing the last write is harmless, since the journal holds every local
 change the core accepted and a rescan compares contents where the basis is behind.
 """
@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.private import check_private_file, replace_file
+from memfs.host.private import check_private_file, replace_file
 from memfs.sync.localdir import Seen
 
 log = logging.getLogger(__name__)

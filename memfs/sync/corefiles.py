@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import NoEntryError, NotDirectoryError, NotFoundError
 from memfs.core.store_core import Kind, Node, StoreCore
-from memfs.errors import NoEntryError, NotDirectoryError, NotFoundError
 
 WRITE_CHUNK = READ_CHUNK = 1 << 20
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 
+from memfs.contract.errors import FsError
+from memfs.contract.paths import shown
 from memfs.core.store_core import StoreCore
-from memfs.errors import FsError
-from memfs.paths import shown
 from memfs.sync.corefiles import CoreFile
 from memfs.sync.localdir import LocalDir, Seen
 from memfs.transfer.layout import FormatError, dump_descriptions, load_descriptions

@@ -45,10 +45,10 @@ from pathlib import Path
 
 import trio
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import ApiConnectionError, ApiError, FsError, NoEntryError, NotFoundError
 from memfs.core.store_core import Invalidation, StoreCore
-from memfs.errors import ApiConnectionError, ApiError, FsError, NoEntryError, NotFoundError
-from memfs.private import create_file
+from memfs.host.private import create_file
 from memfs.sync.basis import Basis
 from memfs.sync.corefiles import CoreFile, CoreFiles
 from memfs.sync.descriptions import DESCRIPTIONS_PATH, DescriptionsFile

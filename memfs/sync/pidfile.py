@@ -1,10 +1,10 @@
 """The pid file of a synced directory: which process keeps it in step.
 
 ``memfs sync`` writes it (``<pid>\\n<DIR>\\nsync\\n``, in the per-user state directory, never
-through a link: ``memfs.private.replace_file``); a second ``memfs sync`` of the same directory
+through a link: ``memfs.host.private.replace_file``); a second ``memfs sync`` of the same directory
 refuses to start while that process runs, and ``memfs sync --stop`` signals it. Portable: a
 process is looked for with ``kill(pid, 0)``, and on Linux a zombie (killed, not yet reaped)
-counts as gone; on Windows, where ``kill`` would end it, ``memfs.portable.process_runs``.
+counts as gone; on Windows, where ``kill`` would end it, ``memfs.host.portable.process_runs``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from memfs import portable
-from memfs.private import replace_file
+from memfs.host import portable
+from memfs.host.private import replace_file
 
 KIND = "sync"
 

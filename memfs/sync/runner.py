@@ -30,6 +30,7 @@ import trio
 from memfs.core.build import build_core
 from memfs.core.model.config import VfsConfig
 from memfs.core.store_core import Invalidation, StoreCore
+from memfs.host.private import private_dir, replace_file
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.opening import OpenStore, journals_not_replayed, open_journal, open_store
 from memfs.mount.options import FINAL_FLUSH_SECONDS, StoreSpec
@@ -41,7 +42,6 @@ from memfs.mount.status import (
     report_problems,
     unmount_report,
 )
-from memfs.private import private_dir, replace_file
 from memfs.sync.basis import Basis
 from memfs.sync.engine import SyncEngine
 from memfs.sync.localdir import SYNC_LOCAL_NAMES, LocalDir

@@ -38,8 +38,8 @@ from pathlib import Path
 import trio
 
 from memfs.api import StoreClient
-from memfs.models import Actor, MemoryStore, MemoryVersion, format_time, parse_time
-from memfs.store_api import StoreAPI
+from memfs.contract.models import Actor, MemoryStore, MemoryVersion, format_time, parse_time
+from memfs.contract.store_api import StoreAPI
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
 from memfs.transfer.export_listing import LIST_PAGE, list_new_versions

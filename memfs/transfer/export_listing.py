@@ -20,7 +20,7 @@ from datetime import datetime
 import trio
 
 from memfs.api import StoreClient
-from memfs.models import MemoryVersion
+from memfs.contract.models import MemoryVersion
 from memfs.transfer import export_git as git
 from memfs.transfer.export_ahead import TreeAhead
 from memfs.transfer.layout import file_path, unsafe

@@ -22,8 +22,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memfs.models import Memory
-from memfs.store_api import Capabilities
+from memfs.contract.models import Memory
+from memfs.contract.store_api import Capabilities
 from memfs.transfer import layout
 from memfs.transfer.import_walk import Refusal, Tree, TreeFile
 

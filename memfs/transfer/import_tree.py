@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     AuthenticationError,
@@ -41,7 +41,7 @@ from memfs.errors import (
     StoreArchivedError,
     StoreFullError,
 )
-from memfs.store_api import StoreAPI
+from memfs.contract.store_api import StoreAPI
 from memfs.transfer.import_plan import Plan, Step, make_plan
 from memfs.transfer.import_walk import Limits, UnreadableError, open_file, read_tree
 

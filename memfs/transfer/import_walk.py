@@ -32,8 +32,8 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from memfs import databricks_limits
-from memfs.paths import MAX_PATH_BYTES, MAX_SEGMENTS, PathError, validate_file_path
+from memfs.contract import databricks_limits
+from memfs.contract.paths import MAX_PATH_BYTES, MAX_SEGMENTS, PathError, validate_file_path
 from memfs.transfer import layout
 
 log = logging.getLogger(__name__)

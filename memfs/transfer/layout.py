@@ -26,8 +26,8 @@ The contract (format 1):
 Memory paths come from a server, and a server (or an agent writing through it) is not trusted
 here: ``file_path`` refuses anything that could name a file outside DIR or that no file system
 can hold (``UnsafePathError``, with the reason), whatever the API is supposed to allow;
-``exported_file`` adds the API's own rules (``memfs.paths``): what an export writes. Nor is DIR
-trusted when a command reads back what it wrote there (an export's record of its files): whoever
+``exported_file`` adds the API's own rules (``memfs.contract.paths``): what an export writes. Nor is
+DIR trusted when a command reads back what it wrote there (an export's record of its files): whoever
 can write DIR can plant those records, so each path read back passes ``check_tree_file``, the
 same rules, before it is used.
 
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from memfs import databricks_limits
-from memfs.paths import PathError, validate_path
+from memfs.contract import databricks_limits
+from memfs.contract.paths import PathError, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def file_path(memory_path: str) -> str:
 
 
 def exported_file(memory_path: str) -> str:
-    """``file_path``, for a path the API's rules (``memfs.paths.validate_path``: no control
+    """``file_path``, for a path the API's rules (``memfs.contract.paths.validate_path``: no control
     character, NFC, at most 20 segments...) allow too: the files an export writes, and the only
     ones it reads back as its own. ``UnsafePathError`` with the reason otherwise."""
     try:

@@ -26,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 
 import trio
 
-from memfs import paths
-from memfs.cache_budget import CacheBudget, DroppableCharge
-from memfs.models import Actor, MemoryVersion
-from memfs.store_api import StoreAPI
-from memfs.version_view import files_at, infer_paths
+from memfs.contract import paths
+from memfs.contract.cache_budget import CacheBudget, DroppableCharge
+from memfs.contract.models import Actor, MemoryVersion
+from memfs.contract.store_api import StoreAPI
+from memfs.contract.version_view import files_at, infer_paths
 from memfs.versions.names import LOG_NAME, history_name
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 
 HISTORY_NAME = "history"
 LOG_NAME = "log.txt"

@@ -25,8 +25,8 @@ a learnt redaction changed (the old history name, cached modes) are queued for
 
 It must not import pyfuse3 or the rest of the filesystem core (``core.build`` makes it,
 ``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered in the
-range its builder hands it, ``memfs.numbers``: from 2**48 in a mount of one store, far above
-the core's inodes), must not decide errnos, and must never write
+range its builder hands it, ``memfs.contract.numbers``: from 2**48 in a mount of one store, far
+above the core's inodes), must not decide errnos, and must never write
 to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``.
 
 Invariants (the index's own are in ``memfs.versions.index``):
@@ -47,9 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memfs import paths
-from memfs.cache_budget import BudgetedCache, CacheBudget
-from memfs.errors import (
+from memfs.contract import paths
+from memfs.contract.cache_budget import BudgetedCache, CacheBudget
+from memfs.contract.errors import (
     AccessDeniedError,
     InvalidArgumentError,
     IsDirectoryError,
@@ -57,11 +57,11 @@ from memfs.errors import (
     NotDirectoryError,
     ReadOnlyError,
 )
-from memfs.models import MemoryVersion
-from memfs.node_attr import NodeAttr
-from memfs.numbers import SINGLE_STORE, NumberRange
-from memfs.portable import user_id
-from memfs.store_api import StoreAPI
+from memfs.contract.models import MemoryVersion
+from memfs.contract.node_attr import NodeAttr
+from memfs.contract.numbers import SINGLE_STORE, NumberRange
+from memfs.contract.store_api import StoreAPI
+from memfs.host.portable import user_id
 from memfs.versions.index import VersionIndex, View
 from memfs.versions.names import HISTORY_NAME, LOG_NAME, parse_instant, stamp
 

@@ -30,7 +30,7 @@ that is not a regular file of the user's; the directories it creates are 0700, r
 
 Durability: ``put`` appends one entry and ``fdatasync``s the log before it returns (one flush
 per commit: the log's directory entry was made durable when the log was created; on macOS,
-which has no ``fdatasync``, ``F_FULLFSYNC``: ``memfs.portable.data_sync``). So after
+which has no ``fdatasync``, ``F_FULLFSYNC``: ``memfs.host.portable.data_sync``). So after
 ``put`` returns, a ``kill -9`` (or a power cut) cannot lose the record. ``drop`` does the same,
 except ``drop(name, flush=False)`` (the record's change is on the server): its entry is written
 and left for the next flush, any ``put``'s, ``flush()`` or ``close``; a ``kill -9`` cannot lose
@@ -64,8 +64,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from memfs.portable import NOFOLLOW, data_sync, lock_exclusive, read_at, write_at
-from memfs.private import NotPrivateError, check_private_file, private_dir
+from memfs.host.portable import NOFOLLOW, data_sync, lock_exclusive, read_at, write_at
+from memfs.host.private import NotPrivateError, check_private_file, private_dir
 from memfs.writeback.workspace import PREFIX as WORKSPACE_PREFIX
 from memfs.writeback.workspace import WorkspaceId, WorkspaceMismatchError
 from memfs.writeback.workspace import record as record_workspace

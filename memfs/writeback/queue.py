@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from memfs.api.retry import RetryPolicy
+from memfs.contract.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

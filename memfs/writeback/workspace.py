@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memfs.private import NotPrivateError, check_private_file, replace_file
+from memfs.host.private import NotPrivateError, check_private_file, replace_file
 
 log = logging.getLogger(__name__)
 

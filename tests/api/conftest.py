@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memfs.api import StoreClient
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
 
 from .helpers import make_client, unique
 

@@ -16,7 +16,7 @@ from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
 from memfs.api.client import CAPABILITIES
 from memfs.api.config import ClientConfig
 from memfs.api.store import MEMORY_STORES, capabilities_with, memory_stores_capabilities
-from memfs.errors import (
+from memfs.contract.errors import (
     AuthenticationError,
     BadRequestError,
     NotFoundError,
@@ -24,7 +24,7 @@ from memfs.errors import (
     PreconditionFailedError,
     StoreArchivedError,
 )
-from memfs.models import Memory, MemoryPrefix, MemoryStore, sha256_hex
+from memfs.contract.models import Memory, MemoryPrefix, MemoryStore, sha256_hex
 
 from .helpers import make_client, unique
 

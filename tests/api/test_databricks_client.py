@@ -1,6 +1,6 @@
 """The Databricks client's dialect, on faults the reference server does not produce: its error
-envelope mapped to ``memfs.errors`` (and so to errnos), 429 and 503 retried by the one retry
-policy with ``Retry-After``, the Bearer token sent and never shown. The endpoints themselves
+envelope mapped to ``memfs.contract.errors`` (and so to errnos), 429 and 503 retried by the one
+retry policy with ``Retry-After``, the Bearer token sent and never shown. The endpoints themselves
 are exercised against the real server by ``tests/mount/test_databricks.py``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.databricks.client import DatabricksClient
-from memfs.errors import (
+from memfs.contract.errors import (
     PathConflictError,
     StoreFullError,
     errno_for,

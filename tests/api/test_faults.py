@@ -20,8 +20,7 @@ import trio
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.api.config import API_VERSION, MEMORY_BETA, ClientConfig, Secret
-from memfs.api.retry import retry_after_seconds
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     ApiError,
     ApiTimeoutError,
@@ -33,7 +32,8 @@ from memfs.errors import (
     StoreArchivedError,
     StoreFullError,
 )
-from memfs.models import SESSION_HEADER
+from memfs.contract.models import SESSION_HEADER
+from memfs.contract.retry import retry_after_seconds
 
 KEY = "sk-fault-test-" + "z" * 30
 STORE_JSON = {

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from memfs.api import StoreClient
-from memfs.errors import ApiConnectionError, PathConflictError
-from memfs.models import MemoryStore
+from memfs.contract.errors import ApiConnectionError, PathConflictError
+from memfs.contract.models import MemoryStore
 
 from .helpers import make_client, unique
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memfs.models import sha256_hex
+from memfs.contract.models import sha256_hex
 
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_UNREACHABLE = 2, 3, 4, 5, 6
 

@@ -13,8 +13,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from memfs.errors import STORE_ARCHIVED_MESSAGE
-from memfs.models import sha256_hex
+from memfs.contract.errors import STORE_ARCHIVED_MESSAGE
+from memfs.contract.models import sha256_hex
 
 
 @pytest.fixture

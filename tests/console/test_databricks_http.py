@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memfs.models import sha256_hex
+from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub
 from memfs.server.databricks_storage import EntryPatch, NewEntry

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.test_http import KEY, browser, csrf_of, sign_in
-from memfs.models import Actor, MemoryVersion
+from memfs.contract.models import Actor, MemoryVersion
 from memfs.server.app import create_app
 from memfs.server.console.pages.history import PAGE_SIZE, store_as_of
 from memfs.server.storage import Storage, VersionFilter

@@ -302,7 +302,7 @@ async def test_metrics_and_logs_name_console_routes_by_template(storage: Storage
 async def test_a_memory_holding_nul_is_not_saved_from_a_text_box(storage: Storage) -> None:
     """A browser's text box turns U+0000 into U+FFFD: the edit page of a memory holding NUL
     says so, and a save from it is refused (409), the content untouched (issue 31)."""
-    from memfs.models import Actor
+    from memfs.contract.models import Actor
 
     store = await storage.create_store(name="nul", description="", metadata={})
     content = "a\x00b <script>alert(1)</script>"

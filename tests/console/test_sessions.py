@@ -117,7 +117,7 @@ async def test_the_console_storage_on_both_backends(
 ) -> None:
     """Sessions (create, read, touch, end; ended ones purged at the next sign-in), memory
     counts and the tree's paths, in SQLite and in PostgreSQL."""
-    from memfs.models import Actor
+    from memfs.contract.models import Actor
     from memfs.server.console_storage import ConsoleSession, MemoryPath
     from memfs.server.postgres import PostgresStorage
     from memfs.server.sql import SqlStorage

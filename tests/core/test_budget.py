@@ -14,12 +14,12 @@ import pytest
 import trio
 from support.fake_store import FakeStore
 
+from memfs.contract.errors import ApiConnectionError, FileTooLargeError, NoSpaceError, NotUtf8Error
+from memfs.contract.store_api import Capabilities
 from memfs.core.build import build_core
 from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import Vfs
-from memfs.errors import ApiConnectionError, FileTooLargeError, NoSpaceError, NotUtf8Error
-from memfs.store_api import Capabilities
 
 from .helpers import CONFIG, running_core
 

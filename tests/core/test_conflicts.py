@@ -18,14 +18,14 @@ from support.fake_store import FakeStore, unavailable
 from support.waiting import wait_until
 from trio.testing import MockClock
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import NoSpaceError, RemoteConflictError, errno_for
+from memfs.contract.models import sha256_hex
+from memfs.contract.store_api import Capabilities
 from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.durable import MAX_CONFLICTS_KEPT, conflict_path
-from memfs.errors import NoSpaceError, RemoteConflictError, errno_for
-from memfs.models import sha256_hex
 from memfs.mount import status
-from memfs.store_api import Capabilities
 
 from .helpers import replay, running_core
 

@@ -15,10 +15,10 @@ from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs.api.databricks.store import DatabricksStore
+from memfs.contract.errors import RemoteConflictError, errno_for
+from memfs.contract.models import MemoryPrefix, sha256_hex
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.descriptions import DESCRIPTION
-from memfs.errors import RemoteConflictError, errno_for
-from memfs.models import MemoryPrefix, sha256_hex
 from memfs.search.engine import StoreSearch
 
 from .helpers import CONFIG, replay, running_core

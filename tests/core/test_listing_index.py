@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memfs.contract.models import ListItem, Memory, MemoryPrefix
 from memfs.core.fetch.cache import Listing, ListingCache
-from memfs.models import ListItem, Memory, MemoryPrefix
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 NAMES = ["a", "a.md", "b", "x", "x.file-clash"]

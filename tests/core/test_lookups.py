@@ -19,14 +19,14 @@ import pytest
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import NoEntryError
 from memfs.core.build import build_core
 from memfs.core.fetch import cache
 from memfs.core.model.clashes import SUFFIX
 from memfs.core.model.inodes import Kind
 from memfs.core.ops.namespace import Namespace
 from memfs.core.ops.vfs import Vfs
-from memfs.errors import NoEntryError
 
 from .helpers import CONFIG, running_core
 

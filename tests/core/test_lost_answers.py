@@ -10,8 +10,8 @@ from pathlib import Path
 from support.fake_store import FakeStore, unavailable
 from trio.testing import MockClock
 
+from memfs.contract.errors import ApiConnectionError, PathConflictError
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import ApiConnectionError, PathConflictError
 
 from .helpers import replay, running_core
 

@@ -1,4 +1,5 @@
-"""What a core holds in memory stays within its cache budget (``memfs.cache_budget``), FUSE-free.
+"""What a core holds in memory stays within its cache budget (``memfs.contract.cache_budget``),
+FUSE-free.
 
 The caches of clean, re-fetchable data (contents, version contents) are charged to one budget
 and evicted least recently used across all of them; several cores handed one budget share it
@@ -19,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 import trio
 from support.fake_store import FakeStore
 
-from memfs.cache_budget import BudgetedCache, CacheBudget
+from memfs.contract.cache_budget import BudgetedCache, CacheBudget
+from memfs.contract.models import Memory, MemoryVersion, format_time
 from memfs.core.build import build_core
 from memfs.core.fetch.cache import Listing
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.models import Memory, MemoryVersion, format_time
 from memfs.search.engine import Hit
 from memfs.versions.index import HISTORY_ENTRY_BYTES, VERSION_BYTES, VersionIndex
 from memfs.versions.tree import VersionsConfig, VersionsTree

@@ -15,8 +15,7 @@ from support.fake_store import FakeStore, unavailable
 from support.waiting import wait_until
 from trio.testing import MockClock
 
-from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     BadRequestError,
     NoSpaceError,
@@ -25,7 +24,8 @@ from memfs.errors import (
     StoreGoneError,
     errno_for,
 )
-from memfs.store_api import Capabilities
+from memfs.contract.store_api import Capabilities
+from memfs.core.model.inodes import ROOT_INODE
 
 from .helpers import CONFIG, running_core
 

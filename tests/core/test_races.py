@@ -15,9 +15,9 @@ import trio
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from memfs.contract.errors import NoEntryError
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import Vfs
-from memfs.errors import NoEntryError
 
 from .helpers import CONFIG, running_core
 

@@ -13,10 +13,10 @@ import trio
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from memfs.contract.errors import NotUtf8Error
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.durable import DROP_FLUSH_DELAY
-from memfs.errors import NotUtf8Error
 
 from .helpers import CONFIG, running_core
 

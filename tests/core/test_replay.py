@@ -15,11 +15,11 @@ from support.fake_store import FakeStore
 from support.waiting import wait_until
 from trio.testing import MockClock
 
+from memfs.contract.models import sha256_hex
+from memfs.contract.store_api import Capabilities
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.descriptions import DESCRIPTION
-from memfs.models import sha256_hex
-from memfs.store_api import Capabilities
 from memfs.writeback.journal import Journal, Record
 
 from .helpers import CONFIG, replay, running_core

@@ -1,5 +1,5 @@
-"""The store-API seam (memfs.store_api): an API plugs in by implementing the protocol, and what
-it lacks is made up in its own adapter, not in the core (docs/architecture.md, "A second store
+"""The store-API seam (memfs.contract.store_api): an API plugs in by implementing the protocol, and
+what it lacks is made up in its own adapter, not in the core (docs/architecture.md, "A second store
 API"). Here: an API whose rename is a create and a delete (as Databricks Agent Memory's)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from memfs.contract.errors import PreconditionFailedError
+from memfs.contract.models import Memory
+from memfs.contract.store_api import Capabilities
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import PreconditionFailedError
-from memfs.models import Memory
-from memfs.store_api import Capabilities
 
 from .helpers import running_core
 

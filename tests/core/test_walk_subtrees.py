@@ -14,12 +14,12 @@ from support.fake_databricks import FakeDatabricks
 from support.fake_store import FakeStore
 
 from memfs.api.databricks.store import DatabricksStore
+from memfs.contract.models import MemoryPrefix, Page
 from memfs.core.build import build_core
 from memfs.core.fetch.prefetch import MAX_IN_FLIGHT, SMALL_DIRECTORY
 from memfs.core.fetch.subtree import SubTreeListings
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import Vfs, VfsConfig
-from memfs.models import MemoryPrefix, Page
 
 SUBTREE = "list_subtree_page"
 DIRECTORY = "list_directory_page"

@@ -12,8 +12,8 @@ from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig
-from memfs.api.retry import RetryPolicy
-from memfs.errors import ApiConnectionError, RateLimitError
+from memfs.contract.errors import ApiConnectionError, RateLimitError
+from memfs.contract.retry import RetryPolicy
 from memfs.server.faults import FaultSpec, FaultSpecError
 
 from .helpers import ADMIN_KEY

@@ -1,5 +1,5 @@
 """``MEMFS_DEBUG_MEMORY_FILE`` (memfs.mount.memory.AllocationSites): the daemon, often root,
-writes the tracemalloc sites through ``memfs.private``: a link planted at the name is replaced,
+writes the tracemalloc sites through ``memfs.host.private``: a link planted at the name is replaced,
 never followed; a directory others could swap the file in is refused, logged once, and the
 mount goes on."""
 

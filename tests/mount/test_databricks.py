@@ -32,7 +32,7 @@ from support.mounts import MountedStore, memfs
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
-from memfs.databricks_limits import MAX_CONTENT_BYTES
+from memfs.contract.databricks_limits import MAX_CONTENT_BYTES
 from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
 from memfs.server.sqlite import SqliteStorage
 

@@ -34,7 +34,7 @@ from support.mounts import (
 from support.servers import OTHER_KEY
 from support.waiting import wait_for
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server.sqlite import SqliteStorage
 
 LIMIT = 102_400

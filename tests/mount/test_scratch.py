@@ -9,17 +9,17 @@ import stat
 
 import pytest
 
-from memfs.errors import (
+from memfs.contract.errors import (
     DirectoryNotEmptyError,
     ExistsError,
     InvalidArgumentError,
     NoSpaceError,
     NotPermittedError,
 )
+from memfs.contract.numbers import SLOT, NumberRange
 from memfs.mount.options import StoreSpec, check_slugs
 from memfs.mount.scratch import NODE_BYTES, RENAME_EXCHANGE, RENAME_NOREPLACE, Scratch
 from memfs.mount.statedir import MountError
-from memfs.numbers import SLOT, NumberRange
 
 ME = (os.getuid(), os.getgid())
 

@@ -26,7 +26,7 @@ from support.mounts import RENAME_WHITEOUT, MountedStore, fsync_dir, memfs, rena
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
-from memfs.numbers import SLOT
+from memfs.contract.numbers import SLOT
 
 
 def _key_file(directory: Path, server: ServerProcess) -> str:

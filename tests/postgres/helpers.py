@@ -11,7 +11,7 @@ from support.servers import ServerProcess
 
 from memfs.api.changes import SseStream
 from memfs.api.config import ClientConfig, Secret
-from memfs.store_api import ChangeEvent
+from memfs.contract.store_api import ChangeEvent
 
 
 def config_for(server: ServerProcess, **overrides: Any) -> ClientConfig:

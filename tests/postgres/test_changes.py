@@ -14,8 +14,8 @@ from support.servers import ServerProcess
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.config import ClientConfig, Secret
-from memfs.errors import BadRequestError, NotFoundError
-from memfs.models import Actor
+from memfs.contract.errors import BadRequestError, NotFoundError
+from memfs.contract.models import Actor
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage

@@ -21,8 +21,8 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.api.databricks.client import DatabricksClient
 from memfs.api.databricks.store import DatabricksStore
 from memfs.api.databricks.stream import EntryChangeStream, server_offers_entry_stream
-from memfs.errors import AuthenticationError, BadRequestError, NotFoundError
-from memfs.models import sha256_hex
+from memfs.contract.errors import AuthenticationError, BadRequestError, NotFoundError
+from memfs.contract.models import sha256_hex
 from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sql import SqlStorage

@@ -20,7 +20,7 @@ from support.servers import ServerProcess, free_port
 
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
-from memfs.models import sha256_hex
+from memfs.contract.models import sha256_hex
 from memfs.server import schema
 
 from .helpers import config_for, http_for, new_store

@@ -22,8 +22,8 @@ from support.servers import ServerProcess, free_port
 from support.sse import RawStream
 from support.waiting import wait_until
 
-from memfs.errors import ServiceUnavailableError
-from memfs.models import sha256_hex
+from memfs.contract.errors import ServiceUnavailableError
+from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub, NotifyingStorage
 from memfs.server.metrics import Metrics

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub
 from memfs.server.ids import api_key_id

@@ -174,7 +174,7 @@ async def test_depth_one_skips_subdirectories_by_index_seeks(
 ) -> None:
     storage.max_memories = 1000
     store = await storage.create_store(name="big", description="", metadata={})
-    from memfs.models import Actor
+    from memfs.contract.models import Actor
 
     actor = Actor("api_actor", "apikey_x")
     for i in range(300):

@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 
-from memfs.errors import STORE_FULL_MESSAGE
-from memfs.models import sha256_hex
+from memfs.contract.errors import STORE_FULL_MESSAGE
+from memfs.contract.models import sha256_hex
 
 from .helpers import MakeMemory, assert_error
 

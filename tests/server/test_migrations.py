@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server import schema
 from memfs.server.databricks_storage import DbxChange, EntryFilter, NewEntry, SearchRequest
 from memfs.server.postgres import PostgresStorage

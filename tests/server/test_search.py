@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server.databricks_storage import EntryPatch, NewEntry
 from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchDocument, SearchScope

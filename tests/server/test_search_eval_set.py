@@ -21,7 +21,7 @@ from support.search_eval import (
     shared_words,
 )
 
-from memfs.paths import validate_path
+from memfs.contract.paths import validate_path
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from support.servers import ServerProcess, free_port
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchIndex
 from memfs.server.search.semantic import Embedder, load_embedder

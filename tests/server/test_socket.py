@@ -15,7 +15,7 @@ import httpx
 from support.servers import free_port
 from support.waiting import wait_for
 
-from memfs.models import Actor, sha256_hex
+from memfs.contract.models import Actor, sha256_hex
 from memfs.server.sqlite import SqliteStorage
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from memfs.errors import PreconditionFailedError, StoreFullError
-from memfs.models import Actor, sha256_hex
+from memfs.contract.errors import PreconditionFailedError, StoreFullError
+from memfs.contract.models import Actor, sha256_hex
 from memfs.server import schema
 from memfs.server.sqlite import SqliteStorage
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 
-from memfs.errors import STORE_ARCHIVED_MESSAGE
-from memfs.models import parse_time
+from memfs.contract.errors import STORE_ARCHIVED_MESSAGE
+from memfs.contract.models import parse_time
 
 from .helpers import FakeClock, MakeMemory, assert_error
 

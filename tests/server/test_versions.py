@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from memfs.models import Actor, parse_time, sha256_hex
+from memfs.contract.models import Actor, parse_time, sha256_hex
 from memfs.server.ids import api_key_id
 from memfs.server.serve import Retention
 from memfs.server.sqlite import SqliteStorage

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from memfs.paths import slug
+from memfs.contract.paths import slug
 
 HEADERS = {"anthropic-version": "2023-06-01", "anthropic-beta": "agent-memory-2026-07-22"}
 

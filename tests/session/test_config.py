@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
 from memfs.mount.owner import Owner
 from memfs.session.plan import (
     MAX_INSTRUCTIONS,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from memfs.models import MemoryStore
+from memfs.contract.models import MemoryStore
 from memfs.mount.options import MountOptions
 from memfs.session.plan import Attachment, MountPlan, SessionState
 from memfs.session.runner import SessionRunner, StoreAccess, store_spec

@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from memfs.api.databricks.client import VIEW_BASIC, Entry
-from memfs.errors import NotFoundError, PathConflictError
+from memfs.contract.errors import NotFoundError, PathConflictError
 
 Hook = Callable[["FakeDatabricks"], None]
 

@@ -1,9 +1,10 @@
-"""``FakeStore``: an in-memory ``memfs.store_api.StoreAPI`` with faults a test can script.
+"""``FakeStore``: an in-memory ``memfs.contract.store_api.StoreAPI`` with faults a test can script.
 
 A test double behind the store-API seam (never a mock of our own components): it keeps memories
 and their versions the way the reference server does (``memfs.server.sql``), and raises the
 errors the real client raises:
-- ids ``mem_fake_N`` / ``memver_fake_N``, ``content_sha256`` by ``memfs.models.sha256_hex``,
+- ids ``mem_fake_N`` / ``memver_fake_N``, ``content_sha256`` by
+  ``memfs.contract.models.sha256_hex``,
   created/updated times strictly increasing, one version per change (``recent_changes``,
   ``list_versions``, ``get_version``);
 - ``create`` on a taken path: ``PathConflictError`` naming the memory that holds it (the body
@@ -42,7 +43,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiConnectionError,
     InternalServerError,
     NotFoundError,
@@ -51,8 +52,16 @@ from memfs.errors import (
     RequestTooLargeError,
     StoreFullError,
 )
-from memfs.models import Actor, ListItem, Memory, MemoryPrefix, MemoryVersion, Page, sha256_hex
-from memfs.store_api import Capabilities, ChangeEvent, SearchResult
+from memfs.contract.models import (
+    Actor,
+    ListItem,
+    Memory,
+    MemoryPrefix,
+    MemoryVersion,
+    Page,
+    sha256_hex,
+)
+from memfs.contract.store_api import Capabilities, ChangeEvent, SearchResult
 
 T = TypeVar("T")
 Hook = Callable[["FakeStore"], None]

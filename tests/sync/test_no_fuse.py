@@ -6,7 +6,7 @@ look like a laptop without FUSE or a container without ``/dev/fuse``:
 - pyfuse3 cannot be imported (a meta path finder refuses it, so ``find_spec`` fails too: the
   extra checks see it missing, as on a machine where it was never installed);
 - no ``/proc`` (an empty tmpfs over it) and no ``os.fdatasync``: as on macOS, so the portable
-  fallbacks (``memfs.portable``) are what runs.
+  fallbacks (``memfs.host.portable``) are what runs.
 
 Against the session's real server: the first copy, a local write reaching the store, a remote
 change reaching DIR, ``memfs status DIR``, then ``memfs sync --stop``; with the platform's file

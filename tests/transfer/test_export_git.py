@@ -18,7 +18,7 @@ from support.export_runs import git, memfs
 from support.servers import ServerProcess
 
 from memfs.api import StoreClient
-from memfs.models import MemoryStore, MemoryVersion
+from memfs.contract.models import MemoryStore, MemoryVersion
 from memfs.transfer import export_git
 from memfs.transfer.export import export_history
 
@@ -239,7 +239,7 @@ def test_paths_are_quoted_for_fast_import() -> None:
 
 
 def test_author_of_each_actor() -> None:
-    from memfs.models import Actor
+    from memfs.contract.models import Actor
     from memfs.transfer.export import author
 
     assert author(Actor("session_actor", "sesn_1")) == ("sesn_1", "sesn_1@session.memfs.invalid")

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from memfs.commands import progress
-from memfs.paths import shown
+from memfs.contract.paths import shown
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ from support.servers import ServerProcess, served_in_process
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.models import Memory, sha256_hex
+from memfs.contract.models import Memory, sha256_hex
+from memfs.contract.store_api import Capabilities
 from memfs.server.sqlite import SqliteStorage
-from memfs.store_api import Capabilities
 from memfs.transfer.import_plan import make_plan
 from memfs.transfer.import_tree import Results, carry_out, plan_import
 from memfs.transfer.import_walk import Tree, TreeFile

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.versions.names import actor_label, history_name, parse_instant, stamp
 
 T = datetime(2026, 11, 29, 10, 15, 3, tzinfo=UTC)

@@ -13,9 +13,9 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
+from memfs.contract.errors import AccessDeniedError, NoEntryError, ReadOnlyError
+from memfs.contract.models import MemoryVersion
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import AccessDeniedError, NoEntryError, ReadOnlyError
-from memfs.models import MemoryVersion
 from memfs.versions.names import parse_instant, stamp
 from memfs.versions.tree import VersionCache, VersionsConfig, VersionsTree
 

@@ -23,8 +23,8 @@ import pytest
 import trio
 import trio.testing
 
-from memfs.api.retry import RetryPolicy, is_transient
-from memfs.errors import ApiConnectionError, PreconditionFailedError
+from memfs.contract.errors import ApiConnectionError, PreconditionFailedError
+from memfs.contract.retry import RetryPolicy, is_transient
 from memfs.writeback.queue import FLUSH_RUNS, WriteBack
 
 DOWN = ApiConnectionError("down")

@@ -13,8 +13,8 @@ import pytest
 import trio
 import trio.testing
 
-from memfs.api.retry import RetryPolicy, is_transient
-from memfs.errors import ApiConnectionError, PreconditionFailedError, RateLimitError
+from memfs.contract.errors import ApiConnectionError, PreconditionFailedError, RateLimitError
+from memfs.contract.retry import RetryPolicy, is_transient
 from memfs.writeback.queue import WriteBack
 
 
@@ -236,7 +236,7 @@ async def test_flush_deadline_mid_run_leaves_the_work_queued(clock):
 
 
 def test_transient_errors_include_timeouts_and_every_5xx() -> None:
-    from memfs.errors import ApiError, ApiTimeoutError, BadRequestError, api_error_class
+    from memfs.contract.errors import ApiError, ApiTimeoutError, BadRequestError, api_error_class
 
     assert is_transient(ApiTimeoutError("slow"))
     for status in (408, 429, 500, 502, 503, 504, 529):

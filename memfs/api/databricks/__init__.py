@@ -1,7 +1,7 @@
-"""The Databricks Agent Memory API behind the store-API seam (``memfs.store_api``).
+"""The Databricks Agent Memory API behind the store-API seam (``memfs.contract.store_api``).
 
 ``client`` speaks the entry endpoints over the shared ``memfs.api.transport`` (Bearer token,
-the Databricks error envelope mapped to ``memfs.errors``, the one retry policy); ``store``
+the Databricks error envelope mapped to ``memfs.contract.errors``, the one retry policy); ``store``
 binds it to one (store, actor, session) as a ``StoreAPI`` and makes up what the API lacks
 (preconditions, renames, directories, a change listing: ``changes``); ``config`` finds the
 workspace and token with databricks-sdk. ``open_store`` is the one place a Databricks store is

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from memfs.api.databricks.client import Entry
-from memfs.models import MemoryVersion, Operation, Page, format_time
+from memfs.contract.models import MemoryVersion, Operation, Page, format_time
 
 LOG_SIZE = 1_000  # versions kept for ``recent``; an older ``since`` is told of a gap
 TICK = timedelta(microseconds=1)

@@ -1,10 +1,11 @@
 """The HTTP client of Databricks Agent Memory's entry endpoints (``/api/2.0/agents/memory-stores``).
 
 ``DatabricksClient`` is a ``memfs.api.transport.Transport`` (one pooled httpx client, timeouts,
-the one retry policy of ``memfs.api.retry``: 429 and 503 are retried, with ``Retry-After``)
+the one retry policy of ``memfs.contract.retry``: 429 and 503 are retried, with ``Retry-After``)
 that speaks the Databricks dialect: a Bearer token, no Anthropic headers, and the error
-envelope ``{"error_code": ..., "message": ...}`` mapped to ``memfs.errors`` (``error_for``).
-Its endpoints return ``Entry`` records; ``memfs.api.databricks.store`` makes memories of them.
+envelope ``{"error_code": ..., "message": ...}`` mapped to ``memfs.contract.errors``
+(``error_for``). Its endpoints return ``Entry`` records; ``memfs.api.databricks.store`` makes
+memories of them.
 
 Retried writes stay safe, as ``StoreClient``'s do: a create retried after a lost answer that
 meets ``ALREADY_EXISTS`` for an entry with the same key and content is that entry; a delete
@@ -25,9 +26,8 @@ import trio
 
 from memfs.api.client import CAPABILITIES
 from memfs.api.pagination import Pager
-from memfs.api.retry import retry_after_seconds
 from memfs.api.transport import Transport, parse_answer, query_params
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiError,
     AuthenticationError,
     BadRequestError,
@@ -40,7 +40,8 @@ from memfs.errors import (
     StoreFullError,
     api_error_class,
 )
-from memfs.models import JsonObject, Page, parse_time
+from memfs.contract.models import JsonObject, Page, parse_time
+from memfs.contract.retry import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
 
 
 def error_for(status: int, error_code: str | None, message: str) -> type[ApiError]:
-    """The ``memfs.errors`` class of a Databricks error answer.
+    """The ``memfs.contract.errors`` class of a Databricks error answer.
 
     ``RESOURCE_EXHAUSTED`` means two things: throttling when it comes with 429 (transient,
     retried), a full store otherwise (``StoreFullError``: ENOSPC, the create parked until room

@@ -34,13 +34,13 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
-from memfs import databricks_limits
 from memfs.api.capabilities import server_offers
 from memfs.api.databricks.changes import ListingDiff
 from memfs.api.databricks.client import VIEW_BASIC, VIEW_FULL, DatabricksClient, Entry
 from memfs.api.databricks.stream import EntryChange, EntryChangeStream, server_offers_entry_stream
-from memfs.errors import NotFoundError, NotSupportedError, PreconditionFailedError
-from memfs.models import (
+from memfs.contract import databricks_limits
+from memfs.contract.errors import NotFoundError, NotSupportedError, PreconditionFailedError
+from memfs.contract.models import (
     ListItem,
     Memory,
     MemoryPrefix,
@@ -49,7 +49,7 @@ from memfs.models import (
     format_time,
     sha256_hex,
 )
-from memfs.store_api import Capabilities, ChangeEvent, SearchResult
+from memfs.contract.store_api import Capabilities, ChangeEvent, SearchResult
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from typing import Literal
 from memfs.api.capabilities import server_offers
 from memfs.api.changes import SseStream
 from memfs.api.databricks.client import DatabricksClient
-from memfs.errors import NotFoundError
-from memfs.models import JsonObject, MemoryVersion, parse_time
-from memfs.store_api import ChangeEvent
+from memfs.contract.errors import NotFoundError
+from memfs.contract.models import JsonObject, MemoryVersion, parse_time
+from memfs.contract.store_api import ChangeEvent
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TypeGuard
 
-from memfs import paths
-from memfs.cache_budget import BudgetedCache, CacheBudget
+from memfs.contract import paths
+from memfs.contract.cache_budget import BudgetedCache, CacheBudget
+from memfs.contract.models import ListItem, Memory, MemoryPrefix, MemoryVersion
 from memfs.core.model.config import DEFAULT_CONTENT_BYTES
-from memfs.models import ListItem, Memory, MemoryPrefix, MemoryVersion
 
 log = logging.getLogger(__name__)
 
@@ -487,7 +487,7 @@ class ListingCache:
         self.budget.used += size
         self.budget.released += max(0, -size)
 
-    # -- the budget's side (memfs.cache_budget) ------------------------------------------
+    # -- the budget's side (memfs.contract.cache_budget) ------------------------------------------
 
     def oldest_tick(self) -> int:
         return min(self._used.values())

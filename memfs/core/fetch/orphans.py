@@ -19,11 +19,11 @@ import os
 import time
 from pathlib import Path
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
+from memfs.contract.store_api import StoreAPI
 from memfs.core.model.clashes import derived_name
-from memfs.errors import ApiConnectionError, ApiError, NotFoundError, StoreGoneError
-from memfs.private import create_file, private_dir
-from memfs.store_api import StoreAPI
+from memfs.host.private import create_file, private_dir
 
 log = logging.getLogger(__name__)
 

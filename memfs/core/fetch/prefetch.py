@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 
 import trio
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import ApiConnectionError, ApiError
+from memfs.contract.models import ListItem, Memory, MemoryPrefix
+from memfs.contract.store_api import StoreAPI
 from memfs.core.fetch.cache import ContentCache, Listing, ListingCache
 from memfs.core.fetch.subtree import SubTreeListings
 from memfs.core.model.config import DEFAULT_LOOKAHEAD
-from memfs.errors import ApiConnectionError, ApiError
-from memfs.models import ListItem, Memory, MemoryPrefix
-from memfs.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ what it hands out.
 
 from __future__ import annotations
 
-from memfs import paths
-from memfs.models import ListItem, Memory, MemoryPrefix
+from memfs.contract import paths
+from memfs.contract.models import ListItem, Memory, MemoryPrefix
 
 # a directory, its complete listing's items, and the page its first item came in (0 on): the
 # listing is as old as the request before that page (a memory added in its range meanwhile

@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 import trio
 
-from memfs import paths
-from memfs.errors import ApiConnectionError, ApiError
-from memfs.models import MemoryVersion
-from memfs.store_api import StoreAPI
+from memfs.contract import paths
+from memfs.contract.errors import ApiConnectionError, ApiError
+from memfs.contract.models import MemoryVersion
+from memfs.contract.store_api import StoreAPI
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import stat
 import time
 from dataclasses import dataclass
 
+from memfs.contract.node_attr import NodeAttr
 from memfs.core.model.config import VfsConfig
 from memfs.core.model.inodes import InodeTable, Kind, Node
-from memfs.node_attr import NodeAttr
 
 
 @dataclass(frozen=True)

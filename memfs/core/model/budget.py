@@ -42,8 +42,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from memfs.contract.errors import NoSpaceError
 from memfs.core.model.inodes import Kind, Node
-from memfs.errors import NoSpaceError
 
 log = logging.getLogger(__name__)
 

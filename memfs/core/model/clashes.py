@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memfs import paths
+from memfs.contract import paths
 
 log = logging.getLogger(__name__)
 

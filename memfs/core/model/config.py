@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
 from memfs.core.model.localfiles import LocalNames
-from memfs.portable import user_id
+from memfs.host.portable import user_id
 
 # here, not beside the cache and the prefetcher they bound: the model floor imports nothing above
 DEFAULT_CONTENT_BYTES = 64 * 1024 * 1024  # the clean content cache (--cache-size)

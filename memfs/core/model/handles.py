@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from memfs.contract.errors import InvalidArgumentError, PreconditionFailedError, RemoteConflictError
 from memfs.core.model.inodes import Node
-from memfs.errors import InvalidArgumentError, PreconditionFailedError, RemoteConflictError
 
 
 @dataclass
@@ -40,7 +40,7 @@ class OpenFiles:
 
     def __init__(self, first: int = 1) -> None:
         self.handles: dict[int, Handle] = {}
-        self._next_fh = first  # in the range of the store's files (``memfs.numbers``)
+        self._next_fh = first  # in the range of the store's files (``memfs.contract.numbers``)
 
     def new(self, node: Node, flags: int) -> Handle:
         handle = Handle(fh=self._next_fh, node=node, flags=flags)

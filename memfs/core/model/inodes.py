@@ -26,7 +26,7 @@ from enum import Enum
 
 log = logging.getLogger(__name__)
 
-ROOT_INODE = 1  # pyfuse3.ROOT_INODE: the root of a mount of one store (``memfs.numbers``)
+ROOT_INODE = 1  # pyfuse3.ROOT_INODE: the root of a mount of one store (``memfs.contract.numbers``)
 
 
 class Kind(Enum):
@@ -112,7 +112,7 @@ class InodeTable:
 
     def __init__(self, first: int = ROOT_INODE) -> None:
         """Numbers from ``first`` up (the root's): the range the mount's router handed the
-        store's files (``memfs.numbers``)."""
+        store's files (``memfs.contract.numbers``)."""
         self.root_ino = first
         self._next = first + 1
         self.nodes: dict[int, Node] = {}

@@ -22,10 +22,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
 
+from memfs.contract.models import MemoryVersion
 from memfs.core.model.clashes import Clashes
 from memfs.core.model.config import VfsConfig
 from memfs.core.model.inodes import ROOT_INODE, InodeTable, Node
-from memfs.models import MemoryVersion
 
 
 @dataclass

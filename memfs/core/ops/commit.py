@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from memfs.contract.errors import FileTooLargeError, FsError, InvalidArgumentError, NotUtf8Error
 from memfs.core.model.handles import OpenFiles
 from memfs.core.model.inodes import Kind, Node
 from memfs.core.model.state import CoreState
 from memfs.core.ops.namespace import Namespace
 from memfs.core.ops.refusals import NOT_UTF8, REFUSED_CHARACTER, TOO_LARGE, Refusals
-from memfs.errors import FileTooLargeError, FsError, InvalidArgumentError, NotUtf8Error
 from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)

@@ -8,14 +8,14 @@ data in a cache: only a copy equal to the server's content (``base_sha``) goes t
 
 from __future__ import annotations
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import NoEntryError
+from memfs.contract.store_api import StoreAPI
 from memfs.core.fetch.cache import ContentCache
 from memfs.core.fetch.prefetch import BulkFetcher
 from memfs.core.model.inodes import Node
 from memfs.core.model.state import CoreState
 from memfs.core.ops.refusals import Refusals
-from memfs.errors import NoEntryError
-from memfs.store_api import StoreAPI
 from memfs.writeback.queue import WriteBack
 
 

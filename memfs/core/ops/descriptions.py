@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import time
 
-from memfs.core.fetch.orphans import StoreGone
-from memfs.core.model.inodes import InodeTable, Kind, Node
-from memfs.core.model.state import CoreState
-from memfs.core.ops.refusals import Refusals
-from memfs.errors import (
+from memfs.contract.errors import (
     AttributeNotSupportedError,
     AttributeTooLargeError,
     ExistsError,
@@ -33,7 +29,11 @@ from memfs.errors import (
     NotUtf8Error,
     ReadOnlyError,
 )
-from memfs.store_api import StoreAPI
+from memfs.contract.store_api import StoreAPI
+from memfs.core.fetch.orphans import StoreGone
+from memfs.core.model.inodes import InodeTable, Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.refusals import Refusals
 from memfs.writeback.queue import WriteBack
 
 DESCRIPTION = "user.description"

@@ -40,13 +40,8 @@ from typing import Any
 
 import trio
 
-from memfs import paths
-from memfs.core.fetch.cache import ContentCache, ListingCache
-from memfs.core.fetch.orphans import hand_over
-from memfs.core.model.inodes import Kind, Node
-from memfs.core.model.state import CoreState
-from memfs.core.ops.refusals import Refusals
-from memfs.errors import (
+from memfs.contract import paths
+from memfs.contract.errors import (
     ExistsError,
     NotFoundError,
     PathConflictError,
@@ -54,8 +49,13 @@ from memfs.errors import (
     RemoteConflictError,
     StoreFullError,
 )
-from memfs.models import Memory, sha256_hex
-from memfs.store_api import StoreAPI
+from memfs.contract.models import Memory, sha256_hex
+from memfs.contract.store_api import StoreAPI
+from memfs.core.fetch.cache import ContentCache, ListingCache
+from memfs.core.fetch.orphans import hand_over
+from memfs.core.model.inodes import Kind, Node
+from memfs.core.model.state import CoreState
+from memfs.core.ops.refusals import Refusals
 from memfs.writeback.journal import Journal, Record
 from memfs.writeback.queue import WriteBack
 

@@ -8,12 +8,12 @@ namespace and ``.versions/`` queue, never an open file or dirty data.
 
 from __future__ import annotations
 
+from memfs.contract.models import MemoryVersion
 from memfs.core.fetch.cache import ListingCache
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.fetch.usage import StoreUsage
 from memfs.core.ops.namespace import Invalidator, Namespace
 from memfs.core.ops.remote import RemoteChanges
-from memfs.models import MemoryVersion
 from memfs.versions.tree import VersionsTree
 
 

@@ -22,8 +22,11 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from memfs import paths
-from memfs.api.retry import is_transient
+from memfs.contract import paths
+from memfs.contract.errors import InvalidNameError, NameTooLongError
+from memfs.contract.models import ListItem, Memory, MemoryPrefix
+from memfs.contract.retry import is_transient
+from memfs.contract.store_api import StoreAPI, list_directory
 from memfs.core.fetch.cache import Listing, ListingCache, listing_name
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.fetch.prefetch import BulkFetcher
@@ -31,9 +34,6 @@ from memfs.core.model.clashes import base_name, derived_name
 from memfs.core.model.config import RESERVED_ROOT_NAMES
 from memfs.core.model.inodes import Kind, Node
 from memfs.core.model.state import CoreState
-from memfs.errors import InvalidNameError, NameTooLongError
-from memfs.models import ListItem, Memory, MemoryPrefix
-from memfs.store_api import StoreAPI, list_directory
 from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memfs.contract.store_api import StoreAPI
 from memfs.core.fetch.cache import ContentCache, ListingCache
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.fetch.prefetch import BulkFetcher
@@ -28,7 +29,6 @@ from memfs.core.ops.rename import Renames
 from memfs.core.ops.truncate import Truncates
 from memfs.core.ops.uploader import Uploader
 from memfs.search.tree import SearchTree
-from memfs.store_api import StoreAPI
 from memfs.versions.tree import VersionsTree
 from memfs.writeback.queue import WriteBack
 

@@ -45,8 +45,8 @@ from pathlib import Path
 
 from memfs.core.model.budget import LocalBudget
 from memfs.core.model.inodes import Node
-from memfs.portable import NOFOLLOW, read_at
-from memfs.private import replace_file
+from memfs.host.portable import NOFOLLOW, read_at
+from memfs.host.private import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Refusals:
             return
         try:
             replace_file(target, bytes(node.data), "kept copy", durable=True, create_mode=0o700)
-        except OSError as exc:  # memfs.private.NotPrivateError too
+        except OSError as exc:  # memfs.host.private.NotPrivateError too
             log.error("cannot keep a copy of refused %s in %s: %s", node.path, target, exc)
             return
         if old is not None and old != target:

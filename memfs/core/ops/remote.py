@@ -13,13 +13,13 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import NoEntryError, NotFoundError
+from memfs.contract.models import MemoryVersion
 from memfs.core.fetch.cache import ListingCache
 from memfs.core.fetch.usage import StoreUsage
 from memfs.core.model.state import CoreState
 from memfs.core.ops.namespace import Namespace
-from memfs.errors import NoEntryError, NotFoundError
-from memfs.models import MemoryVersion
 
 # Past this many changes to one directory in one feed batch, its cached listing is dropped (one
 # re-listing, N/100 requests) rather than patched (each patch copies the listing: O(N) each).

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import time
 
-from memfs import paths
+from memfs.contract import paths
+from memfs.contract.errors import (
+    DirectoryNotEmptyError,
+    InvalidArgumentError,
+    IsDirectoryError,
+    NotDirectoryError,
+    NotPermittedError,
+    NotUtf8Error,
+)
 from memfs.core.fetch.cache import ListingCache
 from memfs.core.model.budget import LocalBudget
 from memfs.core.model.inodes import Kind, Node
@@ -26,14 +34,6 @@ from memfs.core.ops.copies import LocalCopies
 from memfs.core.ops.identity import Identities, Identity
 from memfs.core.ops.namespace import Namespace
 from memfs.core.ops.uploader import Uploader
-from memfs.errors import (
-    DirectoryNotEmptyError,
-    InvalidArgumentError,
-    IsDirectoryError,
-    NotDirectoryError,
-    NotPermittedError,
-    NotUtf8Error,
-)
 from memfs.writeback.queue import WriteBack
 
 

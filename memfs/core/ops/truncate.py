@@ -12,13 +12,13 @@ It must not check access (``vfs`` does: read-only mount, directories).
 
 from __future__ import annotations
 
+from memfs.contract.errors import InvalidArgumentError, NotUtf8Error
 from memfs.core.model.budget import LocalBudget
 from memfs.core.model.inodes import Node
 from memfs.core.model.state import CoreState
 from memfs.core.ops.commit import Commits, utf8
 from memfs.core.ops.copies import LocalCopies
 from memfs.core.ops.refusals import TOO_LARGE
-from memfs.errors import InvalidArgumentError, NotUtf8Error
 
 
 class Truncates:

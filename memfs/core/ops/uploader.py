@@ -24,8 +24,20 @@ from collections.abc import Hashable
 
 import trio
 
-from memfs import paths
-from memfs.api.retry import is_transient
+from memfs.contract import paths
+from memfs.contract.errors import (
+    NoSpaceError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+    RemoteConflictError,
+    RemoteUnavailableError,
+    StoreArchivedError,
+    StoreFullError,
+)
+from memfs.contract.models import Memory, sha256_hex
+from memfs.contract.retry import is_transient
+from memfs.contract.store_api import StoreAPI
 from memfs.core.fetch.cache import ContentCache, ListingCache
 from memfs.core.fetch.orphans import StoreGone
 from memfs.core.model.budget import LocalBudget
@@ -37,18 +49,6 @@ from memfs.core.ops.copies import LocalCopies
 from memfs.core.ops.durable import Access, Durable
 from memfs.core.ops.identity import Identities
 from memfs.core.ops.namespace import Namespace, check_store_path, take_remote_state
-from memfs.errors import (
-    NoSpaceError,
-    NotFoundError,
-    PathConflictError,
-    PreconditionFailedError,
-    RemoteConflictError,
-    RemoteUnavailableError,
-    StoreArchivedError,
-    StoreFullError,
-)
-from memfs.models import Memory, sha256_hex
-from memfs.store_api import StoreAPI
 from memfs.writeback.queue import WriteBack
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ readdir, statfs) in terms of the store, and asks its collaborators (made by
 ``rename``, ``truncate`` (a new size, judged at once), ``copies`` (local copies of files),
 ``commit`` (validation, refusals, queueing an upload), ``handles`` (open files), ``attrs``,
 ``uploader`` (what the write-back queue runs) and ``remote`` (the change feed's versions).
-The state they share is ``memfs.core.model.state``'s. It raises ``memfs.errors`` exceptions only.
+The state they share is ``memfs.core.model.state``'s. It raises ``memfs.contract.errors`` exceptions
+only.
 
 It must not import pyfuse3 or decide errnos (``fuse_ops`` does both), and it must never keep
 dirty data anywhere but on the inode (``Node.data``). Kernel cache invalidations are handed to
@@ -26,19 +27,8 @@ from pathlib import Path
 
 import trio
 
-from memfs import paths
-from memfs.core.fetch.usage import statfs_fields
-from memfs.core.model.attrs import Attr, set_mode_and_owner, set_new_owner, set_times
-from memfs.core.model.budget import NODE_BYTES
-from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
-from memfs.core.model.inodes import InodeTable, Kind, Node
-from memfs.core.ops.feed_door import ChangeFeedDoor
-from memfs.core.ops.namespace import Invalidator, check_store_path
-from memfs.core.ops.parts import CoreParts
-from memfs.core.ops.refusals import TOO_LARGE
-from memfs.core.ops.rename import NamesChanged
-from memfs.core.ops.reports import CoreReport, CoreStatus, take_final_report, take_status
-from memfs.errors import (
+from memfs.contract import paths
+from memfs.contract.errors import (
     DirectoryNotEmptyError,
     ExistsError,
     FileTooLargeError,
@@ -52,6 +42,17 @@ from memfs.errors import (
     NotUtf8Error,
     ReadOnlyError,
 )
+from memfs.core.fetch.usage import statfs_fields
+from memfs.core.model.attrs import Attr, set_mode_and_owner, set_new_owner, set_times
+from memfs.core.model.budget import NODE_BYTES
+from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
+from memfs.core.model.inodes import InodeTable, Kind, Node
+from memfs.core.ops.feed_door import ChangeFeedDoor
+from memfs.core.ops.namespace import Invalidator, check_store_path
+from memfs.core.ops.parts import CoreParts
+from memfs.core.ops.refusals import TOO_LARGE
+from memfs.core.ops.rename import NamesChanged
+from memfs.core.ops.reports import CoreReport, CoreStatus, take_final_report, take_status
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memfs.errors import ApiError
+from memfs.contract.errors import ApiError
 from memfs.server.changes import ChangeHub
 from memfs.server.console import live
 from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError

@@ -9,8 +9,8 @@ and the guards a page calls first.
 
 A page group is a module of ``pages/`` with ``routes(console) -> list[Route]``; ``app``
 collects them. A page talks to ``Storage`` in process, as the API routes do (no HTTP), writes
-as ``signed_in.actor`` and lets ``memfs.errors.ApiError`` escape for the one-line error page
-(``app``), or catches it to show the form again with the message.
+as ``signed_in.actor`` and lets ``memfs.contract.errors.ApiError`` escape for the one-line error
+page (``app``), or catches it to show the form again with the message.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
-from memfs.errors import ApiError
+from memfs.contract.errors import ApiError
 from memfs.server.changes import ChangeHub
 from memfs.server.console.forms import read_form
 from memfs.server.console.ratelimit import SignInLimiter

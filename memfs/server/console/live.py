@@ -46,8 +46,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import NotFoundError, ServiceUnavailableError
-from memfs.models import MemoryVersion
+from memfs.contract.errors import NotFoundError, ServiceUnavailableError
+from memfs.contract.models import MemoryVersion
 from memfs.server import changes
 from memfs.server.console.context import Console
 from memfs.server.console.security import CONSOLE_PATH, cross_site

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from starlette.requests import Request
 
-from memfs.models import Actor
+from memfs.contract.models import Actor
 from memfs.server import ids
 from memfs.server.auth import is_api_key
 from memfs.server.console.security import csrf_token

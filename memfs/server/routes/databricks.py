@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs.errors import BadRequestError
+from memfs.contract.errors import BadRequestError
 from memfs.server import cursor
 from memfs.server import databricks_validation as check
 from memfs.server.auth import api_actor_of

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs.errors import BadRequestError
-from memfs.models import Memory
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import Memory
 from memfs.server import cursor
 from memfs.server.auth import actor_of
 from memfs.server.query import (

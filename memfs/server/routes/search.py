@@ -15,8 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs import paths
-from memfs.errors import BadRequestError
+from memfs.contract import paths
+from memfs.contract.errors import BadRequestError
 from memfs.server.search import validate_query
 from memfs.server.storage import Storage
 from memfs.server.validation import check_fields, read_json_object, text_field, type_name
@@ -39,8 +39,9 @@ def search_limit(value: Any) -> int:
 
 def search_prefix(value: Any) -> str | None:
     """A raw prefix of paths (``/notes/co`` matches ``/notes/coffee.md``), or None. It obeys the
-    rules of a listing's prefix (``memfs.paths``: no NUL or other control character, no empty,
-    ``.`` or ``..`` segment, NFC), with the same 400s, except that it may end inside a name."""
+    rules of a listing's prefix (``memfs.contract.paths``: no NUL or other control character, no
+    empty, ``.`` or ``..`` segment, NFC), with the same 400s, except that it may end inside a
+    name."""
     if value is None:
         return None
     prefix = text_field(value, "path_prefix")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs.errors import BadRequestError
-from memfs.models import format_time, parse_time
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import format_time, parse_time
 from memfs.server import cursor
 from memfs.server.query import (
     bad_cursor,

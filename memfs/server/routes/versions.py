@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memfs.models import MemoryVersion, format_time
+from memfs.contract.models import MemoryVersion, format_time
 from memfs.server import cursor
 from memfs.server.auth import api_actor_of
 from memfs.server.query import (

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
-from memfs.errors import BadRequestError
+from memfs.contract.errors import BadRequestError
 from memfs.server.validation import text_field
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""The scope of a search as SQL. The words of a query follow ``memfs.search_words`` (one rule
-for the server and a mount's local index), re-exported here for the engine.
+"""The scope of a search as SQL. The words of a query follow ``memfs.contract.search_words`` (one
+rule for the server and a mount's local index), re-exported here for the engine.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memfs.search_words import MAX_TERMS, content_terms, fts5_match, query_terms
+from memfs.contract.search_words import MAX_TERMS, content_terms, fts5_match, query_terms
 from memfs.server.search.document import SearchScope
 
 __all__ = ["MAX_TERMS", "content_terms", "fts5_match", "query_terms", "scope_sql"]

@@ -29,14 +29,14 @@ from typing import TypeVar
 
 import trio
 
-from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
-from memfs.errors import (
+from memfs.contract.databricks_limits import MAX_ENTRIES_PER_STORE
+from memfs.contract.errors import (
     STORE_ARCHIVED_MESSAGE,
     NotFoundError,
     PathConflictError,
     StoreArchivedError,
 )
-from memfs.models import Actor, MemoryStore
+from memfs.contract.models import Actor, MemoryStore
 from memfs.server import ids
 from memfs.server.console_storage import ConsoleStorage
 from memfs.server.databricks_storage import DatabricksStorage

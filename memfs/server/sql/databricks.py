@@ -36,9 +36,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from memfs.databricks_limits import MAX_ENTRIES_PER_STORE
-from memfs.errors import NotFoundError, PreconditionFailedError
-from memfs.models import sha256_hex
+from memfs.contract.databricks_limits import MAX_ENTRIES_PER_STORE
+from memfs.contract.errors import NotFoundError, PreconditionFailedError
+from memfs.contract.models import sha256_hex
 from memfs.server.databricks_storage import (
     AlreadyExistsError,
     ChangeBounds,

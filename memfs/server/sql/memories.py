@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from memfs.errors import STORE_FULL_MESSAGE, PreconditionFailedError, StoreFullError
-from memfs.models import Actor, Memory, MemoryPrefix
+from memfs.contract.errors import STORE_FULL_MESSAGE, PreconditionFailedError, StoreFullError
+from memfs.contract.models import Actor, Memory, MemoryPrefix
 from memfs.server import ids
 from memfs.server.search import DocumentKind, SearchDocument
 from memfs.server.sql.base import SqlBase

@@ -24,7 +24,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import overload
 
-from memfs.models import Actor, Memory, MemoryStore, MemoryVersion, sha256_hex
+from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion, sha256_hex
 from memfs.server.sql.transaction import Dialect, Row
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from memfs.models import Memory
+from memfs.contract.models import Memory
 from memfs.server.search import SearchScope
 from memfs.server.sql.base import SqlBase
 from memfs.server.sql.memories import MEMORY_STORES

@@ -13,8 +13,8 @@ import json
 import logging
 from typing import Any
 
-from memfs.errors import BadRequestError
-from memfs.models import MemoryStore
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import MemoryStore
 from memfs.server import ids
 from memfs.server.sql.base import SqlBase
 from memfs.server.sql.rows import STORE_COLUMNS, store_from_row, to_us

@@ -15,8 +15,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from memfs.errors import BadRequestError
-from memfs.models import Actor, MemoryVersion
+from memfs.contract.errors import BadRequestError
+from memfs.contract.models import Actor, MemoryVersion
 from memfs.server.sql.base import SqlBase
 from memfs.server.sql.rows import VERSION_BASIC, VERSION_FULL, to_us, version_from_row
 from memfs.server.sql.transaction import Tx

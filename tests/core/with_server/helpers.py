@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from memfs.api import StoreClient
+from memfs.contract.models import Memory
 from memfs.core.ops.vfs import Vfs
-from memfs.models import Memory
 
 
 class Core:

@@ -12,10 +12,10 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
+from memfs.contract.models import Memory
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import VfsConfig
-from memfs.models import Memory
 
 
 async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(server: Any) -> None:

@@ -16,11 +16,11 @@ import trio
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
+from memfs.contract.errors import NotUtf8Error
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.namespace import Invalidation
 from memfs.core.ops.vfs import VfsConfig
-from memfs.errors import NotUtf8Error
 from memfs.writeback.journal import Journal
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from memfs.contract.errors import RemoteConflictError
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import RemoteConflictError
 from memfs.writeback.journal import Journal, Record
 
 from .helpers import Core

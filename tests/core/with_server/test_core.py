@@ -11,11 +11,7 @@ from support.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.core.build import build_core
-from memfs.core.model.inodes import ROOT_INODE
-from memfs.core.model.localfiles import LocalNames
-from memfs.core.ops.vfs import VfsConfig
-from memfs.errors import (
+from memfs.contract.errors import (
     DirectoryNotEmptyError,
     FileTooLargeError,
     InvalidNameError,
@@ -23,6 +19,10 @@ from memfs.errors import (
     NotUtf8Error,
     ReadOnlyError,
 )
+from memfs.core.build import build_core
+from memfs.core.model.inodes import ROOT_INODE
+from memfs.core.model.localfiles import LocalNames
+from memfs.core.ops.vfs import VfsConfig
 
 
 async def test_ls_l_is_one_listing(core):

@@ -8,8 +8,8 @@ import os
 import pytest
 from support.waiting import wait_until
 
+from memfs.contract.errors import StoreArchivedError
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.errors import StoreArchivedError
 
 from .helpers import Core
 

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
+from memfs.contract.models import Memory, MemoryPrefix
 from memfs.core.build import build_core
 from memfs.core.fetch.cache import Listing, ListingCache
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.remote import PATCH_LIMIT
 from memfs.core.ops.vfs import Vfs, VfsConfig
-from memfs.models import Memory, MemoryPrefix
 
 from .helpers import Core
 

@@ -20,8 +20,12 @@ from databricks.sdk.service.agentkit import (
 )
 from support.servers import ServerProcess
 
-from memfs.databricks_limits import MAX_CONTENT_BYTES, MAX_DESCRIPTION_BYTES, MAX_PATH_BYTES
-from memfs.paths import MAX_NAME_BYTES
+from memfs.contract.databricks_limits import (
+    MAX_CONTENT_BYTES,
+    MAX_DESCRIPTION_BYTES,
+    MAX_PATH_BYTES,
+)
+from memfs.contract.paths import MAX_NAME_BYTES
 
 from .helpers import workspace_for
 

@@ -135,7 +135,7 @@ def test_function_words_are_the_same_on_both_backends(
     workspace: WorkspaceClient, store: str
 ) -> None:
     """A query leaves out the same function words on SQLite as PostgreSQL's ``english``
-    configuration does (``memfs.search_words.STOP_WORDS``): "don" and "t" of "don't" are
+    configuration does (``memfs.contract.search_words.STOP_WORDS``): "don" and "t" of "don't" are
     function words, "would" is not."""
     ak = workspace.agent_kit
     for path, content in [("/panic.md", "don't panic"), ("/forget.md", "forget it"),

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 import trio
 
-from memfs.errors import NotFoundError, PreconditionFailedError
-from memfs.models import sha256_hex
+from memfs.contract.errors import NotFoundError, PreconditionFailedError
+from memfs.contract.models import sha256_hex
 from memfs.server.databricks_storage import (
     SOURCE_AGENT,
     AlreadyExistsError,

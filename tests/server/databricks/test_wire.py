@@ -250,8 +250,9 @@ def fill_a_full_store(base_url: str, key: str) -> None:
 def test_new_entry_paths_follow_the_rules_a_mount_can_save(
     http: httpx.Client, store: str, path: str, rule: str
 ) -> None:
-    """A create applies the mount's path rules (memfs/paths.py, docs/semantics.md "Errors"):
-    every entry is a file a mount can save. 400 ``INVALID_PARAMETER_VALUE`` names the rule."""
+    """A create applies the mount's path rules (memfs/contract/paths.py, docs/semantics.md
+    "Errors"): every entry is a file a mount can save. 400 ``INVALID_PARAMETER_VALUE`` names the
+    rule."""
     url = f"/api/2.0/agents/{store}/entries"
     said = error_of(
         http.post(url, json={"actor_id": "a", "path": path}), 400, "INVALID_PARAMETER_VALUE"

@@ -29,9 +29,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import ApiError, BadRequestError, NotFoundError, PreconditionFailedError
-from memfs.models import sha256_hex
-from memfs.search_words import best_line
+from memfs.contract.errors import ApiError, BadRequestError, NotFoundError, PreconditionFailedError
+from memfs.contract.models import sha256_hex
+from memfs.contract.search_words import best_line
 from memfs.server import cursor, validation
 from memfs.server import databricks_validation as check
 from memfs.server.console.context import Console

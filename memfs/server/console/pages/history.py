@@ -16,8 +16,8 @@ store's whole history and the store as it was at a moment.
   filters (operation, session, key, a time range), paginated; each links to its version and
   its memory's history.
 - ``/stores/{id}/as-of?at=TIME``: the store at that moment (what ``.versions/TIME/`` shows in a
-  mount: the rules of ``memfs.version_view``), read-only, each memory a link to its version of
-  then.
+  mount: the rules of ``memfs.contract.version_view``), read-only, each memory a link to its version
+  of then.
 
 The first page of a memory's history and of the store's (without a "To" that ended it) is
 live (``memfs.server.console.live``): it reloads at a change of what it lists, unless a field
@@ -38,14 +38,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import (
+from memfs.contract.errors import (
     ApiError,
     BadRequestError,
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
 )
-from memfs.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
+from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
+from memfs.contract.version_view import files_at, infer_paths
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
@@ -55,7 +56,6 @@ from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.console_storage import ConsoleStorage, VersionMark
 from memfs.server.storage import VersionFilter
-from memfs.version_view import files_at, infer_paths
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def parse_moment(value: str, field: str) -> datetime:
 def store_at(latest: list[VersionMark], histories: list[VersionMark]) -> list[AtMoment]:
     """The store's memories at a moment, in path order, from each memory's newest version then
     (``latest``, in the store's order) and the whole history (oldest first) of those whose
-    version then is redacted: the rules of ``.versions/`` (``memfs.version_view``)."""
+    version then is redacted: the rules of ``.versions/`` (``memfs.contract.version_view``)."""
     by_memory: dict[str, list[VersionMark]] = {}
     for mark in histories:
         by_memory.setdefault(mark.memory_id, []).append(mark)

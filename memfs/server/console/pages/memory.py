@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import ApiError, NotFoundError, PreconditionFailedError
-from memfs.models import Memory, MemoryStore
+from memfs.contract.errors import ApiError, NotFoundError, PreconditionFailedError
+from memfs.contract.models import Memory, MemoryStore
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff

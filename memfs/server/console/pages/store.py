@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import ApiError
-from memfs.models import Memory, MemoryStore
-from memfs.search_words import best_line
+from memfs.contract.errors import ApiError
+from memfs.contract.models import Memory, MemoryStore
+from memfs.contract.search_words import best_line
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.live import memory_stores_target

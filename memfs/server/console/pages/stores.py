@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from memfs.errors import ApiError, BadRequestError
-from memfs.models import MemoryStore
+from memfs.contract.errors import ApiError, BadRequestError
+from memfs.contract.models import MemoryStore
 from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.security import CONSOLE_PATH

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memfs.errors import ApiConnectionError, ApiError
+from memfs.contract.errors import ApiConnectionError, ApiError
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ through a link another user planted (docs/sandbox.md, "Files memfs writes as roo
   and refused unless it is a regular file of ours with one name (a hard link planted at its
   name would have us append to, and chmod, the file it names).
 
-Where the platform lacks a call (``memfs.portable``; docs/security.md, "Platforms without
+Where the platform lacks a call (``memfs.host.portable``; docs/security.md, "Platforms without
 FUSE"): the temporary file is created by its descriptor-relative name (``openat``), so no
 ``/proc`` is needed (macOS); without descriptor-relative calls and uids (Windows) the directory
 is reached by path, each component ``lstat``ed to be no link, ownership is left to the ACLs,
@@ -46,7 +46,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from memfs.portable import CLOEXEC, NOFOLLOW, user_id
+from memfs.host.portable import CLOEXEC, NOFOLLOW, user_id
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ core from it (``memfs.core.build``), and a feature the API lacks is switched off
 the capabilities, not by ``if`` chains in the core. ``docs/architecture.md`` ("A second store
 API") lists what an API without versions, preconditions or renames has to provide.
 
-Records are the shared wire models of ``memfs.models``: a ``Memory`` (id, path, content and its
-SHA-256, size, times), a ``MemoryPrefix`` (a directory in a listing), a ``MemoryVersion`` (one
+Records are the shared wire models of ``memfs.contract.models``: a ``Memory`` (id, path, content and
+its SHA-256, size, times), a ``MemoryPrefix`` (a directory in a listing), a ``MemoryVersion`` (one
 change, as the change feed and ``.versions/`` see it). An API maps its own records into these.
 
-Errors are those of ``memfs.errors``: ``NotFoundError``, ``PathConflictError`` (create on a
+Errors are those of ``memfs.contract.errors``: ``NotFoundError``, ``PathConflictError`` (create on a
 taken path), ``PreconditionFailedError`` (the expected hash is not the stored one),
-``StoreFullError``, ``ApiConnectionError`` and other ``ApiError``s; ``memfs.api.retry``'s
+``StoreFullError``, ``ApiConnectionError`` and other ``ApiError``s; ``memfs.contract.retry``'s
 ``is_transient`` says which are worth a retry. Retries, deadlines and lost answers (a create or
 delete whose reply never came) are the implementation's business: a call returns what the store
 now holds, or raises.
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from memfs.models import ListItem, Memory, MemoryVersion, Page
+from memfs.contract.models import ListItem, Memory, MemoryVersion, Page
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ class ChangeEvent:
 
 
 class StoreAPI(Protocol):
-    """One memory store, as a mount uses it. Every method may raise ``memfs.errors.ApiError``s."""
+    """One memory store, as a mount uses it. Every method may raise
+    ``memfs.contract.errors.ApiError``s."""
 
     @property
     def store_id(self) -> str:
