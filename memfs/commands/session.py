@@ -14,8 +14,9 @@
   health, and the files waiting, refused or in conflict.
 
 This module owns argument parsing, logging setup, the detach handshake and exit codes; the
-checks and the prompt are ``memfs.session.plan``'s, serving ``memfs.session.runner``'s, stopping and
-showing a running session ``memfs.commands.session_control``'s.
+config, the checks and the state file are ``memfs.session.config``'s, ``plan``'s and ``state``'s,
+serving ``memfs.session.runner``'s, stopping and showing a running session
+``memfs.commands.session_control``'s.
 It must not print a traceback for an expected failure (one line ``memfs session: …``
 instead), and never prints or logs the API key: it travels by environment or
 ``--api-key-file`` only (as does a base URL, which may carry a password); a Databricks token
@@ -63,8 +64,10 @@ if TYPE_CHECKING:
     from memfs.api.config import ClientConfig
     from memfs.mount.options import MountOptions
     from memfs.mount.owner import Owner
-    from memfs.session.plan import MountPlan, SessionConfig, SessionState
+    from memfs.session.config import SessionConfig
+    from memfs.session.plan import MountPlan
     from memfs.session.runner import SessionRunner
+    from memfs.session.state import SessionState
     from memfs.session.synced import SyncedSession
 
 log = logging.getLogger(__name__)
@@ -242,13 +245,8 @@ def _start(args: argparse.Namespace) -> int:
     import dataclasses  # here with the rest: it imports inspect, which --help does not need
 
     from memfs.api.config import ClientConfig, ConfigError
-    from memfs.session.plan import (
-        SessionError,
-        check_session_id,
-        load_config,
-        new_session_id,
-        state_dir,
-    )
+    from memfs.session.config import SessionError, load_config
+    from memfs.session.state import check_session_id, new_session_id, state_dir
 
     refused = _choose_sync(args)
     if refused is not None:
@@ -339,7 +337,7 @@ def _running_session(root: Path) -> SessionState | None:
     """The live session at ``root``, if any. What a dead one left is cleaned up: its state file,
     and if it died without its teardown (``kill -9``), its dead mount and the root it made (its
     stores' journals are replayed by this session)."""
-    from memfs.session.plan import SessionState, state_path
+    from memfs.session.state import SessionState, state_path
 
     path = state_path(root)
     state = SessionState.read(path)
@@ -371,8 +369,10 @@ async def _serve(
 ) -> int:
     from memfs.api import StoreClient
     from memfs.mount.statedir import MountError
-    from memfs.session.plan import SessionError, plan_mounts, state_path
+    from memfs.session.config import SessionError
+    from memfs.session.plan import plan_mounts
     from memfs.session.prompt import render_prompt
+    from memfs.session.state import state_path
     from memfs.session.stores import fetch_all_stores
 
     ready_fd: int | None = args.ready_fd
@@ -500,7 +500,7 @@ def _send_ready(fd: int, message: dict[str, Any]) -> None:
 
 
 def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
-    from memfs.session.plan import state_path
+    from memfs.session.state import state_path
 
     log_file = Path(os.path.abspath(args.log_file or state_path(root).with_suffix(".log")))
     try:  # opened once, here, and handed over: never reopened by a name someone could swap

@@ -1,7 +1,7 @@
 """``memfs session stop`` and ``memfs session status``: a running session, seen and stopped
 from another process (``memfs umount ROOT`` stops one the same way).
 
-A session is found by its state file (``memfs.session.plan.state_path``), which names its
+A session is found by its state file (``memfs.session.state.state_path``), which names its
 process and its stores; its health comes from the status document its daemon publishes
 (``memfs.mount.status``). The state file names a pid to signal and a root to unmount and
 remove, so one another user could have planted is refused (``memfs.host.private``), never used.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from memfs.host.private import NotPrivateError, check_private_file, private_dir
 
 if TYPE_CHECKING:
-    from memfs.session.plan import SessionState
+    from memfs.session.state import SessionState
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a stop failed, or changes may not have been uploaded
@@ -34,7 +34,7 @@ def _fail(message: str, code: int, command: str = "memfs session") -> int:
 
 def is_session_process(pid: int) -> bool:
     """True if ``pid`` is alive and is a ``memfs session`` process (not a reused pid)."""
-    from memfs.session.plan import pid_alive
+    from memfs.session.state import pid_alive
 
     if pid == os.getpid() or not pid_alive(pid):
         return False
@@ -53,7 +53,7 @@ def stop_session(
     is ``command`` in the messages): signal its process, wait up to ``timeout`` seconds while it
     flushes every store and unmounts, then print what was not uploaded, store by store (or the
     outcome as JSON); clean up after a session whose process died."""
-    from memfs.session.plan import SessionState, pid_alive, state_dir, state_path
+    from memfs.session.state import SessionState, pid_alive, state_dir, state_path
 
     path = state_path(root)
     try:  # it names a pid to signal and a root to unmount and remove: another user's is refused
@@ -120,7 +120,7 @@ def session_holding(path: Path) -> Path | None:
     """The root of the session whose mount ``path`` is, or is inside of: its state file says
     so and its process runs, or died (``kill -9``) before its teardown. None if no session
     holds it (a session that stopped with problems leaves its state file, not its mount)."""
-    from memfs.session.plan import SessionState, state_path
+    from memfs.session.state import SessionState, state_path
 
     for candidate in (path, *path.parents):
         state = SessionState.read(state_path(candidate))
@@ -132,7 +132,7 @@ def session_holding(path: Path) -> Path | None:
 def show_status(root: Path, *, as_json: bool) -> int:
     """``memfs session status``: the session at ``root``, each store's health and its files
     waiting, refused and in conflict (or all of it as JSON); 0 while its process runs."""
-    from memfs.session.plan import SessionState, state_path
+    from memfs.session.state import SessionState, state_path
 
     state = SessionState.read(state_path(root))
     if state is None:

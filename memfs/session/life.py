@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 
 from memfs.mount.statedir import MountError
-from memfs.session.plan import MountPlan, SessionState
+from memfs.session.plan import MountPlan
+from memfs.session.state import SessionState
 from memfs.session.teardown import EXIT_FAILED, EXIT_OK
 
 log = logging.getLogger(__name__)

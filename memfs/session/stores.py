@@ -24,7 +24,7 @@ from memfs.contract.errors import (
     PermissionDeniedError,
 )
 from memfs.contract.models import MemoryStore
-from memfs.session.plan import Attachment, SessionError
+from memfs.session.config import Attachment, SessionError
 
 
 async def fetch_stores(

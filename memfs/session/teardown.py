@@ -17,7 +17,7 @@ from typing import Any
 
 from memfs.mount.statedir import MountError, is_dead_mount, remove_state
 from memfs.mount.status import report_sections
-from memfs.session.plan import SessionState
+from memfs.session.state import SessionState
 
 log = logging.getLogger(__name__)
 

@@ -11,20 +11,16 @@ import pytest
 
 from memfs.contract.models import MemoryStore
 from memfs.mount.owner import Owner
-from memfs.session.plan import (
+from memfs.session.config import (
     MAX_INSTRUCTIONS,
     Attachment,
-    MountPlan,
     SessionError,
-    SessionState,
-    check_session_id,
     load_config,
-    new_session_id,
     parse_config,
-    plan_mounts,
-    state_path,
 )
+from memfs.session.plan import MountPlan, plan_mounts
 from memfs.session.prompt import render_prompt
+from memfs.session.state import SessionState, check_session_id, new_session_id, state_path
 from memfs.session.stores import databricks_store
 
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

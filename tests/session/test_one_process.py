@@ -21,7 +21,7 @@ from support.journals import journal_records
 from support.servers import ServerProcess
 from support.waiting import wait_for
 
-from memfs.session.plan import pid_alive
+from memfs.session.state import pid_alive
 
 from .helpers import (
     Api,

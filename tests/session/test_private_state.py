@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.session.plan import SessionState, state_path
+from memfs.session.state import SessionState, state_path
 
 from .helpers import run_memfs, write_config
 

@@ -18,8 +18,10 @@ import trio
 
 from memfs.contract.models import MemoryStore
 from memfs.mount.options import MountOptions
-from memfs.session.plan import Attachment, MountPlan, SessionState
+from memfs.session.config import Attachment
+from memfs.session.plan import MountPlan
 from memfs.session.runner import SessionRunner, StoreAccess, store_spec
+from memfs.session.state import SessionState
 from memfs.session.teardown import EXIT_FAILED
 
 from .helpers import Api, mounts_under, unique

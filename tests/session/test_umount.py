@@ -17,7 +17,7 @@ from support.journals import journal_records
 from support.waiting import wait_for
 from support.writers import HeldWriter
 
-from memfs.session.plan import SessionState, pid_alive, state_path
+from memfs.session.state import SessionState, pid_alive, state_path
 
 from .helpers import (
     Api,
