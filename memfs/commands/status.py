@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memfs.mount.statedir import MountError, state_path
-    from memfs.mount.status import render
+    from memfs.mount.status_text import render
 
     mountpoint = os.path.abspath(args.mountpoint)
     try:

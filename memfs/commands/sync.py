@@ -280,7 +280,7 @@ def stop_sync(directory: Path, *, as_json: bool = False) -> int:
 
 
 def _print_report(report: dict[str, Any], *, as_json: bool) -> None:
-    from memfs.mount.status import render_report
+    from memfs.mount.report import render_report
 
     if as_json:
         print(json.dumps(report, indent=2))

@@ -340,11 +340,11 @@ def _consume_report(mountpoint: str, report: Path, as_json: bool) -> int:
 
 
 def _print_report(path: Path, as_json: bool) -> int:
-    """Print the daemon's unmount report (``memfs.mount.status.unmount_report``) and consume it;
+    """Print the daemon's unmount report (``memfs.mount.report.unmount_report``) and consume it;
     exit status 1 if some changes were not uploaded as they were meant to be, or if there is
     no report (the daemon died before its final flush: its journal waits for the next mount)."""
     from memfs.host.private import check_private_file
-    from memfs.mount.status import render_report, report_problems, report_saved_open
+    from memfs.mount.report import render_report, report_problems, report_saved_open
 
     if not path.exists():
         print(

@@ -51,21 +51,13 @@ from memfs.mount.opening import (
     open_store,
 )
 from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions, StoreSpec, check_slugs
+from memfs.mount.report import mount_report, render_report, report_problems, unmount_report
 from memfs.mount.root import RootOperations, StoreDirectory, UnavailableStore
 from memfs.mount.router import Router
 from memfs.mount.scratch import Scratch
 from memfs.mount.served import ServedStore
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
-from memfs.mount.status import (
-    RecentErrors,
-    StatusWriter,
-    collect,
-    collect_mount,
-    mount_report,
-    render_report,
-    report_problems,
-    unmount_report,
-)
+from memfs.mount.status import RecentErrors, StatusWriter, collect, collect_mount
 from memfs.writeback.journal import default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -513,7 +505,7 @@ class Daemon:
         self._write_report()
 
     def _write_report(self) -> None:
-        """Leave the unmount report (``memfs.mount.status.unmount_report``, one section per
+        """Leave the unmount report (``memfs.mount.report.unmount_report``, one section per
         store in a mount of several) for ``memfs umount``."""
         reports = []
         for served in self.stores:

@@ -16,7 +16,7 @@ server has it, and the next ``memfs session`` at the same root detaches the dead
 (``clean_up_after``) and replays every store's journal before it serves.
 
 The stop report says, once per change, what was not uploaded and in which journal directory it
-is kept: it quotes the daemon's unmount report (``memfs.mount.status.unmount_report``, one per
+is kept: it quotes the daemon's unmount report (``memfs.mount.report.unmount_report``, one per
 store), never the daemon's log.
 
 Invariants:
@@ -43,9 +43,9 @@ import trio
 from memfs.host.private import NotPrivateError, check_private_file
 from memfs.mount.daemon import Daemon
 from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions
+from memfs.mount.report import REPORT_TYPE
 from memfs.mount.statedir import MountError, is_dead_mount, remove_state
 from memfs.mount.statedir import state_path as daemon_state_path
-from memfs.mount.status import REPORT_TYPE
 from memfs.session.access import StoreAccess as StoreAccess
 from memfs.session.access import store_spec as store_spec
 from memfs.session.life import SessionLife

@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from memfs.mount.report import report_sections
 from memfs.mount.statedir import MountError, is_dead_mount, remove_state
-from memfs.mount.status import report_sections
 from memfs.session.state import SessionState
 
 log = logging.getLogger(__name__)

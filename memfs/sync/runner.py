@@ -34,14 +34,9 @@ from memfs.host.private import private_dir, replace_file
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.opening import OpenStore, journals_not_replayed, open_journal, open_store
 from memfs.mount.options import FINAL_FLUSH_SECONDS, StoreSpec
+from memfs.mount.report import report_problems, unmount_report
 from memfs.mount.statedir import MountError, state_path
-from memfs.mount.status import (
-    RecentErrors,
-    StatusWriter,
-    collect,
-    report_problems,
-    unmount_report,
-)
+from memfs.mount.status import RecentErrors, StatusWriter, collect
 from memfs.sync.basis import Basis
 from memfs.sync.engine import SyncEngine
 from memfs.sync.localdir import SYNC_LOCAL_NAMES, LocalDir

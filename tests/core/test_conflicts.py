@@ -25,7 +25,8 @@ from memfs.contract.store_api import Capabilities
 from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.durable import MAX_CONFLICTS_KEPT, conflict_path
-from memfs.mount import status
+from memfs.mount import status, status_text
+from memfs.mount.report import render_report, unmount_report
 
 from .helpers import replay, running_core
 
@@ -311,11 +312,11 @@ async def test_the_newest_conflicts_are_kept_for_the_status(
         ]
         assert doc["conflicts"]["not_listed"] == MAX_CONFLICTS_KEPT + 2 - 10
         doc["requests"] = {"total": 0, "retries": 0, "by_route": {}}  # (a FakeStore's differ)
-        assert status.render(doc).splitlines().count(f"  {more.format(42)}") == 1
-        report = status.unmount_report(core.vfs, orphaned=None, errors=[])
+        assert status_text.render(doc).splitlines().count(f"  {more.format(42)}") == 1
+        report = unmount_report(core.vfs, orphaned=None, errors=[])
         assert len(report["conflicts"]) == MAX_CONFLICTS_KEPT
         assert report["conflicts_not_listed"] == 2
-        text = status.render_report(report)
+        text = render_report(report)
         assert f"{MAX_CONFLICTS_KEPT + 2} conflict(s) while mounted:" in text
         assert text.endswith(f"  {more.format(2)}\n")
 

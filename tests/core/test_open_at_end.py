@@ -14,7 +14,7 @@ from support.fake_store import FakeStore
 from trio.testing import MockClock
 
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.mount import status
+from memfs.mount.report import render_report, report_problems, unmount_report
 
 from .helpers import running_core
 
@@ -39,7 +39,7 @@ async def test_each_file_open_at_the_end_is_saved_and_said_where(
         await vfs.write(kept, 5, b"more\n")
         assert vfs.save_open_files() == 1  # ... and one that was
         assert await vfs.flush_all() == []
-        report = status.unmount_report(vfs, orphaned=None, errors=[])
+        report = unmount_report(vfs, orphaned=None, errors=[])
 
     [conflict] = core.conflict_copies("theirs")
     assert report["open_at_end"] == [
@@ -53,8 +53,8 @@ async def test_each_file_open_at_the_end_is_saved_and_said_where(
     ]
     assert store.contents()["/kept.md"] == "mine\nmore\n"
     assert store.contents()["/theirs.md"] == "v2 by another writer\n"
-    assert status.report_problems(report)  # a conflict, and a file not kept
-    assert "  /kept.md: saved as a version of the store\n" in status.render_report(report)
+    assert report_problems(report)  # a conflict, and a file not kept
+    assert "  /kept.md: saved as a version of the store\n" in render_report(report)
 
 
 async def test_a_file_open_at_the_end_waits_in_the_journal_while_the_server_is_away(
@@ -67,7 +67,7 @@ async def test_a_file_open_at_the_end_waits_in_the_journal_while_the_server_is_a
         store.fail_next("create", times=1000)  # unreachable until healed
         assert vfs.save_open_files() == 1
         assert await vfs.flush_all() != []
-        report = status.unmount_report(vfs, orphaned=None, errors=[])
+        report = unmount_report(vfs, orphaned=None, errors=[])
         assert [record.data for record in core.records()] == [b"written while it was away\n"]
     journal = str(core.journal.directory)
     assert report["open_at_end"] == [{"path": "/away.md", "saved": "journal", "where": journal}]
