@@ -10,8 +10,9 @@ Then starts ``memfs server`` on it and, in alternation for ``--rounds`` rounds:
 
 - listing: every version with its content, as the export asks for them (``view=full``, pages of
   20, newest first), through one ``StoreClient``: the baseline;
-- export: ``memfs.transfer.export.export_history`` into a new directory (the code the command
-  runs, in this process: no interpreter start-up in either measure), through its own client;
+- export: ``memfs.transfer.export_history.export_history`` into a new directory (the code the
+  command runs, in this process: no interpreter start-up in either measure), through its own
+  client;
 
 and the time to create as many files as the store has memories (with plain ``open``: the
 machine's floor for the working tree); then an export into the last directory with nothing new
@@ -45,7 +46,8 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.contract.models import Actor
 from memfs.server.sqlite import SqliteStorage
-from memfs.transfer.export import export_history, export_memories, store_info
+from memfs.transfer.export import export_memories
+from memfs.transfer.export_history import export_history, store_info
 
 
 def content_of(memory: int, version: int) -> str:

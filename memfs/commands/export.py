@@ -1,6 +1,7 @@
 """``memfs export STORE DIR [--git]``: a store's memories as files under DIR; with ``--git``, its
-versions as a git repository of one commit per version (``memfs.transfer.export``; the tree
-format is ``memfs.transfer.layout``'s, docs/export-import.md the user's guide).
+versions as a git repository of one commit per version (``memfs.transfer.export`` and
+``export_history``; the tree format is ``memfs.transfer.layout``'s, docs/export-import.md the
+user's guide).
 
 Owns the command line, the progress line (``commands.progress.PhaseProgress``: stderr, only on
 a terminal) and the output: one
@@ -117,7 +118,8 @@ async def _export_memory_stores(
 ) -> ExportReport:
     from memfs.api import StoreClient
     from memfs.api.store import MemoryStoresAPI
-    from memfs.transfer.export import export_history, export_memories, store_info
+    from memfs.transfer.export import export_memories
+    from memfs.transfer.export_history import export_history, store_info
 
     async with StoreClient(config) as client:
         store = await client.resolve_store(args.store)

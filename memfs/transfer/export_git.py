@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from memfs.contract.models import Actor
 from memfs.transfer.export_tree import Tree
 from memfs.transfer.layout import GIT_DIR, META_DIR, unsafe
 
@@ -400,3 +401,20 @@ def _parse_commit(record: str) -> Commit:
 def _last_line(data: bytes) -> str:
     lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
     return lines[-1].strip() if lines else "no message"
+
+
+def author(actor: Actor | None) -> tuple[str, str]:
+    """Who wrote a version, as a git author: the session or the API key (their ids: nothing
+    else is known of them), with a stable e-mail address that reaches nobody."""
+    if actor is None or not actor.id:
+        return ("unknown", "unknown@memfs.invalid")
+    kind = actor.type.removesuffix("_actor").replace("_", "-") or "actor"
+    return (actor.id, address(actor.id, kind))
+
+
+def address(identity: str, kind: str) -> str:
+    """A stable address that reaches nobody: ``<id>@<kind>.memfs.invalid``."""
+    local = "".join(
+        ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in identity
+    )
+    return f"{local}@{kind}.memfs.invalid"

@@ -20,7 +20,7 @@ from support.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.contract.models import MemoryStore, MemoryVersion
 from memfs.transfer import export_git
-from memfs.transfer.export import export_history
+from memfs.transfer.export_history import export_history
 
 VERSIONS_ROUTE = 'route="/v1/memory_stores/{store_id}/memory_versions"'
 
@@ -240,7 +240,7 @@ def test_paths_are_quoted_for_fast_import() -> None:
 
 def test_author_of_each_actor() -> None:
     from memfs.contract.models import Actor
-    from memfs.transfer.export import author
+    from memfs.transfer.export_git import author
 
     assert author(Actor("session_actor", "sesn_1")) == ("sesn_1", "sesn_1@session.memfs.invalid")
     assert author(Actor("api_actor", "key <x>")) == ("key <x>", "key__x_@api.memfs.invalid")
@@ -302,7 +302,7 @@ async def test_a_history_the_server_pruned_is_said_to_start_late_and_a_whole_one
     from memfs.api.config import ClientConfig
     from memfs.server.sqlite import SqliteStorage
     from memfs.server.storage import utc_now
-    from memfs.transfer.export import export_history
+    from memfs.transfer.export_history import export_history
 
     key = "sk-export-pruned-" + "p" * 24
     storage = await SqliteStorage.open(tmp_path / "pruned.db")
