@@ -13,7 +13,14 @@ Three floors, each importing only from its own and those below (import-linter ch
 ``build`` (``build_core``) makes them all and hands each its collaborators. Each sub-package's
 ``__init__`` says what its modules hold. Below the core: ``memfs.writeback``,
 ``memfs.versions``, ``memfs.search`` and ``memfs.contract.store_api``; above it: ``memfs.mount``,
-which adapts it to pyfuse3.
+which adapts it to pyfuse3, and ``memfs.sync``, which drives it by path.
+
+The face
+--------
+This package's namespace is the only thing of the core its clients (the mount, sync, sessions,
+commands) import: an import-linter contract forbids them its sub-modules. It is the door
+(``StoreCore``), the builder (``build_core`` and its ``VfsConfig``), and the few types and
+constants a client names. Everything else stays the core's own.
 
 The concurrency rule
 --------------------
@@ -52,3 +59,21 @@ The concurrency rule
   reference server runs every SQLite and PostgreSQL transaction in a worker thread
   (``memfs.server.sqlite``, ``memfs.server.postgres``).
 """
+
+from memfs.core.build import build_core as build_core
+from memfs.core.model.attrs import Attr as Attr
+from memfs.core.model.budget import DEFAULT_LOCAL_BYTES as DEFAULT_LOCAL_BYTES
+from memfs.core.model.config import VfsConfig as VfsConfig
+from memfs.core.model.inodes import ROOT_INODE as ROOT_INODE
+from memfs.core.model.localfiles import DEFAULT_LOCAL_DIRS as DEFAULT_LOCAL_DIRS
+from memfs.core.model.localfiles import DEFAULT_PATTERNS as DEFAULT_PATTERNS
+from memfs.core.model.localfiles import LocalNames as LocalNames
+from memfs.core.store_core import ConflictInfo as ConflictInfo
+from memfs.core.store_core import CoreReport as CoreReport
+from memfs.core.store_core import CoreStatus as CoreStatus
+from memfs.core.store_core import Descriptions as Descriptions
+from memfs.core.store_core import Invalidation as Invalidation
+from memfs.core.store_core import Kind as Kind
+from memfs.core.store_core import Node as Node
+from memfs.core.store_core import StoreCore as StoreCore
+from memfs.core.store_core import decode_name as decode_name

@@ -38,7 +38,7 @@ import trio
 from memfs.contract.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.contract.models import MemoryVersion
 from memfs.contract.store_api import StoreAPI
-from memfs.core.store_core import StoreCore
+from memfs.core import StoreCore
 
 log = logging.getLogger(__name__)
 

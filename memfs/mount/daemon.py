@@ -32,10 +32,7 @@ import trio
 
 from memfs.contract.cache_budget import CacheBudget
 from memfs.contract.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
-from memfs.core.build import build_core
-from memfs.core.model.config import VfsConfig
-from memfs.core.model.inodes import ROOT_INODE
-from memfs.core.store_core import Invalidation, StoreCore
+from memfs.core import ROOT_INODE, Invalidation, StoreCore, VfsConfig, build_core
 from memfs.host.private import replace_file
 from memfs.mount import storelog
 from memfs.mount.busy import sync_mount

@@ -34,9 +34,7 @@ from memfs.contract.errors import (
     errno_for,
 )
 from memfs.contract.paths import MAX_NAME_BYTES
-from memfs.core.model.attrs import Attr
-from memfs.core.model.inodes import Node
-from memfs.core.store_core import Descriptions, StoreCore, decode_name
+from memfs.core import Attr, Descriptions, Node, StoreCore, decode_name
 from memfs.search.tree import SEARCH_NAME, SearchAttr
 from memfs.versions.tree import VERSIONS_NAME, VersionAttr
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memfs.core.model.budget import DEFAULT_LOCAL_BYTES
+from memfs.core import DEFAULT_LOCAL_BYTES
 from memfs.mount.owner import Owner
 from memfs.mount.statedir import MountError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memfs.core.store_core import StoreCore
+from memfs.core import StoreCore
 from memfs.mount.changefeed import ChangeFeed
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.opening import OpenStore

@@ -33,7 +33,7 @@ import trio
 from memfs.host.private import replace_file
 
 if TYPE_CHECKING:
-    from memfs.core.store_core import ConflictInfo, CoreStatus, StoreCore
+    from memfs.core import ConflictInfo, CoreStatus, StoreCore
     from memfs.mount.changefeed import ChangeFeed
     from memfs.writeback.journal import WaitingJournal
     from memfs.writeback.workspace import WorkspaceId

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from memfs.contract import paths
 from memfs.contract.errors import NoEntryError, NotDirectoryError, NotFoundError
-from memfs.core.store_core import Kind, Node, StoreCore
+from memfs.core import Kind, Node, StoreCore
 
 WRITE_CHUNK = READ_CHUNK = 1 << 20
 

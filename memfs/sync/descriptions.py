@@ -17,7 +17,7 @@ import logging
 
 from memfs.contract.errors import FsError
 from memfs.contract.paths import shown
-from memfs.core.store_core import StoreCore
+from memfs.core import StoreCore
 from memfs.sync.corefiles import CoreFile
 from memfs.sync.localdir import LocalDir, Seen
 from memfs.transfer.layout import FormatError, dump_descriptions, load_descriptions

@@ -47,7 +47,7 @@ import trio
 
 from memfs.contract import paths
 from memfs.contract.errors import ApiConnectionError, ApiError, FsError, NoEntryError, NotFoundError
-from memfs.core.store_core import Invalidation, StoreCore
+from memfs.core import Invalidation, StoreCore
 from memfs.host.private import create_file
 from memfs.sync.basis import Basis
 from memfs.sync.corefiles import CoreFile, CoreFiles

@@ -31,7 +31,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.core.model.localfiles import DEFAULT_LOCAL_DIRS, DEFAULT_PATTERNS, LocalNames
+from memfs.core import DEFAULT_LOCAL_DIRS, DEFAULT_PATTERNS, LocalNames
 from memfs.mount.busy import sync_mount
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,7 @@ from typing import Any
 
 import trio
 
-from memfs.core.build import build_core
-from memfs.core.model.config import VfsConfig
-from memfs.core.store_core import Invalidation, StoreCore
+from memfs.core import Invalidation, StoreCore, VfsConfig, build_core
 from memfs.host.private import private_dir, replace_file
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.opening import OpenStore, journals_not_replayed, open_journal, open_store
