@@ -21,7 +21,7 @@ from memfs.contract.paths import shown
 from memfs.mount.status import conflict_doc
 
 if TYPE_CHECKING:
-    from memfs.core.store_core import StoreCore
+    from memfs.core import StoreCore
 
 REPORT_TYPE = "memfs_unmount_report"
 
