@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -37,6 +38,24 @@ def setup_logging(debug: bool, log_file: str | None) -> None:
     if not debug:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def readiness(ready_fd: int | None, command: str) -> Callable[[str], None]:
+    """The child's side: a function that writes its readiness line once to ``ready_fd`` and
+    closes it; in the foreground (no pipe), an ``error: …`` goes to stderr as ``command: …``."""
+
+    def ready(message: str) -> None:
+        nonlocal ready_fd
+        if ready_fd is None:
+            if message.startswith("error: "):
+                print(f"{command}: {message[7:]}", file=sys.stderr)
+            return
+        with contextlib.suppress(OSError):
+            os.write(ready_fd, (message + "\n").encode())
+            os.close(ready_fd)
+        ready_fd = None
+
+    return ready
 
 
 def read_ready(fd: int, child: subprocess.Popen[bytes], *, timeout: float) -> str:

@@ -1,7 +1,8 @@
 """``memfs mount STORE MOUNTPOINT`` (its end, ``memfs umount``, is ``memfs.commands.umount``).
 
-Owns the command line of mounting: argument parsing, daemonizing (a ``--foreground`` child
-re-executed with its output to a log file, reporting readiness through a pipe) and one-line
+Owns the command line of mounting: argument parsing, the checks made before anything starts,
+daemonizing (a ``--foreground`` child re-executed with its output to a log file, reporting
+readiness through a pipe: that child is ``memfs.commands.mount_foreground``) and one-line
 errors with exit code 1. The API key is never put on a command line, nor is
 ``--base-url`` (it may hold a password): the child inherits them through the environment.
 
@@ -11,7 +12,6 @@ It must not implement the filesystem (``memfs.mount.daemon`` runs it).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
-from memfs.commands.background import setup_logging, start_in_background, store_arguments
+from memfs.commands.background import start_in_background, store_arguments
 from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.host.private import NotPrivateError, create_private_file
 
 if TYPE_CHECKING:
-    from memfs.mount.owner import Owner
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,9 @@ def run_mount(args: argparse.Namespace) -> int:
     )
     cache_dir = os.path.abspath(args.cache_dir) if args.cache_dir else None
     if args.foreground:
-        return _run_daemon(args, mountpoint, owner, cache_dir)
+        from memfs.commands.mount_foreground import run_daemon
+
+        return run_daemon(args, mountpoint, owner, cache_dir)
 
     try:
         check_mountpoint(mountpoint)
@@ -265,63 +267,3 @@ def _api_usage_error(args: argparse.Namespace) -> str | None:
             ("--session-id", args.session_id),
         ),
     )
-
-
-def _run_daemon(
-    args: argparse.Namespace, mountpoint: str, owner: Owner, cache_dir: str | None
-) -> int:
-    """The daemon itself (``--foreground``): the only process that imports the filesystem
-    (pyfuse3, trio, the core); the parent that spawns it stays light, so a mount pays for
-    those imports once."""
-    from memfs.mount.daemon import run_foreground
-    from memfs.mount.options import MountOptions
-
-    options = MountOptions(
-        store=args.store,
-        mountpoint=mountpoint,
-        read_only=args.read_only,
-        debug=args.debug,
-        allow_other=args.allow_other,
-        owner=owner,
-        api_key_file=args.api_key_file,
-        base_url=args.base_url,
-        session_id=args.session_id,
-        grace=args.grace,
-        update_delay=args.update_delay,
-        fsync_timeout=args.fsync_timeout,
-        cache_dir=cache_dir,
-        cache_mb=args.cache_size,
-        local_bytes=args.local_bytes,
-        readahead_dirs=max(0, args.readahead_dirs),
-        poll_interval=args.poll_interval,
-        idle_poll_interval=args.idle_poll_interval,
-        change_stream=args.change_feed == "auto",
-        server_search=args.search == "auto",
-        api=args.api,
-        actor=args.actor,
-        dbx_session=args.session,
-        profile=args.profile,
-        replay_legacy_journal=args.replay_legacy_journal,
-    )
-    ready_fd = args.ready_fd
-    try:
-        setup_logging(args.debug, args.log_file)
-    except NotPrivateError as exc:
-        print(f"memfs mount: {exc}", file=sys.stderr)
-        if ready_fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(ready_fd, f"error: {exc}\n".encode())
-        return 1
-
-    def ready(message: str) -> None:
-        nonlocal ready_fd
-        if ready_fd is None:
-            if message.startswith("error: "):
-                print(f"memfs mount: {message[7:]}", file=sys.stderr)
-            return
-        with contextlib.suppress(OSError):
-            os.write(ready_fd, (message + "\n").encode())
-            os.close(ready_fd)
-        ready_fd = None
-
-    return run_foreground(options, ready)

@@ -12,7 +12,6 @@ publishes. The engine is ``memfs.sync``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -164,7 +163,7 @@ def run_sync_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, directory: Path) -> int:
-    from memfs.commands.background import setup_logging
+    from memfs.commands.background import readiness, setup_logging
     from memfs.host.private import NotPrivateError
     from memfs.mount.options import StoreSpec
     from memfs.sync.runner import SyncOptions, run_sync
@@ -197,20 +196,7 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
         cache_dir=os.path.abspath(args.cache_dir) if args.cache_dir else None,
         live_status=args.ready_fd is None and sys.stderr.isatty() and not args.log_file,
     )
-    ready_fd = args.ready_fd
-
-    def ready(message: str) -> None:
-        nonlocal ready_fd
-        if ready_fd is None:
-            if message.startswith("error: "):
-                print(f"memfs sync: {message[7:]}", file=sys.stderr)
-            return
-        with contextlib.suppress(OSError):
-            os.write(ready_fd, (message + "\n").encode())
-            os.close(ready_fd)
-        ready_fd = None
-
-    status, report = run_sync(options, ready)
+    status, report = run_sync(options, readiness(args.ready_fd, "memfs sync"))
     if report is not None and (args.once or status != 0):
         _print_report(report, as_json=args.json)
     return status
