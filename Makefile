@@ -39,14 +39,14 @@ test-fast: setup
 	$(BIN)/pytest -q -m 'not fuse'
 
 lint: setup
-	$(BIN)/ruff check memfs tests scripts
-	$(BIN)/ruff format --check memfs tests scripts
-	$(BIN)/mypy memfs
+	$(BIN)/ruff check memfs kit bench tests scripts
+	$(BIN)/ruff format --check memfs kit bench tests scripts
+	$(BIN)/mypy memfs bench kit
 	$(BIN)/lint-imports
 
 format: setup
-	$(BIN)/ruff format memfs tests scripts
-	$(BIN)/ruff check --fix memfs tests scripts
+	$(BIN)/ruff format memfs kit bench tests scripts
+	$(BIN)/ruff check --fix memfs kit bench tests scripts
 
 # The randomized mount model test, long: 200 examples of 40 steps (12-16 minutes here).
 soak: setup
@@ -58,10 +58,14 @@ mutate: setup
 	$(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 
-# Every scripts/bench_*.py, one after the other (docs/benchmarks.md says what each measures);
-# bench_search.py among them (also alone: `make bench-search`).
+# Every benchmark, one after the other (docs/benchmarks.md says what each measures): the cases
+# of the harness (`python -m bench --list`), then the scripts not moved to it yet; bench_search.py
+# among them (also alone: `make bench-search`).
 bench: setup
-	@set -e; for script in scripts/bench_*.py; do \
+	@set -e; for name in $$($(BIN)/python -m bench --list | cut -d' ' -f1); do \
+	  echo "== $$name"; $(BIN)/python -m bench $$name; echo; \
+	done; \
+	for script in scripts/bench_*.py; do \
 	  echo "== $$script"; $(BIN)/python $$script; echo; \
 	done
 

@@ -2,9 +2,9 @@
 """Benchmark change-stream fan-out: write latency with N open change streams on one store.
 
 For each backend (``sqlite``: a ``memfs server`` on a SQLite file; ``postgres``: one on a database
-of a throwaway cluster, see ``tests/pgcluster.py``) and each N of ``--streams``, a fresh server; N
+of a throwaway cluster, see ``kit/pgcluster.py``) and each N of ``--streams``, a fresh server; N
 change streams of the Memory Stores API (``GET …/memfs/changes``) follow one store, each on a raw
-HTTP/1.0 socket (``tests/support/sse.py``: the client side stays cheap), all in a process of their
+HTTP/1.0 socket (``kit/sse.py``: the client side stays cheap), all in a process of their
 own (``--followers-in-process``: in the writer's, as before 2026-12-03, where the writer's answers
 waited in its event loop behind the followers' 300 receives: the followers of a real store are other
 machines' mounts); then ``--writes`` sequential updates of one memory, one every ``--interval``
@@ -44,11 +44,12 @@ import httpx
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 
 from bench_server import free_port, percentile, server_on  # noqa: E402
-from pgcluster import PgCluster  # noqa: E402
-from support.sse import RawStream  # noqa: E402
+
+from kit.pgcluster import PgCluster  # noqa: E402
+from kit.sse import RawStream  # noqa: E402
 
 KEY = "sk-bench-fanout-" + "f" * 24
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}

@@ -3,7 +3,7 @@
 
 For each setup (``sqlite``: one ``memfs server`` on a SQLite file; ``pg1`` / ``pg3``: one or
 three ``memfs server --db postgresql://…`` on one database of a throwaway cluster, see
-``tests/pgcluster.py``) it seeds a store and runs retrieve, list (basic, limit 100) and update
+``kit/pgcluster.py``) it seeds a store and runs retrieve, list (basic, limit 100) and update
 for ``--duration`` seconds each under ``--concurrency`` client tasks, spreading requests over
 the replicas round-robin (as a load balancer would), with the measuring code of
 ``scripts/bench_server.py``. Then it measures the change stream: a subscriber on the last
@@ -37,7 +37,7 @@ import httpx
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 
 from bench_server import (  # noqa: E402
     Result,
@@ -48,8 +48,8 @@ from bench_server import (  # noqa: E402
     seed_store,
     server_on,
 )
-from pgcluster import PgCluster  # noqa: E402
 
+from kit.pgcluster import PgCluster  # noqa: E402
 from memfs.api import StoreClient  # noqa: E402
 from memfs.api.changes import ChangeStream  # noqa: E402
 from memfs.api.config import ClientConfig, Secret  # noqa: E402

@@ -52,9 +52,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The labelled set and its scoring live with the tests that check it.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_server import percentile, server_on
-from support.search_eval import (
+
+from kit.search_eval import (
     ENTRIES_API,
     EvalSet,
     MemoryStoreClient,
@@ -62,7 +63,6 @@ from support.search_eval import (
     load_eval_set,
     score,
 )
-
 from memfs.server.app import create_app
 from memfs.server.search import SearchDocument, SearchIndex
 from memfs.server.search.document import Tx

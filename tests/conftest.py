@@ -4,7 +4,7 @@
 ``fresh_server`` starts a private one for tests that need to stop or restart it.
 API keys travel by environment variable only, never argv.
 
-``pg_cluster`` is a throwaway PostgreSQL cluster (``tests/pgcluster.py``) started once per
+``pg_cluster`` is a throwaway PostgreSQL cluster (``kit/pgcluster.py``) started once per
 session for the tests that run on the PostgreSQL backend; they skip only if the PostgreSQL
 binaries are absent. ``pg_url`` is a fresh empty database on it for one test. A test that
 restarts PostgreSQL takes ``own_pg_cluster``, a cluster of its own.
@@ -14,10 +14,10 @@ started by any test (``client_env()`` copies the environment) keeps its write-ba
 there, never in the real ``~/.cache/memfs``; mount fixtures still give each test its own.
 
 ``sdk`` is the official SDK on the session's server; ``mount_factory`` mounts fresh stores on it
-(``support.mounts.MountMaker``) and unmounts them all in teardown.
+(``kit.mounts.MountMaker``) and unmounts them all in teardown.
 
-What tests import (``ServerProcess``, ``MountedStore``, ``wait_for``...) lives in ``support/``:
-a conftest is never imported as a module.
+What tests import (``ServerProcess``, ``MountedStore``, ``wait_for``...) lives in ``kit/``, the
+kit the benchmarks share: a conftest is never imported as a module.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from pgcluster import PgCluster
-from support.mounts import MountedStore, MountMaker
-from support.servers import ServerProcess, free_port
 
+from kit.mounts import MountedStore, MountMaker
+from kit.pgcluster import PgCluster
+from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from support.hosted_like import hosted_like_client
 
+from kit.hosted_like import hosted_like_client
 from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.changes import CHANGES, ChangeStream, server_offers_change_stream
 from memfs.api.client import CAPABILITIES

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from support.hosted_like import HostedLikeTransport, hosted_like_client
 
+from kit.hosted_like import HostedLikeTransport, hosted_like_client
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI
 from memfs.commands.search import search_store

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.servers import ServerProcess
+
+from kit.servers import ServerProcess
 
 HEAVY = (
     "trio",

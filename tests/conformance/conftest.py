@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.servers import ServerProcess, free_port
+
+from kit.servers import ServerProcess, free_port
 
 
 @pytest.fixture(scope="session")

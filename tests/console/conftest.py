@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.browser import TIMEOUT_MS, Watched, api, launch_args, sign_in
-from support.servers import ServerProcess, free_port
 
+from kit.browser import TIMEOUT_MS, Watched, api, launch_args, sign_in
+from kit.servers import ServerProcess, free_port
 from memfs.server.sqlite import SqliteStorage
 
 

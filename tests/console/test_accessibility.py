@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from support.browser import api, needs_chromium, sign_in
-from support.databricks import API, Workspace
-from support.servers import ServerProcess
+
+from kit.browser import api, needs_chromium, sign_in
+from kit.databricks import API, Workspace
+from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
 

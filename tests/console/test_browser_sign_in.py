@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import Watched, api, needs_chromium
-from support.servers import ServerProcess
+
+from kit.browser import Watched, api, needs_chromium
+from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
 

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
-from support.databricks import API, Workspace
-from support.servers import ServerProcess
+
+from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
+from kit.databricks import API, Workspace
+from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
 

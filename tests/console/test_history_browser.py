@@ -9,8 +9,9 @@ import re
 from typing import Any
 
 import httpx
-from support.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
-from support.servers import ServerProcess
+
+from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
+from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from support.servers import ServerProcess, free_port
 
+from kit.servers import ServerProcess, free_port
 from memfs.server.app import create_app
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage

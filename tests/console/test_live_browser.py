@@ -10,9 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from support.browser import Watched, api, needs_chromium, sign_in
-from support.databricks import Workspace
-from support.servers import ServerProcess
+
+from kit.browser import Watched, api, needs_chromium, sign_in
+from kit.databricks import Workspace
+from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
 

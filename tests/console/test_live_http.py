@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from support.servers import ServerProcess, free_port
-from support.waiting import wait_until
 
+from kit.servers import ServerProcess, free_port
+from kit.waiting import wait_until
 from memfs.server.console.pages.history import PAGE_SIZE
 
 TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.fake_store import FakeStore
+
+from kit.fake_store import FakeStore
 
 
 @pytest.fixture

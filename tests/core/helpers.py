@@ -18,8 +18,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
-from support.fake_store import FakeStore
 
+from kit.fake_store import FakeStore
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import Vfs, VfsConfig

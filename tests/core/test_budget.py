@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore
 
+from kit.fake_store import FakeStore
 from memfs.contract.errors import ApiConnectionError, FileTooLargeError, NoSpaceError, NotUtf8Error
 from memfs.contract.store_api import Capabilities
 from memfs.core.build import build_core

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore, unavailable
-from support.waiting import wait_until
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore, unavailable
+from kit.waiting import wait_until
 from memfs.contract import paths
 from memfs.contract.errors import NoSpaceError, RemoteConflictError, errno_for
 from memfs.contract.models import sha256_hex

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from support.fake_databricks import FakeDatabricks
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_databricks import FakeDatabricks
+from kit.fake_store import FakeStore
 from memfs.api.databricks.store import DatabricksStore
 from memfs.contract.errors import RemoteConflictError, errno_for
 from memfs.contract.models import MemoryPrefix, sha256_hex

@@ -16,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
 from memfs.contract import paths
 from memfs.contract.errors import NoEntryError
 from memfs.core.build import build_core

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from support.fake_store import FakeStore, unavailable
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore, unavailable
 from memfs.contract.errors import ApiConnectionError, PathConflictError
 from memfs.core.model.inodes import ROOT_INODE
 

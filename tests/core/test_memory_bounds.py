@@ -18,8 +18,8 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 import trio
-from support.fake_store import FakeStore
 
+from kit.fake_store import FakeStore
 from memfs.contract.cache_budget import BudgetedCache, CacheBudget
 from memfs.contract.models import Memory, MemoryVersion, format_time
 from memfs.core.build import build_core

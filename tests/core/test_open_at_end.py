@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.mount.report import render_report, report_problems, unmount_report
 

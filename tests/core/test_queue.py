@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore, unavailable
-from support.waiting import wait_until
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore, unavailable
+from kit.waiting import wait_until
 from memfs.contract.errors import (
     ApiConnectionError,
     BadRequestError,

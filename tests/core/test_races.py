@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
 from memfs.contract.errors import NoEntryError
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.core.ops.vfs import Vfs

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
 from memfs.contract.errors import NotUtf8Error
 from memfs.core.build import build_core
 from memfs.core.model.inodes import ROOT_INODE

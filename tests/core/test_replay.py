@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.fake_store import FakeStore
-from support.waiting import wait_until
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
+from kit.waiting import wait_until
 from memfs.contract.models import sha256_hex
 from memfs.contract.store_api import Capabilities
 from memfs.core.build import build_core

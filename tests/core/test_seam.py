@@ -8,9 +8,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from support.fake_store import FakeStore
 from trio.testing import MockClock
 
+from kit.fake_store import FakeStore
 from memfs.contract.errors import PreconditionFailedError
 from memfs.contract.models import Memory
 from memfs.contract.store_api import Capabilities

@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from support.fake_store import FakeStore
 
+from kit.fake_store import FakeStore
 from memfs.core.fetch.cache import ContentCache
 from memfs.search.engine import Hit, LocalSearch, StoreSearch, best_line, parse, render
 from memfs.search.index import SearchIndex, match_expression

@@ -10,9 +10,9 @@ import os
 from typing import Any
 
 import trio
-from support.fake_databricks import FakeDatabricks
-from support.fake_store import FakeStore
 
+from kit.fake_databricks import FakeDatabricks
+from kit.fake_store import FakeStore
 from memfs.api.databricks.store import DatabricksStore
 from memfs.contract.models import MemoryPrefix, Page
 from memfs.core.build import build_core

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from support.mounts import MountedStore, MountMaker
+
+from kit.mounts import MountedStore, MountMaker
 
 from .helpers import FaultyServer, faulty_server_in
 

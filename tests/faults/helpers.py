@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from support.servers import ServerProcess, free_port
+
+from kit.servers import ServerProcess, free_port
 
 ADMIN_KEY = "sk-memfs-admin-" + "f" * 24
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.journals import journal_home, journal_records
-from support.mounts import MountedStore, memfs
-from support.waiting import wait_for
+
+from kit.journals import journal_home, journal_records
+from kit.mounts import MountedStore, memfs
+from kit.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.journals import journal_records
-from support.mounts import MountedStore, daemon_alive
-from support.waiting import wait_for
+
+from kit.journals import journal_records
+from kit.mounts import MountedStore, daemon_alive
+from kit.waiting import wait_for
 
 from .helpers import FaultyServer
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support.mounts import MountedStore
+from kit.mounts import MountedStore
 
 
 def walk_and_read(root: Path) -> dict[str, str]:

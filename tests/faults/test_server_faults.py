@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from support.servers import ServerProcess, free_port
 
+from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig
 from memfs.contract.errors import ApiConnectionError, RateLimitError

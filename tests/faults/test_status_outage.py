@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.mounts import MountedStore, memfs
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore, memfs
+from kit.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

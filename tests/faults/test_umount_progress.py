@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.mounts import MountedStore, memfs
+
+from kit.mounts import MountedStore, memfs
 
 pytestmark = pytest.mark.fuse
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.servers import ServerProcess
 
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.mcp.app import build_server
 from memfs.mcp.backend import MemoryBackend, StoredMemory

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
-from support.servers import ServerProcess
 
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.mcp.backend import Match

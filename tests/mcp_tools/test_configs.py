@@ -14,9 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from starlette.routing import compile_path
-from support.databricks import Workspace
-from support.servers import ServerProcess
 
+from kit.databricks import Workspace
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.cli import build_parser
 from memfs.commands.mcp import usage_error

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from support.databricks import Workspace
-
+from kit.databricks import Workspace
 from memfs.mcp.backend import StoredMemory
 
 from .conftest import Racing, connected

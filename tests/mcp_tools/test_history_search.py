@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from support.hosted_like import hosted_like_client
-
+from kit.hosted_like import hosted_like_client
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
 from memfs.mcp.backend import StoreInfo

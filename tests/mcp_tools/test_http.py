@@ -19,9 +19,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
-from support.databricks import ACTOR, Workspace
-from support.servers import ServerProcess, free_port
 
+from kit.databricks import ACTOR, Workspace
+from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.server.mcp_endpoint import allowed_host_names

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
-from support.mounts import MountedStore
-from support.servers import ServerProcess
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore
+from kit.servers import ServerProcess
+from kit.waiting import wait_for
 
 from .test_http import key_of, ms_url, over_http
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from support.databricks import Workspace
 
+from kit.databricks import Workspace
 from memfs.api import StoreClient
 from memfs.mcp import resources
 from memfs.mcp.app import RESOURCE_NOT_FOUND

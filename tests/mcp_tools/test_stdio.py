@@ -17,9 +17,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_types.version import LATEST_MODERN_VERSION
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.servers import ServerProcess
 
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 
 from .conftest import Tools, refuses_a_move_into_itself

@@ -14,9 +14,9 @@ import pytest
 import trio
 from mcp import Client
 from mcp_types.version import LATEST_MODERN_VERSION
-from support.databricks import Workspace
-from support.servers import ServerProcess
 
+from kit.databricks import Workspace
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.mcp.app import build_server
 from memfs.mcp.resources import uri_of

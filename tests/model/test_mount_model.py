@@ -30,8 +30,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support.mounts import MountedStore, daemon_alive
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore, daemon_alive
+from kit.waiting import wait_for
 
 pytestmark = [pytest.mark.fuse]
 

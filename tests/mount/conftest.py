@@ -1,6 +1,6 @@
 """Fixtures for real FUSE mounts: ``mount``, a fresh store mounted at a temp directory.
 
-``mount`` is a ``support.mounts.MountedStore``: ``.path``, ``.store_id``, ``.sdk`` (the official
+``mount`` is a ``kit.mounts.MountedStore``: ``.path``, ``.store_id``, ``.sdk`` (the official
 SDK), and synchronous helpers to read the store (``memories()``, ``content(path)``,
 ``versions()``), to write it from outside (``put``), to wait for the daemon's uploads
 (``settle()``) and to unmount/remount. ``mount_factory`` (``tests/conftest.py``) mounts with
@@ -20,7 +20,8 @@ from typing import Any
 
 import anthropic
 import pytest
-from support.mounts import MountedStore, MountMaker
+
+from kit.mounts import MountedStore, MountMaker
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.journals import journal_home, journal_records
-from support.mounts import MountedStore, daemon_alive, memfs
-from support.waiting import wait_for
+
+from kit.journals import journal_home, journal_records
+from kit.mounts import MountedStore, daemon_alive, memfs
+from kit.waiting import wait_for
 
 
 def test_clean_umount_leaves_no_journal_or_lock_files(

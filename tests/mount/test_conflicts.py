@@ -9,8 +9,9 @@ import hashlib
 import os
 
 import pytest
-from support.mounts import MountedStore, memfs
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore, memfs
+from kit.waiting import wait_for
 
 from .test_errnos import seed
 

@@ -26,12 +26,12 @@ import trio
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.service.agentkit import ManagedMemoryEntry
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.editors import vim_append_line
-from support.mounts import MountedStore, memfs
-from support.servers import ServerProcess
-from support.waiting import wait_for
 
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.editors import vim_append_line
+from kit.mounts import MountedStore, memfs
+from kit.servers import ServerProcess
+from kit.waiting import wait_for
 from memfs.contract.databricks_limits import MAX_CONTENT_BYTES
 from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
 from memfs.server.sqlite import SqliteStorage

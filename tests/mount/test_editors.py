@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.editors import vim_append_line
-from support.mounts import MountedStore
-from support.waiting import wait_for
+
+from kit.editors import vim_append_line
+from kit.mounts import MountedStore
+from kit.waiting import wait_for
 
 ORIGINAL = "line one\n"
 SAVED = "line one\nline two\n"

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.journals import journal_records
-from support.mounts import MountedStore, daemon_alive, memfs
-from support.waiting import wait_for
-from support.writers import HeldWriter
 
+from kit.journals import journal_records
+from kit.mounts import MountedStore, daemon_alive, memfs
+from kit.waiting import wait_for
+from kit.writers import HeldWriter
 from memfs.mount.statedir import is_dead_mount, state_path
 
 FUSECTL = Path("/sys/fs/fuse/connections")

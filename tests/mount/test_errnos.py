@@ -23,7 +23,8 @@ from typing import Any
 import anthropic
 import pytest
 import trio
-from support.mounts import (
+
+from kit.mounts import (
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
     RENAME_WHITEOUT,
@@ -31,9 +32,8 @@ from support.mounts import (
     memfs,
     renameat2,
 )
-from support.servers import OTHER_KEY
-from support.waiting import wait_for
-
+from kit.servers import OTHER_KEY
+from kit.waiting import wait_for
 from memfs.contract.models import Actor
 from memfs.server.sqlite import SqliteStorage
 

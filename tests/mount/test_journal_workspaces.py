@@ -19,12 +19,12 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.journals import journal_records
-from support.mounts import MountedStore, MountMaker, memfs
-from support.servers import ServerProcess, free_port
-from support.waiting import wait_for
 
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.journals import journal_records
+from kit.mounts import MountedStore, MountMaker, memfs
+from kit.servers import ServerProcess, free_port
+from kit.waiting import wait_for
 from memfs.writeback.journal import Journal, Record
 
 

@@ -11,8 +11,9 @@ import sys
 import time
 
 import pytest
-from support.mounts import memfs
-from support.waiting import wait_for
+
+from kit.mounts import memfs
+from kit.waiting import wait_for
 
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:

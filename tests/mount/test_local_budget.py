@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from support.mounts import MountedStore, memfs
-from support.planted import NOBODY, as_nobody
-from support.waiting import wait_for
+from kit.mounts import MountedStore, memfs
+from kit.planted import NOBODY, as_nobody
+from kit.waiting import wait_for
 
 from .test_errnos import seed
 

@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import pytest
-from support.mounts import renameat2
-from support.waiting import wait_for
+
+from kit.mounts import renameat2
+from kit.waiting import wait_for
 
 
 def expect_errno(number: int, func, *args, **kwargs) -> None:
@@ -225,7 +226,7 @@ def test_statfs(mount_factory):
 
 
 def _status(m, *args: str) -> str:
-    from support.mounts import memfs
+    from kit.mounts import memfs
 
     result = memfs("status", str(m.path), *args, env=m.env)
     assert result.returncode == 0, result.stderr

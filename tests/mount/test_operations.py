@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
-from support.mounts import MountedStore, daemon_alive, memfs
-from support.waiting import wait_for
 
+from kit.mounts import MountedStore, daemon_alive, memfs
+from kit.waiting import wait_for
 from memfs.mount.statedir import state_path
 
 

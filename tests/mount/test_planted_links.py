@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.mounts import MountedStore, memfs
-from support.planted import plant, untouched, victim
-from support.waiting import wait_for
 
+from kit.mounts import MountedStore, memfs
+from kit.planted import plant, untouched, victim
+from kit.waiting import wait_for
 from memfs.mount.daemon import state_path
 
 pytestmark = pytest.mark.fuse

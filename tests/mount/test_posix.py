@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.mounts import MountedStore
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore
+from kit.waiting import wait_for
 
 from .test_errnos import expect_errno
 

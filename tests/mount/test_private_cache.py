@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.journals import journal_home, journal_records
-from support.mounts import MountedStore
-from support.waiting import wait_for
+
+from kit.journals import journal_home, journal_records
+from kit.mounts import MountedStore
+from kit.waiting import wait_for
 
 NOBODY = 65534
 WHY = ": a change planted there would be uploaded with your key"

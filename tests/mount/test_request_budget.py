@@ -10,8 +10,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from support.mounts import MountedStore
-from support.waiting import wait_for
+from kit.mounts import MountedStore
+from kit.waiting import wait_for
 
 MEMORIES = 250  # more than a listing page (100) and many bulk pages (20)
 DIRECTORIES = 5

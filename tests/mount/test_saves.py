@@ -13,8 +13,9 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from support.mounts import MountedStore
-from support.waiting import wait_for
+
+from kit.mounts import MountedStore
+from kit.waiting import wait_for
 
 
 def modified_versions(m: MountedStore, memory_id: str) -> list[str]:

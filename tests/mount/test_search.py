@@ -11,10 +11,10 @@ import stat
 import subprocess
 
 import pytest
-from support.hosted_like import hosted_like_client
-from support.mounts import memfs
-from support.waiting import wait_for
 
+from kit.hosted_like import hosted_like_client
+from kit.mounts import memfs
+from kit.waiting import wait_for
 from memfs.api.search import SEARCH
 from memfs.api.store import MemoryStoresAPI
 from memfs.commands.search import search_store

@@ -2,7 +2,7 @@
 its slug at the root, with its own access, cache, journal and change feed; every other name at
 the root is local scratch (tmpfs-like, in memory, never uploaded); renames and links between
 two stores, or a store and scratch, are EXDEV (so ``mv`` copies); a store whose server is down
-answers errors in its own subtree while the others work (``support.memfs_daemon``).
+answers errors in its own subtree while the others work (``kit.memfs_daemon``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import anthropic
 import pytest
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.memfs_daemon import SeveralStores
-from support.mounts import RENAME_WHITEOUT, MountedStore, fsync_dir, memfs, renameat2
-from support.servers import ServerProcess
-from support.waiting import wait_for
 
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.memfs_daemon import SeveralStores
+from kit.mounts import RENAME_WHITEOUT, MountedStore, fsync_dir, memfs, renameat2
+from kit.servers import ServerProcess
+from kit.waiting import wait_for
 from memfs.contract.numbers import SLOT
 
 

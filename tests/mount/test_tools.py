@@ -13,8 +13,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from support.mounts import MountedStore, memfs
-from support.waiting import wait_for
+from kit.mounts import MountedStore, memfs
+from kit.waiting import wait_for
 
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",

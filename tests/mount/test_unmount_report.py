@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.mounts import MountedStore, memfs
-from support.waiting import wait_for
 
+from kit.mounts import MountedStore, memfs
+from kit.waiting import wait_for
 from memfs.mount.daemon import state_path
 
 pytestmark = pytest.mark.fuse

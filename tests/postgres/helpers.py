@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import trio
-from support.servers import ServerProcess
 
+from kit.servers import ServerProcess
 from memfs.api.changes import SseStream
 from memfs.api.config import ClientConfig, Secret
 from memfs.contract.store_api import ChangeEvent

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from support.servers import ServerProcess
 
+from kit.servers import ServerProcess
 from memfs.api import RetryPolicy, StoreClient
 from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.config import ClientConfig, Secret

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from support.databricks import ACTOR, API, Workspace
-from support.servers import ServerProcess
 
+from kit.databricks import ACTOR, API, Workspace
+from kit.servers import ServerProcess
 from memfs.api import RetryPolicy
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.databricks.client import DatabricksClient

@@ -19,10 +19,11 @@ import anthropic
 import pytest
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.service.agentkit import ManagedMemoryEntry
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.mounts import MountedStore, MountMaker
-from support.servers import ServerProcess
-from support.waiting import wait_for
+
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.mounts import MountedStore, MountMaker
+from kit.servers import ServerProcess
+from kit.waiting import wait_for
 
 pytestmark = pytest.mark.fuse
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psycopg
 import trio
-from support.servers import ServerProcess, free_port
 
+from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.contract.models import sha256_hex

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from pgcluster import PgCluster
-from support.servers import ServerProcess, free_port
+
+from kit.pgcluster import PgCluster
+from kit.servers import ServerProcess, free_port
 
 
 def test_a_restarting_postgresql_is_503_with_retry_after(

@@ -7,8 +7,9 @@ import stat
 from pathlib import Path
 
 import httpx
-from support.servers import ServerProcess, free_port
-from support.waiting import wait_for
+
+from kit.servers import ServerProcess, free_port
+from kit.waiting import wait_for
 
 LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<method>[A-Z]+|other) (?P<route>\S+) "

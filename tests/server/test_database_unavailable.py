@@ -18,9 +18,9 @@ import pytest
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
-from support.servers import free_port
-from support.waiting import wait_until
 
+from kit.servers import free_port
+from kit.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.server.app import create_app

@@ -17,11 +17,11 @@ import pytest
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
-from support.databricks import ACTOR, API, Workspace
-from support.servers import ServerProcess, free_port
-from support.sse import RawStream
-from support.waiting import wait_until
 
+from kit.databricks import ACTOR, API, Workspace
+from kit.servers import ServerProcess, free_port
+from kit.sse import RawStream
+from kit.waiting import wait_until
 from memfs.contract.errors import ServiceUnavailableError
 from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app

@@ -23,9 +23,9 @@ import h2.events
 import httpx
 import pytest
 import trio
-from support.servers import OTHER_KEY, ServerProcess, free_port
-from support.waiting import wait_for
 
+from kit.servers import OTHER_KEY, ServerProcess, free_port
+from kit.waiting import wait_for
 from memfs.cli import build_parser
 from memfs.commands import server as server_command
 from memfs.server.serve import ServerSettings, serve

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from support.search_eval import (
+
+from kit.search_eval import (
     EvalSet,
     answer_texts,
     content_words,
@@ -20,7 +21,6 @@ from support.search_eval import (
     same_word,
     shared_words,
 )
-
 from memfs.contract.paths import validate_path
 
 

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pgcluster import PgCluster
-from support.search_eval import EvalSet, MemoryStoreClient, Query, Scores, load_eval_set, score
-from support.servers import ServerProcess, free_port
+
+from kit.pgcluster import PgCluster
+from kit.search_eval import EvalSet, MemoryStoreClient, Query, Scores, load_eval_set, score
+from kit.servers import ServerProcess, free_port
 
 # Measured: BM25 keyword MRR@10 1.00 (docs/benchmarks.md); a floor well under it, so that
 # only a real regression (lost fields, a broken tokenizer, a wrong scope) trips it.

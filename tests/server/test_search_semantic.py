@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.servers import ServerProcess, free_port
 
+from kit.servers import ServerProcess, free_port
 from memfs.contract.models import Actor
 from memfs.server.postgres import PostgresStorage
 from memfs.server.search import SearchIndex

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from support.servers import free_port
-from support.waiting import wait_for
 
+from kit.servers import free_port
+from kit.waiting import wait_for
 from memfs.contract.models import Actor, sha256_hex
 from memfs.server.sqlite import SqliteStorage
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.servers import free_port
 
+from kit.servers import free_port
 from memfs.commands.server import EXIT_FAILED
 
 KEY = "sk-startup-" + "s" * 24

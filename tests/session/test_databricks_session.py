@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.databricks import ACTOR, Workspace
-from support.journals import journal_home
-from support.servers import ServerProcess
+
+from kit.databricks import ACTOR, Workspace
+from kit.journals import journal_home
+from kit.servers import ServerProcess
 
 from .helpers import (
     Api,

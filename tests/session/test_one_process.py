@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.databricks import ACTOR, Workspace
-from support.journals import journal_records
-from support.servers import ServerProcess
-from support.waiting import wait_for
 
+from kit.databricks import ACTOR, Workspace
+from kit.journals import journal_records
+from kit.servers import ServerProcess
+from kit.waiting import wait_for
 from memfs.session.state import pid_alive
 
 from .helpers import (

@@ -15,7 +15,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from support.planted import NOBODY, plant, untouched, victim
+
+from kit.planted import NOBODY, plant, untouched, victim
 
 from .helpers import Api, force_unmount, mounts_under, run_memfs, unique, write_config
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.journals import journal_home, journal_records
 
+from kit.journals import journal_home, journal_records
 from memfs.session.teardown import stop_notes, stop_report
 
 from .helpers import Api, force_unmount, run_memfs, slug_of, unique, write_config

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.waiting import wait_for
 
+from kit.waiting import wait_for
 from memfs.session.fuse_check import why_no_mount
 
 from .helpers import Api, mounts_under, run_memfs, slug_of, unique, write_config

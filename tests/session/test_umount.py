@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.journals import journal_records
-from support.waiting import wait_for
-from support.writers import HeldWriter
 
+from kit.journals import journal_records
+from kit.waiting import wait_for
+from kit.writers import HeldWriter
 from memfs.session.state import SessionState, pid_alive, state_path
 
 from .helpers import (

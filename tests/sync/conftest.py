@@ -1,5 +1,5 @@
 """Fixtures of the ``memfs sync`` tests: ``sync_factory`` makes synced directories of fresh
-stores on the session's server (``support.synced.SyncMaker``) and stops them all in teardown."""
+stores on the session's server (``kit.synced.SyncMaker``) and stops them all in teardown."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from support.servers import ServerProcess
-from support.synced import SyncedDir, SyncMaker
+
+from kit.servers import ServerProcess
+from kit.synced import SyncedDir, SyncMaker
 
 
 @pytest.fixture

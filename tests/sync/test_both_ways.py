@@ -7,8 +7,8 @@ import os
 import stat
 from collections.abc import Callable
 
-from support.synced import SyncedDir
-from support.waiting import wait_for
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 
 Factory = Callable[..., SyncedDir]
 

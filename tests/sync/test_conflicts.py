@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from support.mounts import memfs
-from support.synced import SyncedDir
-from support.waiting import wait_for
+from kit.mounts import memfs
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 
 Factory = Callable[..., SyncedDir]
 

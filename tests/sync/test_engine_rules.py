@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.fake_store import FakeStore
 
+from kit.fake_store import FakeStore
 from memfs.core.build import build_core
 from memfs.core.model.config import VfsConfig
 from memfs.sync.basis import Basis

@@ -13,9 +13,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from support.mounts import daemon_alive, memfs
-from support.synced import SyncedDir
-from support.waiting import wait_for
+from kit.mounts import daemon_alive, memfs
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 
 Factory = Callable[..., SyncedDir]
 

@@ -7,9 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from support.synced import SyncedDir
-from support.waiting import wait_for
-
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 from memfs.sync.engine import name_clashes
 from memfs.sync.localdir import LocalDir
 

@@ -30,12 +30,12 @@ from typing import Any
 
 import anthropic
 import pytest
-from support.planted import NOBODY
-from support.servers import ServerProcess
-from support.synced import SyncedDir
-from support.waiting import wait_for
 
 import memfs
+from kit.planted import NOBODY
+from kit.servers import ServerProcess
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 
 REPO = Path(memfs.__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent.parent

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from support.servers import ServerProcess
-from support.synced import SyncMaker
+
+from kit.servers import ServerProcess
+from kit.synced import SyncMaker
 
 
 @pytest.fixture

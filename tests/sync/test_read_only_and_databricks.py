@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.servers import ServerProcess
-from support.synced import SyncedDir
-from support.waiting import wait_for
+
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.servers import ServerProcess
+from kit.synced import SyncedDir
+from kit.waiting import wait_for
 
 Factory = Callable[..., SyncedDir]
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from support.servers import ServerProcess
+
+from kit.servers import ServerProcess
 
 HEADERS_VERSION = {"anthropic-version": "2023-06-01"}
 MEMORIES = "/v1/memory_stores/{store_id}/memories"

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.export_runs import git, memfs
-from support.servers import ServerProcess
 
+from kit.export_runs import git, memfs
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.contract.models import MemoryStore, MemoryVersion
 from memfs.transfer import export_git
@@ -297,8 +297,7 @@ async def test_a_history_the_server_pruned_is_said_to_start_late_and_a_whole_one
     store whose every memory starts with its creation gets no such line."""
     from datetime import timedelta
 
-    from support.servers import served_in_process
-
+    from kit.servers import served_in_process
     from memfs.api.config import ClientConfig
     from memfs.server.sqlite import SqliteStorage
     from memfs.server.storage import utc_now

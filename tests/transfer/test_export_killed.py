@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 from faults.helpers import FaultyServer, faulty_server_in
-from support.export_runs import git, memfs
-from support.waiting import wait_for
 
+from kit.export_runs import git, memfs
+from kit.waiting import wait_for
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 

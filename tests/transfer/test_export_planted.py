@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.export_runs import git, memfs
-from support.planted import NOBODY, PRECIOUS, as_nobody, untouched, victim
-from support.servers import ServerProcess
 
+from kit.export_runs import git, memfs
+from kit.planted import NOBODY, PRECIOUS, as_nobody, untouched, victim
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.transfer.export_tree import AHEAD_LOG, MANIFEST, Tree, blob_id
 

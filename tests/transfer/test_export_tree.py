@@ -9,10 +9,9 @@ import os
 import uuid
 from pathlib import Path
 
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.export_runs import git, memfs
-from support.servers import ServerProcess
-
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.export_runs import git, memfs
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.transfer.export_ahead import TreeAhead
 from memfs.transfer.export_tree import Tree, blob_id, sync_tree

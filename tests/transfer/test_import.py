@@ -9,7 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.servers import ServerProcess
+
+from kit.servers import ServerProcess
 
 from .importing import (
     contents,

@@ -9,9 +9,8 @@ import os
 import uuid
 from pathlib import Path
 
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.servers import ServerProcess
-
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.servers import ServerProcess
 from memfs.transfer.import_walk import MAX_DESCRIPTIONS_BYTES
 
 from .importing import contents, create_store, memfs_import, requests, write_tree, writes

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from support.hosted_like import hosted_like_client
-from support.servers import ServerProcess, served_in_process
 
+from kit.hosted_like import hosted_like_client
+from kit.servers import ServerProcess, served_in_process
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI

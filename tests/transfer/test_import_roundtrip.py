@@ -10,9 +10,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from support.databricks import ACTOR, Workspace, databricks_env
-from support.export_runs import memfs
-from support.servers import ServerProcess
+from kit.databricks import ACTOR, Workspace, databricks_env
+from kit.export_runs import memfs
+from kit.servers import ServerProcess
 
 from .importing import create_store, memfs_import
 

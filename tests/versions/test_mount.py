@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.waiting import wait_for
 
+from kit.waiting import wait_for
 from memfs.mount.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
 from memfs.versions.names import stamp
 

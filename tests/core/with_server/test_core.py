@@ -6,8 +6,8 @@ import os
 import uuid
 
 import pytest
-from support.waiting import wait_until
 
+from kit.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI

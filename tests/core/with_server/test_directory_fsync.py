@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from support.waiting import wait_until
 
+from kit.waiting import wait_until
 from memfs.contract.errors import StoreArchivedError
 from memfs.core.model.inodes import ROOT_INODE
 

@@ -21,7 +21,8 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.errors import NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryStore
 from databricks_agentkit import AgentKitClient
-from support.servers import ServerProcess, free_port
+
+from kit.servers import ServerProcess, free_port
 
 from .helpers import new_store_id, workspace_for
 

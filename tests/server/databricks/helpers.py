@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from databricks.sdk import WorkspaceClient
-from support.servers import ServerProcess
+
+from kit.servers import ServerProcess
 
 
 def new_store_id() -> str:

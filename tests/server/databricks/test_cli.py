@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.servers import ServerProcess
+
+from kit.servers import ServerProcess
 
 from .helpers import new_store_id
 

@@ -18,8 +18,8 @@ from databricks.sdk.service.agentkit import (
     ManagedMemoryEntrySourceType,
     ManagedMemoryEntryView,
 )
-from support.servers import ServerProcess
 
+from kit.servers import ServerProcess
 from memfs.contract.databricks_limits import (
     MAX_CONTENT_BYTES,
     MAX_DESCRIPTION_BYTES,

@@ -20,9 +20,9 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.common.types.fieldmask import FieldMask
 from databricks.sdk.errors import InvalidParameterValue, NotFound
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
-from support.databricks import API, Workspace
-from support.servers import ServerProcess
 
+from kit.databricks import API, Workspace
+from kit.servers import ServerProcess
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.databricks.client import DatabricksClient
 from memfs.api.databricks.store import DatabricksStore

@@ -20,8 +20,8 @@ import trio
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.errors import ResourceExhausted
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
-from support.servers import ServerProcess, served_in_process
 
+from kit.servers import ServerProcess, served_in_process
 from memfs.server.postgres import PostgresStorage
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage

@@ -1,6 +1,6 @@
 """A mount of several stores in one daemon, for tests: ``SeveralStores`` runs
 ``memfs.mount.daemon.run_foreground`` with ``MountOptions(stores=...)`` in a subprocess
-(``python -m support.memfs_daemon mount ROOT OPTIONS_JSON LOG``: a command line that
+(``python -m kit.memfs_daemon mount ROOT OPTIONS_JSON LOG``: a command line that
 ``memfs umount ROOT`` recognises as the daemon of ROOT, as it does ``memfs mount``'s), waits
 for its "ok", and ``close()`` always unmounts (``memfs umount``, then ``fusermount3 -uz`` and
 killing the daemon).
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from support.mounts import _dead_mount, daemon_alive, memfs
-from support.waiting import wait_for
+from kit.mounts import _dead_mount, daemon_alive, memfs
+from kit.waiting import wait_for
 
 READY_TIMEOUT = 30.0
 
@@ -49,7 +49,7 @@ class SeveralStores:
             [
                 sys.executable,
                 "-m",
-                "support.memfs_daemon",
+                "kit.memfs_daemon",
                 "mount",
                 str(self.root),
                 json.dumps(self.document),
@@ -95,7 +95,7 @@ class SeveralStores:
 
 
 def _pythonpath(env: dict[str, str]) -> str:
-    here = str(Path(__file__).resolve().parent.parent)  # tests/, for ``support``
+    here = str(Path(__file__).resolve().parent.parent)  # the repository, for ``kit``
     return os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
 
 

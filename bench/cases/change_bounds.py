@@ -2,9 +2,9 @@
 every live console page) on SQLite with many changes, with and without schema step 9's index of
 store deletions.
 
-    python scripts/bench_change_bounds.py [--changes N] [--runs R]
+    python -m bench change_bounds [--changes N] [--runs R]
 
-Prints the time of one ``change_bounds`` query each way and their ratio (docs/benchmarks.md).
+The time of one ``change_bounds`` query each way and their ratio (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import sqlite3
 import time
 
+from bench.harness import Case, Row
 from memfs.server import schema
 
 # the query of ``sql.databricks.DatabricksStorage.change_bounds``, its two subqueries
@@ -45,17 +46,22 @@ def timed(conn: sqlite3.Connection, runs: int) -> float:
     return (time.perf_counter() - start) / runs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--changes", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=50)
-    args = parser.parse_args()
-    before = timed(database(args.changes, indexed=False), args.runs)
-    after = timed(database(args.changes, indexed=True), args.runs)
-    print(f"{args.changes:,} changes of one store, {args.runs} queries each")
-    print(f"without the index of deletions: {before * 1e3:.3f} ms a query")
-    print(f"with it (schema step 9):        {after * 1e3:.3f} ms a query ({after / before:.5f}x)")
+class ChangeBoundsCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--changes", type=int, default=100_000)
+        parser.add_argument("--runs", type=int, default=50)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return f"{options.changes:,} changes of one store, {options.runs} queries each"
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        before = timed(database(options.changes, indexed=False), options.runs)
+        after = timed(database(options.changes, indexed=True), options.runs)
+        return [
+            {"index of deletions": "without", "ms_per_query": before * 1e3, "ratio": 1.0},
+            {"index of deletions": "with (schema step 9)", "ms_per_query": after * 1e3,
+             "ratio": after / before},
+        ]  # fmt: skip
 
 
-if __name__ == "__main__":
-    main()
+CASE = ChangeBoundsCase()

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import trio
 
-from support.waiting import wait_for
+from kit.waiting import wait_for
 
 TEST_KEY = "sk-memfs-test-" + "k" * 24
 OTHER_KEY = "sk-memfs-other-" + "o" * 24
@@ -41,7 +41,7 @@ class ServerProcess:
     extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
     db_url: str | None = None  # a postgresql:// URL to serve instead of the file ``db``
-    log_path: Path | None = None
+    log_path: Path | None = None  # the server's output; by default next to ``db``
     admin_key: str | None = None  # MEMFS_ADMIN_KEY of the server (fault control), never argv
 
     @property
@@ -67,7 +67,8 @@ class ServerProcess:
         env.pop("MEMFS_ADMIN_KEY", None)
         if self.admin_key is not None:
             env["MEMFS_ADMIN_KEY"] = self.admin_key
-        self.log_path = self.db.with_suffix(".log")
+        if self.log_path is None:
+            self.log_path = self.db.with_suffix(".log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
         self.proc = subprocess.Popen(
             [
@@ -137,8 +138,9 @@ async def served_in_process(storage: Any, keys: list[str]) -> AsyncIterator[str]
     config.accesslog = None
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
+        app = create_app(storage, keys)
         await nursery.start(
-            partial(serve, create_app(storage, keys), config, shutdown_trigger=stop.wait)
+            partial(serve, app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
         )
         try:
             yield "http://" + config.bind[0]

@@ -20,7 +20,7 @@ from typing import Any
 
 import anthropic
 
-from support.waiting import wait_for
+from kit.waiting import wait_for
 
 MOUNT_READY_TIMEOUT = 20.0
 
@@ -80,7 +80,7 @@ def fsync_dir(path: Path) -> None:
 @dataclass
 class StoreSide:
     """A store on the test server and synchronous helpers to check it through the SDK (the
-    store behind a mount, or behind a synced directory: ``support.synced``)."""
+    store behind a mount, or behind a synced directory: ``kit.synced``)."""
 
     path: Path
     store_id: str
@@ -172,7 +172,7 @@ class MountedStore(StoreSide):
         wait_for(lambda: not os.path.ismount(self.path), timeout=10)
 
     def _daemon_pid(self) -> int | None:
-        from memfs.mount.daemon import state_path
+        from memfs.mount.statedir import state_path
 
         try:
             return int(state_path(str(self.path), "pid").read_text().split()[0])

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from support.servers import ServerProcess
+from kit.servers import ServerProcess
 
 ACTOR = "agent-7"
 API = "/api/2.0/agents/memory-stores"
@@ -84,7 +84,7 @@ class Workspace:
         found: dict[tuple[str | None, str], Any] = {}
         token = None
         while True:
-            params = {"actor_id": actor, "page_size": 100}
+            params: dict[str, str | int] = {"actor_id": actor, "page_size": 100}
             if token:
                 params["page_token"] = token
             answer = self.http.get(f"{API}/{store}/entries", params=params)

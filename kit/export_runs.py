@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.servers import ServerProcess
+from kit.servers import ServerProcess
 
 
 def memfs(

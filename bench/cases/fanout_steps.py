@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Count the event loop's work of change-stream fan-out: trio task steps per change, and how many
 of them run before a write's answer is out, with N followers of one store.
 
@@ -9,18 +8,18 @@ commit the writer makes 10 more checkpoints (its answer: rendering, Hypercorn's 
 counts the other tasks' steps the loop runs before those are done (what the write's answer waits
 behind). ``--gap``: seconds between commits (0: back to back, each after the previous answer).
 
-Prints a markdown table. This script owns no product code.
+This case owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import trio
 import trio.testing
 
+from bench.harness import Case, Row
 from memfs.server.changes import ChangeHub
 from memfs.server.fanout import Fanout, Page, SharedEvent
 from memfs.server.metrics import Metrics
@@ -100,20 +99,24 @@ async def measure(followers: int, changes: int, gap: float) -> Result:
     return Result(followers, gap, counter.steps / changes, counter.ahead / changes)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--followers", type=int, nargs="+", default=[300, 1000])
-    parser.add_argument("--changes", type=int, default=20)
-    parser.add_argument("--gap", type=float, nargs="+", default=[0.05, 0.0])
-    args = parser.parse_args(argv)
-    print("| followers | gap (s) | task steps per change | steps ahead of the write's answer |")
-    print("|---:|---:|---:|---:|")
-    for n in args.followers:
-        for gap in args.gap:
-            r = trio.run(measure, n, args.changes, gap)
-            print(f"| {r.followers} | {r.gap:g} | {r.steps:.0f} | {r.ahead:.0f} |")
-    return 0
+class FanoutStepsCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--followers", type=int, nargs="+", default=[300, 1000])
+        parser.add_argument("--changes", type=int, default=20)
+        parser.add_argument("--gap", type=float, nargs="+", default=[0.05, 0.0])
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            "steps: task steps per change; ahead: steps ahead of the write's answer; "
+            f"{options.changes} changes"
+        )
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        rows: list[Row] = []
+        for n in options.followers:
+            for gap in options.gap:
+                rows.append(asdict(trio.run(measure, n, options.changes, gap)))
+        return rows
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = FanoutStepsCase()

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Benchmark the server's search engine in-process on SQLite: BM25 and the semantic scan.
 
 Indexes ``--docs`` Databricks-style documents of one actor (20,000 by default, the size up to
 which the semantic ranking's brute-force cosine is meant to be fine) through
 ``memfs.server.search.SearchIndex`` in a throwaway SQLite database, then times ``--queries``
-searches of the scope (best of ``--rounds``) in three modes:
+searches of the scope (best of ``--best-of``) in three modes:
 
 - ``bm25``: full text only (FTS5);
 - ``scan``: the semantic ranking's own cost: reading the scope's stored vectors and the numpy
@@ -12,16 +11,13 @@ searches of the scope (best of ``--rounds``) in three modes:
   the real model takes minutes), query embedding excluded;
 - ``embed``: the bundled model's time to embed one query and one 500-character document.
 
-Needs the semantic extra for ``scan``/``embed`` (skipped without it). Prints a markdown table
-(or JSON with ``--json``). Owns no product code.
+Needs the semantic extra for ``scan``/``embed`` (skipped without it). Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +26,7 @@ from typing import Any
 
 import trio
 
+from bench.harness import Case, Row
 from memfs.server.search import SearchDocument, SearchIndex, SearchScope
 from memfs.server.sqlite import SqliteStorage
 
@@ -72,8 +69,8 @@ def best_ms(fn: Callable[[], object], queries: int, rounds: int) -> float:
     return best * 1000
 
 
-async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+async def measure(args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
     try:
         embedder: Any = RandomEmbedder()
     except ImportError:
@@ -106,7 +103,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "ms": best_ms(
                     lambda: lexical.search(tx, scope, "coffee meeting", 10),
                     args.queries,
-                    args.rounds,
+                    args.best_of,
                 ),
             }
         )
@@ -118,9 +115,9 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "ms": best_ms(
                         lambda: index.search(tx, scope, "coffee meeting", 10),
                         args.queries,
-                        args.rounds,
+                        args.best_of,
                     )
-                    - rows[0]["ms"],
+                    - float(rows[0]["ms"] or 0),
                 }
             )
         await storage.aclose()
@@ -135,37 +132,30 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         {
             "mode": "embed query",
             "docs": 1,
-            "ms": best_ms(lambda: model.query("coffee with alice"), args.queries, args.rounds),
+            "ms": best_ms(lambda: model.query("coffee with alice"), args.queries, args.best_of),
         }
     )
     rows.append(
         {
             "mode": "embed document",
             "docs": 1,
-            "ms": best_ms(lambda: model.passages([doc]), args.queries, args.rounds),
+            "ms": best_ms(lambda: model.passages([doc]), args.queries, args.best_of),
         }
     )
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=20_000)
-    parser.add_argument("--queries", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    rows = trio.run(run, args)
-    if args.json:
-        json.dump(rows, sys.stdout, indent=2)
-        print()
-        return 0
-    print("| mode | documents | ms per search |")
-    print("|---|---:|---:|")
-    for row in rows:
-        print(f"| {row['mode']} | {row['docs']} | {row['ms']:.2f} |")
-    return 0
+class SearchEngineCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--docs", type=int, default=20_000)
+        parser.add_argument("--queries", type=int, default=20)
+        parser.add_argument("--best-of", type=int, default=3, help="each time: the best of these")
+
+    def note(self, options: argparse.Namespace) -> str:
+        return f"ms: per search, best of {options.best_of} times {options.queries} searches"
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        return trio.run(measure, options)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = SearchEngineCase()

@@ -16,8 +16,8 @@ from typing import Any
 
 import anthropic
 
-from support.mounts import StoreSide, daemon_alive, memfs, new_store
-from support.waiting import wait_for
+from kit.mounts import StoreSide, daemon_alive, memfs, new_store
+from kit.waiting import wait_for
 
 
 @dataclass
