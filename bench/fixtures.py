@@ -8,6 +8,7 @@ the benchmark fails.
 from __future__ import annotations
 
 import secrets
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,12 @@ from kit.servers import ServerProcess, free_port
 def bench_key() -> str:
     """A fresh API key for one benchmark's server."""
     return "sk-memfs-bench-" + secrets.token_hex(12)
+
+
+def memfs_command() -> list[str]:
+    """The ``memfs`` console script next to this interpreter (what a user runs), else -m."""
+    script = Path(sys.executable).parent / "memfs"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "memfs"]
 
 
 @contextmanager

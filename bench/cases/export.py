@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark ``memfs export --git``: its time against the time of listing the same versions
 through the API (the goal: at most 2x), and the requests of an export with nothing new (the
 goal: one listing).
@@ -6,7 +5,7 @@ goal: one listing).
 Seeds a throwaway SQLite database through the server's storage layer (before the server starts:
 no HTTP spent on it): ``--memories`` memories (2,000) with ``--versions`` versions in all
 (10,000: one create each, then modifications spread over the memories, every 50th a rename).
-Then starts ``memfs server`` on it and, in alternation for ``--rounds`` rounds:
+Then starts ``memfs server`` on it and, each round:
 
 - listing: every version with its content, as the export asks for them (``view=full``, pages of
   20, newest first), through one ``StoreClient``: the baseline;
@@ -17,30 +16,29 @@ Then starts ``memfs server`` on it and, in alternation for ``--rounds`` rounds:
 and the time to create as many files as the store has memories (with plain ``open``: the
 machine's floor for the working tree); then an export into the last directory with nothing new
 (requests counted by the client), and, for scale, ``memfs export`` without ``--git`` (the
-current memories as files). Prints a markdown table with the ratios and the load average, or
-JSON with ``--json``. Owns no product code.
+current memories as files); then the ratios export / listing, wall and CPU. Owns no product
+code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import itertools
 import os
-import platform
-import secrets
-import statistics
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import server_on
-
+from bench import proc
+from bench.fixtures import bench_key, server_on
+from bench.harness import Case, Row
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
@@ -137,9 +135,7 @@ def create_files(root: Path, count: int) -> float:
 def cpu_seconds(server_pid: int) -> float:
     """CPU seconds so far of this process, its waited-for children (git) and the server."""
     mine = os.times()
-    with open(f"/proc/{server_pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    server = proc.cpu_seconds(server_pid)
     return mine.user + mine.system + mine.children_user + mine.children_system + server
 
 
@@ -150,83 +146,65 @@ def timed(server_pid: int, work: Any, *args: Any) -> tuple[Any, float]:
     return result, cpu_seconds(server_pid) - before
 
 
-def row(
-    round_: int, what: str, seconds: float, requests: int, items: int, cpu: float = 0.0
-) -> dict[str, Any]:
-    return {
-        "round": round_, "what": what, "seconds": seconds, "requests": requests, "items": items,
-        "cpu": cpu,
-    }  # fmt: skip
+def row(what: str, seconds: float, requests: int, items: int, cpu: float = 0.0) -> Row:
+    return {"what": what, "seconds": seconds, "cpu_s": cpu, "requests": requests, "items": items}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--memories", type=int, default=2000)
-    parser.add_argument("--versions", type=int, default=10000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    key = "sk-bench-" + secrets.token_hex(8)
-    with tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
-        db = Path(tmp) / "memfs.db"
-        seeded = time.perf_counter()
-        store_id = trio.run(seed, db, args.memories, args.versions)
-        seeded = time.perf_counter() - seeded
-        rows: list[dict[str, Any]] = []
-        pids: list[int] = []
-        with server_on(db, key, pids=pids) as base_url:
-            server = pids[0]
-            config = ClientConfig(api_key=Secret(key), base_url=base_url)
-            for round_ in range(args.rounds):
-                (seconds, requests, count), cpu = timed(server, list_versions, config, store_id)
-                rows.append(row(round_, "list versions (full)", seconds, requests, count, cpu))
-                root = Path(tmp) / f"export-{round_}"
-                (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
-                rows.append(row(round_, "export --git", seconds, requests, commits, cpu))
-                seconds = create_files(Path(tmp) / f"floor-{round_}", args.memories)
-                rows.append(row(round_, "create the files alone", seconds, 0, args.memories))
-            (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
-            rows.append(
-                row(args.rounds, "export --git, nothing new", seconds, requests, commits, cpu)
-            )
-            files = Path(tmp) / "files"
-            (seconds, requests), cpu = timed(server, export_files, config, store_id, files)
-            rows.append(row(args.rounds, "export (files)", seconds, requests, args.memories, cpu))
-    listing = [r["seconds"] for r in rows if r["what"] == "list versions (full)"]
-    exports = [r["seconds"] for r in rows if r["what"] == "export --git"]
-    ratios = [e / b for b, e in zip(listing, exports, strict=True)]
-    cpu_listing = [r["cpu"] for r in rows if r["what"] == "list versions (full)"]
-    cpu_exports = [r["cpu"] for r in rows if r["what"] == "export --git"]
-    cpu_ratios = [e / b for b, e in zip(cpu_listing, cpu_exports, strict=True)]
-    result = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load": os.getloadavg(),
-        "seed_seconds": seeded,
-        "rows": rows,
-        "ratios": ratios,
-        "median_ratio": statistics.median(ratios),
-        "cpu_ratios": cpu_ratios,
-        "median_cpu_ratio": statistics.median(cpu_ratios),
-    }
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    print(f"memfs export --git: {args.memories} memories, {args.versions} versions "
-          f"({result['date']}, {result['machine']}, load {result['load'][0]:.2f} "
-          f"{result['load'][1]:.2f} {result['load'][2]:.2f})\n")  # fmt: skip
-    print("| round | what | wall s | CPU s (client, git, server) | requests | items |")
-    print("|---|---|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['round']} | {r['what']} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['requests']} "
-            f"| {r['items']} |"
+@dataclass
+class Seeded:
+    """The server on the seeded database; a fresh directory for each round's exports."""
+
+    tmp: Path
+    config: ClientConfig
+    server_pid: int
+    store_id: str
+    rounds: Iterator[int] = field(default_factory=itertools.count)
+
+
+class ExportCase(Case[Seeded]):
+    rounds = 2
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--memories", type=int, default=2000)
+        parser.add_argument("--versions", type=int, default=10000)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"memfs export --git: {options.memories} memories, {options.versions} versions; "
+            "CPU: client, git and server"
         )
-    walls = ", ".join(f"{x:.2f}x" for x in ratios)
-    cpus = ", ".join(f"{x:.2f}x" for x in cpu_ratios)
-    print(f"\nexport / listing, wall: {walls} (median {result['median_ratio']:.2f}x); "
-          f"CPU: {cpus} (median {result['median_cpu_ratio']:.2f}x)")  # fmt: skip
+
+    @contextmanager
+    def setup(self, options: argparse.Namespace) -> Iterator[Seeded]:
+        key = bench_key()
+        with tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
+            db = Path(tmp) / "memfs.db"
+            store_id = trio.run(seed, db, options.memories, options.versions)
+            with server_on(db, key) as server:
+                assert server.proc is not None
+                config = ClientConfig(api_key=Secret(key), base_url=server.base_url)
+                yield Seeded(Path(tmp), config, server.proc.pid, store_id)
+
+    def run(self, options: argparse.Namespace, fixture: Seeded) -> list[Row]:
+        server, config, store_id = fixture.server_pid, fixture.config, fixture.store_id
+        round_ = next(fixture.rounds)
+        rows: list[Row] = []
+        (seconds, requests, count), cpu = timed(server, list_versions, config, store_id)
+        rows.append(row("list versions (full)", seconds, requests, count, cpu))
+        listing, cpu_listing = seconds, cpu
+        root = fixture.tmp / f"export-{round_}"
+        (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
+        rows.append(row("export --git", seconds, requests, commits, cpu))
+        ratios: Row = {"export / listing": "ratio", "wall": seconds / listing,
+                       "cpu": cpu / cpu_listing}  # fmt: skip
+        seconds = create_files(fixture.tmp / f"floor-{round_}", options.memories)
+        rows.append(row("create the files alone", seconds, 0, options.memories))
+        (seconds, requests, commits), cpu = timed(server, export, config, store_id, root)
+        rows.append(row("export --git, nothing new", seconds, requests, commits, cpu))
+        files = fixture.tmp / f"files-{round_}"
+        (seconds, requests), cpu = timed(server, export_files, config, store_id, files)
+        rows.append(row("export (files)", seconds, requests, options.memories, cpu))
+        return [*rows, ratios]
 
 
-if __name__ == "__main__":
-    main()
+CASE = ExportCase()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark ``memfs mcp``: how soon it answers ``initialize``, and what a tool call costs over
 the API requests it makes.
 
@@ -17,16 +16,13 @@ the API requests it makes.
    client's transport), against the same REST requests alone: the requests column counts the
    endpoint's POSTs (the server's /metrics), one a call, the storage work behind it in-process.
 
-All against a local ``memfs server`` (SQLite). Prints a markdown table, or JSON with
-``--json``. Owns no product code.
+All against a local ``memfs server`` (SQLite). Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import secrets
 import statistics
@@ -35,21 +31,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cli import memfs_command
-from bench_server import server_on
-
+from bench.fixtures import bench_key, memfs_command, server_on
+from bench.harness import Case, Row
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 
 GOAL_READY_S = 0.5
-CHECKOUT = Path(__file__).resolve().parents[1]  # the code measured: this checkout's memfs
+CHECKOUT = Path(__file__).resolve().parents[2]  # the code measured: this checkout's memfs
 GOAL_CALL_RATIO = 1.5
 
 
@@ -125,7 +118,7 @@ async def _mcp_route_requests(base_url: str) -> int:
     return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
-async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[dict[str, Any]]:
+async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[Row]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -216,103 +209,68 @@ async def tool_calls(base_url: str, key: str, store_id: str, runs: int) -> list[
         return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--runs", type=int, default=7, help="spawns of memfs mcp")
-    parser.add_argument("--calls", type=int, default=50, help="tool calls of each kind")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument(
-        "--against",
-        metavar="DIR",
-        action="append",
-        default=[],
-        help="a checkout of memfs to compare start-up with (e.g. a worktree of the commit "
-        "before; repeatable): all spawned alternately, each with its own code on PYTHONPATH",
-    )
-    parser.add_argument("--startup-only", action="store_true", help="skip the tool calls")
-    args = parser.parse_args()
+class McpCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-n", "--runs", type=int, default=7, help="spawns of memfs mcp")
+        parser.add_argument("--calls", type=int, default=50, help="tool calls of each kind")
+        parser.add_argument(
+            "--against", metavar="DIR", action="append", default=[],
+            help="a checkout of memfs to compare start-up with (e.g. a worktree of the commit "
+            "before; repeatable): all spawned alternately, each with its own code on PYTHONPATH",
+        )  # fmt: skip
+        parser.add_argument("--startup-only", action="store_true", help="skip the tool calls")
 
-    memfs = memfs_command()
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMFS_"))}
-    load_before = os.getloadavg()
-    with (
-        tempfile.TemporaryDirectory(prefix="memfs-bench-mcp-") as tmp,
-        server_on(Path(tmp) / "bench.db", key) as base_url,
-    ):
-        client_env = dict(env, ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=base_url)
-
-        async def fill() -> str:
-            config = ClientConfig(api_key=Secret(key), base_url=base_url)
-            async with StoreClient(config) as client:
-                store = await client.create_store(f"bench-{secrets.token_hex(4)}")
-                for n in range(20):
-                    await client.create_memory(store.id, f"/notes/n{n}.md", f"note {n}\n")
-                return store.id
-
-        store_id = trio.run(fill)
-        sides = [(f"the same, code of {other}", other) for other in args.against]
-        sides.append(("`memfs mcp STORE` to its initialize answer", str(CHECKOUT)))
-        envs = [dict(client_env, PYTHONPATH=root) for _, root in sides]
-        ready = startup([*memfs, "mcp", store_id], envs, args.runs)
-        version_wall, version_cpu = process_cost([*memfs, "--version"], env, args.runs)
-        sdk_wall, sdk_cpu = process_cost([sys.executable, "-c", "import mcp"], env, args.runs)
-        calls = []
-        if not args.startup_only:
-            calls = trio.run(tool_calls, base_url, key, store_id, args.calls)
-    result = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-        "startup": [
-            *(
-                {
-                    "what": what,
-                    "wall_s": wall,
-                    "tools_s": listed,
-                    "cpu_s": cpu,
-                    "goal_s": GOAL_READY_S,
-                }
-                for (what, _), (wall, listed, cpu) in zip(sides, ready, strict=True)
-            ),
-            {"what": "`memfs --version`", "wall_s": version_wall, "cpu_s": version_cpu},
-            {
-                "what": "`python -c 'import mcp'` (the SDK's import)",
-                "wall_s": sdk_wall,
-                "cpu_s": sdk_cpu,
-            },
-        ],
-        "calls": calls,
-    }
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(f"{result['date']}, {result['machine']}, load {load_before[0]:.1f} -> "
-          f"{result['load_after'][0]:.1f}\n")  # fmt: skip
-    print("| start-up | wall (s) | first tools/list (s) | CPU (s) | goal (s) |")
-    print("|---|---:|---:|---:|---:|")
-    for row in result["startup"]:
-        goal, listed = row.get("goal_s"), row.get("tools_s")
-        print(f"| {row['what']} | {row['wall_s']:.3f} | "
-              f"{'' if listed is None else f'{listed:.3f}'} | {row['cpu_s']:.3f} | "
-              f"{'' if goal is None else goal} |")  # fmt: skip
-    after = result["startup"][len(args.against)]
-    for before, other in zip(result["startup"], args.against, strict=False):
-        print(f"\nthis checkout / {other}: wall {after['wall_s'] / before['wall_s']:.2f}x, "
-              f"first tools/list {after['tools_s'] / before['tools_s']:.2f}x, "
-              f"CPU {after['cpu_s'] / before['cpu_s']:.2f}x")  # fmt: skip
-    if not calls:
-        return 0
-    print("\n| tool call | requests | through MCP (ms) | the requests alone (ms) | ratio | goal |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for row in calls:
-        print(
-            f"| {row['call']} | {row['requests']} | {row['mcp_s'] * 1000:.1f} | "
-            f"{row['direct_s'] * 1000:.1f} | {row['ratio']:.2f} | {GOAL_CALL_RATIO} |"
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"start-up: median of {options.runs} spawns, goal {GOAL_READY_S} s; tool calls: "
+            f"median of {options.calls}, goal {GOAL_CALL_RATIO}x the requests alone"
         )
-    return 0
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        memfs = memfs_command()
+        key = bench_key()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMFS_"))}
+        with (
+            tempfile.TemporaryDirectory(prefix="memfs-bench-mcp-") as tmp,
+            server_on(Path(tmp) / "bench.db", key) as server,
+        ):
+            base_url = server.base_url
+            client_env = dict(env, ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=base_url)
+
+            async def fill() -> str:
+                config = ClientConfig(api_key=Secret(key), base_url=base_url)
+                async with StoreClient(config) as client:
+                    store = await client.create_store(f"bench-{secrets.token_hex(4)}")
+                    for n in range(20):
+                        await client.create_memory(store.id, f"/notes/n{n}.md", f"note {n}\n")
+                    return store.id
+
+            store_id = trio.run(fill)
+            sides = [(f"the same, code of {other}", other) for other in options.against]
+            sides.append(("`memfs mcp STORE` to its initialize answer", str(CHECKOUT)))
+            envs = [dict(client_env, PYTHONPATH=root) for _, root in sides]
+            ready = startup([*memfs, "mcp", store_id], envs, options.runs)
+            version_wall, version_cpu = process_cost([*memfs, "--version"], env, options.runs)
+            sdk_wall, sdk_cpu = process_cost(
+                [sys.executable, "-c", "import mcp"], env, options.runs
+            )
+            calls = []
+            if not options.startup_only:
+                calls = trio.run(tool_calls, base_url, key, store_id, options.calls)
+        rows: list[Row] = [
+            {"start-up": what, "wall_s": wall, "tools_list_s": listed, "cpu_s": cpu}
+            for (what, _), (wall, listed, cpu) in zip(sides, ready, strict=True)
+        ]
+        rows.append({"start-up": "`memfs --version`", "wall_s": version_wall,
+                     "tools_list_s": None, "cpu_s": version_cpu})  # fmt: skip
+        rows.append({"start-up": "`python -c 'import mcp'` (the SDK's import)",
+                     "wall_s": sdk_wall, "tools_list_s": None, "cpu_s": sdk_cpu})  # fmt: skip
+        after = rows[len(options.against)]
+        for before, other in zip(rows, options.against, strict=False):
+            ratios = {k: float(after[f"{k}_s"] or 0) / float(before[f"{k}_s"] or 1)
+                      for k in ("wall", "tools_list", "cpu")}  # fmt: skip
+            rows.append({"this checkout / other": other, **ratios})
+        return rows + calls
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = McpCase()

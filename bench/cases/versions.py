@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark the ``.versions`` tree: requests and time to open ``.versions/<t>/`` and read a file.
 
 Seeds a throwaway SQLite database directly through the server's storage layer
@@ -14,30 +13,26 @@ FUSE) through one ``StoreClient``, counting requests with its ``stats``:
 - another instant: list ``.versions/<t2>/`` and read a file of another memory;
 - the same file again; the timeline (``ls .versions``); one path's history (ls + cat).
 
-Prints a markdown table, or JSON with ``--json``. This script owns no product code.
+This case owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import platform
-import secrets
-import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import server_on
-
+from bench.fixtures import bench_key, server_on
+from bench.harness import Case, Row
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
@@ -47,7 +42,7 @@ from memfs.server.sqlite import SqliteStorage
 from memfs.versions.names import stamp
 from memfs.versions.tree import VersionsTree
 
-log = logging.getLogger("bench_versions")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -108,7 +103,7 @@ async def measure(
     steps.append(Step(name, client.stats.total - before, time.perf_counter() - started, detail))
 
 
-async def run(
+async def walk(
     base_url: str, key: str, store_id: str, oldest: datetime, newest: datetime
 ) -> list[Step]:
     steps: list[Step] = []
@@ -167,48 +162,50 @@ async def run(
     return steps
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--memories", type=int, default=2000, help="memories (default 2000)")
-    parser.add_argument("--versions", type=int, default=10, help="versions each (default 10)")
-    parser.add_argument("--step", type=float, default=30.0, help="seconds between writes")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
-    if args.memories < 4 or args.versions < 5:
-        parser.error("at least 4 memories and 5 versions")
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    started = datetime.now(UTC)
-    key = "sk-bench-" + secrets.token_hex(16)
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-versions-") as tmp:
-        db = Path(tmp) / "versions.db"
-        seeding = time.perf_counter()
-        store_id, oldest, newest = trio.run(seed, db, args.memories, args.versions, args.step)
-        seed_seconds = time.perf_counter() - seeding
-        log.info("seeded %d versions in %.1f s", args.memories * args.versions, seed_seconds)
-        with server_on(db, key) as base_url:
-            steps = trio.run(run, base_url, key, store_id, oldest, newest)
-    meta = {
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
-        "python": platform.python_version(),
-        "memories": args.memories,
-        "versions_each": args.versions,
-        "seed_seconds": round(seed_seconds, 1),
-    }
-    if args.json:
-        print(json.dumps({"meta": meta, "steps": [asdict(s) for s in steps]}, indent=2))
-        return 0
-    print(
-        f".versions benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}; "
-        f"{args.memories} memories x {args.versions} versions "
-        f"(seeded in {seed_seconds:.1f} s through the storage layer).\n"
-    )
-    print("| step | requests | time (ms) | detail |\n|---|---:|---:|---|")
-    for s in steps:
-        print(f"| {s.step} | {s.requests} | {s.seconds * 1000:.0f} | {s.detail} |")
-    return 0
+@dataclass
+class Seeded:
+    """The server on the seeded database, and the history's span."""
+
+    base_url: str
+    key: str
+    store_id: str
+    oldest: datetime
+    newest: datetime
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+class VersionsCase(Case[Seeded]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--memories", type=int, default=2000, help="memories (default 2000)")
+        parser.add_argument("--versions", type=int, default=10, help="versions each (default 10)")
+        parser.add_argument("--step", type=float, default=30.0, help="seconds between writes")
+
+    def check(self, parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+        if options.memories < 4 or options.versions < 5:
+            parser.error("at least 4 memories and 5 versions")
+
+    @contextmanager
+    def setup(self, options: argparse.Namespace) -> Iterator[Seeded]:
+        key = bench_key()
+        with tempfile.TemporaryDirectory(prefix="memfs-bench-versions-") as tmp:
+            db = Path(tmp) / "versions.db"
+            seeding = time.perf_counter()
+            store_id, oldest, newest = trio.run(
+                seed, db, options.memories, options.versions, options.step
+            )
+            log.info(
+                "seeded %d versions in %.1f s through the storage layer",
+                options.memories * options.versions, time.perf_counter() - seeding,
+            )  # fmt: skip
+            with server_on(db, key) as server:
+                yield Seeded(server.base_url, key, store_id, oldest, newest)
+
+    def run(self, options: argparse.Namespace, fixture: Seeded) -> list[Row]:
+        f = fixture
+        steps = trio.run(walk, f.base_url, f.key, f.store_id, f.oldest, f.newest)
+        return [asdict(step) for step in steps]
+
+    def note(self, options: argparse.Namespace) -> str:
+        return f"{options.memories} memories x {options.versions} versions"
+
+
+CASE = VersionsCase()
