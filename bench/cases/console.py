@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark the console's pages on a store of 2,000 memories (issue 23: under 100 ms each).
 
 In process (the app over ``httpx.ASGITransport``, so the time is the server's own: routing,
@@ -18,54 +17,29 @@ versions in all (the creates, then updates round the memories, the last 1 % dele
 - the database transactions each page runs (counted at the storage's ``_read``/``_write``:
   deterministic), and the HTML size.
 
-Prints a markdown table, or JSON with ``--json``. Owns no product code.
+Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import statistics
-import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
 
+from bench.harness import Case, Row
+from bench.pages import GOAL_MS, KEY, Counted, page_rows, timed_cases
 from memfs.contract.models import Actor, format_time
 from memfs.server.app import create_app
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import VersionFilter
 
-KEY = "sk-bench-console-" + "k" * 24
 ACTOR = Actor("api_actor", "apikey_bench")
-GOAL_MS = 100.0
-
-
-class Counted:
-    """Counts the transactions a storage runs (patched onto the instance: a bench only)."""
-
-    def __init__(self, storage: SqliteStorage) -> None:
-        self.count = 0
-        read, write = storage._read, storage._write
-
-        async def counted_read(fn: Any) -> Any:
-            self.count += 1
-            return await read(fn)
-
-        async def counted_write(fn: Any) -> Any:
-            self.count += 1
-            return await write(fn)
-
-        storage._read = counted_read  # type: ignore[method-assign]
-        storage._write = counted_write  # type: ignore[method-assign]
 
 
 async def seed(
@@ -97,38 +71,8 @@ async def seed(
     return store.id, first
 
 
-async def timed(runs: int, call: Callable[[], Awaitable[httpx.Response]]) -> dict[str, float]:
-    await call()  # warm: templates compiled, pages cached by SQLite
-    times = []
-    size = 0
-    for _ in range(runs):
-        started = time.perf_counter()
-        answer = await call()
-        times.append((time.perf_counter() - started) * 1000)
-        assert answer.status_code == 200, answer.text[:300]
-        size = len(answer.content)
-    return {
-        "median_ms": statistics.median(times),
-        "p90_ms": sorted(times)[int(len(times) * 0.9) - 1],
-        "bytes": size,
-    }
-
-
-async def timed_cases(
-    runs: int, cases: dict[str, Callable[[], Awaitable[httpx.Response]]], counter: Counted
-) -> dict[str, Any]:
-    """Each case ``timed``, with the database transactions one more call of it runs."""
-    results: dict[str, Any] = {}
-    for name, call in cases.items():
-        result = await timed(runs, call)
-        before = counter.count
-        await call()
-        result["transactions"] = counter.count - before
-        results[name] = result
-    return results
-
-
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Every page's times and transactions."""
     with tempfile.TemporaryDirectory() as tmp:
         storage = await SqliteStorage.open(Path(tmp) / "bench.db")
         try:
@@ -195,46 +139,24 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results = await timed_cases(args.runs, cases, counter)
         finally:
             await storage.aclose()
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load": os.getloadavg(),
-        "memories": args.memories,
-        "versions": args.versions,
-        "runs": args.runs,
-        "results": results,
-    }
+    return results
 
 
-def table(report: dict[str, Any]) -> str:
-    results = report["results"]
-    listing = results["API: list all memories (baseline)"]["median_ms"]
-    lines = [
-        f"{report['date']}, load {report['load'][0]:.2f}, {report['memories']} memories, "
-        f"{report['versions']} versions, "
-        f"{report['runs']} runs each (goal: every page under {GOAL_MS:.0f} ms)",
-        "",
-        "| page | median ms | p90 ms | x API listing | transactions | KiB |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in results.items():
-        lines.append(
-            f"| {name} | {r['median_ms']:.1f} | {r['p90_ms']:.1f} | "
-            f"{r['median_ms'] / listing:.2f} | {r['transactions']} | {r['bytes'] / 1024:.0f} |"
+class ConsoleCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--memories", type=int, default=2000)
+        parser.add_argument("--versions", type=int, default=10_000)
+        parser.add_argument("--stores", type=int, default=20)
+        parser.add_argument("--runs", type=int, default=30)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"{options.memories} memories, {options.versions} versions, {options.runs} runs "
+            f"each (goal: every page under {GOAL_MS:.0f} ms)"
         )
-    return "\n".join(lines)
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        return page_rows(trio.run(bench, options), "API: list all memories (baseline)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=2000)
-    parser.add_argument("--versions", type=int, default=10_000)
-    parser.add_argument("--stores", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    report = trio.run(bench, args)
-    print(json.dumps(report, indent=2) if args.json else table(report))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = ConsoleCase()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark the console's live pages: what a change costs as more pages watch one store.
 
 Starts a ``memfs server`` on a temporary SQLite database (``--max-streams-per-key`` raised so
@@ -12,20 +11,16 @@ viewer has its event. It reports, per count of viewers:
   from ``/metrics``: deterministic);
 - the API write's time (the POST) and the time until the last viewer has the event, as the
   median over the changes and as a ratio to the same run's write with no viewer (so the ratios
-  hold on a loaded machine);
-- the load average.
+  hold on a loaded machine).
 
-Prints a markdown table, or JSON with ``--json``. Owns no product code.
+Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,8 +29,8 @@ from typing import Any
 import httpx
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import server_on
+from bench.fixtures import server_on
+from bench.harness import Case, Row
 
 KEY = "sk-bench-live-" + "l" * 24
 TOKEN = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
@@ -111,48 +106,33 @@ async def run_viewers(base_url: str, viewers: int, changes: int) -> dict[str, An
         }
 
 
-async def bench(viewer_counts: list[int], changes: int) -> dict[str, Any]:
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        server_on(
-            Path(tmp) / "live.db", KEY, extra_args=["--max-streams-per-key", "1000"]
-        ) as base_url,
-    ):
-        rows = [await run_viewers(base_url, v, changes) for v in [0, *viewer_counts]]
+async def bench(base_url: str, viewer_counts: list[int], changes: int) -> list[Row]:
+    rows = [await run_viewers(base_url, v, changes) for v in [0, *viewer_counts]]
     baseline = rows[0]["write_s"]
     for row in rows:
         row["write_ratio"] = row["write_s"] / baseline
-        if row["delivered_s"] is not None:
-            row["delivered_ratio"] = row["delivered_s"] / baseline
-    return {"changes": changes, "load": os.getloadavg(), "rows": rows}
+        delivered = row["delivered_s"]
+        row["delivered_ratio"] = None if delivered is None else delivered / baseline
+    return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--viewers", default="1,10,100", help="comma-separated viewer counts")
-    parser.add_argument("--changes", type=int, default=30)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    counts = [int(v) for v in args.viewers.split(",")]
-    result = trio.run(bench, counts, args.changes)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    load = ", ".join(f"{x:.1f}" for x in result["load"])
-    print(f"{result['changes']} changes per row; load average {load}\n")
-    print("| viewers | storage reads per change | write (median) | last viewer has it |")
-    print("|---|---|---|---|")
-    for row in result["rows"]:
-        delivered = (
-            f"{row['delivered_s'] * 1000:.1f} ms ({row['delivered_ratio']:.2f}x)"
-            if row["delivered_s"] is not None
-            else "-"
-        )
-        print(
-            f"| {row['viewers']} | {row['reads_per_change']:.2f} | "
-            f"{row['write_s'] * 1000:.1f} ms ({row['write_ratio']:.2f}x) | {delivered} |"
-        )
+class ConsoleLiveCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--viewers", default="1,10,100", help="comma-separated viewer counts")
+        parser.add_argument("--changes", type=int, default=30)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return f"{options.changes} changes per row; times: medians, and x the write with no viewer"
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        counts = [int(v) for v in options.viewers.split(",")]
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            server_on(
+                Path(tmp) / "live.db", KEY, extra_args=["--max-streams-per-key", "1000"]
+            ) as server,
+        ):
+            return trio.run(bench, server.base_url, counts, options.changes)
 
 
-if __name__ == "__main__":
-    main()
+CASE = ConsoleLiveCase()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark the console's Databricks pages on a big Databricks store (issue 23: under 100 ms).
 
 In process (the app over ``httpx.ASGITransport``, with a change hub so the pages are live, as
@@ -12,16 +11,13 @@ with 10 sessions and a third of its entries without a session, ~100-byte content
   100 followed: what a client pays to see them) and its GET of one entry;
 - the database transactions of each page (deterministic) and the HTML size.
 
-Prints a markdown table, or JSON with ``--json``. Owns no product code.
+Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,9 +26,8 @@ from typing import Any
 import httpx
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_console import GOAL_MS, KEY, Counted, timed_cases
-
+from bench.harness import Case, Row
+from bench.pages import GOAL_MS, KEY, Counted, page_rows, timed_cases
 from memfs.server.app import create_app
 from memfs.server.changes import ChangeHub
 from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
@@ -115,41 +110,23 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 results = await timed_cases(args.runs, cases, counter)
         finally:
             await storage.aclose()
-    return {
-        "entries": args.entries,
-        "actors": args.actors,
-        "runs": args.runs,
-        "load": os.getloadavg(),
-        "pages": results,
-    }
+    return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=20_000)
-    parser.add_argument("--actors", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = trio.run(bench, args)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    load = ", ".join(f"{x:.1f}" for x in result["load"])
-    print(
-        f"{result['entries']:,} entries, {result['actors']} actors, {result['runs']} runs; "
-        f"load average {load}; goal {GOAL_MS:.0f} ms\n"
-    )
-    baseline = result["pages"]["API: list one actor's entries (baseline)"]["median_ms"]
-    print("| page | median ms | p90 ms | x API listing | transactions | KiB |")
-    print("|---|---|---|---|---|---|")
-    for name, row in result["pages"].items():
-        print(
-            f"| {name} | {row['median_ms']:.1f} | {row['p90_ms']:.1f} | "
-            f"{row['median_ms'] / baseline:.2f} | {row['transactions']} | "
-            f"{row['bytes'] // 1024} |"
+class ConsoleDatabricksCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--entries", type=int, default=20_000)
+        parser.add_argument("--actors", type=int, default=100)
+        parser.add_argument("--runs", type=int, default=20)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"{options.entries:,} entries, {options.actors} actors, {options.runs} runs; "
+            f"goal {GOAL_MS:.0f} ms"
         )
 
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        return page_rows(trio.run(bench, options), "API: list one actor's entries (baseline)")
 
-if __name__ == "__main__":
-    main()
+
+CASE = ConsoleDatabricksCase()
