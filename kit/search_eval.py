@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-EVAL_SET = Path(__file__).resolve().parent.parent / "data" / "search_eval.json"
+EVAL_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "search_eval.json"
 ENTRIES_API = "/api/2.0/agents/memory-stores"
 K = 10  # MRR@10 and recall@10: the contract's default page size
 

