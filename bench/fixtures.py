@@ -1,5 +1,5 @@
 """What several benchmark cases set up: a ``memfs server`` on a throwaway database (the kit's
-``ServerProcess``, as the tests start it).
+``ServerProcess``, as the tests start it), a throwaway PostgreSQL cluster.
 
 A fixture here is a context manager that undoes everything it made on the way out, even when
 the benchmark fails.
@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from kit.pgcluster import PgCluster
 from kit.servers import ServerProcess, free_port
 
 
@@ -53,3 +54,18 @@ def server_on(
     )
     with server:
         yield server
+
+
+@contextmanager
+def pg_cluster(needed: bool) -> Iterator[PgCluster | None]:
+    """A throwaway PostgreSQL cluster if ``needed`` (else None), stopped on the way out."""
+    bindir = PgCluster.find_bin()
+    if not needed or bindir is None:
+        yield None
+        return
+    cluster = PgCluster(bindir, port=free_port())
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -22,14 +22,14 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import httpx
 import trio
 
-from bench.fixtures import server_on
+from bench.fixtures import pg_cluster, server_on
 from bench.harness import Case, Row, percentile
 from bench.load import Result, content_of, measure, result_row, seed_store
 from kit.mounts import memfs
@@ -187,18 +187,8 @@ class ReplicasCase(Case[PgCluster | None]):
     def note(self, options: argparse.Namespace) -> str:
         return f"-c {options.concurrency} -d {options.duration}"
 
-    @contextmanager
-    def setup(self, options: argparse.Namespace) -> Iterator[PgCluster | None]:
-        bindir = PgCluster.find_bin()
-        if bindir is None or not any(s.startswith("pg") for s in options.setups):
-            yield None
-            return
-        cluster = PgCluster(bindir, port=free_port())
-        cluster.start()
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
+    def setup(self, options: argparse.Namespace) -> AbstractContextManager[PgCluster | None]:
+        return pg_cluster(any(s.startswith("pg") for s in options.setups))
 
     def run(self, options: argparse.Namespace, fixture: PgCluster | None) -> list[Row]:
         cluster = fixture

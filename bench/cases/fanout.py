@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark change-stream fan-out: write latency with N open change streams on one store.
 
 For each backend (``sqlite``: a ``memfs server`` on a SQLite file; ``postgres``: one on a database
@@ -19,38 +18,35 @@ server (its request metrics: from the request's arrival until its answer was han
 many streams, on average, had received a write's change before the writer had its answer (a count,
 not a time: whether the answer waited behind the streams' sends).
 
-Prints a markdown table (or JSON with ``--json``). This script owns no product code.
+This case owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
 import httpx
 import trio
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
+from bench import proc
+from bench.fixtures import pg_cluster, server_on
+from bench.harness import Case, Row, percentile
+from kit.pgcluster import PgCluster
+from kit.servers import free_port
+from kit.sse import RawStream
 
-from bench_server import free_port, percentile, server_on  # noqa: E402
-
-from kit.pgcluster import PgCluster  # noqa: E402
-from kit.sse import RawStream  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]  # the followers' process runs from here
 KEY = "sk-bench-fanout-" + "f" * 24
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 
@@ -75,25 +71,11 @@ class Result:
 @contextmanager
 def server(db: str, workdir: Path, streams: int) -> Iterator[tuple[str, int]]:
     """A ``memfs server`` on ``db`` allowing ``streams`` streams per key; (base URL, pid)."""
-    pids: list[int] = []
     extra = ["--max-streams-per-key", str(streams + 8)]
     log_path = workdir / f"server-{free_port()}.log"
-    with server_on(db, KEY, log_path=log_path, extra_args=extra, pids=pids) as url:
-        yield url, pids[0]
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """The user and the system (kernel) CPU time the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    with server_on(db, KEY, log_path=log_path, extra_args=extra) as server:
+        assert server.proc is not None
+        yield server.base_url, server.proc.pid
 
 
 def stream_reads(url: str) -> int | None:
@@ -133,7 +115,7 @@ def received(stream: RawStream) -> Received:
 
 class Followers:
     """N change streams of ``path``, in this process (``inline``) or in a child process of
-    their own (``python bench_fanout.py --follow``, driven over its stdin and stdout)."""
+    their own (``python -m bench.cases.fanout PORT PATH N``, driven over its stdin and stdout)."""
 
     def __init__(self, port: int, path: str, n: int, *, inline: bool) -> None:
         self.port, self.path, self.n, self.inline = port, path, n, inline
@@ -148,9 +130,9 @@ class Followers:
                     for stream in self.streams:
                         opening.start_soon(nursery.start, stream.run)
             return
-        argv = [sys.executable, __file__, "--follow", str(self.port), self.path, str(self.n)]
+        argv = [sys.executable, "-m", __name__, str(self.port), self.path, str(self.n)]
         self._proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
         )
         if await self._line() != "ready":
             raise RuntimeError("the followers did not open their streams")
@@ -180,7 +162,7 @@ class Followers:
 
 
 async def follow(port: int, path: str, n: int) -> None:
-    """The followers' process (``--follow``): opens ``n`` streams, says ``ready``; for a line
+    """The followers' process (``Followers``): opens ``n`` streams, says ``ready``; for a line
     with a number of writes, answers once every stream has that many versions (or 120 s passed)
     with a JSON line: the ids each stream received, and when (``received``)."""
     streams = [RawStream(port, path, HEADERS) for _ in range(n)]
@@ -218,16 +200,16 @@ async def measure(
         for i in range(5):  # warm up the write path
             (await client.post(target, json={"content": f"warm {i}"})).raise_for_status()
         await trio.sleep(0.5)
-        before = rss_kib(pid)
+        before = proc.rss_kib(pid)
         followers = Followers(port, f"/v1/memory_stores/{store}/memfs/changes", n, inline=inline)
         try:
             async with trio.open_nursery() as nursery:
                 await followers.open(nursery)
                 await trio.sleep(0.5)
-                per_stream = (rss_kib(pid) - before) / n if n else 0.0
+                per_stream = (proc.rss_kib(pid) - before) / n if n else 0.0
                 reads_before = stream_reads(url)
                 time_before = write_time(url)
-                cpu_before = cpu_seconds(pid)
+                cpu_before = proc.cpu_times(pid)
                 latencies: list[float] = []
                 written: list[str] = []
                 answered: list[float] = []  # when each write's answer arrived
@@ -240,7 +222,7 @@ async def measure(
                     written.append(answer.json()["memory_version_id"])
                     await trio.sleep(max(0.0, started + interval - time.perf_counter()))
                 got = await followers.received(writes)
-                cpu_after = cpu_seconds(pid)
+                cpu_after = proc.cpu_times(pid)
                 user, system = (
                     (after - before) * 1000 / writes
                     for after, before in zip(cpu_after, cpu_before, strict=True)
@@ -265,107 +247,76 @@ async def measure(
     return latencies, complete, per_stream, reads, cpu, server_ms, early / writes
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, nargs="+", default=[0, 300, 1000])
-    parser.add_argument("--writes", type=int, default=20)
-    parser.add_argument(
-        "--interval",
-        type=float,
-        default=0.1,
-        help="seconds from one write's start to the next's (0: each as soon as the previous one "
-        "is answered)",
-    )
-    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
-    parser.add_argument(
-        "--followers-in-process",
-        action="store_true",
-        help="hold the streams in the writer's process (its answers then wait behind them)",
-    )
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--follow", nargs=3, metavar=("PORT", "PATH", "N"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.follow:  # the followers' process (``Followers``)
-        port, path, n = args.follow
-        trio.run(follow, int(port), path, int(n))
-        return 0
-    bindir = PgCluster.find_bin()
-    if bindir is None and "postgres" in args.backends:
-        print("PostgreSQL binaries not found (apt-get install postgresql)", file=sys.stderr)
-        return 2
-    results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp, ExitStack() as stack:
-        cluster = None
-        if "postgres" in args.backends:
-            assert bindir is not None
-            cluster = PgCluster(bindir, port=free_port())
-            cluster.start()
-            stack.callback(cluster.stop)
-        for backend in args.backends:
-            baseline = None
-            for n in args.streams:
-                if backend == "postgres":
-                    assert cluster is not None
-                    db = cluster.create_database(f"fanout{n}")
-                else:
-                    db = str(Path(tmp) / f"fanout{n}.db")
-                with server(db, Path(tmp), n) as (url, pid):
-                    latencies, complete, per_stream, reads, cpu, server_ms, early = trio.run(
-                        partial(measure, inline=args.followers_in_process),
-                        url,
-                        pid,
-                        n,
-                        args.writes,
-                        args.interval,
+class FanoutCase(Case[PgCluster | None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--streams", type=int, nargs="+", default=[0, 300, 1000])
+        parser.add_argument("--writes", type=int, default=20)
+        parser.add_argument(
+            "--interval", type=float, default=0.1,
+            help="seconds from one write's start to the next's (0: each as soon as the previous "
+            "one is answered)",
+        )  # fmt: skip
+        parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
+        parser.add_argument(
+            "--followers-in-process", action="store_true",
+            help="hold the streams in the writer's process (its answers then wait behind them)",
+        )  # fmt: skip
+
+    def check(self, parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+        if PgCluster.find_bin() is None and "postgres" in options.backends:
+            parser.error("PostgreSQL binaries not found (apt-get install postgresql)")
+
+    def note(self, options: argparse.Namespace) -> str:
+        pace = f"one every {options.interval:g} s" if options.interval else "back to back"
+        where = "the writer's process" if options.followers_in_process else "a process of their own"
+        return f"{options.writes} sequential writes, {pace}; streams in {where}"
+
+    def setup(self, options: argparse.Namespace) -> AbstractContextManager[PgCluster | None]:
+        return pg_cluster("postgres" in options.backends)
+
+    def run(self, options: argparse.Namespace, fixture: PgCluster | None) -> list[Row]:
+        cluster = fixture
+        results: list[Result] = []
+        with tempfile.TemporaryDirectory(prefix="memfs-bench-") as tmp:
+            for backend in options.backends:
+                baseline = None
+                for n in options.streams:
+                    if backend == "postgres":
+                        assert cluster is not None
+                        db = cluster.create_database(f"fanout{n}")
+                    else:
+                        db = str(Path(tmp) / f"fanout{n}.db")
+                    with server(db, Path(tmp), n) as (url, pid):
+                        latencies, complete, per_stream, reads, cpu, server_ms, early = trio.run(
+                            partial(measure, inline=options.followers_in_process),
+                            url, pid, n, options.writes, options.interval,
+                        )  # fmt: skip
+                    p50 = statistics.median(latencies)
+                    baseline = baseline or p50
+                    results.append(
+                        Result(
+                            backend=backend,
+                            streams=n,
+                            writes=options.writes,
+                            p50_ms=round(p50, 2),
+                            p99_ms=round(percentile(latencies, 99), 2),
+                            ratio=round(p50 / baseline, 2),
+                            complete=complete,
+                            rss_per_stream_kib=round(per_stream, 1),
+                            cpu_ms_per_write=round(cpu[0], 1),
+                            sys_ms_per_write=round(cpu[1], 1),
+                            reads=reads if reads >= 0 else None,
+                            server_ms=round(server_ms, 2),
+                            early=round(early, 1),
+                        )
                     )
-                p50 = statistics.median(latencies)
-                baseline = baseline or p50
-                latencies.sort()
-                results.append(
-                    Result(
-                        backend=backend,
-                        streams=n,
-                        writes=args.writes,
-                        p50_ms=round(p50, 2),
-                        p99_ms=round(percentile(latencies, 99), 2),
-                        ratio=round(p50 / baseline, 2),
-                        complete=complete,
-                        rss_per_stream_kib=round(per_stream, 1),
-                        cpu_ms_per_write=round(cpu[0], 1),
-                        sys_ms_per_write=round(cpu[1], 1),
-                        reads=reads if reads >= 0 else None,
-                        server_ms=round(server_ms, 2),
-                        early=round(early, 1),
-                    )
-                )
-    if args.json:
-        print(json.dumps([asdict(r) for r in results], indent=2))
-        return 0
-    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    pace = f"one every {args.interval:g} s" if args.interval else "back to back"
-    where = "the writer's process" if args.followers_in_process else "a process of their own"
-    load = "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    print(
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M}, {machine}; {args.writes} sequential writes, {pace}; "
-        f"streams in {where}; {load}"
-    )
-    print(
-        "\n| backend | streams | write p50 (ms) | p99 (ms) | p50 / no stream "
-        "| every stream got every change | server RSS per stream (KiB) "
-        "| server CPU per write (ms) | of which kernel | stream reads "
-        "| write in the server, mean (ms) | streams served before the answer |"
-    )
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        reads = "n/a" if r.reads is None else str(r.reads)
-        print(
-            f"| {r.backend} | {r.streams} | {r.p50_ms} | {r.p99_ms} | {r.ratio} "
-            f"| {'yes' if r.complete else 'NO'} | {r.rss_per_stream_kib} | {r.cpu_ms_per_write} "
-            f"| {r.sys_ms_per_write} "
-            f"| {reads} | {r.server_ms} | {r.early} |"
-        )
-    return 0 if all(r.complete for r in results) else 1
+        return [asdict(r) for r in results]
+
+    def ok(self, rows: list[Row]) -> bool:
+        return all(row["complete"] for row in rows)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = FanoutCase()
+
+if __name__ == "__main__":  # the followers' process (``Followers``): PORT PATH N
+    trio.run(follow, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
