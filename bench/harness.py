@@ -61,6 +61,10 @@ class Case(ABC, Generic[Fixture]):
     def run(self, options: argparse.Namespace, fixture: Fixture) -> list[Row]:
         """One round: the rows measured."""
 
+    def finish(self, options: argparse.Namespace, rows: list[Row]) -> list[Row]:
+        """The rows after the medians: where a ratio is one of medians, not a median of ratios."""
+        return rows
+
     def note(self, options: argparse.Namespace) -> str:
         return ""
 
@@ -212,7 +216,7 @@ def run_case(name: str, argv: list[str]) -> int:
 
     with case.setup(options) as fixture:
         rounds = [case.run(options, fixture) for _ in range(options.rounds)]
-    rows = medians(rounds)
+    rows = case.finish(options, medians(rounds))
     note = case.note(options)
     if options.json:
         print(json.dumps(document(name, options, options.rounds, rows, note), indent=2))

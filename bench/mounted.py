@@ -2,8 +2,8 @@
 in directories; every 7th holds NEEDLE), a ``memfs server --faults none`` whose latency is set at
 run time (``set_latency``, through the fault admin endpoint), a store seeded with the tree and the
 same tree on local disk (``seeded_server``), ``Mount`` (``memfs mount`` of a store, its requests
-and memory from ``memfs status``), the SDK's sync worker's start, and the loops timed on a mount
-and on a local directory alike.
+and memory from ``memfs status``), ``floorfs`` (the floor: ``bench.floorfs`` mounted), the SDK's
+sync worker's start, and the loops timed on a mount and on a local directory alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import random
 import secrets
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -36,6 +37,7 @@ FEED_ROUTES = ("memory_versions", "/memfs/changes")
 
 
 # Fault control (the injected latency) takes the server's admin key, never an API key.
+ROOT = Path(__file__).resolve().parents[1]  # floorfs runs from here: ``python -m bench.floorfs``
 ADMIN_KEY = "sk-memfs-bench-admin-" + secrets.token_hex(12)
 
 
@@ -192,6 +194,12 @@ class Mount:
     def umount(self) -> None:
         self.memfs("umount", str(self.point))
 
+    def stop(self) -> None:
+        """Unmount, and detach the mount if the daemon did not let it go."""
+        self.umount()
+        if mounted(self.point):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.point)], capture_output=True)
+
     def settle(self) -> None:
         """Until the daemon has uploaded everything pending (an fsync of the mount's root)."""
         fsync_dir(self.point)
@@ -207,6 +215,40 @@ class Mount:
 
     def rss_mb(self) -> float:
         return proc.rss_kib(self.status()["pid"]) / 1024
+
+
+def mounted(point: Path) -> bool:
+    """True if ``point`` is in the mount table (asks /proc, never the file system itself)."""
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == str(point) for line in mounts)
+
+
+@contextmanager
+def floorfs(source: Path, point: Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``bench.floorfs`` serving ``source`` on ``point`` (made here), with ``extra`` options;
+    unmounted on the way out (it then exits by itself; else it is killed, the mount detached)."""
+    point.mkdir()
+    log = point.with_suffix(".log")
+    command = [sys.executable, "-m", "bench.floorfs", *extra, str(source), str(point)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while not mounted(point):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"floorfs did not mount {point}: {log.read_text()[-2000:]}")
+            time.sleep(0.02)
+        yield proc
+    finally:
+        if mounted(point):
+            subprocess.run(["fusermount3", "-u", str(point)], capture_output=True)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        if mounted(point):
+            subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
 
 
 def files_of(root: Path, tree: dict[str, str]) -> list[str]:

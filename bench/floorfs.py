@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """A minimal read-only in-memory pyfuse3 + trio filesystem: the floor of a Python FUSE daemon.
 
-A test fixture for ``scripts/bench_floor.py``, not product code. At start it copies the tree
-under SOURCE (directories and regular files, any depth; the benchmark's is two levels) into
-memory, mounts it on MOUNTPOINT and serves it with handlers that do as little as they can. It
-makes the same choices as memfs on the warm-read path, so a warm read here costs what pyfuse3,
-trio and the kernel's FUSE round trips cost, and nothing else:
+A fixture of the ``floor`` and ``write_floor`` benchmark cases, not product code. At start it
+copies the tree under SOURCE (directories and regular files, any depth; the benchmark's is two
+levels) into memory, mounts it on MOUNTPOINT and serves it with handlers that do as little as
+they can. It makes the same choices as memfs on the warm-read path, so a warm read here costs
+what pyfuse3, trio and the kernel's FUSE round trips cost, and nothing else:
 
 - ``keep_cache=True`` on every open, so a warm ``read()`` is served from the page cache and the
   daemon only sees OPEN, FLUSH and RELEASE;
@@ -17,12 +16,13 @@ trio and the kernel's FUSE round trips cost, and nothing else:
 
 Opening for writing fails with EROFS; any other operation answers ENOSYS (pyfuse3's default).
 With ``--writable`` it also takes new directories and new files (``mkdir``, ``create``, ``write``
-into memory), the floor of a write loop (``scripts/bench_write_floor.py``); with ``--journal
+into memory), the floor of a write loop (the ``write_floor`` case); with ``--journal
 FILE`` each ``flush`` of a written file also appends its content to FILE and ``fdatasync``s it,
 the least a durable close can cost. It runs in the foreground until the file system is
 unmounted (``fusermount3 -u MOUNTPOINT``) or it is interrupted (Ctrl-C, which also unmounts).
 
-usage: floorfs.py [--writable [--journal FILE]] SOURCE MOUNTPOINT
+usage: python -m bench.floorfs [--writable [--journal FILE]] SOURCE MOUNTPOINT
+(``bench.mounted.floorfs`` starts it and unmounts it)
 """
 
 from __future__ import annotations
