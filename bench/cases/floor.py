@@ -11,11 +11,11 @@ memfs is what memfs's own code adds.
 
 It builds the tree of the mount case (``bench.mounted.make_tree``: ``--memories`` files of
 0.2-20 kB in ``--dirs`` directories, seed 1) and writes it to a local directory. It mounts
-floorfs on a copy of that directory (a subprocess) and memfs (``memfs mount``) on a store seeded with the same
-tree on ``memfs server --faults none`` with no latency. Both mounts are warmed by reading every
-file twice. Then, with the loop of the mount case (every file opened and read), it does
-``--passes`` passes; each pass times the local directory, floorfs and memfs one after the other
-(the order rotates from pass to pass). It does this twice:
+floorfs on a copy of that directory (a subprocess) and memfs (``memfs mount``) on a store seeded
+with the same tree on ``memfs server --faults none`` with no latency. Both mounts are warmed by
+reading every file twice. Then, with the loop of the mount case (every file opened and read), it
+does ``--passes`` passes; each pass times the local directory, floorfs and memfs one after the
+other (the order rotates from pass to pass). It does this twice:
 
 - unpinned: the scheduler places the reader and the daemons, as in the mount case;
 - one CPU: this process and every thread of both daemons (``/proc/PID/task/*``) pinned to one
