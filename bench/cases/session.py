@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Benchmark a ``memfs session`` of 1, 4 and 8 stores against one ``memfs mount`` of one store.
 
 Starts one ``memfs server --faults none`` on a throwaway database and seeds, through both of
-its APIs, stores of ``--memories`` memories each (the tree of ``bench_mount.py``: 0.2-20 kB,
+its APIs, stores of ``--memories`` memories each (the tree of the mount case: 0.2-20 kB,
 log-uniform). A session of N stores mixes them as a sandbox would: every fourth store is a
 Databricks Agent Memory store (one actor's entries), the third of every four is attached
 read-only, the rest are read-write Memory Stores stores. For each size, and for one
@@ -26,8 +25,8 @@ that, each of its daemons has its own 64 MiB default), each runs the same mixed 
 directory; seeded, so the same sequence), then RSS and PSS of each process and their sum.
 
 Everything it starts is stopped and unmounted, even on failure. memfs runs from compiled
-bytecode, as when installed. Prints markdown tables (or JSON with ``--json``). Owns no product
-code. The issue's figures: ``--runs 3 --workload-memories 1500 --workload-seconds 600``.
+bytecode, as when installed. Owns no product code. The issue's figures: ``--runs 3
+--workload-memories 1500 --workload-seconds 600``.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import secrets
 import signal
@@ -48,15 +46,15 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_floor import mounted
-from bench_mount import make_tree, server
+from bench import proc
+from bench.fixtures import bench_key
+from bench.harness import Case, Row
+from bench.mounted import make_tree, mounted, server
 
 HEADERS = {"anthropic-version": "2023-06-01", "anthropic-beta": "agent-memory-2026-07-22"}
 DATABRICKS = "/api/2.0/agents/memory-stores"
@@ -176,17 +174,6 @@ def processes_of(paths: list[Path]) -> set[int]:
     return found
 
 
-def memory_kb(pid: int) -> tuple[int, int]:
-    """(PSS, RSS) of ``pid`` in kB, from ``/proc/PID/smaps_rollup``."""
-    fields: dict[str, int] = {}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            name, _, rest = line.partition(":")
-            if name in ("Pss", "Rss"):
-                fields[name] = int(rest.split()[0])
-    return fields.get("Pss", 0), fields.get("Rss", 0)
-
-
 @dataclass
 class Footprint:
     processes: int
@@ -199,7 +186,7 @@ def footprint(paths: list[Path]) -> Footprint:
     pids = processes_of(paths)
     rows = []
     for pid in sorted(pids):
-        pss, rss = memory_kb(pid)
+        rss, pss = proc.smaps_kib(pid)
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:  # exited meanwhile
@@ -385,7 +372,7 @@ def median(values: list[float]) -> float:
 def startup_rows(
     work: Path, env: dict[str, str], seeder: Seeder, sizes: list[int], memories: int, runs: int,
     cache_size: bool,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[Row]:  # fmt: skip
     tree = make_tree(memories, max(1, memories // 50), seed=1)
     stores = [seeder.store(tree, **mixed(i)) for i in range(max(sizes))]
     mount_store = seeder.store(tree, databricks=False)
@@ -406,7 +393,7 @@ def startup_rows(
     base = samples["mount"]
     base_pss = median([f.pss_mb for _, f in base])
     base_time = median([s for s, _ in base])
-    rows = []
+    rows: list[Row] = []
     for label, values in samples.items():
         pss = median([f.pss_mb for _, f in values])
         seconds = median([s for s, _ in values])
@@ -417,10 +404,9 @@ def startup_rows(
             f"session of {size} ({sum(k['databricks'] for k in kinds)} Databricks, "
             f"{sum(k['read_only'] for k in kinds)} read-only)",
             "stores": size,
-            "processes": sorted({f.processes for _, f in values}),
+            "processes": "/".join(str(n) for n in sorted({f.processes for _, f in values})),
             "pss_mb": pss, "rss_mb": median([f.rss_mb for _, f in values]),
             "pss_ratio": pss / base_pss, "seconds": seconds, "seconds_ratio": seconds / base_time,
-            "seconds_all": [round(s, 3) for s, _ in values],
         })  # fmt: skip
     return rows
 
@@ -428,13 +414,14 @@ def startup_rows(
 def steady_rows(
     work: Path, env: dict[str, str], seeder: Seeder, memories: int, stores: int, seconds: float,
     cache_size: bool,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[Row]:  # fmt: skip
     dirs = max(1, memories // 50)
     tree = make_tree(memories, dirs, seed=2)
     whole = seeder.store(tree, databricks=False)
     parts = [dict(list(tree.items())[i::stores]) for i in range(stores)]
     shared = [seeder.store(part, **mixed(i)) for i, part in enumerate(parts)]
-    rows = []
+    rows: list[Row] = []
+    processes: list[Row] = []
     targets: list[tuple[str, Target]] = [
         ("mount, --cache-size 64", OneMount(work, "steady-mount", env, whole)),
         (f"session of {stores}" + (", --cache-size 64" if cache_size else ", 64 MB a store"),
@@ -449,80 +436,63 @@ def steady_rows(
         rows.append({
             "target": label, "processes": after.processes,
             "start_pss_mb": at_start.pss_mb, "start_rss_mb": at_start.rss_mb,
-            "pss_mb": after.pss_mb, "rss_mb": after.rss_mb, "operations": counts,
-            "per_process": [(who, round(p, 1), round(r, 1)) for who, p, r in after.per_process_mb],
+            "pss_mb": after.pss_mb, "rss_mb": after.rss_mb,
+            "operations": ", ".join(f"{n} {kind}" for kind, n in counts.items()),
         })  # fmt: skip
-    return rows
+        processes += [
+            {"target": label, "process": who, "pss_mb_after": p, "rss_mb_after": r}
+            for who, p, r in after.per_process_mb
+        ]
+    return rows + processes
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1,4,8", help="sessions of these many stores")
-    parser.add_argument("--memories", type=int, default=50, help="memories in each store")
-    parser.add_argument("--runs", type=int, default=1, help="start-up runs (medians)")
-    parser.add_argument("--workload-memories", type=int, default=400)
-    parser.add_argument("--workload-stores", type=int, default=8)
-    parser.add_argument("--workload-seconds", type=float, default=60)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
-    with (
-        tempfile.TemporaryDirectory(prefix="memfs-bench-session-") as tmp,
-        server(key, Path(tmp)) as url,
-    ):
-        work = Path(tmp)
-        env = dict(
-            os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key, DATABRICKS_HOST=url,
-            DATABRICKS_TOKEN=key, HOME=str(work / "home"), MEMFS_STATE_DIR=str(work / "state"),
-            XDG_CACHE_HOME=str(work / "xdg"),
-        )  # fmt: skip
-        env.pop("MEMFS_API_KEYS", None)
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled bytecode, as bench_mount.py says
-        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-        seeder = Seeder(url, key)
-        try:
-            cache_size = session_takes_cache_size(env)
-            start = startup_rows(work, env, seeder, sizes, args.memories, args.runs, cache_size)
-            steady = steady_rows(
-                work, env, seeder, args.workload_memories, args.workload_stores,
-                args.workload_seconds, cache_size,
-            )  # fmt: skip
-        finally:
-            seeder.close()
-            leftovers = mounts_under(work)
-            for point in leftovers:
-                subprocess.run(["fusermount3", "-u", "-z", point], capture_output=True)
-    if args.json:
-        print(json.dumps({"startup": start, "steady": steady}, indent=1))
-        return 0
-    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M}, {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}; "
-          f"{args.memories} memories a store, median of {args.runs} run(s)\n")  # fmt: skip
-    print("| | processes | PSS (MB) | RSS (MB) | PSS vs mount | until every store answers `ls` (s) "
-          "| time vs mount |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in start:
-        print(f"| {r['target']} | {'/'.join(map(str, r['processes']))} | {r['pss_mb']:.1f} | "
-              f"{r['rss_mb']:.1f} | {r['pss_ratio']:.2f}x | {r['seconds']:.3f} | "
-              f"{r['seconds_ratio']:.2f}x |")  # fmt: skip
-    print(f"\nSteady state: {args.workload_seconds:g} s of mixed work on "
-          f"{args.workload_memories} memories\n")  # fmt: skip
-    print("| | processes | PSS at start (MB) | RSS at start | PSS after (MB) | RSS after | "
-          "operations |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for r in steady:
-        ops = ", ".join(f"{n} {k}" for k, n in r["operations"].items())
-        print(
-            f"| {r['target']} | {r['processes']} | {r['start_pss_mb']:.1f} | "
-            f"{r['start_rss_mb']:.1f} | {r['pss_mb']:.1f} | {r['rss_mb']:.1f} | {ops} |"
+class SessionCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--sizes", default="1,4,8", help="sessions of these many stores")
+        parser.add_argument("--memories", type=int, default=50, help="memories in each store")
+        parser.add_argument("--runs", type=int, default=1, help="start-up runs (medians)")
+        parser.add_argument("--workload-memories", type=int, default=400)
+        parser.add_argument("--workload-stores", type=int, default=8)
+        parser.add_argument("--workload-seconds", type=float, default=60)
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"{options.memories} memories a store, start-up: median of {options.runs} run(s); "
+            f"steady state: {options.workload_seconds:g} s of mixed work on "
+            f"{options.workload_memories} memories"
         )
-    for r in steady:
-        print(f"\n{r['target']}, each process after the workload (PSS / RSS MB):")
-        for role, pss, rss in r["per_process"]:
-            print(f"- {role}: {pss} / {rss}")
-    return 0
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        sizes = [int(s) for s in options.sizes.split(",")]
+        key = bench_key()
+        with (
+            tempfile.TemporaryDirectory(prefix="memfs-bench-session-") as tmp,
+            server(key, Path(tmp)) as url,
+        ):
+            work = Path(tmp)
+            env = dict(
+                os.environ, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key, DATABRICKS_HOST=url,
+                DATABRICKS_TOKEN=key, HOME=str(work / "home"),
+                MEMFS_STATE_DIR=str(work / "state"), XDG_CACHE_HOME=str(work / "xdg"),
+            )  # fmt: skip
+            env.pop("MEMFS_API_KEYS", None)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled bytecode, as the mount case says
+            env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+            seeder = Seeder(url, key)
+            try:
+                cache_size = session_takes_cache_size(env)
+                start = startup_rows(
+                    work, env, seeder, sizes, options.memories, options.runs, cache_size
+                )
+                steady = steady_rows(
+                    work, env, seeder, options.workload_memories, options.workload_stores,
+                    options.workload_seconds, cache_size,
+                )  # fmt: skip
+            finally:
+                seeder.close()
+                for point in mounts_under(work):
+                    subprocess.run(["fusermount3", "-u", "-z", point], capture_output=True)
+        return start + steady
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = SessionCase()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Measure a mount's memory in steady state: a mixed workload on a store of 1,500 memories.
 
 Starts ``memfs server --faults none`` on a throwaway database, seeds one store with
@@ -16,25 +15,24 @@ work.
 Every ``--every`` seconds (5) it samples the daemon's RSS and PSS (``/proc/PID/smaps_rollup``)
 and what holds memory as the daemon counts it (``memfs status --json``: its ``memory``
 section: the content cache's bytes, the version cache's, the listings', the inodes, the
-version index, the search index). Prints RSS and PSS at start (after the first ``ls``), at the
-end and at their peak, the breakdown at the end and the goal line (cache budget + 40 MB), as a
-markdown table (or JSON with ``--json``).
+version index, the search index). Reports RSS and PSS at start (after the first ``ls``), at the
+end and at their peak, the breakdown at the end, the goal (cache budget + 40 MB), the RSS by
+minute and the operations done.
 
 ``--trace``: run the daemon under ``tracemalloc`` (``PYTHONTRACEMALLOC``) and print its top
-allocation sites at the end (the daemon writes them when ``MEMFS_DEBUG_MEMORY_FILE`` names a
-file); tracing costs memory itself, so its RSS is not the figure to record. Owns no product code.
+allocation sites at the end, on stderr (the daemon writes them when ``MEMFS_DEBUG_MEMORY_FILE``
+names a file); tracing costs memory itself, so its RSS is not the figure to record. Owns no
+product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import math
 import os
 import random
-import secrets
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,11 +42,13 @@ from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mount import Mount, seed, server
-
+from bench import proc
+from bench.fixtures import bench_key
+from bench.harness import Case, Row
+from bench.mounted import Mount, seed, server
 from memfs.api.config import ClientConfig, Secret
 
+log = logging.getLogger(__name__)
 MB = 1_000_000
 GOAL_SLACK_MB = 40  # the goal: RSS within the cache budget plus this much
 
@@ -82,12 +82,8 @@ def text(rng: random.Random, size: int, *, title: str) -> str:
 
 def smaps(pid: int) -> tuple[float, float]:
     """(RSS, PSS) of ``pid`` in MB."""
-    values = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        parts = line.split()
-        if parts and parts[0] in ("Rss:", "Pss:"):
-            values[parts[0]] = int(parts[1]) * 1024 / MB
-    return values["Rss:"], values["Pss:"]
+    rss, pss = proc.smaps_kib(pid)
+    return rss * 1024 / MB, pss * 1024 / MB
 
 
 class Sampler:
@@ -210,15 +206,10 @@ def run(argv: list[str]) -> None:
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"{one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs"
-
-
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     tree = make_tree(args.memories, rng)
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
+    key = bench_key()
     with server(key, work) as url:
         config = ClientConfig(api_key=Secret(key), base_url=url)
         store_id = trio.run(seed, config, tree)
@@ -260,7 +251,6 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "store_mb": round(sum(len(v) for v in tree.values()) / MB, 1),
         "minutes": round(minutes, 1),
         "steps": steps,
-        "load": load(),
         "cache_budget_mb": round(budget_mb, 1),
         "goal_mb": round(budget_mb + GOAL_SLACK_MB, 1),
         "rss_start_mb": round(start_rss, 1),
@@ -284,56 +274,50 @@ def rss_by_minute(samples: list[tuple[float, float, float]]) -> list[float]:
     return [by_minute[m] for m in sorted(by_minute)]
 
 
-def render(result: dict[str, Any]) -> str:
+def rows_of(result: dict[str, Any]) -> list[Row]:
+    """The result as rows: the workload, RSS and PSS, the goal, by minute, operations, holders."""
     goal = result["goal_mb"]
-    verdict = "within" if result["rss_end_mb"] <= goal and result["rss_peak_mb"] <= goal else "over"
-    lines = [
-        f"{result['memories']} memories ({result['store_mb']} MB of text), "
-        f"{result['minutes']} min of mixed work ({result['steps']:,} steps); load {result['load']}",
-        "",
-        "| | RSS (MB) | PSS (MB) |",
-        "|---|---|---|",
-        f"| start (after the first `ls`) | {result['rss_start_mb']} | {result['pss_start_mb']} |",
-        f"| end of the workload | {result['rss_end_mb']} | {result['pss_end_mb']} |",
-        f"| peak | {result['rss_peak_mb']} | {result['pss_peak_mb']} |",
-        "",
-        f"goal: cache budget {result['cache_budget_mb']} MB + {GOAL_SLACK_MB} MB = {goal} MB "
-        f"({verdict})",
-        f"RSS by minute: {result['rss_by_minute']}",
-        f"operations: {result['operations']}",
-    ]
-    if result["breakdown"]:
-        lines += ["", "| held by | MB | entries |", "|---|---|---|"]
-        for name, part in result["breakdown"].items():
-            if isinstance(part, dict):
-                entries = part.get("entries", "")
-                lines.append(f"| {name} | {part.get('bytes', 0) / MB:.1f} | {entries} |")
-    if result["trace"]:
-        lines += ["", "tracemalloc, top allocation sites:", result["trace"]]
-    return "\n".join(lines)
+    rows: list[Row] = [
+        {"memories": result["memories"], "store_mb": result["store_mb"],
+         "minutes": result["minutes"], "steps": result["steps"]},
+        {"moment": "start (after the first `ls`)", "rss_mb": result["rss_start_mb"],
+         "pss_mb": result["pss_start_mb"]},
+        {"moment": "end of the workload", "rss_mb": result["rss_end_mb"],
+         "pss_mb": result["pss_end_mb"]},
+        {"moment": "peak", "rss_mb": result["rss_peak_mb"], "pss_mb": result["pss_peak_mb"]},
+        {"goal": f"cache budget + {GOAL_SLACK_MB} MB", "cache_budget_mb": result["cache_budget_mb"],
+         "goal_mb": goal,
+         "within": result["rss_end_mb"] <= goal and result["rss_peak_mb"] <= goal},
+    ]  # fmt: skip
+    rows += [{"minute": n, "rss_mb": mb} for n, mb in enumerate(result["rss_by_minute"])]
+    rows += [{"operation": name, "count": n} for name, n in result["operations"].items()]
+    for name, part in result["breakdown"].items():
+        if isinstance(part, dict):
+            rows.append({"held by": name, "mb": part.get("bytes", 0) / MB,
+                         "entries": part.get("entries")})  # fmt: skip
+    return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--memories", type=int, default=1500)
-    parser.add_argument("--minutes", type=float, default=2.0)
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="stop after this many steps (--minutes at most): runs compare at any load",
-    )
-    parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
-    parser.add_argument("--cache-size", type=float, default=None, metavar="MB")
-    parser.add_argument("--search", default="local", choices=["local", "auto"])
-    parser.add_argument("--seed", type=int, default=21)
-    parser.add_argument("--trace", action="store_true", help="tracemalloc in the daemon")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-memory-") as work:
-        result = measure(args, Path(work))
-    print(json.dumps(result, indent=1) if args.json else render(result))
+class MemoryCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--memories", type=int, default=1500)
+        parser.add_argument("--minutes", type=float, default=2.0)
+        parser.add_argument(
+            "--steps", type=int, default=None,
+            help="stop after this many steps (--minutes at most): runs compare at any load",
+        )  # fmt: skip
+        parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+        parser.add_argument("--cache-size", type=float, default=None, metavar="MB")
+        parser.add_argument("--search", default="local", choices=["local", "auto"])
+        parser.add_argument("--seed", type=int, default=21)
+        parser.add_argument("--trace", action="store_true", help="tracemalloc in the daemon")
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        with tempfile.TemporaryDirectory(prefix="memfs-bench-memory-") as work:
+            result = measure(options, Path(work))
+        if result["trace"]:
+            log.info("tracemalloc, top allocation sites:\n%s", result["trace"])
+        return rows_of(result)
 
 
-if __name__ == "__main__":
-    main()
+CASE = MemoryCase()

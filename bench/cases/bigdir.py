@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark everyday work in one big directory against a small one and a local directory.
 
 Agents often keep every note in one directory. This seeds one store with ``--memories``
@@ -14,7 +13,7 @@ same run:
 - renaming the first ``--ops`` new files, then removing all of them (the directory is back to
   its size).
 
-The workload runs ``--rounds`` times (3), alternating which of ``/notes`` and ``/few`` goes
+The workload runs ``--best-of`` times (3), alternating which of ``/notes`` and ``/few`` goes
 first; each time shown is the best of the rounds (the machine's other work only slows a run).
 
 A lookup or create by name must not cost more in a big directory than in a small one: the
@@ -23,28 +22,25 @@ daemon's own count (``memfs status --json``), change-feed traffic excluded: each
 cost its one request in either directory, never a new listing (15 requests for 1,500
 memories). The daemon's CPU time per operation (from ``/proc``, until the changes are uploaded)
 is shown too: unlike wall time it does not move with the disk's other work (journal
-fsyncs). Prints a markdown table (or JSON with ``--json``). Owns no product code.
+fsyncs). Owns no product code.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import secrets
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mount import Mount, seed, server, write_tree
-
+from bench import proc
+from bench.fixtures import bench_key
+from bench.harness import Case, Row
+from bench.mounted import Mount, seed, server, write_tree
 from memfs.api.config import ClientConfig, Secret
 
 
@@ -86,18 +82,12 @@ def workload(ops: int) -> list[tuple[str, int, Callable[[Path], None]]]:
     ]
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) process ``pid`` used so far, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def run(memories: int, few: int, ops: int, rounds: int, work: Path) -> list[dict[str, Any]]:
-    key = "sk-memfs-bench-" + secrets.token_hex(12)
+def measure(memories: int, few: int, ops: int, rounds: int, work: Path) -> list[Row]:
+    key = bench_key()
     notes_tree = {f"/notes/note-{n:05}.md": f"note {n}\n" + "x" * 200 for n in range(memories)}
     few_tree = {f"/few/note-{n:05}.md": f"note {n}\n" + "x" * 200 for n in range(few)}
     local = write_tree(notes_tree, work / "local") / "notes"
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     with server(key, work) as url:
         config = ClientConfig(api_key=Secret(key), base_url=url)
         store_id = trio.run(seed, config, {**notes_tree, **few_tree})
@@ -116,12 +106,12 @@ def run(memories: int, few: int, ops: int, rounds: int, work: Path) -> list[dict
                 """Seconds of ``step`` in ``directory``, the daemon's CPU seconds until it
                 uploaded what the step changed, and the requests it made meanwhile."""
                 before = mount.requests()
-                cpu = cpu_seconds(pid)
+                cpu = proc.cpu_seconds(pid)
                 started = time.perf_counter()
                 step(directory)
                 seconds = time.perf_counter() - started
                 mount.settle()
-                cpu = cpu_seconds(pid) - cpu
+                cpu = proc.cpu_seconds(pid) - cpu
                 return seconds, cpu, mount.requests() - before
 
             # rounds alternate which directory goes first; each time is the best of the rounds
@@ -161,37 +151,22 @@ def run(memories: int, few: int, ops: int, rounds: int, work: Path) -> list[dict
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=1500)
-    parser.add_argument("--few", type=int, default=10, help="memories in the small directory")
-    parser.add_argument("--ops", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3, help="times are the best of these")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memfs-bench-bigdir-") as tmp:
-        rows = run(args.memories, args.few, args.ops, args.rounds, Path(tmp))
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(
-        f"{args.memories} memories in one directory vs {args.few}, best of {args.rounds} "
-        f"rounds, {os.cpu_count()} CPUs\n"
-    )
-    print(
-        "| benchmark | big ms/op | small ms/op | big/small | local ms/op | big vs local "
-        "| daemon CPU ms/op big | small | requests big | requests small |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['benchmark']} | {r['ms_per_op']:.3f} | {r['small_ms_per_op']:.3f} | "
-            f"{r['big_vs_small']:.2f} | {r['local_ms_per_op']:.3f} | {r['ratio']:.0f} | "
-            f"{r['cpu_ms_per_op']:.2f} | {r['small_cpu_ms_per_op']:.2f} | "
-            f"{r['requests']} | {r['small_requests']} |"
+class BigDirCase(Case[None]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--memories", type=int, default=1500)
+        parser.add_argument("--few", type=int, default=10, help="memories in the small directory")
+        parser.add_argument("--ops", type=int, default=100)
+        parser.add_argument("--best-of", type=int, default=3, help="times are the best of these")
+
+    def note(self, options: argparse.Namespace) -> str:
+        return (
+            f"{options.memories} memories in one directory vs {options.few}, best of "
+            f"{options.best_of} rounds"
         )
-    return 0
+
+    def run(self, options: argparse.Namespace, fixture: None) -> list[Row]:
+        with tempfile.TemporaryDirectory(prefix="memfs-bench-bigdir-") as tmp:
+            return measure(options.memories, options.few, options.ops, options.best_of, Path(tmp))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = BigDirCase()
