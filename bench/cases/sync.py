@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Benchmark ``memfs sync`` against the SDK's sync worker: the goals of issue 32.
 
 Starts ``memfs server --faults none`` on a throwaway database and seeds one store with the tree
-of ``bench_mount.py`` (``--memories`` memories of 0.2-20 kB in ``--dirs`` directories; its
-helpers are imported, not copied). Then, for each server latency (plain, and 50 ms injected per
+of the mount case (``--memories`` memories of 0.2-20 kB in ``--dirs`` directories;
+``bench.mounted``). Then, for each server latency (plain, and 50 ms injected per
 request through the fault admin endpoint):
 
 - first complete local copy: ``memfs sync STORE DIR --once`` into an empty directory (wall time,
@@ -24,8 +23,8 @@ request through the fault admin endpoint):
 - RSS of the sync process with the store in step.
 
 Requests of the first copies are the server's (``/metrics``, stream excluded). memfs runs from
-compiled bytecode, as when installed. Prints a markdown table (or JSON with ``--json``). Owns no
-product code.
+compiled bytecode, as when installed. Each round runs in directories of its own. Owns no product
+code.
 """
 
 from __future__ import annotations
@@ -39,27 +38,27 @@ import secrets
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import AbstractContextManager, aclosing, contextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
-from bench_mount import (
-    cpu_seconds,
-    percentile,
+
+from bench import proc
+from bench.harness import Case, Row, percentile, timed
+from bench.mounted import (
+    SeededServer,
+    add_tree_options,
     sdk_worker_start,
     seeded_server,
     set_latency,
-    table_rows,
-    timed,
-    tree_parser,
+    tree_note,
     walk_stat,
 )
-
+from kit.mounts import memfs
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.api.config import ClientConfig
@@ -90,9 +89,7 @@ class Sync:
         self.store_id, self.directory, self.cache, self.env = store_id, directory, cache, env
 
     def memfs(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "memfs", *args], env=self.env, capture_output=True, text=True
-        )
+        return memfs(*args, env=self.env, timeout=600)
 
     def _sync(self, *extra: str) -> dict[str, Any]:
         result = self.memfs(
@@ -122,13 +119,6 @@ class Sync:
     def own_requests(self, doc: dict[str, Any]) -> int:
         routes = doc["requests"]["by_route"]
         return sum(n for route, n in routes.items() if STREAM_ROUTE not in route)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def memory_ids(config: ClientConfig, store_id: str) -> dict[str, str]:
@@ -183,7 +173,8 @@ async def local_writes(
     async with (
         StoreClient(config) as client,
         ChangeStream(client, store_id) as stream,
-        aclosing(stream.__aiter__()) as events,  # closed here, not by the garbage collector
+        # closed here, not by the garbage collector (an async generator, typed as an iterator)
+        aclosing(stream.__aiter__()) as events,  # type: ignore[type-var]
     ):
         while (await events.__anext__()).kind != "ready":
             pass
@@ -219,14 +210,15 @@ def detached(sync: Sync, *extra: str) -> Iterator[float]:
 def run_setting(
     latency: float, url: str, key: str, store_id: str, config: ClientConfig,
     local: Path, work: Path, env: dict[str, str], args: argparse.Namespace,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[Row]:  # fmt: skip
     label = f"{int(latency * 1000)} ms" if latency else "plain"
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
 
     def row(name: str, value: str, local_seconds: float | None = None, ratio: float | None = None,
             requests: Any = None, worker: str = "") -> None:  # fmt: skip
         rows.append({"server": label, "benchmark": name, "sync": value, "local": local_seconds,
-                     "ratio": ratio, "requests": requests, "worker": worker})  # fmt: skip
+                     "ratio": ratio, "requests": requests, "worker": worker,
+                     "note": ""})  # fmt: skip
 
     set_latency(url, latency)
     try:
@@ -275,17 +267,17 @@ def run_setting(
             time.sleep(2)  # the uploads' own feed echoes settle
             doc = a.status()
             pid = doc["pid"]
-            own, at_server, cpu = a.own_requests(doc), server_requests(url), cpu_seconds(pid)
+            own, at_server, cpu = a.own_requests(doc), server_requests(url), proc.cpu_seconds(pid)
             started = time.perf_counter()
             time.sleep(args.idle)
             doc = a.status()
             elapsed = time.perf_counter() - started
-            cpu = cpu_seconds(pid) - cpu
+            cpu = proc.cpu_seconds(pid) - cpu
             row(f"idle {args.idle:.0f} s: requests (own count / server's), CPU of one core",
                 f"{a.own_requests(doc) - own} / {server_requests(url) - at_server}, "
                 f"{100 * cpu / elapsed:.2f}%",
                 worker=f"a listing every {WORKER_INTERVAL:.0f} s")  # fmt: skip
-            row("sync process RSS, store in step (MB)", f"{rss_mb(pid):.1f}")
+            row("sync process RSS, store in step (MB)", f"{proc.rss_kib(pid) / 1024:.1f}")
         # full comparisons of the unchanged copy, one a second
         rescans: list[float] = []
         with detached(a, "--rescan-interval", "1"):
@@ -307,33 +299,38 @@ def run_setting(
     return rows
 
 
-def main() -> int:
-    parser = tree_parser(__doc__)
-    parser.add_argument("--samples", type=int, default=20, help="per visibility figure")
-    parser.add_argument("--idle", type=float, default=60.0, help="seconds idle measured")
-    parser.add_argument("--rescan-seconds", type=float, default=12.0, help="rescans sampled")
-    args = parser.parse_args()
-    rows: list[dict[str, Any]] = []
-    with seeded_server(args.memories, args.dirs, "memfs-bench-sync-") as bench:
-        tree, work, store_id, env = bench.tree, bench.work, bench.store_id, bench.env
+@contextmanager
+def synced_server(options: argparse.Namespace) -> Iterator[SeededServer]:
+    with seeded_server(options.memories, options.dirs, "memfs-bench-sync-") as bench:
         # untimed: writes the bytecode cache, as an install would have
-        Sync(store_id, work / "warm-up", work / "cache-warm-up", env).once()
-        for latency in (float(x) for x in args.latencies.split(",")):
+        Sync(bench.store_id, bench.work / "warm-up", bench.work / "cache-warm-up", bench.env).once()
+        yield bench
+
+
+class SyncCase(Case[SeededServer]):
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        add_tree_options(parser)
+        parser.add_argument("--samples", type=int, default=20, help="per visibility figure")
+        parser.add_argument("--idle", type=float, default=60.0, help="seconds idle measured")
+        parser.add_argument("--rescan-seconds", type=float, default=12.0, help="rescans sampled")
+
+    def note(self, options: argparse.Namespace) -> str:
+        return tree_note(options.memories, options.dirs)
+
+    def setup(self, options: argparse.Namespace) -> AbstractContextManager[SeededServer]:
+        return synced_server(options)
+
+    def run(self, options: argparse.Namespace, fixture: SeededServer) -> list[Row]:
+        bench = fixture
+        work = bench.work / f"round-{secrets.token_hex(3)}"  # fresh directories and caches
+        work.mkdir()
+        rows: list[Row] = []
+        for latency in (float(x) for x in options.latencies.split(",")):
             rows += run_setting(
-                latency, bench.url, bench.key, store_id, bench.config, bench.local, work, env, args
-            )
-    columns = "| server | benchmark | memfs sync | local disk (s) | ratio | requests | SDK worker |"
-    for r in table_rows(rows, args, tree, columns, "|---|---|---:|---:|---:|---:|---|"):
-        local_s = "" if r["local"] is None else f"{r['local']:.3f}"
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:.1f}"
-        requests = "" if r["requests"] is None else str(r["requests"])
-        note = f" ({r['note']})" if r.get("note") else ""
-        print(
-            f"| {r['server']} | {r['benchmark']}{note} | {r['sync']} | {local_s} | {ratio} | "
-            f"{requests} | {r['worker']} |"
-        )
-    return 0
+                latency, bench.url, bench.key, bench.store_id, bench.config, bench.local, work,
+                bench.env, options,
+            )  # fmt: skip
+        return rows
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+CASE = SyncCase()
