@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python -m scripts.demo
 
 test: setup
 	$(BIN)/pytest -q
@@ -41,7 +41,9 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check memfs kit bench tests scripts
 	$(BIN)/ruff format --check memfs kit bench tests scripts
-	$(BIN)/mypy memfs bench kit
+	$(BIN)/mypy memfs bench kit scripts
+	@# no sys.path edits: the kit, the benchmarks and the scripts import each other as packages
+	@! grep -rn 'sys\.path' bench kit scripts --include='*.py'
 	$(BIN)/lint-imports
 
 format: setup
@@ -58,21 +60,17 @@ mutate: setup
 	$(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 
-# Every benchmark, one after the other (docs/benchmarks.md says what each measures): the cases
-# of the harness (`python -m bench --list`), then the scripts not moved to it yet; bench_search.py
-# among them (also alone: `make bench-search`).
+# Every benchmark case of the harness (`python -m bench --list`), one after the other
+# (docs/benchmarks.md says what each measures); `search` among them (also alone: `make bench-search`).
 bench: setup
 	@set -e; for name in $$($(BIN)/python -m bench --list | cut -d' ' -f1); do \
-	  echo "== $$name"; $(BIN)/python -m bench $$name; echo; \
-	done; \
-	for script in scripts/bench_*.py; do \
-	  echo "== $$script"; $(BIN)/python $$script; echo; \
+	  echo "== python -m bench $$name"; $(BIN)/python -m bench $$name; echo; \
 	done
 
 # Search quality (MRR@10, recall@10 on the labelled set) and latency, BM25 and hybrid. Long:
 # the hybrid fill embeds every one of its 20,000 entries (docs/benchmarks.md, "Search").
 bench-search: setup
-	$(BIN)/python scripts/bench_search.py
+	$(BIN)/python -m bench search
 
 clean:
 	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""Screenshots of the console's main pages for docs/console.md (``docs/console/*.png``).
+"""Screenshots of the console's main pages for docs/console.md (``docs/console/*.png``):
+``python -m scripts.console_screenshots``.
 
 Starts a ``memfs server`` on a temporary database, seeds a small store through the API (with
 an agent-written line of markup, to show it as text), signs in with Debian's Chromium through
@@ -12,7 +12,6 @@ code.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import server_on
+from kit.servers import ServerProcess, free_port
 
 KEY = "sk-screenshots-" + "s" * 24
 OUT = Path(__file__).resolve().parents[1] / "docs" / "console"
@@ -153,9 +151,12 @@ def shoot_databricks(base_url: str, page: Any, save: Callable[[str], None]) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, server_on(Path(tmp) / "shots.db", KEY) as base_url:
-        store_id, ids = seed(base_url)
-        for path in shoot(base_url, store_id, ids):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ServerProcess(db=Path(tmp) / "shots.db", port=free_port(), keys=[KEY]) as server,
+    ):
+        store_id, ids = seed(server.base_url)
+        for path in shoot(server.base_url, store_id, ids):
             print(f"{path.relative_to(OUT.parents[1])}: {path.stat().st_size // 1024} KiB")
 
 

@@ -1,4 +1,4 @@
-"""`make demo`: memfs on its embedded default, from nothing.
+"""`make demo` (``python -m scripts.demo``): memfs on its embedded default, from nothing.
 
 Starts a reference server on a throwaway database, creates a demo store with a few memories,
 mounts it, and walks through a short tour with ordinary tools (ls, cat, an edit, a search), then
@@ -24,7 +24,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from kit.servers import ServerProcess, free_port
 
 MEMFS = [sys.executable, "-m", "memfs"]
 DATABRICKS_STORE = "demo-agent-memory"
@@ -59,12 +60,6 @@ SAMPLES = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def banner(text: str) -> None:
     print(f"\n\033[1m== {text}\033[0m", flush=True)
 
@@ -80,19 +75,6 @@ def run(
     if done.returncode != 0:
         raise SystemExit(f"demo: command failed ({done.returncode}): {shown}")
     return done.stdout
-
-
-def wait_healthy(base_url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("demo: the server exited at start-up")
-        try:
-            if httpx.get(base_url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit("demo: the server did not start within 20 s")
 
 
 def databricks_tour(base_url: str, key: str, point: Path, env: dict[str, str]) -> None:
@@ -185,9 +167,8 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="memfs-demo-"))
     key = "sk-demo-" + secrets.token_urlsafe(24)
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    server_env = {**os.environ, "MEMFS_API_KEYS": key}
+    server = ServerProcess(db=work / "demo.db", port=free_port(), keys=[key])
+    base_url = server.base_url
     env = {**os.environ, "ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": base_url}
     env.pop("MEMFS_API_KEYS", None)
     env["XDG_CACHE_HOME"] = str(work / "cache")  # the mount's journal goes with the demo
@@ -197,18 +178,11 @@ def main() -> int:
     mountpoint.mkdir(parents=True)
 
     banner(f"starting a reference server on {base_url} (database {work / 'demo.db'})")
-    server_log = open(work / "server.log", "wb")  # noqa: SIM115 - closed in finally
-    server = subprocess.Popen(
-        [*memfs, "server", "--db", str(work / "demo.db"), "--port", str(port)],
-        env=server_env,
-        stdout=server_log,
-        stderr=subprocess.STDOUT,
-    )
     mounted = False
     db_mountpoint = work / "mnt" / DATABRICKS_STORE
     session_root = work / "mnt" / "memory"
     try:
-        wait_healthy(base_url, server)
+        server.start()
         banner("creating the store 'Demo Memory' with a few memories")
         run([*memfs, "stores", "create", "Demo Memory", "--description", "memfs demo"], env)
         for path, content in SAMPLES.items():
@@ -286,12 +260,7 @@ def main() -> int:
             subprocess.run([*memfs, "umount", str(db_mountpoint)], env=env, check=False)
         if os.path.ismount(session_root):  # the tour stopped halfway
             subprocess.run([*memfs, "umount", str(session_root)], env=env, check=False)
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        server_log.close()
+        server.stop()
         # Never walk into a mount that is still up: rmtree would delete memories.
         if not any(os.path.ismount(p) for p in (mountpoint, db_mountpoint, session_root)):
             shutil.rmtree(work, ignore_errors=True)
