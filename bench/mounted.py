@@ -282,17 +282,23 @@ def grep(root: Path) -> None:
     subprocess.run(["grep", "-r", "-l", "NEEDLE", str(root)], capture_output=True, check=True)
 
 
-def write_many(root: Path, label: str, count: int = 200, *, sync: bool = False) -> None:
-    """``count`` new small files, each written and closed (``sync``: ``fdatasync`` before the
-    close, the fair local comparison for memfs, whose close is durable)."""
-    target = root / f"written-{label.replace(' ', '')}"
-    target.mkdir(exist_ok=True)
+def write_small_files(directory: Path, prefix: str, count: int, *, sync: bool) -> None:
+    """``count`` new small files ``PREFIXwNNN.md`` in ``directory``, each written and closed
+    (``sync``: ``fdatasync`` before the close, the fair local comparison for memfs, whose close
+    is durable)."""
     for n in range(count):
-        with open(target / f"w{n:03}.md", "w") as handle:
+        with open(directory / f"{prefix}w{n:03}.md", "w") as handle:
             handle.write(f"small file {n}\n")
             if sync:
                 handle.flush()
                 os.fdatasync(handle.fileno())
+
+
+def write_many(root: Path, label: str, count: int = 200, *, sync: bool = False) -> None:
+    """``count`` new small files in a fresh directory ``written-LABEL`` of ``root``."""
+    target = root / f"written-{label.replace(' ', '')}"
+    target.mkdir(exist_ok=True)
+    write_small_files(target, "", count, sync=sync)
 
 
 def add_tree_options(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """The labelled search set (``tests/data/search_eval.json``) and how it is scored.
 
 Shared by the quality test (``tests/server/test_search_quality.py``), the checks on the set
-itself (``tests/server/test_search_eval_set.py``) and ``scripts/bench_search.py``: loading the
+itself (``tests/server/test_search_eval_set.py``) and ``python -m bench search``: loading the
 set, the word overlap rule that keeps the paraphrase queries honest, MRR@k and recall@k, and a
 small client of the Databricks Agent Memory routes that loads the set into a server and runs
 its queries over real HTTP (the wire contract: ``docs/databricks-agent-memory.md``, "Endpoints"

@@ -7,7 +7,7 @@ line on stderr with a meaningful exit code; only bugs produce a traceback.
 Start-up is part of the interface: building the whole parser imports only the standard library
 and the command modules' argument definitions, so ``--version``, ``--help`` and usage errors
 answer at once; a command imports what it needs (trio, httpx, the daemon, the server) when it
-runs. ``tests/commands/test_startup.py`` checks this, ``scripts/bench_cli.py`` measures it.
+runs. ``tests/commands/test_startup.py`` checks this, ``python -m bench cli`` measures it.
 """
 
 from __future__ import annotations

@@ -38,7 +38,16 @@ import trio
 from bench import proc
 from bench.fixtures import bench_key
 from bench.harness import Case, Row, timed
-from bench.mounted import Mount, floorfs, make_tree, seed, server, write_many, write_tree
+from bench.mounted import (
+    Mount,
+    floorfs,
+    make_tree,
+    seed,
+    server,
+    write_many,
+    write_small_files,
+    write_tree,
+)
 from memfs.api.config import ClientConfig, Secret
 
 LOCAL, LOCAL_SYNC = "local directory", "local directory, fdatasync per file"
@@ -49,12 +58,7 @@ MEMFS = "memfs"
 def write_into(directory: Path, label: str, count: int, *, sync: bool) -> None:
     """``count`` new small files in ``directory``, each written and closed (``sync``:
     ``fdatasync`` before the close), as ``bench.mounted.write_many`` does in a fresh directory."""
-    for n in range(count):
-        with open(directory / f"{label}-w{n:03}.md", "w") as handle:
-            handle.write(f"small file {n}\n")
-            if sync:
-                handle.flush()
-                os.fdatasync(handle.fileno())
+    write_small_files(directory, f"{label}-", count, sync=sync)
 
 
 def remove_written(directory: Path) -> None:

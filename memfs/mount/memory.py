@@ -92,7 +92,7 @@ SITES_SHOWN = 30
 class AllocationSites:
     """A debugging aid: where the daemon's Python memory was allocated, written every
     ``interval`` seconds to the file ``$MEMFS_DEBUG_MEMORY_FILE`` names, when the daemon runs
-    under ``tracemalloc`` (``PYTHONTRACEMALLOC=1``; scripts/bench_memory.py --trace). Does
+    under ``tracemalloc`` (``PYTHONTRACEMALLOC=1``; python -m bench memory --trace). Does
     nothing otherwise. The file is the operator's own: written only where they asked, and as
     every file the daemon (often root) writes, through ``memfs.host.private.replace_file``: a link
     planted at its name is replaced, never followed, and a directory others could swap it in is

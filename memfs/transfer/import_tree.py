@@ -163,7 +163,7 @@ async def _apply(store: StoreAPI, step: Step, root_fd: int, limits: Limits) -> N
     else:
         # read on the loop, not in a worker thread: a file of at most the store's limit reads in
         # microseconds from a local disk, where a thread hop per file costs more than the read
-        # (scripts/bench_import.py)
+        # (python -m bench import_tree)
         data = open_file(root_fd, step.file.relative, limits, step.file.sha256)
         content = data.decode("utf-8")
     if memory is None:

@@ -1,6 +1,6 @@
 """``memfs --version``, ``--help`` and usage errors load nothing a command runs on.
 
-Not a timing test (``scripts/bench_cli.py`` measures the time): a real ``memfs`` process runs
+Not a timing test (``python -m bench cli`` measures the time): a real ``memfs`` process runs
 ``main`` and reports which modules it imported. Whatever answers without talking to a store or
 a mount must not import trio, httpx, FUSE, the server stack, nor memfs below the commands.
 """

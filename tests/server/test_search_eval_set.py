@@ -1,6 +1,6 @@
 """The labelled search set (``tests/data/search_eval.json``) is what it claims to be.
 
-The quality floors (``test_search_quality.py``) and ``scripts/bench_search.py`` mean something
+The quality floors (``test_search_quality.py``) and ``python -m bench search`` mean something
 only if the set holds: enough entries, actors and queries, every answer present, and the
 paraphrase half genuinely avoiding its answers' words (checked mechanically here, not by eye).
 """

@@ -6,7 +6,7 @@ query runs through ``POST …/entries:search``. Floors that can fail: BM25 must 
 answers of keyword queries near the top, on SQLite and on PostgreSQL (its own BM25 in SQL),
 and hybrid ranking (``--semantic``) must beat BM25 on the paraphrase half, where the queries
 avoid their answers' words. The measured numbers
-are in docs/benchmarks.md ("Search"); ``scripts/bench_search.py`` prints them.
+are in docs/benchmarks.md ("Search"); ``python -m bench search`` prints them.
 """
 
 from __future__ import annotations
