@@ -29,8 +29,8 @@ import trio
 from bench.harness import Case, Row
 from bench.pages import GOAL_MS, KEY, Counted, page_rows, timed_cases
 from memfs.server.app import create_app
-from memfs.server.changes import ChangeHub
 from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
+from memfs.server.db.notify import ChangeHub
 from memfs.server.sqlite import SqliteStorage
 
 STORE = "big-dbx"

@@ -20,7 +20,7 @@ import trio
 import trio.testing
 
 from bench.harness import Case, Row
-from memfs.server.changes import ChangeHub
+from memfs.server.db.notify import ChangeHub
 from memfs.server.fanout import Fanout, Page, SharedEvent
 from memfs.server.metrics import Metrics
 

@@ -26,8 +26,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
-from memfs.server import changes
 from memfs.server.auth import CONSOLE_PATH
+from memfs.server.db.notify import ChangeHub
 from memfs.server.envelope import EXCEPTION_HANDLERS
 from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.metrics import Metrics
@@ -46,7 +46,7 @@ def create_app(
     *,
     metrics: Metrics | None = None,
     fault_middleware: FaultMiddleware | None = None,
-    change_hub: changes.ChangeHub | None = None,
+    change_hub: ChangeHub | None = None,
     admin_key: str | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     mcp_hosts: Sequence[str] = DEFAULT_MCP_HOSTS,
@@ -54,8 +54,8 @@ def create_app(
 ) -> ApiMiddleware:
     """The ASGI app of the reference server on ``storage``, accepting ``api_keys``.
 
-    With ``change_hub`` the change stream is offered; the hub must be fed (``NotifyingStorage``
-    around ``storage``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
+    With ``change_hub`` the change stream is offered; the hub must be fed (a ``SqliteStorage``
+    opened with ``hub``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
     (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
     alone. A request body gets ``body_timeout`` seconds to arrive (else 408). The MCP endpoints
     answer clients that name the server by one of ``mcp_hosts`` (``mcp_endpoint``: the Host

@@ -18,7 +18,7 @@ The change log (a memfs extension, served by ``databricks_stream``): every entry
 (that changes something), delete and every store delete appends one ``DbxChange`` in the same
 transaction. Its ``ordinal`` numbers the store's changes 1, 2, 3… in commit order, per store (a
 store's ordinals never depend on another store's writes); a backend also announces the change on
-``change_topic(store_id)`` (``memfs.server.changes``).
+``change_topic(store_id)`` (``memfs.server.db.notify``).
 """
 
 from __future__ import annotations

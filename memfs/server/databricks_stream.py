@@ -2,7 +2,7 @@
 
 The hosted Databricks API has no such thing; a client learns whether a server offers it from
 ``GET /v1/memfs/capabilities`` (``databricks_change_stream``, ``event_stream.EventStream``).
-Offered only when ``create_app`` gets a ``changes.ChangeHub``. ``GET
+Offered only when ``create_app`` gets a ``ChangeHub``. ``GET
 /api/2.0/agents/memory-stores/{store_id}/memfs/changes`` (``DatabricksChangeStream.stream``)
 takes the Databricks routes' key (``Authorization: Bearer``) and answers ``text/event-stream``:
 - ``event: ready`` first, once subscribed: every change committed after it will be sent; its
@@ -43,10 +43,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memfs.contract.errors import BadRequestError, OverloadedError, ServiceUnavailableError
-from memfs.server import changes
 from memfs.server import databricks_validation as check
 from memfs.server.auth import api_actor_of
 from memfs.server.databricks_storage import DatabricksStorage, DbxChange, change_topic
+from memfs.server.db.notify import ChangeHub, Subscription
 from memfs.server.fanout import Fanout, Page, SharedEvent
 from memfs.server.metrics import Metrics
 from memfs.server.query import MAX_LIMIT, query_one, query_text
@@ -95,7 +95,7 @@ class DatabricksChangeStream:
     """The Databricks change stream's endpoint, on one ``DatabricksStorage`` and its hub."""
 
     def __init__(
-        self, storage: DatabricksStorage, hub: changes.ChangeHub, metrics: Metrics | None = None
+        self, storage: DatabricksStorage, hub: ChangeHub, metrics: Metrics | None = None
     ) -> None:
         self.storage = storage
         self.hub = hub
@@ -136,7 +136,7 @@ class DatabricksChangeStream:
         return [_event(store_id, change) for change in page], len(page) == MAX_LIMIT
 
     async def _events(
-        self, sub: changes.Subscription, store_id: str, actor: str | None, position: int
+        self, sub: Subscription, store_id: str, actor: str | None, position: int
     ) -> AsyncGenerator[str | bytes, None]:
         every = partial(self._changes_after, store_id, None)
         own = partial(self._changes_after, store_id, actor)

@@ -1,6 +1,6 @@
 """The change stream (a memfs extension): Server-Sent Events of a store's new versions.
 
-Offered only when ``create_app`` gets a ``changes.ChangeHub``; ``GET /v1/memfs/capabilities``
+Offered only when ``create_app`` gets a ``ChangeHub``; ``GET /v1/memfs/capabilities``
 says whether it is (``EventStream.capabilities``), and whether the Databricks routes' change
 stream (``databricks_stream``) is. ``GET
 /v1/memory_stores/{store_id}/memfs/changes`` (``EventStream.change_stream``) answers
@@ -9,8 +9,8 @@ stream (``databricks_stream``) is. ``GET
   ``id:`` is the position the stream starts after;
 - one ``event: memory_version`` per committed version of the store, oldest first in commit
   order, ``data:`` the version as ``GET …/memory_versions/{id}`` renders it (``view=basic`` by
-  default), ``id:`` a resume cursor (``changes.encode_cursor``: the version's ``created_at`` in
-  microseconds);
+  default), ``id:`` a resume cursor (``stream_cursor.encode_cursor``: the version's ``created_at``
+  in microseconds);
 - ``: heartbeat`` after ``hub.heartbeat`` seconds without events;
 - ``event: error`` with the 404 envelope (its ``request_id`` the stream request's) when the
   store is deleted, which ends the stream. A database that stops answering ends the stream
@@ -27,7 +27,7 @@ is read once for every stream of the store in this process and rendered once per
 bytes every follower sends); a stream behind that shared position (an older cursor, or one that
 lags) reads the versions after its own position from storage, a page at a time, until it
 catches up. A lost or coalesced notification can delay an event, never lose or reorder one (see
-``memfs.server.changes``). This module must not contain SQL or feed the hub.
+``memfs.server.db.notify``). This module must not contain SQL or feed the hub.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ from memfs.contract.errors import (
     ServiceUnavailableError,
 )
 from memfs.contract.models import MemoryVersion
-from memfs.server import changes
+from memfs.server import stream_cursor
 from memfs.server.auth import api_actor_of
 from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH
+from memfs.server.db.notify import ChangeHub, Subscription
 from memfs.server.envelope import error_body, request_id_of
 from memfs.server.fanout import Fanout, Page, SharedEvent
 from memfs.server.metrics import Metrics
@@ -82,7 +83,7 @@ class VersionEvent:
 
 def _message(version: MemoryVersion, full: bool) -> bytes:
     data = json.dumps(version.to_json(full=full), separators=(",", ":"))
-    cursor = changes.encode_cursor(version.created_at)
+    cursor = stream_cursor.encode_cursor(version.created_at)
     return f"event: memory_version\nid: {cursor}\ndata: {data}\n\n".encode()
 
 
@@ -90,7 +91,7 @@ class EventStream:
     """The change stream's endpoints, on one ``Storage`` and its hub (None: not offered)."""
 
     def __init__(
-        self, storage: Storage, hub: changes.ChangeHub | None = None, metrics: Metrics | None = None
+        self, storage: Storage, hub: ChangeHub | None = None, metrics: Metrics | None = None
     ) -> None:
         self.storage = storage
         self.hub = hub
@@ -133,7 +134,7 @@ class EventStream:
                 newest = await self.storage.list_versions(
                     store_id, VersionFilter(), after=None, limit=1, with_content=False
                 )
-                start = newest.items[0].created_at if newest.items else changes.ORIGIN
+                start = newest.items[0].created_at if newest.items else stream_cursor.ORIGIN
             elif raw.startswith("memver_"):
                 try:
                     start = (await self.storage.get_version(store_id, raw)).created_at
@@ -143,7 +144,7 @@ class EventStream:
                         "resynchronise and reconnect without it"
                     ) from None
             else:
-                decoded = changes.decode_cursor(raw)
+                decoded = stream_cursor.decode_cursor(raw)
                 if decoded is None:
                     raise BadRequestError(
                         "after: expected a change-stream cursor or a memory version id"
@@ -161,7 +162,7 @@ class EventStream:
     ) -> Page[VersionEvent]:
         """A page of the store's versions created after the position ``after``, oldest first,
         rendered (``fanout.Read``; a long backlog is never held in memory at once)."""
-        flt = VersionFilter(created_gte=changes.from_position(after + 1))
+        flt = VersionFilter(created_gte=stream_cursor.from_position(after + 1))
         result = await self.storage.list_versions(
             store_id, flt, after=None, limit=MAX_LIMIT, with_content=with_content, oldest_first=True
         )
@@ -170,23 +171,23 @@ class EventStream:
             basic = _message(version, False)
             full = _message(version, True) if with_content else None
             size = len(basic) + (len(full) if full is not None else 0)
-            position = changes.position_of(version.created_at)
+            position = stream_cursor.position_of(version.created_at)
             events.append(SharedEvent(position, VersionEvent(basic, full), size, with_content))
         return events, result.next is not None
 
     async def _change_events(
-        self, sub: changes.Subscription, start: datetime, full: bool, request_id: str
+        self, sub: Subscription, start: datetime, full: bool, request_id: str
     ) -> AsyncGenerator[str | bytes, None]:
         assert self.fanout is not None
         read = partial(self._versions_after, sub.store_id)
-        position = changes.position_of(start)
+        position = stream_cursor.position_of(start)
         with (
             sub,
             self.fanout.follower(
                 sub, position, rich=full, read_shared=read, read_own=read
             ) as follower,
         ):
-            cursor_text = changes.encode_cursor(start)
+            cursor_text = stream_cursor.encode_cursor(start)
             ready = json.dumps({"type": "ready", "cursor": cursor_text})
             yield f"event: ready\nid: {cursor_text}\ndata: {ready}\n\n"
             while True:

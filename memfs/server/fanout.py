@@ -80,7 +80,7 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from memfs.contract.errors import NotFoundError, ServiceUnavailableError
-from memfs.server.changes import DEFAULT_STREAM_BUFFER, ChangeHub, Subscription
+from memfs.server.db.notify import DEFAULT_STREAM_BUFFER, ChangeHub, Subscription
 from memfs.server.metrics import Metrics
 
 log = logging.getLogger(__name__)

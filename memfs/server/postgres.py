@@ -20,7 +20,7 @@ process-local locks):
   in ``seq``/``created_at`` order on every replica (what the change stream relies on);
 - the transaction that appends a version (or deletes a store) also sends
   ``NOTIFY memfs_changes, '<store id>'`` (``_announce``); PostgreSQL delivers it only if the
-  transaction commits (``memfs.server.changes.PgListener``);
+  transaction commits (``memfs.server.pg_listener.PgListener``);
 - reads run READ ONLY REPEATABLE READ, so multi-query reads (``depth=1``) see one snapshot;
 - a transaction that meets a serialization failure or a deadlock is retried from the start;
 - retention prunes under a transaction-level advisory lock (``_claim_pruning``): one replica

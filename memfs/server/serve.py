@@ -15,8 +15,9 @@ logged only once Hypercorn is accepting connections.
 Search: with ``semantic`` the storage's ``SearchIndex`` gets the bundled embedding model, and
 documents indexed without it are embedded before the server listens (``backfill_search``).
 
-Change feed: on SQLite the storage is wrapped in ``NotifyingStorage`` (every write passes
-through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every replica.
+Change feed: on SQLite the storage publishes each committed write to the hub (every write
+passes through this one process); on PostgreSQL a ``PgListener`` relays ``NOTIFY`` from every
+replica.
 
 HTTP: Hypercorn speaks HTTP/1.1 only, unless ``h2c`` (``http2``); a request body gets
 ``body_timeout`` seconds (408 past it), and each API key at most ``max_streams_per_key`` open
@@ -46,18 +47,17 @@ from hypercorn.trio import serve as hypercorn_serve
 from memfs.contract.errors import ServiceUnavailableError
 from memfs.server import http2
 from memfs.server.app import create_app
-from memfs.server.changes import (
+from memfs.server.db.notify import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_STREAMS_PER_KEY,
     DEFAULT_STREAM_BUFFER,
     ChangeHub,
-    NotifyingStorage,
-    PgListener,
 )
 from memfs.server.faults import FaultMiddleware, FaultSpec
 from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.metrics import Metrics
 from memfs.server.middleware import DEFAULT_BODY_TIMEOUT
+from memfs.server.pg_listener import PgListener
 from memfs.server.search import SearchIndex
 from memfs.server.sqlite import SqliteStorage
 from memfs.server.storage import Storage, utc_now
@@ -147,9 +147,9 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
                 message = message.replace(password, "***")
             raise StartupError(f"{where}: {message}") from None
     try:
-        lite = await SqliteStorage.open(settings.db, search=search)
+        lite = await SqliteStorage.open(settings.db, search=search, hub=hub)
         await lite.backfill_search()
-        return NotifyingStorage(lite, hub)
+        return lite
     except (sqlite3.Error, ServiceUnavailableError, RuntimeError, OSError) as exc:
         message = _one_line(str(exc)) or type(exc).__name__
         parent = os.path.dirname(os.path.abspath(settings.db))

@@ -20,8 +20,9 @@ A database that cannot be used now (locked by another process past the busy time
 that cannot be opened or read: ``unavailable``) is a 503 with ``retry-after``
 (``storage.Availability``), never a 500.
 
-Changes are announced by ``changes.NotifyingStorage`` around this backend (one process owns the
-file), so ``_announce`` stays a no-op. SQL lives only in ``sql``, here and in ``schema``.
+Changes are published to the server's ``ChangeHub`` (``hub``) once their transaction has
+committed: one process owns the file, so every write passes through it; a rolled-back write
+publishes nothing. SQL lives only in ``sql``, here and in ``schema``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import trio
 
 from memfs.contract.databricks_limits import MAX_ENTRIES_PER_STORE
 from memfs.server import schema
+from memfs.server.db.notify import ChangeHub
 from memfs.server.search import SearchIndex
 from memfs.server.sql import Dialect, SqlStorage, Tx
 from memfs.server.storage import MAX_MEMORIES_PER_STORE, Availability, utc_now
@@ -84,6 +86,7 @@ class SqliteStorage(SqlStorage):
         max_memories: int = MAX_MEMORIES_PER_STORE,
         max_dbx_entries: int = MAX_ENTRIES_PER_STORE,
         search: SearchIndex | None = None,
+        hub: ChangeHub | None = None,
     ) -> None:
         super().__init__(
             clock=clock, max_memories=max_memories, max_dbx_entries=max_dbx_entries, search=search
@@ -96,6 +99,7 @@ class SqliteStorage(SqlStorage):
         self._readers: list[sqlite3.Connection] = []
         self._pool_send, self._pool_receive = trio.open_memory_channel[sqlite3.Connection](readers)
         self.availability = Availability("SQLite", unavailable)
+        self.hub = hub  # told of each committed change (None: nobody follows the changes)
 
     @classmethod
     async def open(cls, path: str | Path, **kwargs: Any) -> SqliteStorage:
@@ -142,12 +146,22 @@ class SqliteStorage(SqlStorage):
             if self._writer is None:
                 raise RuntimeError("storage is closed")
             begin = partial(_transaction, self._writer, "BEGIN IMMEDIATE", fn)
-            return await self.availability.attempt(partial(trio.to_thread.run_sync, begin))
+            result, announced = await self.availability.attempt(
+                partial(trio.to_thread.run_sync, begin)
+            )
+        if self.hub is not None:
+            for topic in announced:
+                self.hub.publish(topic)
+        return result
+
+    def _announce(self, tx: Tx, topic: str) -> None:
+        tx.announced.append(topic)  # published by ``_write`` once the transaction has committed
 
     async def _read(self, fn: Callable[[Tx], R]) -> R:
         async with self._reader() as conn:
             begin = partial(_transaction, conn, "BEGIN", fn)
-            return await self.availability.attempt(partial(trio.to_thread.run_sync, begin))
+            result, _ = await self.availability.attempt(partial(trio.to_thread.run_sync, begin))
+            return result
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[sqlite3.Connection]:
@@ -158,14 +172,18 @@ class SqliteStorage(SqlStorage):
             self._pool_send.send_nowait(conn)
 
 
-def _transaction(conn: sqlite3.Connection, begin: str, fn: Callable[[Tx], R]) -> R:
-    """Run ``fn`` in one transaction on ``conn`` (in a worker thread); roll back on error."""
+def _transaction(
+    conn: sqlite3.Connection, begin: str, fn: Callable[[Tx], R]
+) -> tuple[R, list[str]]:
+    """Run ``fn`` in one transaction on ``conn`` (in a worker thread); roll back on error.
+    Returns its result and the topics it announced."""
     conn.execute(begin)
+    tx = Tx(conn, SQLITE)
     try:
-        result = fn(Tx(conn, SQLITE))
+        result = fn(tx)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:  # also after a COMMIT that failed (busy): the next BEGIN works
             conn.execute("ROLLBACK")
         raise
-    return result
+    return result, tx.announced

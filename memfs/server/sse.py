@@ -19,7 +19,7 @@ import trio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from memfs.server.changes import Subscription
+from memfs.server.db.notify import Subscription
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import pytest
 
 from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
-from memfs.server.changes import ChangeHub
 from memfs.server.databricks_storage import EntryPatch, NewEntry
+from memfs.server.db.notify import ChangeHub
 from memfs.server.storage import Storage
 
 KEY = "sk-console-" + "d" * 30

@@ -25,7 +25,7 @@ from kit.waiting import wait_until
 from memfs.contract.errors import ServiceUnavailableError
 from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
-from memfs.server.changes import ChangeHub, NotifyingStorage
+from memfs.server.db.notify import ChangeHub
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage
 
@@ -236,7 +236,7 @@ async def test_late_and_lagging_followers_catch_up_on_their_own(server: ServerPr
     assert own_after - own_before >= 2  # the late one's catch-up, and the slow one's
 
 
-class AwayStorage(NotifyingStorage):
+class AwayStorage(SqliteStorage):
     """Storage whose version reads fail as a database that cannot be reached, on demand (the
     fault the change streams meet when their database goes away)."""
 
@@ -252,7 +252,7 @@ async def test_streams_waiting_for_a_read_that_fails_end_with_it(tmp_path: Path)
     """The database goes away: the one read every stream of the store waited for fails, and
     every stream ends with it (its client reconnects), none trying again behind it."""
     hub = ChangeHub()
-    storage = AwayStorage(await SqliteStorage.open(tmp_path / "away.db"), hub)
+    storage = await AwayStorage.open(tmp_path / "away.db", hub=hub)
     metrics = Metrics()
     config = Config()
     config.bind = [f"127.0.0.1:{free_port()}"]

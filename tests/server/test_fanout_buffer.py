@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 import trio
 
-from memfs.server.changes import ChangeHub
+from memfs.server.db.notify import ChangeHub
 from memfs.server.fanout import Fanout, Follower, Page, SharedEvent
 from memfs.server.metrics import Metrics
 

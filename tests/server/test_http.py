@@ -10,7 +10,7 @@ import httpx
 
 from memfs.contract.models import MemoryStore
 from memfs.server.app import create_app
-from memfs.server.changes import ChangeHub
+from memfs.server.db.notify import ChangeHub
 from memfs.server.ids import api_key_id
 from memfs.server.metrics import Metrics
 from memfs.server.sqlite import SqliteStorage

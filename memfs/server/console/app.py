@@ -32,7 +32,6 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.contract.errors import ApiError
-from memfs.server.changes import ChangeHub
 from memfs.server.console import live
 from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError
 from memfs.server.console.pages import databricks, history, memory, sign_in, store, stores
@@ -40,6 +39,7 @@ from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, PAGE_CACHE, SECURITY_HEADERS
 from memfs.server.console.sessions import SessionKeeper
+from memfs.server.db.notify import ChangeHub
 from memfs.server.metrics import Metrics
 from memfs.server.storage import Storage
 

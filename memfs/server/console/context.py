@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 
 from memfs.contract.errors import ApiError
-from memfs.server.changes import ChangeHub
 from memfs.server.console.forms import read_form
 from memfs.server.console.ratelimit import SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, cross_site, tokens_match
 from memfs.server.console.sessions import SessionKeeper, SignedIn
+from memfs.server.db.notify import ChangeHub
 from memfs.server.metrics import Metrics
 from memfs.server.storage import Storage
 

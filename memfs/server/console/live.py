@@ -48,10 +48,11 @@ from starlette.routing import Route
 
 from memfs.contract.errors import NotFoundError, ServiceUnavailableError
 from memfs.contract.models import MemoryVersion
-from memfs.server import changes
+from memfs.server import stream_cursor
 from memfs.server.console.context import Console
 from memfs.server.console.security import CONSOLE_PATH, cross_site
 from memfs.server.databricks_storage import DbxChange, change_topic
+from memfs.server.db.notify import ChangeHub, Subscription
 from memfs.server.fanout import Fanout, Follower, Page, SharedEvent
 from memfs.server.query import MAX_LIMIT
 from memfs.server.sse import SubscriptionStream
@@ -137,7 +138,7 @@ def _size(change: Change) -> int:
 def _version_change(version: MemoryVersion) -> SharedEvent[Change]:
     what = f"{version.path or 'a memory'} was {version.operation}"
     change = Change(version.memory_id, None, None, what)
-    return SharedEvent(changes.position_of(version.created_at), change, _size(change))
+    return SharedEvent(stream_cursor.position_of(version.created_at), change, _size(change))
 
 
 def _dbx_change(change: DbxChange) -> SharedEvent[Change]:
@@ -158,7 +159,7 @@ async def memory_stores_target(
     newest = await console.storage.list_versions(
         store_id, VersionFilter(), after=None, limit=1, with_content=False
     )
-    position = changes.position_of(newest.items[0].created_at) if newest.items else 0
+    position = stream_cursor.position_of(newest.items[0].created_at) if newest.items else 0
     return _target(f"/stores/{store_id}", position, Watch(item_id=memory_id), mode)
 
 
@@ -194,7 +195,7 @@ def _message(change: Change, position: int) -> str:
 class LiveFeeds:
     """The live endpoints, on this process's hub: one ``Fanout`` per API (module docstring)."""
 
-    def __init__(self, console: Console, hub: changes.ChangeHub) -> None:
+    def __init__(self, console: Console, hub: ChangeHub) -> None:
         self.console = console
         self.hub = hub
         self.memory_stores: Fanout[Change] = Fanout(
@@ -246,7 +247,7 @@ class LiveFeeds:
         return SubscriptionStream(sub, self._events(sub, follower, watch, position))
 
     async def _versions_after(self, store_id: str, after: int, _rich: bool) -> Page[Change]:
-        flt = VersionFilter(created_gte=changes.from_position(after + 1))
+        flt = VersionFilter(created_gte=stream_cursor.from_position(after + 1))
         result = await self.console.storage.list_versions(
             store_id, flt, after=None, limit=MAX_LIMIT, with_content=False, oldest_first=True
         )
@@ -260,7 +261,7 @@ class LiveFeeds:
 
     async def _events(
         self,
-        sub: changes.Subscription,
+        sub: Subscription,
         follower: Follower[Change],
         watch: Watch,
         position: int,

@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from memfs.server import changes
 from memfs.server.databricks_stream import DBX_CHANGE_STREAM_PATH, DatabricksChangeStream
+from memfs.server.db.notify import ChangeHub
 from memfs.server.event_stream import CHANGE_STREAM_PATH, SEARCH_PATH, EventStream
 from memfs.server.mcp_endpoint import (
     DATABRICKS_MCP_PATH,
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 def build_routes(
     storage: Storage,
-    hub: changes.ChangeHub | None,
+    hub: ChangeHub | None,
     metrics: Metrics,
     mcp_hosts: Sequence[str] = DEFAULT_MCP_HOSTS,
 ) -> list[Route]:

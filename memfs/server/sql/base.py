@@ -10,7 +10,7 @@
   Every mutation loads its store that way *before* any check, so no check can race;
 - ``dialect``: placeholder style, the row lock clause, how many rows a ``depth=1`` seek fetches;
 - ``_announce(tx, store_id)``: tell change-stream listeners, inside the transaction, that the
-  store changed (PostgreSQL ``NOTIFY``; SQLite relies on ``changes.NotifyingStorage``);
+  store changed (PostgreSQL ``NOTIFY``; SQLite publishes to its hub once the write commits);
 - ``_claim_pruning(tx)``: whether this process prunes this round (PostgreSQL advisory lock).
 
 Shared here, run inside a transaction: loading a store (optionally locked), a memory or a

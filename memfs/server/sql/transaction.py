@@ -58,11 +58,14 @@ class Dialect:
 class Tx:
     """One transaction's connection, speaking the shared SQL (``?`` placeholders)."""
 
-    __slots__ = ("conn", "dialect")
+    __slots__ = ("announced", "conn", "dialect")
 
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self.conn = conn
         self.dialect = dialect
+        # The change topics this transaction announced (a backend that publishes them itself
+        # does so once it has committed: never a change that was rolled back).
+        self.announced: list[str] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         if self.dialect.placeholder != "?":
