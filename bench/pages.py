@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from bench.harness import Row
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 
 KEY = "sk-bench-console-" + "k" * 24
 GOAL_MS = 100.0

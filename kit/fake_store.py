@@ -1,7 +1,8 @@
 """``FakeStore``: an in-memory ``memfs.contract.store_api.StoreAPI`` with faults a test can script.
 
 A test double behind the store-API seam (never a mock of our own components): it keeps memories
-and their versions the way the reference server does (``memfs.server.sql``), and raises the
+and their versions the way the reference server does (``memfs.server.memory_stores.sql``), and
+raises the
 errors the real client raises:
 - ids ``mem_fake_N`` / ``memver_fake_N``, ``content_sha256`` by
   ``memfs.contract.models.sha256_hex``,

@@ -14,7 +14,7 @@ import sqlite3
 import time
 
 from bench.harness import Case, Row
-from memfs.server import schema
+from memfs.server.db import schema
 
 # the query of ``sql.databricks.DatabricksStorage.change_bounds``, its two subqueries
 BOUNDS = (

@@ -36,8 +36,9 @@ from bench.harness import Case, Row
 from bench.pages import GOAL_MS, KEY, Counted, page_rows, timed_cases
 from memfs.contract.models import Actor, format_time
 from memfs.server.app import create_app
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import VersionFilter
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.console.sql import SqlConsole
+from memfs.server.memory_stores.storage import VersionFilter
 
 ACTOR = Actor("api_actor", "apikey_bench")
 
@@ -58,7 +59,7 @@ async def seed(
             actor=ACTOR,
         )
         first = first or memory.id
-    ids = [m.id for m in await storage.console.memory_paths(store.id)]
+    ids = [m.id for m in await SqlConsole(storage).memory_paths(store.id)]
     extra = max(0, versions - memories)
     deletions = extra // 100
     for n in range(extra - deletions):

@@ -29,9 +29,9 @@ import trio
 from bench.harness import Case, Row
 from bench.pages import GOAL_MS, KEY, Counted, page_rows, timed_cases
 from memfs.server.app import create_app
-from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.databricks.storage import SOURCE_AGENT, NewEntry
 from memfs.server.db.notify import ChangeHub
-from memfs.server.sqlite import SqliteStorage
 
 STORE = "big-dbx"
 API = "/api/2.0/agents/memory-stores"

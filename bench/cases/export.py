@@ -43,7 +43,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.contract.models import Actor
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.transfer.export import export_memories
 from memfs.transfer.export_history import export_history, store_info
 

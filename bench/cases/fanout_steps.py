@@ -1,7 +1,7 @@
 """Count the event loop's work of change-stream fan-out: trio task steps per change, and how many
 of them run before a write's answer is out, with N followers of one store.
 
-The fan-out machinery alone (``memfs.server.fanout`` on a ``ChangeHub``; storage is a list the
+The fan-out machinery alone (``memfs.server.http.fanout`` on a ``ChangeHub``; storage is a list the
 script appends to, each read one checkpoint; each stream's send one checkpoint, as Hypercorn's
 send lock is), no HTTP: counts, not times, so a loaded machine does not blur them. After each
 commit the writer makes 10 more checkpoints (its answer: rendering, Hypercorn's send); "ahead"
@@ -21,8 +21,8 @@ import trio.testing
 
 from bench.harness import Case, Row
 from memfs.server.db.notify import ChangeHub
-from memfs.server.fanout import Fanout, Page, SharedEvent
-from memfs.server.metrics import Metrics
+from memfs.server.http.fanout import Fanout, Page, SharedEvent
+from memfs.server.http.metrics import Metrics
 
 ANSWER_YIELDS = 10
 

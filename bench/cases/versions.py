@@ -1,7 +1,8 @@
 """Benchmark the ``.versions`` tree: requests and time to open ``.versions/<t>/`` and read a file.
 
 Seeds a throwaway SQLite database directly through the server's storage layer
-(``memfs.server.sqlite.SqliteStorage``, before the server starts, so no HTTP is spent on it):
+(``memfs.server.backends.sqlite.SqliteStorage``, before the server starts, so no HTTP is spent
+on it):
 ``--memories`` memories (2,000) with ``--versions`` versions each (10: one create, then
 modifications, interleaved across memories, with a clock that advances ``--step`` seconds per
 write so the history spans days). Then starts ``memfs server`` on that file and drives the
@@ -38,7 +39,7 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.contract.models import Actor
 from memfs.core.model.inodes import ROOT_INODE
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.versions.names import stamp
 from memfs.versions.tree import VersionsTree
 

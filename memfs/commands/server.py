@@ -202,7 +202,7 @@ def read_admin_key(key_file: str | None, environ: dict[str, str] | os._Environ[s
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    from memfs.server.mcp_endpoint import allowed_host_names
+    from memfs.server.mcp.endpoint import allowed_host_names
     from memfs.server.serve import ServerSettings, StartupError, serve
 
     logging.basicConfig(
@@ -256,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     if admin_key is not None and admin_key in keys:
         print("memfs server: the admin key must differ from every API key", file=sys.stderr)
         return EXIT_USAGE
-    from memfs.server.faults import FAULTS_ENV, FaultSpec, FaultSpecError
+    from memfs.server.http.faults import FAULTS_ENV, FaultSpec, FaultSpecError
 
     faults = args.faults if args.faults is not None else os.environ.get(FAULTS_ENV)
     if faults is not None:
@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if args.access_log is not None:
         from memfs.host.private import open_append
-        from memfs.server.access_log import open_access_log
+        from memfs.server.http.access_log import open_access_log
 
         def open_file(name: str) -> int:  # 0600, never through a link planted at its name
             return open_append(Path(name), "access log")

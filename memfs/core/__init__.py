@@ -57,7 +57,7 @@ The concurrency rule
   ``trio.to_thread.run_sync``): called on the loop while a related request is in flight they
   can deadlock the mount (docs/editors.md §5). The core only queues them. Outside the mount, the
   reference server runs every SQLite and PostgreSQL transaction in a worker thread
-  (``memfs.server.sqlite``, ``memfs.server.postgres``).
+  (``memfs.server.backends.sqlite``, ``memfs.server.backends.postgres``).
 """
 
 from memfs.core.build import build_core as build_core

@@ -1,7 +1,7 @@
 """The shared leaves' records (``memfs.contract.models``: memories, versions) and API errors
 (``memfs.contract.errors``) as the MCP backend's (``memfs.mcp.backend``); errors one line each and
 nothing secret (no URL, no key). One translation for both backends, the client's
-(``store_backend``, over ``memfs.api``) and the reference server's (``memfs.server.mcp_backend``,
+(``store_backend``, over ``memfs.api``) and the reference server's (``memfs.server.*.mcp_backend``,
 over its storage), which raise the same classes.
 
 Must not import a client or the server: the shared leaves only.

@@ -4,10 +4,10 @@
 1. ``middleware.ApiMiddleware``: the request id, admission (``auth``: API keys, the admin key,
    ``anthropic-beta``, the actor), metrics, and the last-resort 500;
 2. the *fault slot*: an optional ``fault_middleware(app) -> app`` wrapper for fault injection
-   (``memfs.server.faults``; nothing is installed by default);
+   (``memfs.server.http.faults``; nothing is installed by default);
 3. a Starlette app of ``routes.build_routes`` (the URL table; endpoints read requests with
-   ``validation`` and ``query``; the change stream is ``event_stream``), whose exception
-   handlers (``envelope.EXCEPTION_HANDLERS``) render errors as the API's envelope; and, unless
+   each API's ``validation`` and ``http.query``), whose exception
+   handlers (``envelopes.EXCEPTION_HANDLERS``) render errors as the API's envelope; and, unless
    ``console=False``, the console (``memfs.server.console``) mounted at ``/console``: an auth
    domain of its own (its session cookie), which the API middleware admits without a key.
 
@@ -26,14 +26,14 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
-from memfs.server.auth import CONSOLE_PATH
+from memfs.server.backends.storage import Storage
 from memfs.server.db.notify import ChangeHub
-from memfs.server.envelope import EXCEPTION_HANDLERS
-from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
-from memfs.server.metrics import Metrics
-from memfs.server.middleware import DEFAULT_BODY_TIMEOUT, ApiMiddleware
+from memfs.server.envelopes import EXCEPTION_HANDLERS, error_response_for
+from memfs.server.http.auth import CONSOLE_PATH
+from memfs.server.http.metrics import Metrics
+from memfs.server.http.middleware import DEFAULT_BODY_TIMEOUT, ApiMiddleware
+from memfs.server.mcp.endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.routes import build_routes
-from memfs.server.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def create_app(
     opened with ``hub``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
     (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
     alone. A request body gets ``body_timeout`` seconds to arrive (else 408). The MCP endpoints
-    answer clients that name the server by one of ``mcp_hosts`` (``mcp_endpoint``: the Host
+    answer clients that name the server by one of ``mcp_hosts`` (``mcp.endpoint``: the Host
     header's name, any port). ``console``: serve the console at ``/console``."""
     if not any(api_keys):
         raise ValueError("the server needs at least one API key")
@@ -88,6 +88,7 @@ def create_app(
         admin_key=admin_key,
         body_timeout=body_timeout,
         console=console,
+        error_response=error_response_for,
     )
 
 

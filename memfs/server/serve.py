@@ -45,22 +45,23 @@ import trio
 from hypercorn.trio import serve as hypercorn_serve
 
 from memfs.contract.errors import ServiceUnavailableError
-from memfs.server import http2
 from memfs.server.app import create_app
+from memfs.server.backends.pg_listener import PgListener
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
+from memfs.server.db.clock import utc_now
 from memfs.server.db.notify import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_STREAMS_PER_KEY,
     DEFAULT_STREAM_BUFFER,
     ChangeHub,
 )
-from memfs.server.faults import FaultMiddleware, FaultSpec
-from memfs.server.mcp_endpoint import DEFAULT_MCP_HOSTS
-from memfs.server.metrics import Metrics
-from memfs.server.middleware import DEFAULT_BODY_TIMEOUT
-from memfs.server.pg_listener import PgListener
+from memfs.server.http import http2
+from memfs.server.http.faults import FaultMiddleware, FaultSpec
+from memfs.server.http.metrics import Metrics
+from memfs.server.http.middleware import DEFAULT_BODY_TIMEOUT
+from memfs.server.mcp.endpoint import DEFAULT_MCP_HOSTS
 from memfs.server.search import SearchIndex
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ async def open_storage(settings: ServerSettings, hub: ChangeHub) -> Storage:
         import psycopg
         import psycopg_pool
 
-        from memfs.server.postgres import PostgresStorage
+        from memfs.server.backends.postgres import PostgresStorage
 
         try:
             pg = await PostgresStorage.open(
@@ -174,10 +175,10 @@ class ServerSettings:
     max_streams_per_key: int = DEFAULT_MAX_STREAMS_PER_KEY  # open change streams (429)
     stream_buffer: int = DEFAULT_STREAM_BUFFER  # recent changes a store's streams share
     h2c: bool = False  # speak HTTP/2 cleartext too (``http2``)
-    faults: str | None = None  # a fault spec (memfs.server.faults); None: no fault middleware
+    faults: str | None = None  # a fault spec (memfs.server.http.faults); None: no fault middleware
     admin_key: str | None = field(default=None, repr=False)  # opens fault control at run time
     semantic: bool = False  # fuse BM25 with the embedding model (the semantic extra)
-    # the names the MCP endpoints may be reached by (Host and Origin checks: mcp_endpoint)
+    # the names the MCP endpoints may be reached by (Host and Origin checks: mcp.endpoint)
     mcp_hosts: tuple[str, ...] = DEFAULT_MCP_HOSTS
     console: bool = True  # serve the console at /console (memfs.server.console)
 

@@ -13,7 +13,7 @@ import pytest
 
 from kit.browser import TIMEOUT_MS, Watched, api, launch_args, sign_in
 from kit.servers import ServerProcess, free_port
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 
 
 @pytest.fixture

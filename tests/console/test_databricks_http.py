@@ -17,9 +17,10 @@ import pytest
 
 from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
-from memfs.server.databricks_storage import EntryPatch, NewEntry
+from memfs.server.backends.storage import Storage
+from memfs.server.console.sql import SqlConsole
+from memfs.server.databricks.storage import EntryPatch, NewEntry
 from memfs.server.db.notify import ChangeHub
-from memfs.server.storage import Storage
 
 KEY = "sk-console-" + "d" * 30
 BASE = "http://memfs.test"
@@ -51,9 +52,9 @@ def csrf_of(page: httpx.Response) -> str:
 async def test_actor_and_session_counts_on_both_backends(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    from memfs.server.postgres import PostgresStorage
-    from memfs.server.sql import SqlStorage
-    from memfs.server.sqlite import SqliteStorage
+    from memfs.server.backends.postgres import PostgresStorage
+    from memfs.server.backends.sqlite import SqliteStorage
+    from memfs.server.backends.storage import SqlStorage
 
     storage: SqlStorage
     if backend == "postgres":
@@ -75,31 +76,31 @@ async def test_actor_and_session_counts_on_both_backends(
         ):
             await dbx.create_entry("counts", made)
         await dbx.create_entry("other", entry("carol", "/a"))
-        actors = await storage.console.dbx_actors("counts", limit=10)
+        actors = await SqlConsole(storage).dbx_actors("counts", limit=10)
         # byte order (upper case first), as the API's listings
         assert [(a.key, a.entries) for a in actors] == [("Zed", 1), ("alice", 5), ("bob", 1)]
-        assert [a.key for a in await storage.console.dbx_actors("counts", limit=2)] == [
+        assert [a.key for a in await SqlConsole(storage).dbx_actors("counts", limit=2)] == [
             "Zed",
             "alice",
         ]
-        sessions = await storage.console.dbx_sessions("counts", "alice", limit=10)
+        sessions = await SqlConsole(storage).dbx_sessions("counts", "alice", limit=10)
         assert [(s.key, s.entries) for s in sessions] == [(None, 2), ("S-1", 1), ("s-2", 2)]
         # the next page of each: strictly after the last key shown ("": no session)
-        after_zed = await storage.console.dbx_actors("counts", limit=10, after="Zed")
+        after_zed = await SqlConsole(storage).dbx_actors("counts", limit=10, after="Zed")
         assert [a.key for a in after_zed] == ["alice", "bob"]
-        after_none = await storage.console.dbx_sessions("counts", "alice", limit=1, after="")
+        after_none = await SqlConsole(storage).dbx_sessions("counts", "alice", limit=1, after="")
         assert [(s.key, s.entries) for s in after_none] == [("S-1", 1)]
-        assert await storage.console.dbx_sessions("counts", "alice", limit=9, after="s-2") == []
-        assert await storage.console.dbx_actors("no-such", limit=10) == []
-        assert await storage.console.dbx_sessions("counts", "nobody", limit=10) == []
+        assert await SqlConsole(storage).dbx_sessions("counts", "alice", limit=9, after="s-2") == []
+        assert await SqlConsole(storage).dbx_actors("no-such", limit=10) == []
+        assert await SqlConsole(storage).dbx_sessions("counts", "nobody", limit=10) == []
         # where a live page's stream starts: the newest change (7 creates), also across the
         # deletion of a store and its creation again under the same id (numbered on)
-        assert await storage.console.dbx_newest_change("counts") == 7
+        assert await SqlConsole(storage).dbx_newest_change("counts") == 7
         await dbx.delete_store("other")  # its create (1) and its deletion (2)
         await dbx.create_store("other", description=None, creator="t")
-        assert await storage.console.dbx_newest_change("other") == 2
+        assert await SqlConsole(storage).dbx_newest_change("other") == 2
         assert (await dbx.change_bounds("other")).newest == 2
-        assert await storage.console.dbx_newest_change("no-such") == 0
+        assert await SqlConsole(storage).dbx_newest_change("no-such") == 0
     finally:
         await storage.aclose()
 

@@ -14,8 +14,10 @@ import pytest
 from console.test_http import KEY, browser, csrf_of, sign_in
 from memfs.contract.models import Actor, MemoryVersion
 from memfs.server.app import create_app
+from memfs.server.backends.storage import Storage
 from memfs.server.console.pages.history import PAGE_SIZE, store_as_of
-from memfs.server.storage import Storage, VersionFilter
+from memfs.server.console.sql import SqlConsole
+from memfs.server.memory_stores.storage import VersionFilter
 from memfs.versions.index import VersionIndex
 
 AGENT = Actor("session_actor", "sesn_agent")
@@ -60,7 +62,7 @@ async def test_the_store_as_of_each_moment_is_what_a_mount_shows(storage: Storag
     seen = set()
     for moment in moments:
         expected = {path: v.id for path, v in index.view(moment).files.items()}
-        shown = {m.path: m.version_id for m in await store_as_of(storage.console, s, moment)}
+        shown = {m.path: m.version_id for m in await store_as_of(SqlConsole(storage), s, moment)}
         assert shown == expected, moment
         seen.add(tuple(sorted(shown)))
     assert len(seen) >= 5  # the moments differ: the comparison covers renames and deletions
@@ -178,9 +180,9 @@ async def test_version_marks_on_both_backends(
 ) -> None:
     """Versions without content: a memory's, oldest first (a redacted one without path or
     size), and each memory's newest at a moment."""
-    from memfs.server.postgres import PostgresStorage
-    from memfs.server.sql import SqlStorage
-    from memfs.server.sqlite import SqliteStorage
+    from memfs.server.backends.postgres import PostgresStorage
+    from memfs.server.backends.sqlite import SqliteStorage
+    from memfs.server.backends.storage import SqlStorage
 
     storage: SqlStorage
     if backend == "postgres":
@@ -195,16 +197,18 @@ async def test_version_marks_on_both_backends(
         )
         history = await all_versions(storage, store.id)
         await storage.redact_version(store.id, history[0].id, actor=AGENT)
-        marks = await storage.console.version_marks(store.id, [memory.id, "mem_nope"])
+        marks = await SqlConsole(storage).version_marks(store.id, [memory.id, "mem_nope"])
         assert [(m.id, m.operation, m.path, m.size, m.redacted) for m in marks] == [
             (history[0].id, "created", None, None, True),
             (history[1].id, "modified", "/m.md", 2, False),
         ]
         assert [m.created_at for m in marks] == [v.created_at for v in history]
-        latest = await storage.console.latest_versions(store.id, history[0].created_at)
+        latest = await SqlConsole(storage).latest_versions(store.id, history[0].created_at)
         assert [m.id for m in latest] == [history[0].id]
-        now = await storage.console.latest_versions(store.id, history[1].created_at)
+        now = await SqlConsole(storage).latest_versions(store.id, history[1].created_at)
         assert [m.id for m in now] == [history[1].id]
-        assert await storage.console.latest_versions("memstore_nope", history[1].created_at) == []
+        assert (
+            await SqlConsole(storage).latest_versions("memstore_nope", history[1].created_at) == []
+        )
     finally:
         await storage.aclose()

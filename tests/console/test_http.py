@@ -12,9 +12,9 @@ import httpx
 
 from kit.servers import ServerProcess, free_port
 from memfs.server.app import create_app
-from memfs.server.metrics import Metrics
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
+from memfs.server.http.metrics import Metrics
 
 KEY = "sk-console-" + "a" * 30
 OTHER = "sk-console-" + "b" * 30
@@ -43,7 +43,7 @@ async def sign_in(client: httpx.AsyncClient, key: str = KEY, **headers: str) -> 
 
 
 async def stores_of(storage: Storage) -> list[str]:
-    from memfs.server.storage import StoreFilter
+    from memfs.server.memory_stores.storage import StoreFilter
 
     page = await storage.list_stores(StoreFilter(include_archived=True), after=None, limit=100)
     return [s.name for s in page.items]

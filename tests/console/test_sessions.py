@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.sessions import ABSOLUTE, COOKIE, IDLE, SessionKeeper, token_hash
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.console.sql import SqlConsole
 
 KEY = "sk-console-" + "c" * 30
 
@@ -33,7 +34,7 @@ def request_with(token: str) -> Request:
 
 async def test_an_idle_session_ends_and_use_keeps_it_alive(storage: SqliteStorage) -> None:
     clock = Clock()
-    keeper = SessionKeeper(storage.console, [KEY], clock=clock)
+    keeper = SessionKeeper(SqlConsole(storage), [KEY], clock=clock)
     signed = await keeper.sign_in(KEY)
     assert signed is not None
     for _ in range(4):  # used every 20 minutes: alive past the 30-minute idle limit
@@ -41,12 +42,12 @@ async def test_an_idle_session_ends_and_use_keeps_it_alive(storage: SqliteStorag
         assert await keeper.current(request_with(signed.token)) is not None
     clock.now += IDLE
     assert await keeper.current(request_with(signed.token)) is None
-    assert await storage.console.get_session(token_hash(signed.token)) is None  # row deleted
+    assert await SqlConsole(storage).get_session(token_hash(signed.token)) is None  # row deleted
 
 
 async def test_a_session_ends_at_its_absolute_limit_however_used(storage: SqliteStorage) -> None:
     clock = Clock()
-    keeper = SessionKeeper(storage.console, [KEY], clock=clock)
+    keeper = SessionKeeper(SqlConsole(storage), [KEY], clock=clock)
     signed = await keeper.sign_in(KEY)
     assert signed is not None
     start = clock.now
@@ -60,7 +61,7 @@ async def test_a_session_ends_at_its_absolute_limit_however_used(storage: Sqlite
 async def test_the_database_holds_a_hash_and_a_key_id_never_the_token_or_key(
     storage: SqliteStorage,
 ) -> None:
-    keeper = SessionKeeper(storage.console, [KEY])
+    keeper = SessionKeeper(SqlConsole(storage), [KEY])
     signed = await keeper.sign_in(KEY)
     assert signed is not None
     rows = await storage._read(
@@ -118,9 +119,9 @@ async def test_the_console_storage_on_both_backends(
     """Sessions (create, read, touch, end; ended ones purged at the next sign-in), memory
     counts and the tree's paths, in SQLite and in PostgreSQL."""
     from memfs.contract.models import Actor
-    from memfs.server.console_storage import ConsoleSession, MemoryPath
-    from memfs.server.postgres import PostgresStorage
-    from memfs.server.sql import SqlStorage
+    from memfs.server.backends.postgres import PostgresStorage
+    from memfs.server.backends.storage import SqlStorage
+    from memfs.server.console.storage import ConsoleSession, MemoryPath
 
     storage: SqlStorage
     if backend == "postgres":
@@ -128,7 +129,7 @@ async def test_the_console_storage_on_both_backends(
     else:
         storage = await SqliteStorage.open(tmp_path / "both.db")
     try:
-        console = storage.console
+        console = SqlConsole(storage)
         now = datetime(2026, 12, 1, tzinfo=UTC)
         old = ConsoleSession("a" * 64, "apikey_1", now, now + ABSOLUTE, now)
         await console.create_session(old, ended_before=now - IDLE)

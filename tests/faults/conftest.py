@@ -1,7 +1,7 @@
 """Fixtures for fault tests: a private server with the fault middleware installed (no fault yet).
 
 ``faulty_server.set_faults(spec)`` switches faults at run time through the admin endpoint
-(``memfs.server.faults``) with the server's admin key (``ADMIN_KEY``, given to the server as
+(``memfs.server.http.faults``) with the server's admin key (``ADMIN_KEY``, given to the server as
 ``MEMFS_ADMIN_KEY``); teardown switches them off before the server stops.
 """
 

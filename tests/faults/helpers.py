@@ -1,5 +1,5 @@
 """A server with the fault middleware: ``FaultyServer.set_faults(spec)`` switches faults at
-run time through the admin endpoint with ``ADMIN_KEY`` (``memfs.server.faults``)."""
+run time through the admin endpoint with ``ADMIN_KEY`` (``memfs.server.http.faults``)."""
 
 from __future__ import annotations
 

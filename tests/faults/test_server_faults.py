@@ -14,7 +14,7 @@ from memfs.api import StoreClient
 from memfs.api.config import ClientConfig
 from memfs.contract.errors import ApiConnectionError, RateLimitError
 from memfs.contract.retry import RetryPolicy
-from memfs.server.faults import FaultSpec, FaultSpecError
+from memfs.server.http.faults import FaultSpec, FaultSpecError
 
 from .helpers import ADMIN_KEY
 

@@ -20,7 +20,7 @@ from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.cli import build_parser
 from memfs.commands.mcp import usage_error
-from memfs.server.mcp_endpoint import DATABRICKS_MCP_PATH, MEMORY_STORES_MCP_PATH
+from memfs.server.mcp.endpoint import DATABRICKS_MCP_PATH, MEMORY_STORES_MCP_PATH
 
 from .test_http import INITIALIZE, MCP_HEADERS
 

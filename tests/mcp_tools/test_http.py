@@ -24,7 +24,7 @@ from kit.databricks import ACTOR, Workspace
 from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
-from memfs.server.mcp_endpoint import allowed_host_names
+from memfs.server.mcp.endpoint import allowed_host_names
 
 from .conftest import LINES, Tools, edit_lines, refuses_a_move_into_itself
 from .test_stdio import memfs_mcp

@@ -1,14 +1,15 @@
-"""``memfs.server.mcp_backend`` on a real storage, in process (no HTTP): what the HTTP tests
-cannot reach cheaply."""
+"""The server's MCP backends (``memfs.server.*.mcp_backend``) on a real storage, in process (no
+HTTP): what the HTTP tests cannot reach cheaply."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from memfs.mcp.backend import StoreInfo
-from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
-from memfs.server.mcp_backend import PAGE, DatabricksBackend
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.databricks.mcp_backend import DatabricksBackend
+from memfs.server.databricks.storage import SOURCE_AGENT, NewEntry
+from memfs.server.memory_stores.mcp_backend import PAGE
 
 INFO = StoreInfo("databricks", "s", False, False, True, False)
 

@@ -33,8 +33,8 @@ from kit.mounts import MountedStore, memfs
 from kit.servers import ServerProcess
 from kit.waiting import wait_for
 from memfs.contract.databricks_limits import MAX_CONTENT_BYTES
-from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.databricks.storage import SOURCE_AGENT, NewEntry
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from kit.mounts import (
 from kit.servers import OTHER_KEY
 from kit.waiting import wait_for
 from memfs.contract.models import Actor
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 
 LIMIT = 102_400
 

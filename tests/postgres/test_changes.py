@@ -16,9 +16,9 @@ from memfs.api.changes import ChangeStream, server_offers_change_stream
 from memfs.api.config import ClientConfig, Secret
 from memfs.contract.errors import BadRequestError, NotFoundError
 from memfs.contract.models import Actor
-from memfs.server.postgres import PostgresStorage
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
 
 from .helpers import Collector, config_for, new_store
 

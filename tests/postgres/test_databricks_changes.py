@@ -23,10 +23,10 @@ from memfs.api.databricks.store import DatabricksStore
 from memfs.api.databricks.stream import EntryChangeStream, server_offers_entry_stream
 from memfs.contract.errors import AuthenticationError, BadRequestError, NotFoundError
 from memfs.contract.models import sha256_hex
-from memfs.server.databricks_storage import SOURCE_AGENT, NewEntry
-from memfs.server.postgres import PostgresStorage
-from memfs.server.sql import SqlStorage
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import SqlStorage
+from memfs.server.databricks.storage import SOURCE_AGENT, NewEntry
 
 from .helpers import Collector
 

@@ -21,7 +21,7 @@ from kit.servers import ServerProcess, free_port
 from memfs.api import StoreClient
 from memfs.api.changes import ChangeStream
 from memfs.contract.models import sha256_hex
-from memfs.server import schema
+from memfs.server.db import schema
 
 from .helpers import config_for, http_for, new_store
 

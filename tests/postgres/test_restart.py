@@ -45,7 +45,7 @@ def test_a_restarting_postgresql_is_503_with_retry_after(
         assert server.log_path is not None
         log = server.log_path.read_text()
     outage = [line for line in log.splitlines() if "database cannot be reached" in line]
-    assert len(outage) == 1 and " WARNING memfs.server.storage: " in outage[0], log
+    assert len(outage) == 1 and " WARNING memfs.server.db.availability: " in outage[0], log
     assert "answers again" in log
     assert "Traceback" not in log and "unexpected error" not in log
     assert "psycopg.pool" not in log  # its two-line warnings at every reconnect attempt

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from memfs.server.app import create_app
-from memfs.server.metrics import Metrics
-from memfs.server.postgres import PostgresStorage
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
+from memfs.server.http.metrics import Metrics
 
 from .helpers import KEY, OTHER, FakeClock, MakeMemory, make_client
 

@@ -65,7 +65,7 @@ def assert_error(
 MakeMemory = Callable[..., Any]
 
 
-# What each migration step added (memfs.server.schema), newest first, so that a database made by
+# What each migration step added (memfs.server.db.schema), newest first, so that a database made by
 # this memfs can be taken back to an older step and its upgrade tested.
 _UNDO: dict[int, dict[str, list[str]]] = {
     10: {

@@ -16,12 +16,12 @@ import re
 
 import pytest
 
-from memfs.server import cursor
+from memfs.server.http import cursor
 
 
 def forge(payload: bytes) -> str:
     """A cursor with a valid check over ``payload``: the check detects corruption, it is not a
-    secret (memfs/server/cursor.py), so anyone can build one and the server must still refuse
+    secret (memfs/server/http/cursor.py), so anyone can build one and the server must still refuse
     what is not a position."""
     check = hashlib.sha256(b"memfs-cursor\0" + payload).digest()[:8]
     return "page_" + base64.urlsafe_b64encode(check + payload).rstrip(b"=").decode()

@@ -24,7 +24,7 @@ from kit.waiting import wait_until
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.server.app import create_app
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 
 KEY = "sk-locked-" + "l" * 24
 

@@ -1,4 +1,4 @@
-"""Change-stream fan-out (``memfs.server.fanout``) on a real server, over real sockets, on both
+"""Change-stream fan-out (``memfs.server.http.fanout``) on a real server, over real sockets, on both
 backends: hundreds of streams of both APIs on one store cost one storage read per change (the
 server's ``memfs_server_change_stream_reads_total``), every stream gets every change in commit
 order, and a follower that joins late or lags catches up from storage on its own; with two
@@ -25,9 +25,9 @@ from kit.waiting import wait_until
 from memfs.contract.errors import ServiceUnavailableError
 from memfs.contract.models import sha256_hex
 from memfs.server.app import create_app
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.server.db.notify import ChangeHub
-from memfs.server.metrics import Metrics
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.http.metrics import Metrics
 
 from .helpers import KEY
 

@@ -1,5 +1,5 @@
-"""What the shared feeds of ``memfs.server.fanout`` hold: the events a live follower has sent are
-dropped, and followers that never read (a slow client, or one holding streams on purpose)
+"""What the shared feeds of ``memfs.server.http.fanout`` hold: the events a live follower has
+sent are dropped, and followers that never read (a slow client, or one holding streams on purpose)
 cannot make the feeds of one process hold more than their byte budget, however many stores they
 follow. The feeds read from a log the test appends to (the storage's place)."""
 
@@ -10,8 +10,8 @@ from contextlib import ExitStack
 import trio
 
 from memfs.server.db.notify import ChangeHub
-from memfs.server.fanout import Fanout, Follower, Page, SharedEvent
-from memfs.server.metrics import Metrics
+from memfs.server.http.fanout import Fanout, Follower, Page, SharedEvent
+from memfs.server.http.metrics import Metrics
 
 SIZE = 100  # bytes of each event
 

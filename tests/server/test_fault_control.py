@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from memfs.server.app import create_app
-from memfs.server.faults import FaultMiddleware
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.http.faults import FaultMiddleware
 
 from .helpers import KEY, OTHER, assert_error, make_client
 

@@ -10,10 +10,10 @@ import httpx
 
 from memfs.contract.models import MemoryStore
 from memfs.server.app import create_app
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.db.ids import api_key_id
 from memfs.server.db.notify import ChangeHub
-from memfs.server.ids import api_key_id
-from memfs.server.metrics import Metrics
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.http.metrics import Metrics
 
 from .helpers import KEY, OTHER, assert_error, make_client
 

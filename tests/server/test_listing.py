@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import MemoryPosition
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.memory_stores.storage import MemoryPosition
 
 from .helpers import MakeMemory, assert_error
 

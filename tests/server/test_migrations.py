@@ -1,4 +1,4 @@
-"""Upgrades of older databases on both backends (``memfs.server.schema``): data written at an
+"""Upgrades of older databases on both backends (``memfs.server.db.schema``): data written at an
 older step is served after the upgrade, by every API, and the steps are recorded once each."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from memfs.contract.models import Actor
-from memfs.server import schema
-from memfs.server.databricks_storage import DbxChange, EntryFilter, NewEntry, SearchRequest
-from memfs.server.postgres import PostgresStorage
-from memfs.server.sql import SqlStorage, Tx
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import VersionFilter
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import SqlStorage
+from memfs.server.databricks.storage import DbxChange, EntryFilter, NewEntry, SearchRequest
+from memfs.server.db import schema
+from memfs.server.db.transaction import Tx
+from memfs.server.memory_stores.storage import VersionFilter
 
 from .helpers import back_to_step
 

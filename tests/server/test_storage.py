@@ -10,8 +10,8 @@ import trio
 
 from memfs.contract.errors import PreconditionFailedError, StoreFullError
 from memfs.contract.models import Actor, sha256_hex
-from memfs.server import schema
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.db import schema
 
 ACTOR = Actor("api_actor", "apikey_test")
 

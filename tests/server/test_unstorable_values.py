@@ -3,12 +3,12 @@
 NUL (U+0000) in any text a client sends is a 400 naming the field: PostgreSQL ``text`` cannot
 hold a NUL and SQLite can, so without one rule at the edge the same request was a 500 on one
 backend (which a mount retries for ever) and stored on the other. Every string of a body passes
-``validation.text_field``, which refuses it (a NUL in the URL is the gatekeeper's:
+``memfs.server.http.body.text_field``, which refuses it (a NUL in the URL is the gatekeeper's:
 ``test_http.py``) — except a Memory Stores content, which the API allows to hold NUL: both
-backends store it (escaped on PostgreSQL, ``sql.rows``) and give it back as it was sent. A page
-cursor is not secret (``memfs.server.cursor``): a forged position with a NUL, a lone surrogate
-or an integer past 64 bits is the 400 of any bad cursor. Each test runs once per backend (the
-``storage`` fixture).
+backends store it (escaped on PostgreSQL, ``memory_stores.sql.rows``) and give it back as it was
+sent. A page cursor is not secret (``memfs.server.http.cursor``): a forged position with a NUL, a
+lone surrogate or an integer past 64 bits is the 400 of any bad cursor. Each test runs once per
+backend (the ``storage`` fixture).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from memfs.server import cursor
+from memfs.server.http import cursor
 
 from .helpers import MakeMemory, assert_error
 

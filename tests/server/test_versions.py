@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 
 from memfs.contract.models import Actor, parse_time, sha256_hex
-from memfs.server.ids import api_key_id
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.db.ids import api_key_id
+from memfs.server.memory_stores.storage import VersionFilter
 from memfs.server.serve import Retention
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import VersionFilter
 
 from .helpers import KEY, OTHER, FakeClock, MakeMemory, assert_error
 

@@ -299,8 +299,8 @@ async def test_a_history_the_server_pruned_is_said_to_start_late_and_a_whole_one
 
     from kit.servers import served_in_process
     from memfs.api.config import ClientConfig
-    from memfs.server.sqlite import SqliteStorage
-    from memfs.server.storage import utc_now
+    from memfs.server.backends.sqlite import SqliteStorage
+    from memfs.server.db.clock import utc_now
     from memfs.transfer.export_history import export_history
 
     key = "sk-export-pruned-" + "p" * 24

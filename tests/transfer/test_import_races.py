@@ -19,7 +19,7 @@ from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
 from memfs.contract.models import Memory, sha256_hex
 from memfs.contract.store_api import Capabilities
-from memfs.server.sqlite import SqliteStorage
+from memfs.server.backends.sqlite import SqliteStorage
 from memfs.transfer.import_plan import make_plan
 from memfs.transfer.import_tree import Results, carry_out, plan_import
 from memfs.transfer.import_walk import Tree, TreeFile

@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memfs.contract.errors import ApiError
+from memfs.server.backends.storage import Storage
 from memfs.server.console import live
 from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError
 from memfs.server.console.pages import databricks, history, memory, sign_in, store, stores
@@ -39,9 +40,9 @@ from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, PAGE_CACHE, SECURITY_HEADERS
 from memfs.server.console.sessions import SessionKeeper
+from memfs.server.console.sql import SqlConsole
 from memfs.server.db.notify import ChangeHub
-from memfs.server.metrics import Metrics
-from memfs.server.storage import Storage
+from memfs.server.http.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,11 @@ def create_console(
 ) -> ConsoleApp:
     """The console on ``storage``, signing in with ``api_keys`` (see the module docstring);
     with ``hub`` its pages are live (``live``)."""
+    console_storage = SqlConsole(storage)
     console = Console(
         storage=storage,
-        sessions=SessionKeeper(storage.console, api_keys),
+        console_storage=console_storage,
+        sessions=SessionKeeper(console_storage, api_keys),
         limiter=SignInLimiter(limits),
         renderer=Renderer(),
         hub=hub,

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 
 from memfs.contract.errors import ApiError
+from memfs.server.backends.storage import Storage
 from memfs.server.console.forms import read_form
 from memfs.server.console.ratelimit import SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, cross_site, tokens_match
 from memfs.server.console.sessions import SessionKeeper, SignedIn
+from memfs.server.console.storage import ConsoleStorage
 from memfs.server.db.notify import ChangeHub
-from memfs.server.metrics import Metrics
-from memfs.server.storage import Storage
+from memfs.server.http.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class Console:
     """The console's parts, shared by every page (module docstring)."""
 
     storage: Storage
+    console_storage: ConsoleStorage  # the sessions and counts, in ``storage``'s database
     sessions: SessionKeeper
     limiter: SignInLimiter
     renderer: Renderer

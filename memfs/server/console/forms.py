@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from memfs.contract.errors import BadRequestError
-from memfs.server.validation import read_body
+from memfs.server.http.body import read_body
 
 log = logging.getLogger(__name__)
 

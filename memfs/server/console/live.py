@@ -48,15 +48,15 @@ from starlette.routing import Route
 
 from memfs.contract.errors import NotFoundError, ServiceUnavailableError
 from memfs.contract.models import MemoryVersion
-from memfs.server import stream_cursor
 from memfs.server.console.context import Console
 from memfs.server.console.security import CONSOLE_PATH, cross_site
-from memfs.server.databricks_storage import DbxChange, change_topic
+from memfs.server.databricks.storage import DbxChange, change_topic
 from memfs.server.db.notify import ChangeHub, Subscription
-from memfs.server.fanout import Fanout, Follower, Page, SharedEvent
-from memfs.server.query import MAX_LIMIT
-from memfs.server.sse import SubscriptionStream
-from memfs.server.storage import VersionFilter
+from memfs.server.http.fanout import Fanout, Follower, Page, SharedEvent
+from memfs.server.http.query import MAX_LIMIT
+from memfs.server.http.sse import SubscriptionStream
+from memfs.server.memory_stores import stream_cursor
+from memfs.server.memory_stores.storage import VersionFilter
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ async def databricks_target(
         return None
     # not ``change_bounds``: it also looks for the store's last deletion (every change of the
     # store, on SQLite), which a page need not know (ordinals only grow, deletions included)
-    newest = await console.storage.console.dbx_newest_change(store_id)
+    newest = await console.console_storage.dbx_newest_change(store_id)
     return _target(f"/databricks/{store_id}", newest, watch, mode)
 
 

@@ -3,7 +3,7 @@
 A person signs in with an API key (``sign_in``): it is compared with every key of the server in
 constant time (``auth.is_api_key``) and, if it is one, a session starts: a random token
 (``secrets.token_urlsafe``, 256 bits) goes to the browser in the ``COOKIE`` cookie, and the
-database (``Storage.console``) keeps its SHA-256 and the key's id (``ids.api_key_id``), never
+database (``console.storage``) keeps its SHA-256 and the key's id (``ids.api_key_id``), never
 the key nor the token. So any replica on the same database knows the session, and a copy of
 the database signs nobody in.
 
@@ -30,11 +30,11 @@ from datetime import datetime, timedelta
 from starlette.requests import Request
 
 from memfs.contract.models import Actor
-from memfs.server import ids
-from memfs.server.auth import is_api_key
 from memfs.server.console.security import csrf_token
-from memfs.server.console_storage import ConsoleSession, ConsoleStorage
-from memfs.server.storage import utc_now
+from memfs.server.console.storage import ConsoleSession, ConsoleStorage
+from memfs.server.db import ids
+from memfs.server.db.clock import utc_now
+from memfs.server.http.auth import is_api_key
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Change notification: who must look at a store again, and when (trio thread only).
 
 A notification carries no data, only "store S has committed something new": the store's shared
-reader (``memfs.server.fanout.SharedFeed``, one per followed store in this process) then reads
+reader (``memfs.server.http.fanout.SharedFeed``, one per followed store in this process) then reads
 the changes after its position *from storage*, once for every stream that follows S, and a
 stream behind it reads after its own cursor. So a lost, duplicated or coalesced notification can
 delay an event but never lose or reorder one, and replay after a reconnect and live streaming
@@ -20,7 +20,7 @@ its own).
 
 Who publishes: the SQLite backend, once a write's transaction has committed (one process owns
 the file, so every write passes through it); on PostgreSQL the ``PgListener``
-(``memfs.server.pg_listener``), which relays the ``NOTIFY`` every replica sends inside its
+(``memfs.server.backends.pg_listener``), which relays the ``NOTIFY`` every replica sends inside its
 transactions. The topic is a Memory Stores store id, or a Databricks store's
 ``change_topic``.
 
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT = 15.0
 DEFAULT_MAX_STREAMS_PER_KEY = 64  # a mount holds one per store; a key serves many mounts
-DEFAULT_STREAM_BUFFER = 1024  # recent changes a store's streams share (memfs.server.fanout)
+DEFAULT_STREAM_BUFFER = 1024  # recent changes a store's streams share (memfs.server.http.fanout)
 STREAMS_RETRY_AFTER = 10.0  # seconds a refused stream is asked to wait before trying again
 
 

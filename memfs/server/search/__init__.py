@@ -2,9 +2,9 @@
 
 One engine for both store APIs: Memory Stores memories (``kind="memory_stores"``) and Databricks
 Agent Memory entries (``kind="databricks"``). The index lives in the same database as the
-documents (migration step 3 of ``memfs.server.schema``) and is written *inside the caller's
-write transaction* (a ``memfs.server.sql.Tx``), so a search that starts after a write commits
-finds it, and a rolled-back write leaves no trace in the index.
+documents (migration step 3 of ``memfs.server.db.schema``) and is written *inside the caller's
+write transaction* (a ``memfs.server.db.transaction.Tx``), so a search that starts after a write
+commits finds it, and a rolled-back write leaves no trace in the index.
 
 How to use it (everything a caller needs):
 

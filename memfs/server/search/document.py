@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from memfs.contract.errors import BadRequestError
-from memfs.server.validation import text_field
+from memfs.server.http.body import text_field
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ class _Dialect(Protocol):
 
 
 class Tx(Protocol):
-    """What the index uses of ``memfs.server.sql.Tx`` (one transaction, ``?`` placeholders).
+    """What the index uses of ``memfs.server.db.transaction.Tx`` (one transaction, ``?``
+    placeholders).
 
     Structural, so this package need not import ``sql``, which imports it (``SqlBase.search``).
     """

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memfs.server.schema import PG_TS_CONFIG
+from memfs.server.db.schema import PG_TS_CONFIG
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchScope, Tx
 from memfs.server.search.fts_base import FtsBase, doc_where
 from memfs.server.search.fts_sqlite import COLUMN_WEIGHTS

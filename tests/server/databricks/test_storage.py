@@ -12,14 +12,14 @@ import trio
 
 from memfs.contract.errors import NotFoundError, PreconditionFailedError
 from memfs.contract.models import sha256_hex
-from memfs.server.databricks_storage import (
+from memfs.server.backends.storage import Storage
+from memfs.server.databricks.storage import (
     SOURCE_AGENT,
     AlreadyExistsError,
     EntryFilter,
     EntryPatch,
     NewEntry,
 )
-from memfs.server.storage import Storage
 
 from ..helpers import FakeClock
 

@@ -22,9 +22,9 @@ from databricks.sdk.errors import ResourceExhausted
 from databricks.sdk.service.agentkit import ManagedMemoryEntry, ManagedMemoryStore
 
 from kit.servers import ServerProcess, served_in_process
-from memfs.server.postgres import PostgresStorage
-from memfs.server.sqlite import SqliteStorage
-from memfs.server.storage import Storage
+from memfs.server.backends.postgres import PostgresStorage
+from memfs.server.backends.sqlite import SqliteStorage
+from memfs.server.backends.storage import Storage
 
 BASE = "/api/2.0/agents/memory-stores"
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -32,15 +32,14 @@ from starlette.routing import Route
 from memfs.contract.errors import ApiError, BadRequestError, NotFoundError, PreconditionFailedError
 from memfs.contract.models import sha256_hex
 from memfs.contract.search_words import best_line
-from memfs.server import cursor, validation
-from memfs.server import databricks_validation as check
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
 from memfs.server.console.live import Watch, databricks_target
 from memfs.server.console.pages.store import textarea
 from memfs.server.console.security import CONSOLE_PATH
 from memfs.server.console.sessions import SignedIn
-from memfs.server.databricks_storage import (
+from memfs.server.databricks import validation as check
+from memfs.server.databricks.storage import (
     DbxEntry,
     DbxStore,
     EntryFilter,
@@ -49,7 +48,9 @@ from memfs.server.databricks_storage import (
     NewEntry,
     SearchRequest,
 )
-from memfs.server.query import bad_cursor, page_position
+from memfs.server.http import cursor
+from memfs.server.http.query import bad_cursor, page_position
+from memfs.server.memory_stores import validation
 from memfs.server.search import validate_query
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,9 @@ def actor_url(store_id: str, actor_id: str) -> str:
     return f"{dbx_url(store_id)}/actor?{urlencode({'actor': actor_id})}"
 
 
-# The kinds of the listings' page cursors (``memfs.server.cursor``: opaque, checked, each tied to
-# its listing and filters; ``?page=`` in the URL, read as the API reads its own: ``page_position``)
+# The kinds of the listings' page cursors (``memfs.server.http.cursor``: opaque, checked, each
+# tied to its listing and filters; ``?page=`` in the URL, read as the API reads its own:
+# ``page_position``)
 _ACTORS, _SESSIONS, _ENTRIES = "console-actors", "console-sessions", "console-entries"
 
 
@@ -150,7 +152,7 @@ def routes(console: Console) -> list[Route]:
         query, first_url = cursor.query_digest(store.id), dbx_url(store.id)
         position = page_position(request, _ACTORS, query)
         after = None if position is None else position_text(position, "a")
-        actors = await storage.console.dbx_actors(store.id, limit=LISTED + 1, after=after)
+        actors = await console.console_storage.dbx_actors(store.id, limit=LISTED + 1, after=after)
         shown = actors[:LISTED]
         next_url = (
             next_page_url(first_url, _ACTORS, query, {"a": shown[-1].key})
@@ -169,7 +171,7 @@ def routes(console: Console) -> list[Route]:
         query, first_url = cursor.query_digest(store.id, actor), actor_url(store.id, actor)
         position = page_position(request, _SESSIONS, query)
         after = None if position is None else position_text(position, "s")
-        sessions = await storage.console.dbx_sessions(
+        sessions = await console.console_storage.dbx_sessions(
             store.id, actor, limit=LISTED + 1, after=after
         )
         shown = sessions[:LISTED]
@@ -190,7 +192,7 @@ def routes(console: Console) -> list[Route]:
         actor = actor_param(request)
         session = check.session_id(request.query_params.get("session"))
         session_less = session is None and request.query_params.get("session_less") == "1"
-        # no session is stored as "" (databricks_storage): that filter lists exactly those
+        # no session is stored as "" (databricks.storage): that filter lists exactly those
         flt = EntryFilter(actor, session_id="" if session_less else session)
         query = cursor.query_digest(store.id, actor, flt.session_id)
         first_url = entries_url(store.id, actor, session, session_less)

@@ -47,15 +47,15 @@ from memfs.contract.errors import (
 )
 from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
 from memfs.contract.version_view import files_at, infer_paths
-from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
-from memfs.server.console_storage import ConsoleStorage, VersionMark
-from memfs.server.storage import VersionFilter
+from memfs.server.console.storage import ConsoleStorage, VersionMark
+from memfs.server.memory_stores import validation
+from memfs.server.memory_stores.storage import VersionFilter
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +449,7 @@ def routes(console: Console) -> list[Route]:
             except BadRequestError as exc:
                 error, status = exc.message, exc.status
             else:
-                memories = await store_as_of(storage.console, store.id, moment)
+                memories = await store_as_of(console.console_storage, store.id, moment)
         return render(
             request,
             "store_at.html",

@@ -23,13 +23,13 @@ from starlette.routing import Route
 
 from memfs.contract.errors import ApiError, NotFoundError, PreconditionFailedError
 from memfs.contract.models import Memory, MemoryStore
-from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.diff import line_diff
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import memory_url, textarea
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
+from memfs.server.memory_stores import validation
 
 log = logging.getLogger(__name__)
 

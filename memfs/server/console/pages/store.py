@@ -1,7 +1,7 @@
 """A store's page (``/console/stores/{id}``), its search and a new memory.
 
 The store page shows the store's tree: every memory (its id and path alone:
-``Storage.console.memory_paths``), grouped
+``ConsoleStorage.memory_paths``), grouped
 into folders that open and close (``<details>``: no script), each memory a link showing its
 path. Folders start open when the store is small (``OPEN_ALL_BELOW`` memories), else only the
 top level is. The search (``…/search?q=``) is the server's own (``Storage.search_memories``,
@@ -24,11 +24,11 @@ from starlette.routing import Route
 from memfs.contract.errors import ApiError
 from memfs.contract.models import Memory, MemoryStore
 from memfs.contract.search_words import best_line
-from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
+from memfs.server.memory_stores import validation
 from memfs.server.search import validate_query
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def routes(console: Console) -> list[Route]:
     async def store_page(request: Request) -> Response:
         signed_in = await console.signed_in(request)
         store = await storage.get_store(request.path_params["store_id"])
-        memories = await storage.console.memory_paths(store.id)
+        memories = await console.console_storage.memory_paths(store.id)
         return console.renderer.page(
             request,
             "store.html",
@@ -93,7 +93,7 @@ def routes(console: Console) -> list[Route]:
             store=store,
             tree=build_tree(memories),
             count=len(memories),
-            limit=storage.console.memory_limit,
+            limit=console.console_storage.memory_limit,
             open_all=len(memories) < OPEN_ALL_BELOW,
             live=await memory_stores_target(console, store.id, "reload"),
         )

@@ -20,12 +20,12 @@ from starlette.routing import Route
 
 from memfs.contract.errors import ApiError, BadRequestError
 from memfs.contract.models import MemoryStore
-from memfs.server import validation
 from memfs.server.console.context import Console
 from memfs.server.console.security import CONSOLE_PATH
 from memfs.server.console.sessions import SignedIn
-from memfs.server.databricks_storage import DbxStore
-from memfs.server.storage import MAX_METADATA_PAIRS, MetadataPatch, StoreFilter
+from memfs.server.databricks.storage import DbxStore
+from memfs.server.memory_stores import validation
+from memfs.server.memory_stores.storage import MAX_METADATA_PAIRS, MetadataPatch, StoreFilter
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def routes(console: Console) -> list[Route]:
                 break
             after = page.next
         stores = stores[:MAX_LISTED]
-        counts = await storage.console.memory_counts([s.id for s in stores])
+        counts = await console.console_storage.memory_counts([s.id for s in stores])
         dbx = await storage.databricks.list_stores(after=None, limit=MAX_LISTED)
         rows = [StoreRow(s, counts.get(s.id, 0)) for s in stores]
         return rows, dbx.items, more
@@ -87,7 +87,7 @@ def routes(console: Console) -> list[Route]:
             rows=rows,
             dbx_stores=dbx,
             more=more,
-            limit=storage.console.memory_limit,
+            limit=console.console_storage.memory_limit,
             form=form or {},
         )
 
