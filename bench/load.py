@@ -101,6 +101,20 @@ async def measure(
     )
 
 
+def latency_result(operation: str, latencies_ms: list[float]) -> Result:
+    """One sample after another (no concurrency, no throughput): their count and percentiles."""
+    return Result(
+        operation=operation,
+        concurrency=1,
+        requests=len(latencies_ms),
+        errors=0,
+        seconds=0,
+        throughput=0,
+        p50_ms=round(percentile(latencies_ms, 50), 2),
+        p99_ms=round(percentile(latencies_ms, 99), 2),
+    )
+
+
 def result_row(result: Result) -> Row:
     """A result without its latencies."""
     return {

@@ -39,17 +39,13 @@ import trio
 from bench import proc
 from bench.fixtures import bench_key, server_on
 from bench.harness import Case, Row
+from bench.history import ACTOR, content_of, create_memories
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.contract.models import Actor
 from memfs.server.backends.sqlite import SqliteStorage
 from memfs.transfer.export import export_memories
 from memfs.transfer.export_history import export_history, store_info
-
-
-def content_of(memory: int, version: int) -> str:
-    return f"memory {memory}, version {version}\n" + "lorem ipsum dolor sit amet. " * 8
 
 
 async def seed(db: Path, memories: int, versions: int) -> str:
@@ -63,22 +59,15 @@ async def seed(db: Path, memories: int, versions: int) -> str:
         return start + timedelta(milliseconds=3 * ticks)
 
     storage = await SqliteStorage.open(db, clock=clock)
-    actor = Actor("api_actor", "apikey_bench")
     try:
         store = await storage.create_store(name="bench-export", description="", metadata={})
-        ids = []
-        for i in range(memories):
-            memory = await storage.create_memory(
-                store.id, path=f"/dir{i % 20:02d}/note{i:05d}.md", content=content_of(i, 0),
-                actor=actor,
-            )  # fmt: skip
-            ids.append(memory.id)
+        ids = [memory.id for memory in await create_memories(storage, store.id, memories)]
         for n in range(versions - memories):
             i = n % memories
             path = f"/moved/dir{i % 20:02d}/note{i:05d}-{n}.md" if n % 50 == 0 else None
             await storage.update_memory(
                 store.id, ids[i], content=content_of(i, n + 1), path=path,
-                expected_sha256=None, actor=actor,
+                expected_sha256=None, actor=ACTOR,
             )  # fmt: skip
         return store.id
     finally:

@@ -30,8 +30,8 @@ import httpx
 import trio
 
 from bench.fixtures import pg_cluster, server_on
-from bench.harness import Case, Row, percentile
-from bench.load import Result, content_of, measure, result_row, seed_store
+from bench.harness import Case, Row
+from bench.load import Result, content_of, latency_result, measure, result_row, seed_store
 from kit.mounts import memfs
 from kit.pgcluster import PgCluster
 from kit.servers import ServerProcess, free_port
@@ -114,17 +114,7 @@ def mount_visibility(
                 latencies.append((time.perf_counter() - written) * 1000)
         finally:
             memfs("umount", str(point), env=env)
-    latencies.sort()
-    return Result(
-        operation="write on first replica → visible in a mount on the last",
-        concurrency=1,
-        requests=len(latencies),
-        errors=0,
-        seconds=0,
-        throughput=0,
-        p50_ms=round(percentile(latencies, 50), 2),
-        p99_ms=round(percentile(latencies, 99), 2),
-    )
+    return latency_result("write on first replica → visible in a mount on the last", latencies)
 
 
 async def stream_latency(
@@ -157,17 +147,7 @@ async def stream_latency(
                 await arrived.wait()
             latencies.append((time.perf_counter() - sent) * 1000)
         n.cancel_scope.cancel()
-    latencies.sort()
-    return Result(
-        operation="stream write→event",
-        concurrency=1,
-        requests=len(latencies),
-        errors=0,
-        seconds=0,
-        throughput=0,
-        p50_ms=round(percentile(latencies, 50), 2),
-        p99_ms=round(percentile(latencies, 99), 2),
-    )
+    return latency_result("stream write→event", latencies)
 
 
 class ReplicasCase(Case[PgCluster | None]):

@@ -34,10 +34,10 @@ import trio
 
 from bench.fixtures import bench_key, server_on
 from bench.harness import Case, Row
+from bench.history import ACTOR, content_of, create_memories
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, Secret
 from memfs.api.store import MemoryStoresAPI
-from memfs.contract.models import Actor
 from memfs.core.model.inodes import ROOT_INODE
 from memfs.server.backends.sqlite import SqliteStorage
 from memfs.versions.names import stamp
@@ -54,10 +54,6 @@ class Step:
     detail: str
 
 
-def content_of(memory: int, version: int) -> str:
-    return f"memory {memory}, version {version}\n" + "lorem ipsum dolor sit amet. " * 8
-
-
 async def seed(
     db: Path, memories: int, versions: int, step: float
 ) -> tuple[str, datetime, datetime]:
@@ -71,23 +67,17 @@ async def seed(
         return start + timedelta(seconds=step * ticks)
 
     storage = await SqliteStorage.open(db, clock=clock)
-    actor = Actor("api_actor", "apikey_bench")
     try:
         store = await storage.create_store(name="bench-versions", description="", metadata={})
-        ids = []
         oldest = newest = clock()
-        for i in range(memories):
-            memory = await storage.create_memory(
-                store.id, path=f"/dir{i % 20:02d}/note{i:05d}.md", content=content_of(i, 0),
-                actor=actor,
-            )  # fmt: skip
-            ids.append(memory.id)
-            oldest = min(oldest, memory.created_at)
+        made = await create_memories(storage, store.id, memories)
+        ids = [memory.id for memory in made]
+        oldest = min(oldest, *(memory.created_at for memory in made))
         for version in range(1, versions):
             for i, memory_id in enumerate(ids):
                 updated = await storage.update_memory(
                     store.id, memory_id, content=content_of(i, version), path=None,
-                    expected_sha256=None, actor=actor,
+                    expected_sha256=None, actor=ACTOR,
                 )  # fmt: skip
                 newest = updated.updated_at
         return store.id, oldest, newest
