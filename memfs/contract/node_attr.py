@@ -1,6 +1,6 @@
 """``NodeAttr``: what ``stat`` shows of a node of a mount, the fields every tree fills in (the
-core's files and directories, ``.versions``, ``.search``). Each tree subclasses it, so the FUSE
-layer tells the trees apart by type (each has its own cache timeouts) and reads the same fields.
+core's files and directories, ``.versions``, ``.search``, a mount's local scratch). Each tree
+subclasses it with its own meaning; the FUSE adapter reads the same fields of every one.
 
 A shared leaf: it must not import anything of memfs.
 """
@@ -22,7 +22,16 @@ class NodeAttr:
     atime: float
     mtime: float
     ctime: float
+    # times exactly as kept, where a tree keeps nanoseconds (utimens: rsync compares them)
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None
 
     @property
     def is_dir(self) -> bool:
         return stat.S_ISDIR(self.mode)
+
+    @property
+    def nlink_counted(self) -> bool:
+        """False while ``nlink`` is a guess the kernel must not keep (see ``core.model.attrs``)."""
+        return True

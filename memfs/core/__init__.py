@@ -19,8 +19,10 @@ The face
 --------
 This package's namespace is the only thing of the core its clients (the mount, sync, sessions,
 commands) import: an import-linter contract forbids them its sub-modules. It is the door
-(``StoreCore``), the builder (``build_core`` and its ``VfsConfig``), and the few types and
-constants a client names. Everything else stays the core's own.
+(``StoreCore``), the builder (``build_core`` and its ``VfsConfig``), ``Tree`` (what a mount
+serves of any tree: the store's files as ``FilesTree``, and ``.versions``, ``.search`` and the
+local scratch, which have the same shape), and the few types and constants a client names.
+Everything else stays the core's own.
 
 The concurrency rule
 --------------------
@@ -77,3 +79,8 @@ from memfs.core.store_core import Kind as Kind
 from memfs.core.store_core import Node as Node
 from memfs.core.store_core import StoreCore as StoreCore
 from memfs.core.store_core import decode_name as decode_name
+from memfs.core.tree import AttrChange as AttrChange
+from memfs.core.tree import FilesTree as FilesTree
+from memfs.core.tree import Listed as Listed
+from memfs.core.tree import Tree as Tree
+from memfs.core.tree import Xattrs as Xattrs

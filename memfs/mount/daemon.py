@@ -49,8 +49,8 @@ from memfs.mount.opening import (
 )
 from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions, StoreSpec, check_slugs
 from memfs.mount.report import mount_report, render_report, report_problems, unmount_report
-from memfs.mount.root import RootOperations, StoreDirectory, UnavailableStore
-from memfs.mount.router import Router
+from memfs.mount.root import RootTree, StoreDirectory, UnavailableStore
+from memfs.mount.router import Router, StoreSlot
 from memfs.mount.scratch import Scratch
 from memfs.mount.served import ServedStore
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
@@ -96,7 +96,7 @@ class Daemon:
         self.scratch: Scratch | None = None  # a mount of several stores only
         # the bytes every store's clean caches share (--cache-size: memfs.contract.cache_budget)
         self.cache_budget = CacheBudget(int(options.cache_mb * 1024 * 1024))
-        self._root: RootOperations | None = None  # likewise: its slot 0
+        self._root: RootTree | None = None  # likewise: its slot 0
         self._writer: StatusWriter | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
@@ -217,8 +217,7 @@ class Daemon:
             numbers=numbers,
             cache_budget=self.cache_budget,
         )
-        above = self._root_entry if self.several else None
-        operations = FuseOperations(core, above_root=above)
+        operations = StoreSlot(core, several=self.several)
         return ServedStore(spec, store, core, operations, journal, journals, slot)
 
     @property
@@ -228,10 +227,6 @@ class Daemon:
     @property
     def _gid(self) -> int:
         return os.getgid() if self.options.owner.gid is None else self.options.owner.gid
-
-    async def _root_entry(self) -> pyfuse3.EntryAttributes:
-        assert self._root is not None
-        return await self._root.root_entry()
 
     def _router(self) -> Router:
         """The mount's operations: one store in slot 0, or the root and scratch in slot 0 and
@@ -257,7 +252,7 @@ class Daemon:
             unavailable = UnavailableStore(root_ino, why, uid=self._uid, gid=self._gid)
             directories[spec.slug] = unavailable
             router.serve(slot, unavailable, name=spec.slug)
-        self._root = RootOperations(self.scratch, directories)
+        self._root = RootTree(self.scratch, directories)
         router.serve(0, self._root, statfs=True, name=None)
         return router
 
@@ -299,7 +294,7 @@ class Daemon:
         self._report_file.unlink(missing_ok=True)  # an earlier daemon's: not ours to leave
         status_file = state_path(opts.mountpoint, "status")
         try:
-            pyfuse3.init(router, opts.mountpoint, self._mount_options())
+            pyfuse3.init(FuseOperations(router), opts.mountpoint, self._mount_options())
         except RuntimeError as exc:
             raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
         replace_file(pid_file, f"{os.getpid()}\n{opts.mountpoint}\n".encode(), "pid file")

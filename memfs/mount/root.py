@@ -1,325 +1,237 @@
 """The root of a mount of several stores: the stores' directories laid over local scratch.
 
-``RootOperations`` serves the router's slot 0 in a mount of several stores (a session): the
-mount's root directory and everything of ``memfs.mount.scratch`` below it. At the root, each
-store is the directory named by its slug (its requests are the store's own operations, in the
-store's slot); every other name is scratch. A store's directory cannot be removed or renamed
-(EBUSY, as a mount point; ``unlink`` of one is EISDIR), and its name cannot be made again
-(EEXIST). Scratch has no extended attributes (ENODATA, and ENOTSUP to set one: never ENOSYS,
-which would make the kernel stop asking every store of the mount).
+``RootTree`` serves the router's slot 0 in a mount of several stores (a session): the mount's
+root directory and everything of ``memfs.mount.scratch`` below it, as a ``memfs.core.Tree``. At
+the root, each store is the directory named by its slug (the router hands what is below it to
+the store's own slot); every other name is scratch. A store's directory cannot be removed or
+renamed (EBUSY, as a mount point; ``unlink`` of one is EISDIR), and its name cannot be made
+again (EEXIST). Scratch has no extended attributes (ENODATA, and ENOTSUP to set one: never
+ENOSYS, which would make the kernel stop asking every store of the mount).
 
-Errnos come from ``memfs.mount.fuse_ops.fail``, the one errno boundary.
+It decides no errno (``memfs.mount.fuse_ops`` maps the errors it raises).
 """
 
 from __future__ import annotations
 
-import errno
-import logging
 import stat
 from collections.abc import Sequence
-from typing import Any, NoReturn, Protocol
-
-import pyfuse3
+from dataclasses import dataclass
+from typing import Protocol
 
 from memfs.contract.errors import (
     AttributeNotSupportedError,
     BusyError,
     ExistsError,
+    InvalidArgumentError,
     IsDirectoryError,
     NoAttributeError,
-    NoEntryError,
     RemoteUnavailableError,
 )
-from memfs.mount.fuse_ops import (
-    ATTR_TIMEOUT,
-    ENTRY_TIMEOUT,
-    creator,
-    fail,
-    negative_entry,
-)
+from memfs.contract.node_attr import NodeAttr
+from memfs.contract.numbers import NumberRange
+from memfs.core import AttrChange, Listed, Xattrs
+from memfs.mount.router import Route, any_name
 from memfs.mount.scratch import Scratch, ScratchNode, now_ns
-
-log = logging.getLogger(__name__)
-
-
-def decode_name_bytes(raw: bytes) -> str:
-    """A scratch name as text: any bytes, as on tmpfs (undecodable ones kept as surrogates)."""
-    return raw.decode("utf-8", "surrogateescape")
 
 
 class StoreDirectory(Protocol):
-    """What the root needs of a store's operations: its root, and the root's attributes."""
+    """What the root needs of a store's slot: its root, and the root's attributes."""
 
     root_ino: int
 
-    async def getattr(self, inode: int, ctx: Any = None) -> Any: ...
+    async def getattr(self, ino: int) -> NodeAttr: ...
 
 
-# an open directory's entries: a store's directory (its operations) or a scratch node
-Listed = StoreDirectory | ScratchNode
+def scratch_attr(node: ScratchNode, *, links: int = 0) -> NodeAttr:
+    """A scratch node's attributes (``links``: more than its own, the root's stores)."""
+    return NodeAttr(
+        node.ino,
+        node.mode,
+        node.links + links,  # 0 once unlinked or removed, while still open (as tmpfs)
+        node.size,
+        node.uid,
+        node.gid,
+        node.atime_ns / 1e9,
+        node.mtime_ns / 1e9,
+        node.ctime_ns / 1e9,
+        atime_ns=node.atime_ns,
+        mtime_ns=node.mtime_ns,
+        ctime_ns=node.ctime_ns,
+    )
 
 
-def scratch_entry(node: ScratchNode) -> pyfuse3.EntryAttributes:
-    out = pyfuse3.EntryAttributes()
-    out.st_ino = node.ino
-    out.generation = 0
-    out.entry_timeout, out.attr_timeout = ENTRY_TIMEOUT, ATTR_TIMEOUT
-    out.st_mode = node.mode
-    out.st_nlink = node.links  # 0 once unlinked or removed, while still open (as tmpfs)
-    out.st_uid = node.uid
-    out.st_gid = node.gid
-    out.st_rdev = 0
-    out.st_size = node.size
-    out.st_blksize = 4096
-    out.st_blocks = (node.size + 511) // 512
-    out.st_atime_ns = node.atime_ns
-    out.st_mtime_ns = node.mtime_ns
-    out.st_ctime_ns = node.ctime_ns
-    return out
+@dataclass(eq=False, slots=True)
+class _ListedScratch:
+    name: bytes
+    node: ScratchNode
+    root: RootTree
+
+    async def attr(self) -> NodeAttr | None:
+        return self.root.attr(self.node)
+
+    def remember(self) -> None:
+        self.root.scratch.remember(self.node)
 
 
-class RootOperations(pyfuse3.Operations):
-    """Slot 0 of a mount of several stores (module docstring)."""
+@dataclass(eq=False, slots=True)
+class _ListedStore:
+    name: bytes
+    store: StoreDirectory
+
+    async def attr(self) -> NodeAttr | None:
+        return await self.store.getattr(self.store.root_ino)
+
+    def remember(self) -> None:
+        return  # a store's root is never forgotten: no lookup count to keep
+
+
+class RootTree:
+    """Slot 0 of a mount of several stores (module docstring): a tree, and the slot."""
 
     def __init__(self, scratch: Scratch, stores: dict[str, StoreDirectory]) -> None:
-        super().__init__()
         self.scratch = scratch
         self.stores = stores  # by slug: the directories at the root
         self.root_ino = scratch.root.ino
-        # each open directory: its ``.`` and ``..``, and its entries
-        self._dirs: dict[int, tuple[ScratchNode, ScratchNode, list[tuple[str, Listed]]]] = {}
-        self._next_dir_fh = scratch.numbers.first
+        self.routes = [(scratch.numbers, Route(self, decode=any_name))]
+        self.grafts: dict[bytes, Route] = {}
+        self.xattrs: Xattrs = self
 
-    def _store_named(self, parent: int, name: bytes) -> StoreDirectory | None:
-        if parent != self.root_ino:
-            return None
-        return self.stores.get(decode_name_bytes(name))
+    def _store_named(self, parent: int, name: str) -> StoreDirectory | None:
+        return self.stores.get(name) if parent == self.root_ino else None
 
-    def _refuse_store(self, op: str, parent: int, name: bytes, error: Exception) -> None:
+    def _refuse_store(self, parent: int, name: str, error: Exception) -> None:
         if self._store_named(parent, name) is not None:
-            fail(op, error)
+            raise error
 
-    async def root_entry(self) -> pyfuse3.EntryAttributes:
-        """The root's attributes (the ``..`` of each store's directory)."""
-        return self._attr(self.scratch.root)
+    def attr(self, node: ScratchNode) -> NodeAttr:
+        # the stores' directories are subdirectories of the root
+        return scratch_attr(node, links=len(self.stores) if node is self.scratch.root else 0)
 
-    def _attr(self, node: ScratchNode) -> pyfuse3.EntryAttributes:
-        out = scratch_entry(node)
-        if node is self.scratch.root:
-            out.st_nlink += len(self.stores)  # the stores' directories are subdirectories
-        return out
+    def _owner(self, owner: tuple[int, int] | None) -> tuple[int, int]:
+        return owner if owner is not None else (self.scratch.root.uid, self.scratch.root.gid)
 
     # -- names and attributes --------------------------------------------------------------
 
-    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-        store = self._store_named(parent_inode, name)
+    async def lookup(self, parent: int, name: str) -> NodeAttr:
+        store = self._store_named(parent, name)
         if store is not None:  # its root is never forgotten: no lookup count to keep
-            return await store.getattr(store.root_ino, ctx)
-        try:
-            return self._attr(self.scratch.lookup(parent_inode, decode_name_bytes(name)))
-        except NoEntryError:
-            return negative_entry()
-        except Exception as exc:
-            fail("lookup", exc)
+            return await store.getattr(store.root_ino)
+        return self.attr(self.scratch.lookup(parent, name))
 
-    async def getattr(self, inode: int, ctx: Any = None) -> Any:
-        try:
-            return self._attr(self.scratch.node(inode))
-        except Exception as exc:
-            fail("getattr", exc)
+    async def getattr(self, ino: int) -> NodeAttr:
+        return self.attr(self.scratch.node(ino))
 
-    async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
-        try:
-            node = self.scratch.node(inode)
-            if fields.update_size:
-                self.scratch.set_size(node, attr.st_size)
-            self.scratch.set_attributes(
-                node,
-                mode=attr.st_mode if fields.update_mode else None,
-                uid=attr.st_uid if fields.update_uid else None,
-                gid=attr.st_gid if fields.update_gid else None,
-                atime_ns=attr.st_atime_ns if fields.update_atime else None,
-                mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
-            )
-            return self._attr(node)
-        except Exception as exc:
-            fail("setattr", exc)
+    async def dir_attr(self, ino: int) -> NodeAttr:
+        return self.attr(self.scratch.node(ino))
 
-    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
-        for inode, count in inode_list:
-            self.scratch.forget(inode, count)
+    async def setattr(self, ino: int, change: AttrChange, fh: int | None) -> NodeAttr:
+        node = self.scratch.node(ino)
+        if change.size is not None:
+            self.scratch.set_size(node, change.size)
+        self.scratch.set_attributes(
+            node,
+            mode=change.mode,
+            uid=change.uid,
+            gid=change.gid,
+            atime_ns=change.atime_ns,
+            mtime_ns=change.mtime_ns,
+        )
+        return self.attr(node)
 
-    async def statfs(self, ctx: Any) -> Any:
-        out = pyfuse3.StatvfsData()
-        for key, value in self.scratch.statfs().items():
-            setattr(out, key, value)
-        return out
+    def forget(self, ino: int, count: int) -> None:
+        self.scratch.forget(ino, count)
+
+    async def statfs(self) -> dict[str, int]:
+        return self.scratch.statfs()
 
     # -- directories -----------------------------------------------------------------------
 
-    async def opendir(self, inode: int, ctx: Any) -> int:
-        try:
-            directory = self.scratch.directory(inode)
-            listing: list[tuple[str, Listed]] = list(self.scratch.readdir(inode))
-            if inode == self.root_ino:
-                listing = sorted(listing + list(self.stores.items()), key=lambda kv: kv[0])
-        except Exception as exc:
-            fail("opendir", exc)
-        fh = self._next_dir_fh
-        self._next_dir_fh += 1
-        self._dirs[fh] = (directory, directory.parent or directory, listing)
-        return fh
+    def parent(self, ino: int) -> int | None:
+        node = self.scratch.node(ino)
+        return (node.parent or node).ino
 
-    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        """Offsets index the listing taken at ``opendir`` (``.`` and ``..`` are 0 and 1)."""
-        try:
-            if fh not in self._dirs:
-                return
-            directory, parent, listing = self._dirs[fh]
-            for index in range(start_id, len(listing) + 2):
-                if index < 2:  # never counted as a lookup: the kernel takes no reference
-                    dot = (directory, b".") if index == 0 else (parent, b"..")
-                    if not pyfuse3.readdir_reply(token, dot[1], self._attr(dot[0]), index + 1):
-                        return
-                    continue
-                name, item = listing[index - 2]
-                if isinstance(item, ScratchNode):
-                    attr = self._attr(item)
-                else:
-                    attr = await item.getattr(item.root_ino)
-                raw = name.encode("utf-8", "surrogateescape")
-                if not pyfuse3.readdir_reply(token, raw, attr, index + 1):
-                    return
-                if isinstance(item, ScratchNode):
-                    self.scratch.remember(item)  # readdirplus counts as a lookup
-        except Exception as exc:
-            fail("readdir", exc)
+    async def opendir(self, ino: int) -> Sequence[Listed]:
+        self.scratch.directory(ino)
+        listing: list[Listed] = [
+            _ListedScratch(any_name_bytes(name), node, self)
+            for name, node in self.scratch.readdir(ino)
+        ]
+        if ino == self.root_ino:
+            stores: list[Listed] = [
+                _ListedStore(any_name_bytes(n), s) for n, s in self.stores.items()
+            ]
+            listing = sorted(listing + stores, key=lambda listed: any_name(listed.name))
+        return listing
 
-    async def releasedir(self, fh: int) -> None:
-        self._dirs.pop(fh, None)
-
-    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+    async def fsyncdir(self) -> None:
         return  # nothing is ever uploaded from here
 
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
-        self._refuse_store("mkdir", parent_inode, name, ExistsError("a store's directory"))
-        try:
-            node = self.scratch.make(
-                parent_inode, decode_name_bytes(name), stat.S_IFDIR | mode, self._owner(ctx)
-            )
-            return self._attr(node)
-        except Exception as exc:
-            fail("mkdir", exc)
+    async def mkdir(
+        self, parent: int, name: str, mode: int, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        self._refuse_store(parent, name, ExistsError("a store's directory"))
+        return self.attr(self.scratch.make(parent, name, stat.S_IFDIR | mode, self._owner(owner)))
 
-    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._refuse_store("rmdir", parent_inode, name, BusyError("a store's directory"))
-        try:
-            self.scratch.rmdir(parent_inode, decode_name_bytes(name))
-        except Exception as exc:
-            fail("rmdir", exc)
+    async def rmdir(self, parent: int, name: str) -> None:
+        self._refuse_store(parent, name, BusyError("a store's directory"))
+        self.scratch.rmdir(parent, name)
 
-    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._refuse_store("unlink", parent_inode, name, IsDirectoryError("a store's directory"))
-        try:
-            self.scratch.unlink(parent_inode, decode_name_bytes(name))
-        except Exception as exc:
-            fail("unlink", exc)
+    async def unlink(self, parent: int, name: str) -> None:
+        self._refuse_store(parent, name, IsDirectoryError("a store's directory"))
+        self.scratch.unlink(parent, name)
 
     async def rename(
-        self,
-        parent_inode_old: int,
-        name_old: bytes,
-        parent_inode_new: int,
-        name_new: bytes,
-        flags: int,
-        ctx: Any,
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
     ) -> None:
         busy = BusyError("a store's directory is never renamed or replaced")
-        self._refuse_store("rename", parent_inode_old, name_old, busy)
-        self._refuse_store("rename", parent_inode_new, name_new, busy)
-        try:
-            self.scratch.rename(
-                parent_inode_old,
-                decode_name_bytes(name_old),
-                parent_inode_new,
-                decode_name_bytes(name_new),
-                flags,
-            )
-        except Exception as exc:
-            fail("rename", exc)
+        self._refuse_store(old_parent, old_name, busy)
+        self._refuse_store(new_parent, new_name, busy)
+        self.scratch.rename(old_parent, old_name, new_parent, new_name, flags)
 
-    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
-        self._refuse_store("symlink", parent_inode, name, ExistsError("a store's directory"))
-        try:
-            node = self.scratch.symlink(
-                parent_inode, decode_name_bytes(name), target, self._owner(ctx)
-            )
-            return self._attr(node)
-        except Exception as exc:
-            fail("symlink", exc)
+    async def symlink(
+        self, parent: int, name: str, target: bytes, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        self._refuse_store(parent, name, ExistsError("a store's directory"))
+        return self.attr(self.scratch.symlink(parent, name, target, self._owner(owner)))
 
-    async def readlink(self, inode: int, ctx: Any) -> bytes:
-        node = self.scratch.nodes.get(inode)
+    async def readlink(self, ino: int) -> bytes:
+        node = self.scratch.nodes.get(ino)
         if node is None or not stat.S_ISLNK(node.mode):
-            raise pyfuse3.FUSEError(errno.EINVAL)
+            raise InvalidArgumentError("not a symbolic link")
         return node.target
 
-    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
-        self._refuse_store("link", new_parent_inode, new_name, ExistsError("a store's directory"))
-        try:
-            return self._attr(
-                self.scratch.link(inode, new_parent_inode, decode_name_bytes(new_name))
-            )
-        except Exception as exc:
-            fail("link", exc)
+    async def link(self, ino: int, new_parent: int, new_name: str) -> NodeAttr:
+        self._refuse_store(new_parent, new_name, ExistsError("a store's directory"))
+        return self.attr(self.scratch.link(ino, new_parent, new_name))
 
-    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
-        self._refuse_store("mknod", parent_inode, name, ExistsError("a store's directory"))
-        try:
-            node = self.scratch.make(parent_inode, decode_name_bytes(name), mode, self._owner(ctx))
-            return self._attr(node)
-        except Exception as exc:
-            fail("mknod", exc)
-
-    def _owner(self, ctx: Any) -> tuple[int, int]:
-        owner = creator(ctx)
-        return owner if owner is not None else (self.scratch.root.uid, self.scratch.root.gid)
+    async def mknod(
+        self, parent: int, name: str, mode: int, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        self._refuse_store(parent, name, ExistsError("a store's directory"))
+        return self.attr(self.scratch.make(parent, name, mode, self._owner(owner)))
 
     # -- files -----------------------------------------------------------------------------
 
-    async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-        try:
-            fh = self.scratch.open(inode, flags)
-            return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=False)
-        except Exception as exc:
-            fail("open", exc)
+    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
+        return self.scratch.open(ino, flags), True
 
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
-        self._refuse_store("create", parent_inode, name, ExistsError("a store's directory"))
-        try:
-            fh, node = self.scratch.create(
-                parent_inode, decode_name_bytes(name), mode, flags, self._owner(ctx)
-            )
-            return pyfuse3.FileInfo(fh=fh, keep_cache=True, direct_io=False), self._attr(node)
-        except Exception as exc:
-            fail("create", exc)
+    async def create(
+        self, parent: int, name: str, flags: int, mode: int, owner: tuple[int, int] | None
+    ) -> tuple[int, bool, NodeAttr]:
+        self._refuse_store(parent, name, ExistsError("a store's directory"))
+        fh, node = self.scratch.create(parent, name, mode, flags, self._owner(owner))
+        return fh, True, self.attr(node)
 
-    async def read(self, fh: int, off: int, size: int) -> bytes:
-        try:
-            return self.scratch.read(fh, off, size)
-        except Exception as exc:
-            fail("read", exc)
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        return self.scratch.read(fh, offset, size)
 
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        try:
-            return self.scratch.write(fh, off, buf)
-        except Exception as exc:
-            fail("write", exc)
+    async def write(self, fh: int, offset: int, buf: bytes) -> int:
+        return self.scratch.write(fh, offset, buf)
 
     async def flush(self, fh: int) -> None:
         return  # held in memory only: nothing to save
 
-    async def fsync(self, fh: int, datasync: bool) -> None:
+    async def fsync(self, fh: int) -> None:
         return
 
     async def release(self, fh: int) -> None:
@@ -327,97 +239,134 @@ class RootOperations(pyfuse3.Operations):
 
     # -- extended attributes: none in scratch (never ENOSYS: see the module docstring) -------
 
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        fail("setxattr", AttributeNotSupportedError("local scratch keeps no extended attributes"))
+    async def setxattr(self, ino: int, name: bytes, value: bytes) -> None:
+        raise AttributeNotSupportedError("local scratch keeps no extended attributes")
 
-    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        fail("getxattr", NoAttributeError("local scratch keeps no extended attributes"))
+    async def getxattr(self, ino: int, name: bytes) -> bytes:
+        raise NoAttributeError("local scratch keeps no extended attributes")
 
-    async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
+    async def listxattr(self, ino: int) -> list[bytes]:
         return []
 
-    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        fail("removexattr", NoAttributeError("local scratch keeps no extended attributes"))
+    async def removexattr(self, ino: int, name: bytes) -> None:
+        raise NoAttributeError("local scratch keeps no extended attributes")
 
 
-class UnavailableStore(pyfuse3.Operations):
+def any_name_bytes(name: str) -> bytes:
+    """A scratch name as the kernel gave it (``any_name`` undone)."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+class UnavailableStore:
     """The slot of a store that could not be opened when the mount started (not found, key
     refused, server down): its directory is there, empty and read-only, and everything in it
-    is EIO with the reason in the log and ``memfs status``; the other stores work."""
+    is EIO with the reason in the log and ``memfs status`` (never ENOSYS, which would make the
+    kernel stop sending that request to the whole mount); the other stores work."""
 
     def __init__(self, root_ino: int, reason: str, *, uid: int, gid: int) -> None:
-        super().__init__()
         self.root_ino = root_ino
         self.reason = reason
         now = now_ns()
         self.root = ScratchNode(root_ino, stat.S_IFDIR | 0o555, uid, gid, now, now, now, links=2)
+        self.routes = [(NumberRange(root_ino, root_ino + 1), Route(self))]
+        self.grafts: dict[bytes, Route] = {}
+        self.xattrs: Xattrs = self
 
-    def _unavailable(self, op: str) -> NoReturn:
-        fail(op, RemoteUnavailableError(f"this store could not be opened: {self.reason}"))
+    def _unavailable(self) -> RemoteUnavailableError:
+        return RemoteUnavailableError(f"this store could not be opened: {self.reason}")
 
-    async def getattr(self, inode: int, ctx: Any = None) -> Any:
-        if inode != self.root_ino:
-            self._unavailable("getattr")
-        return scratch_entry(self.root)
+    async def getattr(self, ino: int) -> NodeAttr:
+        if ino != self.root_ino:
+            raise self._unavailable()
+        return scratch_attr(self.root)
 
-    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-        self._unavailable("lookup")
+    async def dir_attr(self, ino: int) -> NodeAttr:
+        return await self.getattr(ino)
 
-    async def opendir(self, inode: int, ctx: Any) -> int:
-        self._unavailable("opendir")
-
-    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+    def forget(self, ino: int, count: int) -> None:
         return
 
-    # every change in it: EIO (never pyfuse3's ENOSYS, which would make the kernel stop
-    # sending that request to the whole mount)
+    def parent(self, ino: int) -> int | None:
+        return None
 
-    async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
-        self._unavailable("setattr")
+    async def statfs(self) -> dict[str, int]:
+        raise self._unavailable()
 
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
-        self._unavailable("mkdir")
+    async def fsyncdir(self) -> None:
+        raise self._unavailable()
 
-    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
-        self._unavailable("mknod")
+    async def lookup(self, parent: int, name: str) -> NodeAttr:
+        raise self._unavailable()
 
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
-        self._unavailable("create")
+    async def opendir(self, ino: int) -> Sequence[Listed]:
+        raise self._unavailable()
 
-    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
-        self._unavailable("symlink")
+    async def setattr(self, ino: int, change: AttrChange, fh: int | None) -> NodeAttr:
+        raise self._unavailable()
 
-    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
-        self._unavailable("link")
+    async def mkdir(
+        self, parent: int, name: str, mode: int, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        raise self._unavailable()
 
-    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._unavailable("unlink")
+    async def mknod(
+        self, parent: int, name: str, mode: int, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        raise self._unavailable()
 
-    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        self._unavailable("rmdir")
+    async def create(
+        self, parent: int, name: str, flags: int, mode: int, owner: tuple[int, int] | None
+    ) -> tuple[int, bool, NodeAttr]:
+        raise self._unavailable()
+
+    async def symlink(
+        self, parent: int, name: str, target: bytes, owner: tuple[int, int] | None
+    ) -> NodeAttr:
+        raise self._unavailable()
+
+    async def link(self, ino: int, new_parent: int, new_name: str) -> NodeAttr:
+        raise self._unavailable()
+
+    async def unlink(self, parent: int, name: str) -> None:
+        raise self._unavailable()
+
+    async def rmdir(self, parent: int, name: str) -> None:
+        raise self._unavailable()
 
     async def rename(
-        self,
-        parent_inode_old: int,
-        name_old: bytes,
-        parent_inode_new: int,
-        name_new: bytes,
-        flags: int,
-        ctx: Any,
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int
     ) -> None:
-        self._unavailable("rename")
+        raise self._unavailable()
 
-    async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-        self._unavailable("open")
+    async def readlink(self, ino: int) -> bytes:
+        raise self._unavailable()
 
-    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        fail("getxattr", NoAttributeError("this store could not be opened"))
+    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
+        raise self._unavailable()
 
-    async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        raise self._unavailable()
+
+    async def write(self, fh: int, offset: int, buf: bytes) -> int:
+        raise self._unavailable()
+
+    async def flush(self, fh: int) -> None:
+        raise self._unavailable()
+
+    async def fsync(self, fh: int) -> None:
+        raise self._unavailable()
+
+    async def release(self, fh: int) -> None:
+        return
+
+    async def getxattr(self, ino: int, name: bytes) -> bytes:
+        raise NoAttributeError("this store could not be opened")
+
+    async def listxattr(self, ino: int) -> list[bytes]:
         return []
 
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        self._unavailable("setxattr")
+    async def setxattr(self, ino: int, name: bytes, value: bytes) -> None:
+        raise self._unavailable()
 
-    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        self._unavailable("removexattr")
+    async def removexattr(self, ino: int, name: bytes) -> None:
+        raise self._unavailable()

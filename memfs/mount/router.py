@@ -1,31 +1,47 @@
-"""The router of a mount: its ``pyfuse3.Operations``, which hands each kernel request to the
-tree that owns the number it names.
+"""The router of a mount: which tree (``memfs.core.Tree``) serves a number, and which a name.
 
-Owns the inode and file-handle numbers of the mount: every tree is served in a *slot* of
-``memfs.contract.numbers.SLOT`` numbers (a store's files, its ``.search/`` and ``.versions/`` share
-the store's slot, in the ranges of ``StoreNumbers.in_slot``), so the slot of a number is the
-number shifted right, and a request goes to the operations serving that slot without asking
-anyone. A mount of one store serves it in slot 0: the numbers it always had (the root is
-inode 1). The trees number in their slot themselves (they were built with its ranges), so the
-kernel invalidations a core queues already carry the kernel's numbers.
+Owns the inode and file-handle numbers of the mount: every slot of
+``memfs.contract.numbers.SLOT`` numbers is served by a ``Slot`` (a store's files, its
+``.search/`` and ``.versions/`` share the store's slot, in the ranges of
+``StoreNumbers.in_slot``), so the slot of a number is the number shifted right, and the tree
+its range within the slot; nobody is asked. A mount of one store serves it in slot 0: the
+numbers it always had (the root is inode 1). The trees number in their slot themselves (they
+were built with its ranges), so the kernel invalidations a core queues already carry the
+kernel's numbers.
+
+Each tree is served as a ``Route``: the tree, how long the kernel may keep its names and
+attributes, and how its names are read. Two names in a store's root are another tree's:
+``.versions`` and ``.search`` (``Slot.grafts``). In a mount of several stores, the ``..`` of a
+store's root is the mount's root (slot 0's).
 
 A request that names two numbers of two slots (a rename or a hard link from one store to
-another, or between a store and the local scratch) is EXDEV: ``mv`` copies instead.
+another, or between a store and the local scratch) is EXDEV: ``mv`` copies instead; of two
+trees of one store's slot (its files and a read-only tree), EROFS.
 
-It decides no errno itself (``memfs.mount.fuse_ops.fail`` does) and keeps no state of a tree.
+It decides no errno itself (``memfs.mount.fuse_ops`` does), keeps no state of a tree and does
+not speak pyfuse3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
 
-import pyfuse3
-
-from memfs.contract.errors import CrossDeviceError, InvalidArgumentError, NoEntryError
-from memfs.contract.numbers import SLOT
+from memfs.contract.errors import (
+    CrossDeviceError,
+    InvalidArgumentError,
+    NoEntryError,
+    ReadOnlyError,
+)
+from memfs.contract.node_attr import NodeAttr
+from memfs.contract.numbers import SLOT, NumberRange, StoreNumbers
+from memfs.contract.paths import MAX_NAME_BYTES
+from memfs.core import FilesTree, StoreCore, Tree, Xattrs, decode_name
 from memfs.mount import storelog
-from memfs.mount.fuse_ops import fail
+from memfs.search.tree import SEARCH_NAME
+from memfs.versions.tree import VERSIONS_NAME
 
 SLOT_BITS = SLOT.bit_length() - 1
 # the renameat2 flags a tree may be asked for: RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2).
@@ -33,166 +49,168 @@ SLOT_BITS = SLOT.bit_length() - 1
 # never a plain rename.
 RENAME_FLAGS_SERVED = 1 | 2
 
+# The kernel keeps entries and attributes this long without asking (warm stat at local-disk
+# speed); the change feed invalidates them at once when the store changes elsewhere.
+ENTRY_TIMEOUT = 60.0
+ATTR_TIMEOUT = 60.0
+# /.versions is never invalidated by the change feed: its entries expire after a second
+VERSIONS_TIMEOUT = 1.0
+# /.search files are searched anew at each open: the kernel keeps neither their names nor sizes
+SEARCH_TIMEOUT = 0.0
+
 
 def slot_of(number: int) -> int:
     """The slot an inode or handle number belongs to."""
     return number >> SLOT_BITS
 
 
-class Router(pyfuse3.Operations):
-    """The ``pyfuse3.Operations`` of a mount (module docstring)."""
+def any_name(raw: bytes) -> str:
+    """A name as text: any bytes, as on tmpfs (undecodable ones kept as surrogates)."""
+    return raw.decode("utf-8", "surrogateescape")
 
-    supports_dot_lookup = True
-    enable_writeback_cache = False
-    enable_acl = False
+
+@dataclass(frozen=True)
+class Route:
+    """A tree as the mount serves it. ``decode``: its names as text (a store's are UTF-8);
+    ``direct_io``: every read goes to the tree, whatever the size says, never the page cache."""
+
+    tree: Tree
+    entry_timeout: float = ENTRY_TIMEOUT
+    attr_timeout: float = ATTR_TIMEOUT
+    decode: Callable[[bytes], str] = decode_name
+    direct_io: bool = False
+
+
+class Slot(Protocol):
+    """What serves one slot: its trees by range, the names of its root that are another of
+    its trees', the extended attributes of all its numbers, and ``df`` and ``fsync`` of a
+    directory, which name no tree."""
+
+    root_ino: int
+    routes: list[tuple[NumberRange, Route]]
+    grafts: dict[bytes, Route]
+    xattrs: Xattrs
+
+    async def getattr(self, ino: int) -> NodeAttr: ...
+
+    async def statfs(self) -> dict[str, int]: ...
+
+    async def fsyncdir(self) -> None: ...
+
+
+class StoreSlot:
+    """The slot of one store: its files (``memfs.core.FilesTree``), ``.search`` and
+    ``.versions``, in the ranges its core was built with (its root is the slot's first number
+    plus one). ``several``: one store of a mount of several."""
+
+    def __init__(self, core: StoreCore, *, several: bool = False) -> None:
+        numbers = StoreNumbers.in_slot(core.root_ino - 1)
+        self.root_ino = core.root_ino
+        self.files = FilesTree(core, numbers.files, several=several)
+        long_names = partial(decode_name, max_bytes=MAX_NAME_BYTES)  # queries and instants too
+        versions = Route(core.versions, VERSIONS_TIMEOUT, VERSIONS_TIMEOUT, long_names)
+        search = Route(core.search, SEARCH_TIMEOUT, SEARCH_TIMEOUT, long_names, direct_io=True)
+        self.routes = [
+            (numbers.files, Route(self.files)),
+            (numbers.search, search),
+            (numbers.versions, versions),
+        ]
+        self.grafts = {VERSIONS_NAME.encode(): versions, SEARCH_NAME.encode(): search}
+        self.xattrs: Xattrs = self.files
+
+    async def getattr(self, ino: int) -> NodeAttr:
+        return await self.files.getattr(ino)
+
+    async def statfs(self) -> dict[str, int]:
+        return await self.files.statfs()
+
+    async def fsyncdir(self) -> None:
+        await self.files.fsyncdir()
+
+
+class Router:
+    """The trees of a mount by number and name (module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._slots: dict[int, pyfuse3.Operations] = {}
-        self._statfs: pyfuse3.Operations | None = None  # whose figures ``df`` shows
+        self._slots: dict[int, Slot] = {}
+        self._statfs: Slot | None = None  # whose figures ``df`` shows
         # a mount of several stores: each slot's store, for the log (``storelog``)
         self._names: dict[int, str | None] | None = None
 
     def serve(
-        self,
-        slot: int,
-        operations: pyfuse3.Operations,
-        *,
-        statfs: bool = False,
-        name: str | None = None,
+        self, slot: int, served: Slot, *, statfs: bool = False, name: str | None = None
     ) -> None:
-        """Hand the requests for the numbers of ``slot`` to ``operations``; with ``statfs``,
+        """Hand the requests for the numbers of ``slot`` to ``served``; with ``statfs``,
         statfs too (the kernel names no inode for it); ``name``: the store's, for the log
         lines its requests make (a mount of several stores)."""
-        self._slots[slot] = operations
+        self._slots[slot] = served
         if name is not None or self._names is not None:
             self._names = (self._names or {}) | {slot: name}
         if statfs or self._statfs is None:
-            self._statfs = operations
+            self._statfs = served
 
-    def _of(self, op: str, number: int) -> pyfuse3.Operations:
-        slot = number >> SLOT_BITS
-        operations = self._slots.get(slot)
+    def slot(self, number: int) -> Slot:
+        """The slot of a number the kernel names in a request (its store's, in the log)."""
+        index = number >> SLOT_BITS
+        served = self._slots.get(index)
         if self._names is not None:
-            storelog.CURRENT.set(self._names.get(slot))
-        if operations is None:
-            fail(op, NoEntryError(f"no tree serves number {number}"))
-        return operations
+            storelog.CURRENT.set(self._names.get(index))
+        if served is None:
+            raise NoEntryError(f"no tree serves number {number}")
+        return served
 
-    def _same(self, op: str, first: int, second: int) -> pyfuse3.Operations:
-        """The operations of two numbers of one request: EXDEV if they are in two trees."""
-        if first >> SLOT_BITS != second >> SLOT_BITS:
-            fail(op, CrossDeviceError(f"{op} between two stores, or a store and scratch"))
-        return self._of(op, first)
+    def route(self, number: int) -> Route:
+        """The tree serving a number the kernel names in a request."""
+        return self._route(self.slot(number), number)
 
-    # -- names and attributes --------------------------------------------------------------
+    def cache_of(self, number: int) -> Route:
+        """The route of a number the mount hands the kernel (an entry's: for its timeouts)."""
+        return self._route(self._slots[number >> SLOT_BITS], number)
 
-    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> Any:
-        return await self._of("lookup", parent_inode).lookup(parent_inode, name, ctx)
+    @staticmethod
+    def _route(served: Slot, number: int) -> Route:
+        for numbers, route in served.routes:
+            if number in numbers:
+                return route
+        raise NoEntryError(f"no tree serves number {number}")
 
-    async def getattr(self, inode: int, ctx: Any = None) -> Any:
-        return await self._of("getattr", inode).getattr(inode, ctx)
+    def named(self, parent: int, name: bytes) -> Route:
+        """The tree that answers for ``name`` in the directory ``parent``."""
+        served = self.slot(parent)
+        if parent == served.root_ino and name in served.grafts:
+            return served.grafts[name]
+        return self._route(served, parent)
 
-    async def setattr(self, inode: int, attr: Any, fields: Any, fh: int | None, ctx: Any) -> Any:
-        return await self._of("setattr", inode).setattr(inode, attr, fields, fh, ctx)
+    def placed(self, ino: int) -> int | None:
+        """The directory the mount shows ``ino`` in when that is a store's root in a mount of
+        several (the mount's root, where the store's own tree ends); else None."""
+        index = ino >> SLOT_BITS
+        if index == 0 or 0 not in self._slots or ino != self._slots[index].root_ino:
+            return None
+        return self._slots[0].root_ino
 
-    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
-        by_slot: dict[int, list[tuple[int, int]]] = {}
-        for inode, count in inode_list:
-            by_slot.setdefault(inode >> SLOT_BITS, []).append((inode, count))
-        for slot, items in by_slot.items():
-            operations = self._slots.get(slot)
-            if operations is not None:
-                await operations.forget(items)
+    def up(self, ino: int, route: Route) -> int:
+        """The ``..`` of the directory ``ino``."""
+        placed = self.placed(ino)
+        if placed is not None:
+            return placed
+        parent = route.tree.parent(ino)
+        return self._slots[ino >> SLOT_BITS].root_ino if parent is None else parent
 
-    async def statfs(self, ctx: Any) -> Any:
-        if self._statfs is None:
-            fail("statfs", NoEntryError("nothing is served"))
-        return await self._statfs.statfs(ctx)
+    def pair(self, op: str, first: Route, first_number: int, second: Route, number: int) -> Route:
+        """The tree of a request naming two numbers (rename, link), if they are one tree's."""
+        if first_number >> SLOT_BITS != number >> SLOT_BITS:
+            raise CrossDeviceError(f"{op} between two stores, or a store and scratch")
+        if first is not second:  # a store's files and one of its read-only trees
+            raise ReadOnlyError(f"{op}: {VERSIONS_NAME} and {SEARCH_NAME} are read-only")
+        return first
 
-    # -- directories -----------------------------------------------------------------------
-
-    async def opendir(self, inode: int, ctx: Any) -> Any:
-        return await self._of("opendir", inode).opendir(inode, ctx)
-
-    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        await self._of("readdir", fh).readdir(fh, start_id, token)
-
-    async def releasedir(self, fh: int) -> None:
-        await self._of("releasedir", fh).releasedir(fh)
-
-    async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        await self._of("fsyncdir", fh).fsyncdir(fh, datasync)
-
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> Any:
-        return await self._of("mkdir", parent_inode).mkdir(parent_inode, name, mode, ctx)
-
-    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        await self._of("rmdir", parent_inode).rmdir(parent_inode, name, ctx)
-
-    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
-        await self._of("unlink", parent_inode).unlink(parent_inode, name, ctx)
-
-    async def rename(
-        self,
-        parent_inode_old: int,
-        name_old: bytes,
-        parent_inode_new: int,
-        name_new: bytes,
-        flags: int,
-        ctx: Any,
-    ) -> None:
+    @staticmethod
+    def check_rename_flags(flags: int) -> None:
         if flags & ~RENAME_FLAGS_SERVED:
-            fail("rename", InvalidArgumentError(f"renameat2 flags {flags:#x} are not supported"))
-        operations = self._same("rename", parent_inode_old, parent_inode_new)
-        await operations.rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+            raise InvalidArgumentError(f"renameat2 flags {flags:#x} are not supported")
 
-    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Any) -> Any:
-        return await self._of("symlink", parent_inode).symlink(parent_inode, name, target, ctx)
-
-    async def readlink(self, inode: int, ctx: Any) -> bytes:
-        return await self._of("readlink", inode).readlink(inode, ctx)
-
-    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Any) -> Any:
-        operations = self._same("link", inode, new_parent_inode)
-        return await operations.link(inode, new_parent_inode, new_name, ctx)
-
-    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Any) -> Any:
-        return await self._of("mknod", parent_inode).mknod(parent_inode, name, mode, rdev, ctx)
-
-    # -- files -----------------------------------------------------------------------------
-
-    async def open(self, inode: int, flags: int, ctx: Any) -> Any:
-        return await self._of("open", inode).open(inode, flags, ctx)
-
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any) -> Any:
-        return await self._of("create", parent_inode).create(parent_inode, name, mode, flags, ctx)
-
-    async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self._of("read", fh).read(fh, off, size)
-
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self._of("write", fh).write(fh, off, buf)
-
-    async def flush(self, fh: int) -> None:
-        await self._of("flush", fh).flush(fh)
-
-    async def fsync(self, fh: int, datasync: bool) -> None:
-        await self._of("fsync", fh).fsync(fh, datasync)
-
-    async def release(self, fh: int) -> None:
-        await self._of("release", fh).release(fh)
-
-    # -- extended attributes -----------------------------------------------------------------
-
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        await self._of("setxattr", inode).setxattr(inode, name, value, ctx)
-
-    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        return await self._of("getxattr", inode).getxattr(inode, name, ctx)
-
-    async def listxattr(self, inode: int, ctx: Any) -> Sequence[bytes]:
-        return await self._of("listxattr", inode).listxattr(inode, ctx)
-
-    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        await self._of("removexattr", inode).removexattr(inode, name, ctx)
+    def statfs_slot(self) -> Slot:
+        if self._statfs is None:
+            raise NoEntryError("nothing is served")
+        return self._statfs

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from memfs.core import StoreCore
 from memfs.mount.changefeed import ChangeFeed
-from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.opening import OpenStore
 from memfs.mount.options import StoreSpec
+from memfs.mount.router import StoreSlot
 from memfs.mount.status import JournalsOfStore
 from memfs.writeback.journal import Journal
 
@@ -23,7 +23,7 @@ class ServedStore:
     spec: StoreSpec
     store: OpenStore
     core: StoreCore
-    operations: FuseOperations
+    operations: StoreSlot  # its trees, as the router serves them
     journal: Journal | None
     journals: JournalsOfStore
     slot: int  # of the router (memfs.contract.numbers): 0 for a mount of one store

@@ -12,9 +12,10 @@ Freshness: each open searches anew (after the mount's pending uploads are sent),
 kernel neither caches their pages nor their size: a search after a write finds it, and ``cat``
 reads to the end although ``stat`` says 0 bytes.
 
-It must not import pyfuse3 nor decide errnos; ``fuse_ops`` dispatches to it by inode and handle
-number: everything here is numbered in the range its builder hands it (``memfs.contract.numbers``:
-from 2**47 in a mount of one store, between the store's files and its ``.versions`` tree).
+It is a ``memfs.core.tree.Tree`` (``ReadOnlyTree`` refuses its changes). It must not import
+pyfuse3 nor decide errnos; the mount's router hands it the requests for its numbers: everything
+here is numbered in the range its builder hands it (``memfs.contract.numbers``: from 2**47 in a
+mount of one store, between the store's files and its ``.versions`` tree).
 
 Invariants: inode numbers are never reused; a query node leaves the table when the kernel
 forgot it and no handle is open on it; the root ``.search`` node never leaves.
@@ -27,16 +28,17 @@ import os
 import stat
 import time
 from dataclasses import dataclass
+from typing import Never
 
 from memfs.contract.errors import (
     InvalidArgumentError,
     IsDirectoryError,
     NoEntryError,
     NotDirectoryError,
-    ReadOnlyError,
 )
 from memfs.contract.node_attr import NodeAttr
 from memfs.contract.numbers import SINGLE_STORE, NumberRange
+from memfs.contract.read_only_tree import ReadOnlyTree
 from memfs.search.engine import DEFAULT_LIMIT, StoreSearch, render
 
 log = logging.getLogger(__name__)
@@ -57,8 +59,10 @@ class QueryNode:
     open_count: int = 0
 
 
-class SearchTree:
+class SearchTree(ReadOnlyTree):
     """The ``.search`` directory of one mount. See the module docstring."""
+
+    tree_name = SEARCH_NAME
 
     def __init__(
         self,
@@ -85,9 +89,6 @@ class SearchTree:
     def owns(self, ino: int) -> bool:
         return ino in self.numbers
 
-    def owns_handle(self, fh: int) -> bool:
-        return fh in self.numbers
-
     def _attr(self, ino: int, mode: int) -> SearchAttr:
         nlink = 2 if stat.S_ISDIR(mode) else 1
         now = time.time()  # a query's results are as new as the moment they are asked
@@ -103,6 +104,9 @@ class SearchTree:
         if ino == self.root_ino:
             return self._attr(ino, stat.S_IFDIR | 0o555)
         return self._attr(self._query(ino).ino, stat.S_IFREG | 0o444)
+
+    async def dir_attr(self, ino: int) -> SearchAttr:
+        return await self.getattr(ino)
 
     async def lookup(self, parent: int, name: str) -> SearchAttr:
         """``parent`` is the mount root (for ``.search``) or the ``.search`` directory."""
@@ -140,8 +144,16 @@ class SearchTree:
             raise NotDirectoryError("not a directory")
         return []
 
-    async def open(self, ino: int, flags: int) -> int:
-        """Search now; returns the handle of the results."""
+    async def opendir(self, ino: int) -> list[Never]:
+        """Nothing to list (``readdir``)."""
+        await self.readdir(ino)
+        return []
+
+    def parent(self, ino: int) -> int | None:
+        return None  # only .search is a directory: the mount's root holds it
+
+    async def open(self, ino: int, flags: int) -> tuple[int, bool]:
+        """Search now; returns the handle of the results (the kernel keeps no page of them)."""
         if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
             raise self.refuse("open for writing")
         if ino == self.root_ino:
@@ -153,7 +165,7 @@ class SearchTree:
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = (node, render(hits).encode("utf-8"))
-        return fh
+        return fh, False
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         held = self._handles.get(fh)
@@ -169,7 +181,3 @@ class SearchTree:
 
     async def readlink(self, ino: int) -> bytes:
         raise InvalidArgumentError("not a symbolic link")
-
-    def refuse(self, what: str) -> ReadOnlyError:
-        """The error for any change below ``.search``."""
-        return ReadOnlyError(f"{what}: {SEARCH_NAME} is read-only")

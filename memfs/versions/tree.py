@@ -23,11 +23,12 @@ with mode 0000, and opening one is EACCES (``AccessDeniedError``); kernel invali
 a learnt redaction changed (the old history name, cached modes) are queued for
 ``take_invalidations``.
 
-It must not import pyfuse3 or the rest of the filesystem core (``core.build`` makes it,
-``fuse_ops`` dispatches to it by inode and handle number: everything here is numbered in the
-range its builder hands it, ``memfs.contract.numbers``: from 2**48 in a mount of one store, far
-above the core's inodes), must not decide errnos, and must never write
-to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``.
+It is a ``memfs.core.tree.Tree``. It must not import pyfuse3 or the rest of the filesystem
+core (``core.build`` makes it, the mount's router hands it the requests for its numbers:
+everything here is numbered in the range its builder hands it, ``memfs.contract.numbers``: from
+2**48 in a mount of one store, far above the core's inodes), must not decide errnos, and must
+never write to the store: every mutation below ``.versions`` is refused with ``ReadOnlyError``
+(``ReadOnlyTree``).
 
 Invariants (the index's own are in ``memfs.versions.index``):
 - inode numbers are never reused; a node leaves the table when the kernel forgot it and no
@@ -60,6 +61,7 @@ from memfs.contract.errors import (
 from memfs.contract.models import MemoryVersion
 from memfs.contract.node_attr import NodeAttr
 from memfs.contract.numbers import SINGLE_STORE, NumberRange
+from memfs.contract.read_only_tree import ReadOnlyTree
 from memfs.contract.store_api import StoreAPI
 from memfs.host.portable import user_id
 from memfs.versions.index import VersionIndex, View
@@ -152,8 +154,27 @@ VIEW_BYTES = 200
 VIEW_FILE_BYTES = 150
 
 
-class VersionsTree:
+@dataclass(eq=False, slots=True)
+class ListedVersion:
+    """An entry of a listing, its attributes taken with the listing (``readdir_attrs``)."""
+
+    name: bytes
+    ino: int
+    attributes: VersionAttr
+    tree: VersionsTree
+
+    async def attr(self) -> VersionAttr | None:
+        # the index may be gone now: an entry the tree dropped since is left out
+        return self.attributes if self.ino in self.tree.nodes else None
+
+    def remember(self) -> None:
+        self.tree.remember(self.ino)
+
+
+class VersionsTree(ReadOnlyTree):
     """The ``.versions`` tree of one mount. See the module docstring."""
+
+    tree_name = VERSIONS_NAME
 
     def __init__(
         self,
@@ -204,9 +225,6 @@ class VersionsTree:
 
     def owns(self, ino: int) -> bool:
         return ino in self.numbers
-
-    def owns_handle(self, fh: int) -> bool:
-        return fh in self.numbers
 
     def _node(self, key: tuple[object, ...], kind: str, **fields: object) -> VNode:
         node = self.by_key.get(key)
@@ -300,6 +318,10 @@ class VersionsTree:
         return self._attr(
             node.ino, mode, version.content_size_bytes or 0, version.created_at.timestamp()
         )
+
+    async def dir_attr(self, ino: int) -> VersionAttr:
+        """As the tree knows it: no request (the ``.`` and ``..`` of a listing)."""
+        return self.attr(self._get(ino))
 
     async def getattr(self, ino: int) -> VersionAttr:
         node = self._get(ino)
@@ -450,6 +472,11 @@ class VersionsTree:
             entries = await self._readdir(ino)
             return [(name, child, self.attr(self.nodes[child])) for name, child in entries]
 
+    async def opendir(self, ino: int) -> list[ListedVersion]:
+        """The listing a mount replies (``readdir_attrs``)."""
+        entries = await self.readdir_attrs(ino)
+        return [ListedVersion(name.encode("utf-8"), i, attr, self) for name, i, attr in entries]
+
     async def _readdir(self, ino: int) -> list[tuple[str, int]]:
         node = self._get(ino)
         if not node.is_dir:
@@ -481,7 +508,7 @@ class VersionsTree:
             result.append((name, child.ino))
         return result
 
-    def parent_ino(self, ino: int) -> int | None:
+    def parent(self, ino: int) -> int | None:
         """The inode of the directory holding ``ino`` (its ``..``); None for ``.versions``
         itself, whose parent is the mount root (not this tree's)."""
         node = self._get(ino)
@@ -542,10 +569,6 @@ class VersionsTree:
     async def readlink(self, ino: int) -> bytes:
         self._get(ino)
         raise InvalidArgumentError("not a symbolic link")
-
-    def refuse(self, what: str) -> ReadOnlyError:
-        """The error for any change below ``.versions``."""
-        return ReadOnlyError(f"{what}: {VERSIONS_NAME} is read-only")
 
     async def _content(self, version_id: str) -> bytes:
         await self.index.refresh(newer=False)  # lists the history again if it was dropped

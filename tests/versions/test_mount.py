@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kit.waiting import wait_for
-from memfs.mount.fuse_ops import ATTR_TIMEOUT, ENTRY_TIMEOUT
+from memfs.mount.router import ATTR_TIMEOUT, ENTRY_TIMEOUT
 from memfs.versions.names import stamp
 
 pytestmark = pytest.mark.fuse

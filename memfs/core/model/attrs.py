@@ -17,11 +17,8 @@ from memfs.core.model.inodes import InodeTable, Kind, Node
 
 @dataclass(frozen=True)
 class Attr(NodeAttr):
-    """A node of the core's tree (the store's files and directories)."""
-
-    # client-set times exactly as given (utimens keeps nanoseconds: rsync compares them)
-    atime_ns: int | None = None
-    mtime_ns: int | None = None
+    """A node of the core's tree (the store's files and directories); ``atime_ns`` and
+    ``mtime_ns`` are client-set times exactly as given."""
 
     @property
     def nlink_counted(self) -> bool:
