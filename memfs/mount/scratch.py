@@ -10,9 +10,9 @@ never fit it, even in an empty scratch, is EFBIG (a size past the largest file i
 a write is ENOSPC, as on a full tmpfs).
 
 ``Scratch`` is the tree (FUSE-free; it raises ``memfs.contract.errors`` exceptions, and
-``memfs.mount.fuse_ops.fail`` maps them to errnos, as for the stores); its inode and handle
+``memfs.mount.fuse_ops`` maps them to errnos, as for the stores); its inode and handle
 numbers are the router's slot 0 (``memfs.contract.numbers``). The root directory is the scratch's
-own root; the router's root operations (``memfs.mount.root``) lay the stores over it.
+own root; ``memfs.mount.root.RootTree`` serves it and lays the stores over it.
 
 Invariants: a node is in ``nodes`` while a directory entry, a kernel lookup or an open handle
 holds it (``links``, ``lookups``, ``opens``); ``used`` is the sum of ``_cost`` over the nodes
