@@ -139,7 +139,7 @@ def _cell(value: Value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"  # never 1.2e+04
     return str(value)
 
 

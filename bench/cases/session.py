@@ -38,7 +38,6 @@ import os
 import random
 import secrets
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,7 +52,7 @@ import httpx
 
 from bench import proc
 from bench.fixtures import bench_key
-from bench.harness import Case, Row
+from bench.harness import Case, Row, median
 from bench.mounted import make_tree, mounted, server
 
 HEADERS = {"anthropic-version": "2023-06-01", "anthropic-beta": "agent-memory-2026-07-22"}
@@ -363,10 +362,6 @@ def workload(targets: list[tuple[Path, bool]], seconds: float, seed: int) -> dic
 
 
 # --- the run ----------------------------------------------------------------------------------
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
 
 
 def startup_rows(
