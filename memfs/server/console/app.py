@@ -19,7 +19,7 @@ by name: no path of the request reaches the file system.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,8 +34,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memfs.contract.errors import ApiError
 from memfs.server.backends.storage import Storage
 from memfs.server.console import live
-from memfs.server.console.context import SIGN_IN_PATH, Console, SignInRequiredError
-from memfs.server.console.pages import databricks, history, memory, sign_in, store, stores
+from memfs.server.console.context import SIGN_IN_PATH, Console, PageGroup, SignInRequiredError
+from memfs.server.console.pages.databricks import DatabricksPages
+from memfs.server.console.pages.history import HistoryPages
+from memfs.server.console.pages.memory import MemoryPages
+from memfs.server.console.pages.sign_in import SignInPages
+from memfs.server.console.pages.store import StorePages
+from memfs.server.console.pages.stores import StoresPages
 from memfs.server.console.ratelimit import Limits, SignInLimiter
 from memfs.server.console.rendering import Renderer
 from memfs.server.console.security import CONSOLE_PATH, PAGE_CACHE, SECURITY_HEADERS
@@ -53,8 +58,16 @@ STATIC_TYPES = {
     ".svg": "image/svg+xml",
 }
 STATIC_CACHE = "public, max-age=300"
-# The page groups, each a module of ``pages`` with ``routes(console)``; a new group is a line.
-PAGE_GROUPS = (sign_in, stores, store, memory, history, databricks, live)
+# The page groups, each a class of ``pages`` made on the ``Console``, whose ``routes()`` are its
+# URLs; a new group is a line.
+PAGE_GROUPS: tuple[Callable[[Console], PageGroup], ...] = (
+    SignInPages,
+    StoresPages,
+    StorePages,
+    MemoryPages,
+    HistoryPages,
+    DatabricksPages,
+)
 SERVER_ERROR = "Something went wrong on the server (it is in the server's log)."
 
 
@@ -103,7 +116,8 @@ def create_console(
     )
     routes: list[BaseRoute] = [*static_routes()]
     for group in PAGE_GROUPS:
-        routes += group.routes(console)
+        routes += group(console).routes()
+    routes += live.routes(console)
 
     async def signed_out(request: Request, exc: Exception) -> Response:
         return RedirectResponse(SIGN_IN_PATH, status_code=303)

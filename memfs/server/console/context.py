@@ -7,18 +7,21 @@ and the guards a page calls first.
   token are right, or ``CrossSiteError`` (a 403 page; nothing else runs). Every POST handler
   reads its form through it, so a cross-site or stale form changes nothing.
 
-A page group is a module of ``pages/`` with ``routes(console) -> list[Route]``; ``app``
-collects them. A page talks to ``Storage`` in process, as the API routes do (no HTTP), writes
-as ``signed_in.actor`` and lets ``memfs.contract.errors.ApiError`` escape for the one-line error
-page (``app``), or catches it to show the form again with the message.
+A page group (``PageGroup``) is a class of ``pages/`` made on the ``Console``, one method per
+page, whose ``routes()`` maps its URLs onto them; ``app`` collects them. A page talks to
+``Storage`` in process, as the API routes do (no HTTP), writes as ``signed_in.actor`` and lets
+``memfs.contract.errors.ApiError`` escape for the one-line error page (``app``), or catches it
+to show the form again with the message.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from starlette.requests import Request
+from starlette.routing import Route
 
 from memfs.contract.errors import ApiError
 from memfs.server.backends.storage import Storage
@@ -52,6 +55,12 @@ CROSS_SITE_MESSAGE = (
     "This form came from another site or has expired, so nothing was changed. "
     "Reload the page and try again."
 )
+
+
+class PageGroup(Protocol):
+    """A group of pages (a class of ``pages``, made on the ``Console``): its URLs."""
+
+    def routes(self) -> list[Route]: ...
 
 
 @dataclass(frozen=True)

@@ -111,11 +111,16 @@ def content_sha(entry: DbxEntry) -> str:
 ENTRY_TITLES = {"dbx_entry.html": "{}", "dbx_edit.html": "Edit {}", "dbx_delete.html": "Delete {}?"}
 
 
-def routes(console: Console) -> list[Route]:
-    storage = console.storage
-    dbx = storage.databricks
+class DatabricksPages:
+    """A Databricks store's pages: actors, sessions, entries (module doc)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.storage = self.console.storage
+        self.dbx = self.storage.databricks
 
     def render(
+        self,
         request: Request,
         template: str,
         signed_in: SignedIn,
@@ -125,7 +130,7 @@ def routes(console: Console) -> list[Route]:
         error: str | None = None,
         **context: Any,
     ) -> Response:
-        return console.renderer.page(
+        return self.console.renderer.page(
             request,
             template,
             signed_in=signed_in,
@@ -140,38 +145,40 @@ def routes(console: Console) -> list[Route]:
             **context,
         )
 
-    async def load_store(request: Request) -> tuple[SignedIn, DbxStore]:
-        signed_in = await console.signed_in(request)
-        return signed_in, await dbx.get_store(request.path_params["store_id"])
+    async def load_store(self, request: Request) -> tuple[SignedIn, DbxStore]:
+        signed_in = await self.console.signed_in(request)
+        return signed_in, await self.dbx.get_store(request.path_params["store_id"])
 
-    def actor_param(request: Request) -> str:
+    def actor_param(self, request: Request) -> str:
         return check.actor_id(request.query_params.get("actor"))
 
-    async def store_page(request: Request) -> Response:
-        signed_in, store = await load_store(request)
+    async def store_page(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
         query, first_url = cursor.query_digest(store.id), dbx_url(store.id)
         position = page_position(request, _ACTORS, query)
         after = None if position is None else position_text(position, "a")
-        actors = await console.console_storage.dbx_actors(store.id, limit=LISTED + 1, after=after)
+        actors = await self.console.console_storage.dbx_actors(
+            store.id, limit=LISTED + 1, after=after
+        )
         shown = actors[:LISTED]
         next_url = (
             next_page_url(first_url, _ACTORS, query, {"a": shown[-1].key})
             if len(actors) > LISTED
             else None
         )
-        return render(
+        return self.render(
             request, "dbx_store.html", signed_in, store, title=store.id, actors=shown,
             next_url=next_url, first_url=first_url if position is not None else None,
-            live=await databricks_target(console, store.id, Watch(), "reload"),
+            live=await databricks_target(self.console, store.id, Watch(), "reload"),
         )  # fmt: skip
 
-    async def actor_page(request: Request) -> Response:
-        signed_in, store = await load_store(request)
-        actor = actor_param(request)
+    async def actor_page(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
+        actor = self.actor_param(request)
         query, first_url = cursor.query_digest(store.id, actor), actor_url(store.id, actor)
         position = page_position(request, _SESSIONS, query)
         after = None if position is None else position_text(position, "s")
-        sessions = await console.console_storage.dbx_sessions(
+        sessions = await self.console.console_storage.dbx_sessions(
             store.id, actor, limit=LISTED + 1, after=after
         )
         shown = sessions[:LISTED]
@@ -180,16 +187,16 @@ def routes(console: Console) -> list[Route]:
             if len(sessions) > LISTED
             else None
         )
-        return render(
+        return self.render(
             request, "dbx_actor.html", signed_in, store, title=f"Actor {actor}",
             actor=actor, sessions=shown, next_url=next_url,
             first_url=first_url if position is not None else None,
-            live=await databricks_target(console, store.id, Watch(actor_id=actor), "reload"),
+            live=await databricks_target(self.console, store.id, Watch(actor_id=actor), "reload"),
         )  # fmt: skip
 
-    async def entries_page(request: Request) -> Response:
-        signed_in, store = await load_store(request)
-        actor = actor_param(request)
+    async def entries_page(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
+        actor = self.actor_param(request)
         session = check.session_id(request.query_params.get("session"))
         session_less = session is None and request.query_params.get("session_less") == "1"
         # no session is stored as "" (databricks.storage): that filter lists exactly those
@@ -200,25 +207,30 @@ def routes(console: Console) -> list[Route]:
         after = None
         if position is not None:
             after = EntryPosition(*(position_text(position, key) for key in ("p", "s", "i")))
-        page = await dbx.list_entries(store.id, flt, after=after, limit=LISTED, with_content=False)
+        page = await self.dbx.list_entries(
+            store.id, flt, after=after, limit=LISTED, with_content=False
+        )
         next_url = None
         if page.next is not None:
             at = {"p": page.next.path, "s": page.next.session_id, "i": page.next.entry_id}
             next_url = next_page_url(first_url, _ENTRIES, query, at)
         watch = Watch(actor_id=actor, session_id=session, session_less=session_less)
-        return render(
+        return self.render(
             request, "dbx_entries.html", signed_in, store, title=f"Entries of {actor}",
             actor=actor, session=session, session_less=session_less, entries=page.items,
             next_url=next_url, first_url=first_url if position is not None else None,
-            live=await databricks_target(console, store.id, watch, "reload"),
+            live=await databricks_target(self.console, store.id, watch, "reload"),
         )  # fmt: skip
 
-    async def load_entry(request: Request) -> tuple[SignedIn, DbxStore, DbxEntry]:
-        signed_in, store = await load_store(request)
-        entry = await dbx.get_entry(store.id, request.path_params["entry_id"], with_content=True)
+    async def load_entry(self, request: Request) -> tuple[SignedIn, DbxStore, DbxEntry]:
+        signed_in, store = await self.load_store(request)
+        entry = await self.dbx.get_entry(
+            store.id, request.path_params["entry_id"], with_content=True
+        )
         return signed_in, store, entry
 
     async def entry_render(
+        self,
         request: Request,
         template: str,
         signed_in: SignedIn,
@@ -226,30 +238,30 @@ def routes(console: Console) -> list[Route]:
         entry: DbxEntry,
         **context: Any,
     ) -> Response:
-        live = await databricks_target(console, store.id, Watch(item_id=entry.id), "notice")
-        return render(
+        live = await databricks_target(self.console, store.id, Watch(item_id=entry.id), "notice")
+        return self.render(
             request, template, signed_in, store, title=ENTRY_TITLES[template].format(entry.path),
             entry=entry,
             this_url=entry_url(store.id, entry.id), live=live, **context,
         )  # fmt: skip
 
-    async def entry_page(request: Request) -> Response:
-        signed_in, store, entry = await load_entry(request)
-        return await entry_render(request, "dbx_entry.html", signed_in, store, entry)
+    async def entry_page(self, request: Request) -> Response:
+        signed_in, store, entry = await self.load_entry(request)
+        return await self.entry_render(request, "dbx_entry.html", signed_in, store, entry)
 
-    async def edit_form(request: Request) -> Response:
-        signed_in, store, entry = await load_entry(request)
-        return await entry_render(
+    async def edit_form(self, request: Request) -> Response:
+        signed_in, store, entry = await self.load_entry(request)
+        return await self.entry_render(
             request, "dbx_edit.html", signed_in, store, entry,
             content=entry.content or "", description=entry.description or "",
             precondition=content_sha(entry),
             description_sha=sha256_hex(entry.description or ""), diff=None,
         )  # fmt: skip
 
-    async def save(request: Request) -> Response:
-        signed_in, store = await load_store(request)
+    async def save(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
         entry_id = request.path_params["entry_id"]
-        form = await console.post_form(request, signed_in)
+        form = await self.console.post_form(request, signed_in)
         content = textarea(form.get("content", ""))
         description = textarea(form.get("description", ""))
         precondition = form.get("precondition", "")
@@ -265,7 +277,7 @@ def routes(console: Console) -> list[Route]:
             if "description" in fields:  # a description typed over someone else's is a conflict
                 expected_description = validation.sha256_field(description_sha, "description_sha")
             if fields:
-                await dbx.update_entry(
+                await self.dbx.update_entry(
                     store.id,
                     entry_id,
                     EntryPatch(fields),
@@ -274,9 +286,9 @@ def routes(console: Console) -> list[Route]:
                 )
         except PreconditionFailedError:
             try:
-                theirs = await dbx.get_entry(store.id, entry_id, with_content=True)
+                theirs = await self.dbx.get_entry(store.id, entry_id, with_content=True)
             except NotFoundError:
-                return gone(request, signed_in, store, content, description)
+                return self.gone(request, signed_in, store, content, description)
             their_description = theirs.description or ""
             # a field the person did not change takes theirs, so that "Save over theirs" writes
             # only what they typed (never an old copy over someone else's change)
@@ -285,17 +297,17 @@ def routes(console: Console) -> list[Route]:
             if "description" not in fields:
                 description = their_description
             diff = line_diff(theirs.content or "", content, old_name="theirs", new_name="yours")
-            return await entry_render(
+            return await self.entry_render(
                 request, "dbx_edit.html", signed_in, store, theirs, status=409, error=CONFLICT,
                 content=content, description=description, precondition=content_sha(theirs),
                 description_sha=sha256_hex(their_description), diff=diff,
                 their_description=their_description,
             )  # fmt: skip
         except NotFoundError:
-            return gone(request, signed_in, store, content, description)
+            return self.gone(request, signed_in, store, content, description)
         except ApiError as exc:
-            current = await dbx.get_entry(store.id, entry_id, with_content=True)
-            return await entry_render(
+            current = await self.dbx.get_entry(store.id, entry_id, with_content=True)
+            return await self.entry_render(
                 request, "dbx_edit.html", signed_in, store, current, status=exc.status,
                 error=exc.message, content=content, description=description,
                 precondition=precondition, description_sha=description_sha, diff=None,
@@ -304,31 +316,32 @@ def routes(console: Console) -> list[Route]:
         return RedirectResponse(f"{entry_url(store.id, entry_id)}?notice={notice}", 303)
 
     def gone(
-        request: Request, signed_in: SignedIn, store: DbxStore, content: str, description: str
+        self, request: Request, signed_in: SignedIn, store: DbxStore, content: str, description: str
     ) -> Response:
-        return render(
+        return self.render(
             request, "dbx_gone.html", signed_in, store, status=404, error=GONE,
             title="Entry deleted", content=content, description=description,
         )  # fmt: skip
 
-    async def delete_form(request: Request) -> Response:
-        signed_in, store, entry = await load_entry(request)
-        return await entry_render(request, "dbx_delete.html", signed_in, store, entry)
+    async def delete_form(self, request: Request) -> Response:
+        signed_in, store, entry = await self.load_entry(request)
+        return await self.entry_render(request, "dbx_delete.html", signed_in, store, entry)
 
-    async def delete(request: Request) -> Response:
-        signed_in, store, entry = await load_entry(request)
-        form = await console.post_form(request, signed_in)
+    async def delete(self, request: Request) -> Response:
+        signed_in, store, entry = await self.load_entry(request)
+        form = await self.console.post_form(request, signed_in)
         try:
             expected = validation.sha256_field(form.get("precondition", ""), "precondition")
-            await dbx.delete_entry(store.id, entry.id, expected_sha256=expected)
+            await self.dbx.delete_entry(store.id, entry.id, expected_sha256=expected)
         except PreconditionFailedError:
-            return await entry_render(
+            return await self.entry_render(
                 request, "dbx_delete.html", signed_in, store, entry, status=409, error=CHANGED
             )
         back = entries_url(store.id, entry.actor_id, entry.session_id, entry.session_id is None)
         return RedirectResponse(back + "&notice=entry-deleted", 303)
 
     async def new_page(
+        self,
         request: Request,
         signed_in: SignedIn,
         store: DbxStore,
@@ -337,22 +350,22 @@ def routes(console: Console) -> list[Route]:
         status: int = 200,
         error: str | None = None,
     ) -> Response:
-        return render(
+        return self.render(
             request, "dbx_new.html", signed_in, store, status=status, error=error,
             title=f"New entry in {store.id}", form=form,
         )  # fmt: skip
 
-    async def new_form(request: Request) -> Response:
-        signed_in, store = await load_store(request)
+    async def new_form(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
         params = request.query_params
         form = {"actor": params.get("actor", ""), "session": params.get("session", ""), "path": "/"}
-        return await new_page(request, signed_in, store, form)
+        return await self.new_page(request, signed_in, store, form)
 
-    async def create(request: Request) -> Response:
-        signed_in, store = await load_store(request)
-        form = await console.post_form(request, signed_in)
+    async def create(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
+        form = await self.console.post_form(request, signed_in)
         try:
-            entry = await dbx.create_entry(
+            entry = await self.dbx.create_entry(
                 store.id,
                 NewEntry(
                     entry_id=None,
@@ -365,13 +378,13 @@ def routes(console: Console) -> list[Route]:
                 ),
             )
         except ApiError as exc:
-            return await new_page(
+            return await self.new_page(
                 request, signed_in, store, form, status=exc.status, error=exc.message
             )
         return RedirectResponse(f"{entry_url(store.id, entry.id)}?notice=entry-created", 303)
 
-    async def search_page(request: Request) -> Response:
-        signed_in, store = await load_store(request)
+    async def search_page(self, request: Request) -> Response:
+        signed_in, store = await self.load_store(request)
         params = request.query_params
         actor, session, query = (
             params.get("actor", ""),
@@ -384,7 +397,7 @@ def routes(console: Console) -> list[Route]:
             try:
                 if not actor:
                     raise BadRequestError("Actor: required (a search looks at one actor)")
-                hits = await dbx.search_entries(
+                hits = await self.dbx.search_entries(
                     store.id,
                     SearchRequest(
                         actor_id=check.actor_id(actor),
@@ -397,24 +410,25 @@ def routes(console: Console) -> list[Route]:
                 results = [(entry, best_line(entry.content or "", query)) for entry, _ in hits]
             except ApiError as exc:
                 error, status = exc.message, exc.status
-        return render(
+        return self.render(
             request, "dbx_search.html", signed_in, store, status=status, error=error,
             title=f"Search {store.id}", actor=actor, session=session, query=query,
             results=results, searched=bool(query.strip()) and error is None,
         )  # fmt: skip
 
-    base = "/databricks/{store_id}"
-    entry = base + "/entries/{entry_id}"
-    return [
-        Route(base, store_page, methods=["GET"]),
-        Route(base + "/actor", actor_page, methods=["GET"]),
-        Route(base + "/entries", entries_page, methods=["GET"]),
-        Route(base + "/search", search_page, methods=["GET"]),
-        Route(base + "/new", new_form, methods=["GET"]),
-        Route(base + "/new", create, methods=["POST"]),
-        Route(entry, entry_page, methods=["GET"]),
-        Route(entry + "/edit", edit_form, methods=["GET"]),
-        Route(entry + "/edit", save, methods=["POST"]),
-        Route(entry + "/delete", delete_form, methods=["GET"]),
-        Route(entry + "/delete", delete, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        base = "/databricks/{store_id}"
+        entry = base + "/entries/{entry_id}"
+        return [
+            Route(base, self.store_page, methods=["GET"]),
+            Route(base + "/actor", self.actor_page, methods=["GET"]),
+            Route(base + "/entries", self.entries_page, methods=["GET"]),
+            Route(base + "/search", self.search_page, methods=["GET"]),
+            Route(base + "/new", self.new_form, methods=["GET"]),
+            Route(base + "/new", self.create, methods=["POST"]),
+            Route(entry, self.entry_page, methods=["GET"]),
+            Route(entry + "/edit", self.edit_form, methods=["GET"]),
+            Route(entry + "/edit", self.save, methods=["POST"]),
+            Route(entry + "/delete", self.delete_form, methods=["GET"]),
+            Route(entry + "/delete", self.delete, methods=["POST"]),
+        ]

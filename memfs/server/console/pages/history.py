@@ -161,27 +161,31 @@ def _before(request: Request) -> int | None:
     return int(value)
 
 
-def routes(console: Console) -> list[Route]:
-    storage = console.storage
-    render = console.renderer.page
+class HistoryPages:
+    """The history pages of a memory and of a store (module doc)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.storage = self.console.storage
+        self.render = self.console.renderer.page
 
     async def memory_state(
-        store: MemoryStore, memory_id: str
+        self, store: MemoryStore, memory_id: str
     ) -> tuple[Memory | None, MemoryVersion]:
         """The memory (None if deleted) and its newest version (NotFoundError: never was)."""
-        newest = await storage.list_versions(
+        newest = await self.storage.list_versions(
             store.id, VersionFilter(memory_id=memory_id), after=None, limit=1, with_content=False
         )
         if not newest.items:
             raise NotFoundError(f"memory {memory_id!r} has no history in this store")
         try:
-            memory: Memory | None = await storage.get_memory(store.id, memory_id)
+            memory: Memory | None = await self.storage.get_memory(store.id, memory_id)
         except NotFoundError:
             memory = None
         return memory, newest.items[0]
 
     def common(
-        store: MemoryStore, memory_id: str, memory: Memory | None, newest: MemoryVersion
+        self, store: MemoryStore, memory_id: str, memory: Memory | None, newest: MemoryVersion
     ) -> dict[str, Any]:
         path = memory.path if memory is not None else newest.path
         return {
@@ -198,26 +202,26 @@ def routes(console: Console) -> list[Route]:
             "version_url": lambda version_id: version_url(store.id, memory_id, version_id),
         }
 
-    async def memory_history(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def memory_history(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         memory_id = request.path_params["memory_id"]
-        memory, newest = await memory_state(store, memory_id)
+        memory, newest = await self.memory_state(store, memory_id)
         before = _before(request)
-        page = await storage.list_versions(
+        page = await self.storage.list_versions(
             store.id,
             VersionFilter(memory_id=memory_id),
             after=before,
             limit=PAGE_SIZE,
             with_content=False,
         )
-        context = common(store, memory_id, memory, newest)
+        context = self.common(store, memory_id, memory, newest)
         # the first page gains a version at each change of the memory: it reloads (older ones
         # do not change)
         live = None
         if before is None:
-            live = await memory_stores_target(console, store.id, "reload", memory_id=memory_id)
-        return render(
+            live = await memory_stores_target(self.console, store.id, "reload", memory_id=memory_id)
+        return self.render(
             request,
             "history.html",
             signed_in=signed_in,
@@ -229,16 +233,18 @@ def routes(console: Console) -> list[Route]:
             **context,
         )
 
-    async def compare(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def compare(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         memory_id = request.path_params["memory_id"]
-        memory, newest = await memory_state(store, memory_id)
-        context = common(store, memory_id, memory, newest)
+        memory, newest = await self.memory_state(store, memory_id)
+        context = self.common(store, memory_id, memory, newest)
         first, second = _query_id(request, "from"), _query_id(request, "to")
         if first is None or second is None:
             raise BadRequestError("pick two versions to compare (one 'From', one 'To')")
-        sides = [await storage.get_version(store.id, version_id) for version_id in (first, second)]
+        sides = [
+            await self.storage.get_version(store.id, version_id) for version_id in (first, second)
+        ]
         if any(side.memory_id != memory_id for side in sides):
             raise NotFoundError("that version is not one of this memory's")
         old, new = sides
@@ -251,7 +257,7 @@ def routes(console: Console) -> list[Route]:
                 old_name=f"{old.id} ({format_time(old.created_at)})",
                 new_name=f"{new.id} ({format_time(new.created_at)})",
             )
-        return render(
+        return self.render(
             request,
             "compare.html",
             signed_in=signed_in,
@@ -264,18 +270,20 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def load_version(
+        self,
         request: Request,
     ) -> tuple[SignedIn, dict[str, Any], MemoryVersion]:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         memory_id = request.path_params["memory_id"]
-        version = await storage.get_version(store.id, request.path_params["version_id"])
+        version = await self.storage.get_version(store.id, request.path_params["version_id"])
         if version.memory_id != memory_id:
             raise NotFoundError("that version is not one of this memory's")
-        memory, newest = await memory_state(store, memory_id)
-        return signed_in, common(store, memory_id, memory, newest), version
+        memory, newest = await self.memory_state(store, memory_id)
+        return signed_in, self.common(store, memory_id, memory, newest), version
 
     def version_page(
+        self,
         request: Request,
         signed_in: SignedIn,
         context: dict[str, Any],
@@ -285,7 +293,7 @@ def routes(console: Console) -> list[Route]:
         error: str | None = None,
         taken_by: str | None = None,
     ) -> Response:
-        return render(
+        return self.render(
             request,
             "version.html",
             signed_in=signed_in,
@@ -297,13 +305,13 @@ def routes(console: Console) -> list[Route]:
             **context,
         )
 
-    async def version_view(request: Request) -> Response:
-        signed_in, context, version = await load_version(request)
-        return version_page(request, signed_in, context, version)
+    async def version_view(self, request: Request) -> Response:
+        signed_in, context, version = await self.load_version(request)
+        return self.version_page(request, signed_in, context, version)
 
-    async def restore(request: Request) -> Response:
-        signed_in, context, version = await load_version(request)
-        form = await console.post_form(request, signed_in)
+    async def restore(self, request: Request) -> Response:
+        signed_in, context, version = await self.load_version(request)
+        form = await self.console.post_form(request, signed_in)
         store: MemoryStore = context["store"]
         memory: Memory | None = context["memory"]
         if version.content is None:
@@ -315,7 +323,7 @@ def routes(console: Console) -> list[Route]:
         try:
             if memory is not None:
                 expected = validation.sha256_field(form.get("precondition", ""), "precondition")
-                await storage.update_memory(
+                await self.storage.update_memory(
                     store.id,
                     memory.id,
                     content=version.content,
@@ -325,7 +333,7 @@ def routes(console: Console) -> list[Route]:
                 )
                 target = memory.id
             else:
-                created = await storage.create_memory(
+                created = await self.storage.create_memory(
                     store.id,
                     path=version.path or "",
                     content=version.content,
@@ -333,22 +341,24 @@ def routes(console: Console) -> list[Route]:
                 )
                 target = created.id
         except PreconditionFailedError:
-            return version_page(request, signed_in, context, version, status=409, error=CHANGED)
+            return self.version_page(
+                request, signed_in, context, version, status=409, error=CHANGED
+            )
         except PathConflictError as exc:
             error = TAKEN.format(path=version.path)
-            return version_page(
+            return self.version_page(
                 request, signed_in, context, version, status=409, error=error,
                 taken_by=exc.conflicting_memory_id,
             )  # fmt: skip
         except ApiError as exc:
-            return version_page(
+            return self.version_page(
                 request, signed_in, context, version, status=exc.status, error=exc.message
             )
         return RedirectResponse(memory_url(store.id, target) + "?notice=restored", 303)
 
-    async def redact_form(request: Request) -> Response:
-        signed_in, context, version = await load_version(request)
-        return render(
+    async def redact_form(self, request: Request) -> Response:
+        signed_in, context, version = await self.load_version(request)
+        return self.render(
             request,
             "redact.html",
             signed_in=signed_in,
@@ -357,19 +367,21 @@ def routes(console: Console) -> list[Route]:
             **context,
         )
 
-    async def redact(request: Request) -> Response:
-        signed_in, context, version = await load_version(request)
-        form = await console.post_form(request, signed_in)
+    async def redact(self, request: Request) -> Response:
+        signed_in, context, version = await self.load_version(request)
+        form = await self.console.post_form(request, signed_in)
         error, status = None, 400
         if form.get("confirm") != REDACT_CONFIRM:
             error = NOT_CONFIRMED
         else:
             try:
-                await storage.redact_version(context["store"].id, version.id, actor=signed_in.actor)
+                await self.storage.redact_version(
+                    context["store"].id, version.id, actor=signed_in.actor
+                )
             except ApiError as exc:
                 error, status = exc.message, exc.status
         if error is not None:
-            return render(
+            return self.render(
                 request,
                 "redact.html",
                 signed_in=signed_in,
@@ -381,9 +393,9 @@ def routes(console: Console) -> list[Route]:
             )
         return RedirectResponse(context["version_url"](version.id) + "?notice=redacted", 303)
 
-    async def store_history(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def store_history(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         query = {
             name: request.query_params.get(name, "")
             for name in ("operation", "session", "key", "from", "to")
@@ -402,7 +414,7 @@ def routes(console: Console) -> list[Route]:
                 created_gte=parse_moment(query["from"], "From") if query["from"] else None,
                 created_lte=parse_moment(query["to"], "To") if query["to"] else None,
             )
-            page = await storage.list_versions(
+            page = await self.storage.list_versions(
                 store.id, flt, after=_before(request), limit=PAGE_SIZE, with_content=False
             )
             versions, older = page.items, page.next
@@ -412,8 +424,8 @@ def routes(console: Console) -> list[Route]:
         # the first page gains the store's new versions, unless "To" already ended it
         live = None
         if _before(request) is None and not query["to"]:
-            live = await memory_stores_target(console, store.id, "reload")
-        return render(
+            live = await memory_stores_target(self.console, store.id, "reload")
+        return self.render(
             request,
             "store_history.html",
             live=live,
@@ -436,9 +448,9 @@ def routes(console: Console) -> list[Route]:
             as_of_url=f"{store_url(store.id)}/as-of",
         )
 
-    async def as_of(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def as_of(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         at = request.query_params.get("at", "")
         moment: datetime | None = None
         memories: list[AtMoment] = []
@@ -449,8 +461,8 @@ def routes(console: Console) -> list[Route]:
             except BadRequestError as exc:
                 error, status = exc.message, exc.status
             else:
-                memories = await store_as_of(console.console_storage, store.id, moment)
-        return render(
+                memories = await store_as_of(self.console.console_storage, store.id, moment)
+        return self.render(
             request,
             "store_at.html",
             signed_in=signed_in,
@@ -466,15 +478,16 @@ def routes(console: Console) -> list[Route]:
             version_url=lambda m: version_url(store.id, m.memory_id, m.version_id),
         )
 
-    memory = "/stores/{store_id}/memories/{memory_id}"
-    version = memory + "/versions/{version_id}"
-    return [
-        Route(memory + "/history", memory_history, methods=["GET"]),
-        Route(memory + "/history/compare", compare, methods=["GET"]),
-        Route(version, version_view, methods=["GET"]),
-        Route(version + "/restore", restore, methods=["POST"]),
-        Route(version + "/redact", redact_form, methods=["GET"]),
-        Route(version + "/redact", redact, methods=["POST"]),
-        Route("/stores/{store_id}/history", store_history, methods=["GET"]),
-        Route("/stores/{store_id}/as-of", as_of, methods=["GET"]),
-    ]
+    def routes(self) -> list[Route]:
+        memory = "/stores/{store_id}/memories/{memory_id}"
+        version = memory + "/versions/{version_id}"
+        return [
+            Route(memory + "/history", self.memory_history, methods=["GET"]),
+            Route(memory + "/history/compare", self.compare, methods=["GET"]),
+            Route(version, self.version_view, methods=["GET"]),
+            Route(version + "/restore", self.restore, methods=["POST"]),
+            Route(version + "/redact", self.redact_form, methods=["GET"]),
+            Route(version + "/redact", self.redact, methods=["POST"]),
+            Route("/stores/{store_id}/history", self.store_history, methods=["GET"]),
+            Route("/stores/{store_id}/as-of", self.as_of, methods=["GET"]),
+        ]

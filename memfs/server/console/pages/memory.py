@@ -54,16 +54,21 @@ TITLES = {
 }
 
 
-def routes(console: Console) -> list[Route]:
-    storage = console.storage
+class MemoryPages:
+    """A memory's page, editing, renaming and deleting it (module doc)."""
 
-    async def load(request: Request) -> tuple[SignedIn, MemoryStore, Memory]:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        memory = await storage.get_memory(store.id, request.path_params["memory_id"])
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.storage = self.console.storage
+
+    async def load(self, request: Request) -> tuple[SignedIn, MemoryStore, Memory]:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        memory = await self.storage.get_memory(store.id, request.path_params["memory_id"])
         return signed_in, store, memory
 
     def page(
+        self,
         request: Request,
         template: str,
         signed_in: SignedIn,
@@ -74,7 +79,7 @@ def routes(console: Console) -> list[Route]:
         error: str | None = None,
         **context: Any,
     ) -> Response:
-        return console.renderer.page(
+        return self.console.renderer.page(
             request,
             template,
             signed_in=signed_in,
@@ -88,14 +93,14 @@ def routes(console: Console) -> list[Route]:
             **context,
         )
 
-    async def memory_page(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        live = await memory_stores_target(console, store.id, "notice", memory_id=memory.id)
-        return page(request, "memory.html", signed_in, store, memory, live=live)
+    async def memory_page(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        live = await memory_stores_target(self.console, store.id, "notice", memory_id=memory.id)
+        return self.page(request, "memory.html", signed_in, store, memory, live=live)
 
-    async def edit_form(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        return page(
+    async def edit_form(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        return self.page(
             request,
             "edit.html",
             signed_in,
@@ -105,24 +110,24 @@ def routes(console: Console) -> list[Route]:
             yours=memory.content or "",
             precondition=memory.content_sha256,
             diff=None,
-            live=await memory_stores_target(console, store.id, "notice", memory_id=memory.id),
+            live=await memory_stores_target(self.console, store.id, "notice", memory_id=memory.id),
         )
 
-    async def save(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def save(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         memory_id = request.path_params["memory_id"]
-        form = await console.post_form(request, signed_in)
+        form = await self.console.post_form(request, signed_in)
         yours = textarea(form.get("content", ""))
         try:
             expected = validation.sha256_field(form.get("precondition", ""), "precondition")
-            edited = await storage.get_memory(store.id, memory_id)
+            edited = await self.storage.get_memory(store.id, memory_id)
             if edited.content_sha256 == expected and "\x00" in (edited.content or ""):
-                return page(
+                return self.page(
                     request, "edit.html", signed_in, store, edited, status=409,
                     error=HOLDS_NUL, yours=yours, precondition=expected, diff=None,
                 )  # fmt: skip
-            await storage.update_memory(
+            await self.storage.update_memory(
                 store.id,
                 memory_id,
                 content=validation.memory_content(yours),
@@ -132,10 +137,10 @@ def routes(console: Console) -> list[Route]:
             )
         except PreconditionFailedError:
             try:
-                theirs = await storage.get_memory(store.id, memory_id)
+                theirs = await self.storage.get_memory(store.id, memory_id)
             except NotFoundError:
-                return gone(request, signed_in, store, yours)
-            return page(
+                return self.gone(request, signed_in, store, yours)
+            return self.page(
                 request,
                 "edit.html",
                 signed_in,
@@ -146,13 +151,15 @@ def routes(console: Console) -> list[Route]:
                 yours=yours,
                 precondition=theirs.content_sha256,
                 diff=line_diff(theirs.content or "", yours, old_name="theirs", new_name="yours"),
-                live=await memory_stores_target(console, store.id, "notice", memory_id=memory_id),
+                live=await memory_stores_target(
+                    self.console, store.id, "notice", memory_id=memory_id
+                ),
             )
         except NotFoundError:
-            return gone(request, signed_in, store, yours)
+            return self.gone(request, signed_in, store, yours)
         except ApiError as exc:
-            current = await storage.get_memory(store.id, memory_id)
-            return page(
+            current = await self.storage.get_memory(store.id, memory_id)
+            return self.page(
                 request,
                 "edit.html",
                 signed_in,
@@ -166,8 +173,10 @@ def routes(console: Console) -> list[Route]:
             )
         return RedirectResponse(memory_url(store.id, memory_id) + "?notice=saved", 303)
 
-    def gone(request: Request, signed_in: SignedIn, store: MemoryStore, yours: str) -> Response:
-        return console.renderer.page(
+    def gone(
+        self, request: Request, signed_in: SignedIn, store: MemoryStore, yours: str
+    ) -> Response:
+        return self.console.renderer.page(
             request,
             "gone.html",
             signed_in=signed_in,
@@ -179,17 +188,17 @@ def routes(console: Console) -> list[Route]:
             yours=yours,
         )
 
-    async def rename_form(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        return page(request, "rename.html", signed_in, store, memory, new_path=memory.path)
+    async def rename_form(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        return self.page(request, "rename.html", signed_in, store, memory, new_path=memory.path)
 
-    async def rename(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        form = await console.post_form(request, signed_in)
+    async def rename(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        form = await self.console.post_form(request, signed_in)
         new_path = form.get("path", "")
         try:
             expected = validation.sha256_field(form.get("precondition", ""), "precondition")
-            await storage.update_memory(
+            await self.storage.update_memory(
                 store.id,
                 memory.id,
                 content=None,
@@ -199,41 +208,44 @@ def routes(console: Console) -> list[Route]:
             )
         except PreconditionFailedError:
             error = CHANGED.format(done="renamed")
-            return page(
+            return self.page(
                 request, "rename.html", signed_in, store, memory, status=409, error=error,
                 new_path=new_path,
             )  # fmt: skip
         except ApiError as exc:
-            return page(
+            return self.page(
                 request, "rename.html", signed_in, store, memory, status=exc.status,
                 error=exc.message, new_path=new_path,
             )  # fmt: skip
         return RedirectResponse(memory_url(store.id, memory.id) + "?notice=renamed", 303)
 
-    async def delete_form(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        return page(request, "delete.html", signed_in, store, memory)
+    async def delete_form(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        return self.page(request, "delete.html", signed_in, store, memory)
 
-    async def delete(request: Request) -> Response:
-        signed_in, store, memory = await load(request)
-        form = await console.post_form(request, signed_in)
+    async def delete(self, request: Request) -> Response:
+        signed_in, store, memory = await self.load(request)
+        form = await self.console.post_form(request, signed_in)
         try:
             expected = validation.sha256_field(form.get("precondition", ""), "precondition")
-            await storage.delete_memory(
+            await self.storage.delete_memory(
                 store.id, memory.id, expected_sha256=expected, actor=signed_in.actor
             )
         except PreconditionFailedError:
             error = CHANGED.format(done="deleted")
-            return page(request, "delete.html", signed_in, store, memory, status=409, error=error)
+            return self.page(
+                request, "delete.html", signed_in, store, memory, status=409, error=error
+            )
         return RedirectResponse(store_url(store.id) + "?notice=deleted", 303)
 
-    memory = "/stores/{store_id}/memories/{memory_id}"
-    return [
-        Route(memory, memory_page, methods=["GET"]),
-        Route(memory + "/edit", edit_form, methods=["GET"]),
-        Route(memory + "/edit", save, methods=["POST"]),
-        Route(memory + "/rename", rename_form, methods=["GET"]),
-        Route(memory + "/rename", rename, methods=["POST"]),
-        Route(memory + "/delete", delete_form, methods=["GET"]),
-        Route(memory + "/delete", delete, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        memory = "/stores/{store_id}/memories/{memory_id}"
+        return [
+            Route(memory, self.memory_page, methods=["GET"]),
+            Route(memory + "/edit", self.edit_form, methods=["GET"]),
+            Route(memory + "/edit", self.save, methods=["POST"]),
+            Route(memory + "/rename", self.rename_form, methods=["GET"]),
+            Route(memory + "/rename", self.rename, methods=["POST"]),
+            Route(memory + "/delete", self.delete_form, methods=["GET"]),
+            Route(memory + "/delete", self.delete, methods=["POST"]),
+        ]

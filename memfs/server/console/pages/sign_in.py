@@ -46,21 +46,26 @@ KEY_FIELD = "api_key"
 WRONG_KEY = "That API key is not one this server accepts."
 
 
-def routes(console: Console) -> list[Route]:
-    async def sign_in_form(request: Request) -> Response:
-        if await console.sessions.current(request) is not None:
-            return RedirectResponse(CONSOLE_PATH + "/", status_code=303)
-        return _form(request, console)
+class SignInPages:
+    """Signing in and out (module doc)."""
 
-    async def sign_in(request: Request) -> Response:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    async def sign_in_form(self, request: Request) -> Response:
+        if await self.console.sessions.current(request) is not None:
+            return RedirectResponse(CONSOLE_PATH + "/", status_code=303)
+        return _form(request, self.console)
+
+    async def sign_in(self, request: Request) -> Response:
         if cross_site(request):
             raise CrossSiteError(CROSS_SITE_MESSAGE)
         address = request.client.host if request.client else "unknown"
-        wait = console.limiter.retry_after(address)
+        wait = self.console.limiter.retry_after(address)
         if wait:
             return _form(
                 request,
-                console,
+                self.console,
                 status=429,
                 error=f"Too many failed sign-ins; try again in {wait} seconds.",
                 headers={"retry-after": str(wait)},
@@ -71,34 +76,35 @@ def routes(console: Console) -> list[Route]:
             form.get(CSRF_FIELD, ""), csrf_token(pre or "", PURPOSE)
         ):
             raise CrossSiteError(CROSS_SITE_MESSAGE)
-        signed_in = await console.sessions.sign_in(form.get(KEY_FIELD, "").strip())
+        signed_in = await self.console.sessions.sign_in(form.get(KEY_FIELD, "").strip())
         if signed_in is None:
-            console.limiter.failed(address)
-            return _form(request, console, status=401, error=WRONG_KEY)
+            self.console.limiter.failed(address)
+            return _form(request, self.console, status=401, error=WRONG_KEY)
         response = RedirectResponse(CONSOLE_PATH + "/", status_code=303)
         secure = is_https(request)
         response.headers.append(
             "set-cookie",
-            cookie(COOKIE, signed_in.token, max_age=console.sessions.max_age(), secure=secure),
+            cookie(COOKIE, signed_in.token, max_age=self.console.sessions.max_age(), secure=secure),
         )
         response.headers.append("set-cookie", cookie(PRE_COOKIE, "", max_age=0, secure=secure))
         return response
 
-    async def sign_out(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        await console.post_form(request, signed_in)
-        await console.sessions.sign_out(signed_in)
+    async def sign_out(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        await self.console.post_form(request, signed_in)
+        await self.console.sessions.sign_out(signed_in)
         response = RedirectResponse(SIGN_IN_PATH + "?notice=signed-out", status_code=303)
         response.headers.append(
             "set-cookie", cookie(COOKIE, "", max_age=0, secure=is_https(request))
         )
         return response
 
-    return [
-        Route("/sign-in", sign_in_form, methods=["GET"]),
-        Route("/sign-in", sign_in, methods=["POST"]),
-        Route("/sign-out", sign_out, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        return [
+            Route("/sign-in", self.sign_in_form, methods=["GET"]),
+            Route("/sign-in", self.sign_in, methods=["POST"]),
+            Route("/sign-out", self.sign_out, methods=["POST"]),
+        ]
 
 
 def _form(

@@ -78,14 +78,18 @@ def memory_url(store_id: str, memory_id: str) -> str:
     return f"{store_url(store_id)}/memories/{memory_id}"
 
 
-def routes(console: Console) -> list[Route]:
-    storage = console.storage
+class StorePages:
+    """A store's page, its search and a new memory (module doc)."""
 
-    async def store_page(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        memories = await console.console_storage.memory_paths(store.id)
-        return console.renderer.page(
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.storage = self.console.storage
+
+    async def store_page(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        memories = await self.console.console_storage.memory_paths(store.id)
+        return self.console.renderer.page(
             request,
             "store.html",
             signed_in=signed_in,
@@ -93,27 +97,27 @@ def routes(console: Console) -> list[Route]:
             store=store,
             tree=build_tree(memories),
             count=len(memories),
-            limit=console.console_storage.memory_limit,
+            limit=self.console.console_storage.memory_limit,
             open_all=len(memories) < OPEN_ALL_BELOW,
-            live=await memory_stores_target(console, store.id, "reload"),
+            live=await memory_stores_target(self.console, store.id, "reload"),
         )
 
-    async def search_page(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
+    async def search_page(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
         query = request.query_params.get("q", "")
         results: list[tuple[Memory, str]] = []
         error = None
         status = 200
         if query.strip():
             try:
-                hits = await storage.search_memories(
+                hits = await self.storage.search_memories(
                     store.id, validate_query(query), limit=SEARCH_LIMIT, path_prefix=None
                 )
                 results = [(m, best_line(m.content or "", query)) for m, _ in hits]
             except ApiError as exc:
                 error, status = exc.message, exc.status
-        return console.renderer.page(
+        return self.console.renderer.page(
             request,
             "search.html",
             signed_in=signed_in,
@@ -127,6 +131,7 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def new_page(
+        self,
         request: Request,
         signed_in: SignedIn,
         store: MemoryStore,
@@ -135,7 +140,7 @@ def routes(console: Console) -> list[Route]:
         status: int = 200,
         error: str | None = None,
     ) -> Response:
-        return console.renderer.page(
+        return self.console.renderer.page(
             request,
             "new_memory.html",
             signed_in=signed_in,
@@ -146,36 +151,37 @@ def routes(console: Console) -> list[Route]:
             form=form,
         )
 
-    async def new_form(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        return await new_page(request, signed_in, store, {"path": "/"})
+    async def new_form(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        return await self.new_page(request, signed_in, store, {"path": "/"})
 
-    async def create(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        form = await console.post_form(request, signed_in)
+    async def create(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        form = await self.console.post_form(request, signed_in)
         try:
-            memory = await storage.create_memory(
+            memory = await self.storage.create_memory(
                 store.id,
                 path=validation.memory_path(form.get("path", "")),
                 content=validation.memory_content(textarea(form.get("content", ""))),
                 actor=signed_in.actor,
             )
         except ApiError as exc:
-            return await new_page(
+            return await self.new_page(
                 request, signed_in, store, form, status=exc.status, error=exc.message
             )
         return RedirectResponse(
             memory_url(store.id, memory.id) + "?notice=created", status_code=303
         )
 
-    return [
-        Route("/stores/{store_id}", store_page, methods=["GET"]),
-        Route("/stores/{store_id}/search", search_page, methods=["GET"]),
-        Route("/stores/{store_id}/new", new_form, methods=["GET"]),
-        Route("/stores/{store_id}/new", create, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        return [
+            Route("/stores/{store_id}", self.store_page, methods=["GET"]),
+            Route("/stores/{store_id}/search", self.search_page, methods=["GET"]),
+            Route("/stores/{store_id}/new", self.new_form, methods=["GET"]),
+            Route("/stores/{store_id}/new", self.create, methods=["POST"]),
+        ]
 
 
 def textarea(value: str) -> str:

@@ -44,15 +44,19 @@ def store_url(store_id: str) -> str:
     return f"{CONSOLE_PATH}/stores/{store_id}"
 
 
-def routes(console: Console) -> list[Route]:
-    storage = console.storage
+class StoresPages:
+    """The stores page and a store's settings (module doc)."""
 
-    async def list_all() -> tuple[list[StoreRow], list[DbxStore], bool]:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.storage = self.console.storage
+
+    async def list_all(self) -> tuple[list[StoreRow], list[DbxStore], bool]:
         stores: list[MemoryStore] = []
         after = None
         more = False
         while True:
-            page = await storage.list_stores(
+            page = await self.storage.list_stores(
                 StoreFilter(include_archived=True), after=after, limit=PAGE
             )
             stores += page.items
@@ -63,12 +67,13 @@ def routes(console: Console) -> list[Route]:
                 break
             after = page.next
         stores = stores[:MAX_LISTED]
-        counts = await console.console_storage.memory_counts([s.id for s in stores])
-        dbx = await storage.databricks.list_stores(after=None, limit=MAX_LISTED)
+        counts = await self.console.console_storage.memory_counts([s.id for s in stores])
+        dbx = await self.storage.databricks.list_stores(after=None, limit=MAX_LISTED)
         rows = [StoreRow(s, counts.get(s.id, 0)) for s in stores]
         return rows, dbx.items, more
 
     async def show(
+        self,
         request: Request,
         signed_in: SignedIn,
         *,
@@ -76,8 +81,8 @@ def routes(console: Console) -> list[Route]:
         error: str | None = None,
         form: dict[str, str] | None = None,
     ) -> Response:
-        rows, dbx, more = await list_all()
-        return console.renderer.page(
+        rows, dbx, more = await self.list_all()
+        return self.console.renderer.page(
             request,
             "stores.html",
             signed_in=signed_in,
@@ -87,27 +92,30 @@ def routes(console: Console) -> list[Route]:
             rows=rows,
             dbx_stores=dbx,
             more=more,
-            limit=console.console_storage.memory_limit,
+            limit=self.console.console_storage.memory_limit,
             form=form or {},
         )
 
-    async def stores_page(request: Request) -> Response:
-        return await show(request, await console.signed_in(request))
+    async def stores_page(self, request: Request) -> Response:
+        return await self.show(request, await self.console.signed_in(request))
 
-    async def create_store(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        form = await console.post_form(request, signed_in)
+    async def create_store(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        form = await self.console.post_form(request, signed_in)
         try:
-            store = await storage.create_store(
+            store = await self.storage.create_store(
                 name=validation.store_name(form.get("name", "")),
                 description=validation.store_description(form.get("description", "")),
                 metadata={},
             )
         except ApiError as exc:
-            return await show(request, signed_in, status=exc.status, error=exc.message, form=form)
+            return await self.show(
+                request, signed_in, status=exc.status, error=exc.message, form=form
+            )
         return RedirectResponse(store_url(store.id) + "?notice=store-created", status_code=303)
 
     async def settings(
+        self,
         request: Request,
         signed_in: SignedIn,
         store: MemoryStore,
@@ -117,7 +125,7 @@ def routes(console: Console) -> list[Route]:
     ) -> Response:
         pairs = sorted(store.metadata.items())
         pairs += [("", "")] * min(BLANK_METADATA_ROWS, MAX_METADATA_PAIRS - len(pairs))
-        return console.renderer.page(
+        return self.console.renderer.page(
             request,
             "store_settings.html",
             signed_in=signed_in,
@@ -128,64 +136,67 @@ def routes(console: Console) -> list[Route]:
             pairs=pairs,
         )
 
-    async def settings_page(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        return await settings(request, signed_in, store)
+    async def settings_page(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        return await self.settings(request, signed_in, store)
 
-    async def save_settings(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        form = await console.post_form(request, signed_in)
+    async def save_settings(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        form = await self.console.post_form(request, signed_in)
         try:
-            await storage.update_store(
+            await self.storage.update_store(
                 store.id,
                 name=validation.store_name(form.get("name", "")),
                 description=validation.store_description(form.get("description", "")),
                 metadata=metadata_patch(form, store.metadata),
             )
         except ApiError as exc:
-            return await settings(request, signed_in, store, status=exc.status, error=exc.message)
+            return await self.settings(
+                request, signed_in, store, status=exc.status, error=exc.message
+            )
         return RedirectResponse(store_url(store.id) + "?notice=store-saved", status_code=303)
 
-    async def archive(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        form = await console.post_form(request, signed_in)
+    async def archive(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        form = await self.console.post_form(request, signed_in)
         if form.get("confirm") != "yes":
-            return await settings(
+            return await self.settings(
                 request,
                 signed_in,
                 store,
                 status=400,
                 error="Tick the box to confirm: an archived store cannot be written again.",
             )
-        await storage.archive_store(store.id)
+        await self.storage.archive_store(store.id)
         return RedirectResponse(store_url(store.id) + "?notice=store-archived", status_code=303)
 
-    async def delete(request: Request) -> Response:
-        signed_in = await console.signed_in(request)
-        store = await storage.get_store(request.path_params["store_id"])
-        form = await console.post_form(request, signed_in)
+    async def delete(self, request: Request) -> Response:
+        signed_in = await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        form = await self.console.post_form(request, signed_in)
         if form.get("confirm_name") != store.name:
-            return await settings(
+            return await self.settings(
                 request,
                 signed_in,
                 store,
                 status=400,
                 error="The name typed is not the store's name: nothing was deleted.",
             )
-        await storage.delete_store(store.id)
+        await self.storage.delete_store(store.id)
         return RedirectResponse(CONSOLE_PATH + "/?notice=store-deleted", status_code=303)
 
-    return [
-        Route("/", stores_page, methods=["GET"]),
-        Route("/stores", create_store, methods=["POST"]),
-        Route("/stores/{store_id}/settings", settings_page, methods=["GET"]),
-        Route("/stores/{store_id}/settings", save_settings, methods=["POST"]),
-        Route("/stores/{store_id}/archive", archive, methods=["POST"]),
-        Route("/stores/{store_id}/delete", delete, methods=["POST"]),
-    ]
+    def routes(self) -> list[Route]:
+        return [
+            Route("/", self.stores_page, methods=["GET"]),
+            Route("/stores", self.create_store, methods=["POST"]),
+            Route("/stores/{store_id}/settings", self.settings_page, methods=["GET"]),
+            Route("/stores/{store_id}/settings", self.save_settings, methods=["POST"]),
+            Route("/stores/{store_id}/archive", self.archive, methods=["POST"]),
+            Route("/stores/{store_id}/delete", self.delete, methods=["POST"]),
+        ]
 
 
 def metadata_patch(form: dict[str, str], current: dict[str, str]) -> MetadataPatch:
