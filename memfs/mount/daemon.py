@@ -4,15 +4,16 @@
 in its own process with every store of the session, each the directory named by its slug,
 beside local scratch (``MountOptions.stores``; ``mount.router`` hands requests to them).
 
-Owns the startup checks (credentials, stores, mount point), the opening of the stores (side by
-side, one task each), ``pyfuse3.init``, the trio nursery (FUSE loop, each store's write-back
-queue and change feed in a nursery of its own, signals), the readiness report to the parent
-process, the pid file that ``memfs umount`` reads, and the end of the mount, however it comes:
-what files still open for writing hold is saved (after a signal's ``syncfs``), then the final
-flush (bounded), before the filesystem goes away (docs/architecture.md, "The end of a mount").
-Kernel invalidations run here, from a worker thread only.
+Owns the mount's lifecycle: the startup checks (credentials, stores, mount point), the opening
+of the stores (side by side, one task each), ``pyfuse3.init``, the trio nursery (FUSE loop, each
+store's write-back queue and change feed in a nursery of its own, signals), the readiness report
+to the parent process, the pid file that ``memfs umount`` reads, and the end of the mount,
+however it comes: what files still open for writing hold is saved (after a signal's
+``syncfs``), then the final flush (bounded), then the unmount report, before the filesystem goes
+away (docs/architecture.md, "The end of a mount").
 
-It must not implement file semantics (``vfs``) or errno mapping (``fuse_ops``).
+It must not build what it serves (``memfs.mount.assembly``: cores, router, scratch, options),
+implement file semantics (the core) or map errnos (``fuse_ops``).
 """
 
 from __future__ import annotations
@@ -23,64 +24,34 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyfuse3
 import trio
 
-from memfs.contract.cache_budget import CacheBudget
-from memfs.contract.numbers import SINGLE_STORE, SLOT, NumberRange, StoreNumbers
-from memfs.core import ROOT_INODE, Invalidation, StoreCore, VfsConfig, build_core
 from memfs.host.private import replace_file
 from memfs.mount import storelog
+from memfs.mount.assembly import Assembly
 from memfs.mount.busy import sync_mount
 from memfs.mount.changefeed import ChangeFeed, choose_source
 from memfs.mount.final_flush import FinalFlush
 from memfs.mount.fuse_ops import FuseOperations
 from memfs.mount.memory import AllocationSites, MemoryReturn
 from memfs.mount.opening import (
-    OpenStore,
-    journals_not_replayed,
-    leave_journal,
-    open_journal,
     open_store,
 )
 from memfs.mount.options import FINAL_FLUSH_SECONDS, MountOptions, StoreSpec, check_slugs
 from memfs.mount.report import mount_report, render_report, report_problems, unmount_report
-from memfs.mount.root import RootTree, StoreDirectory, UnavailableStore
-from memfs.mount.router import Router, StoreSlot
-from memfs.mount.scratch import Scratch
 from memfs.mount.served import ServedStore
 from memfs.mount.statedir import MountError, check_mountpoint, is_dead_mount, state_path
-from memfs.mount.status import RecentErrors, StatusWriter, collect, collect_mount
-from memfs.writeback.journal import default_cache_dir
+from memfs.mount.status import RecentErrors, StatusWriter
 
 log = logging.getLogger(__name__)
 
 # a signal's syncfs (the kernel hands over the pages programs wrote through mappings) waits
 # this long at most: the writes it sends are served by this very loop meanwhile
 SYNCFS_SECONDS = 5.0
-
-
-def make_invalidator() -> Callable[[list[Invalidation]], Awaitable[None]]:
-    def work(items: list[Invalidation]) -> None:
-        for kind, ino, name in items:
-            try:
-                if kind == "inode":
-                    pyfuse3.invalidate_inode(ino, attr_only=False)
-                else:
-                    pyfuse3.invalidate_entry(ino, name)
-            except OSError:  # FileNotFoundError: the kernel does not know it
-                pass
-            except Exception:
-                log.exception("invalidation of %s %s failed", kind, ino)
-
-    async def invalidate(items: list[Invalidation]) -> None:
-        await trio.to_thread.run_sync(work, items)
-
-    return invalidate
 
 
 class Daemon:
@@ -90,29 +61,18 @@ class Daemon:
     def __init__(self, options: MountOptions, ready: Callable[[str], None]) -> None:
         self.options = options
         self._ready = ready
-        self.stores: list[ServedStore] = []
-        # in a mount of several, the stores that could not be opened: slot -> (spec, why)
-        self.unavailable: dict[int, tuple[StoreSpec, str]] = {}
-        self.scratch: Scratch | None = None  # a mount of several stores only
-        # the bytes every store's clean caches share (--cache-size: memfs.contract.cache_budget)
-        self.cache_budget = CacheBudget(int(options.cache_mb * 1024 * 1024))
-        self._root: RootTree | None = None  # likewise: its slot 0
+        self.parts = Assembly(options)  # the stores, router, scratch: what is served
         self._writer: StatusWriter | None = None
         self._stopping = False
         self._report_file = Path("/nonexistent")
         # the flushes of a signal and of the end of the FUSE loop: one at a time, one deadline
-        self._flush = FinalFlush(lambda: self.stores, several=self.several)
+        self._flush = FinalFlush(lambda: self.parts.stores, several=self.parts.several)
         self._device: int | None = None  # ``st_dev`` of the mount (its root), once it serves
-
-    @property
-    def several(self) -> bool:
-        """A mount of several stores (each a directory at the root, beside scratch)."""
-        return bool(self.options.stores)
 
     async def run(self) -> int:
         opts = self.options
         specs = opts.store_specs()
-        if self.several:
+        if self.parts.several:
             check_slugs(specs)
             storelog.name_stores_in_log()
         check_mountpoint(opts.mountpoint)
@@ -127,16 +87,16 @@ class Daemon:
                 failures: dict[int, tuple[StoreSpec, MountError]] = {}
                 async with trio.open_nursery() as opening:
                     for index, spec in enumerate(specs):
-                        slot = index + 1 if self.several else 0
+                        slot = index + 1 if self.parts.several else 0
                         opening.start_soon(
                             self._start_store, holders, spec, slot, closing, opened, failures
                         )
                 for slot, (spec, exc) in sorted(failures.items()):
-                    if not self.several:
+                    if not self.parts.several:
                         raise exc
                     # one store failing is one store failing: its directory says so (EIO)
-                    self.unavailable[slot] = (spec, str(exc))
-                self.stores = [opened[slot] for slot in sorted(opened)]  # in the plan's order
+                    self.parts.unavailable[slot] = (spec, str(exc))
+                self.parts.stores = [opened[slot] for slot in sorted(opened)]  # in the plan's order
                 return await self._mount()
             except MountError as exc:
                 failure = exc  # raised below, once every store is closed (not as a group)
@@ -155,13 +115,13 @@ class Daemon:
         failures: dict[int, tuple[StoreSpec, MountError]],
     ) -> None:
         """Open one store in a task of ``holders`` (``_hold_store``); its outcome by slot."""
-        if self.several:
+        if self.parts.several:
             storelog.CURRENT.set(spec.slug)  # this task's log lines (and its holder's) name it
         try:
             opened[slot] = await holders.start(self._hold_store, spec, slot, closing)
         except MountError as exc:
             failures[slot] = (spec, exc)
-            if self.several:
+            if self.parts.several:
                 log.error("store %s cannot be served: %s", spec.slug, exc)
 
     async def _hold_store(
@@ -175,7 +135,7 @@ class Daemon:
         """Open the store of ``spec`` and replay its journal (before mounting: nobody waits on
         a mount not serving), report it started, hold it open until ``closing``, close it."""
         async with open_store(spec) as store:
-            served = self._serve_store(spec, store, slot)
+            served = self.parts.serve_store(spec, store, slot)
             try:
                 if served.journal is not None:
                     await self._replay(served)
@@ -185,108 +145,9 @@ class Daemon:
                 if served.journal is not None:
                     served.journal.close()
 
-    def _serve_store(self, spec: StoreSpec, store: OpenStore, slot: int) -> ServedStore:
-        """Build the core of ``store`` in its slot of the mount (memfs.contract.numbers)."""
-        opts = self.options
-        read_only = spec.read_only or store.archived
-        # a read-only mount never writes, not even a replay: its journal stays untouched
-        journal, kept = (None, None) if read_only else open_journal(self._cache_dir(), store, spec)
-        untouched = leave_journal(self._cache_dir(), store) if read_only else 0
-        journals = journals_not_replayed(self._cache_dir(), store)
-        numbers = StoreNumbers.in_slot(slot * SLOT) if self.several else SINGLE_STORE
-        core: StoreCore = build_core(
-            store.quick,
-            VfsConfig(
-                read_only=read_only,
-                grace=opts.grace,
-                update_delay=opts.update_delay,
-                fsync_timeout=opts.fsync_timeout,
-                cache_bytes=int(opts.cache_mb * 1024 * 1024),
-                local_bytes=opts.local_bytes,
-                walk_lookahead=opts.readahead_dirs,
-                server_search=opts.server_search,
-                uid=self._uid,
-                gid=self._gid,
-                umask=opts.owner.umask,
-            ),
-            upload_store=store.uploads,
-            journal=journal,
-            kept_dir=kept,
-            untouched=untouched,
-            invalidator=make_invalidator(),
-            numbers=numbers,
-            cache_budget=self.cache_budget,
-        )
-        operations = StoreSlot(core, several=self.several)
-        return ServedStore(spec, store, core, operations, journal, journals, slot)
-
-    @property
-    def _uid(self) -> int:
-        return os.getuid() if self.options.owner.uid is None else self.options.owner.uid
-
-    @property
-    def _gid(self) -> int:
-        return os.getgid() if self.options.owner.gid is None else self.options.owner.gid
-
-    def _router(self) -> Router:
-        """The mount's operations: one store in slot 0, or the root and scratch in slot 0 and
-        each store in the next slots (memfs.contract.numbers)."""
-        router = Router()
-        if not self.several:
-            router.serve(0, self.stores[0].operations)  # the store is the mount's root
-            return router
-        opts = self.options
-        self.scratch = Scratch(
-            NumberRange(ROOT_INODE, SLOT),
-            budget=opts.local_bytes if opts.scratch_bytes is None else opts.scratch_bytes,
-            uid=self._uid,
-            gid=self._gid,
-            mode=0o777 & ~opts.owner.umask,
-        )
-        directories: dict[str, StoreDirectory] = {}
-        for served in self.stores:
-            directories[served.spec.slug] = served.operations
-            router.serve(served.slot, served.operations, name=served.spec.slug)
-        for slot, (spec, why) in self.unavailable.items():
-            root_ino = StoreNumbers.in_slot(slot * SLOT).files.first
-            unavailable = UnavailableStore(root_ino, why, uid=self._uid, gid=self._gid)
-            directories[spec.slug] = unavailable
-            router.serve(slot, unavailable, name=spec.slug)
-        self._root = RootTree(self.scratch, directories)
-        router.serve(0, self._root, statfs=True, name=None)
-        return router
-
-    def _mount_options(self) -> set[str]:
-        opts = self.options
-        options = set(pyfuse3.default_options)
-        options |= {"fsname=memfs", "subtype=memfs", "default_permissions"}
-        # libfuse's default, said out loud so that no option we add drops it: a file an
-        # agent made or chmodded here never runs with its set-user-ID bit, nor is a device.
-        options |= {"nosuid", "nodev"}
-        # a mount of several stores is never "ro": a read-only store refuses in its subtree
-        if not self.several and self.stores[0].read_only:
-            options.add("ro")
-        if opts.debug:
-            options.add("debug")
-        if opts.allow_other:
-            # root needs no user_allow_other in /etc/fuse.conf; other users do (fusermount3)
-            options.add("allow_other")
-            log.warning(
-                "allow_other: every user of this machine can read the store through %s",
-                opts.mountpoint,
-            )
-        elif opts.owner.uid not in (None, os.getuid()):
-            log.warning(
-                "the files belong to uid %d, but without --allow-other only uid %d can use "
-                "the mount",
-                opts.owner.uid,
-                os.getuid(),
-            )
-        return options
-
     async def _mount(self) -> int:
         opts = self.options
-        router = self._router()
+        router = self.parts.router()
         # computed before init: once mounted, a syscall on the mount point from this process
         # would wait for the FUSE loop that has not started yet
         pid_file = state_path(opts.mountpoint, "pid")
@@ -294,11 +155,11 @@ class Daemon:
         self._report_file.unlink(missing_ok=True)  # an earlier daemon's: not ours to leave
         status_file = state_path(opts.mountpoint, "status")
         try:
-            pyfuse3.init(FuseOperations(router), opts.mountpoint, self._mount_options())
+            pyfuse3.init(FuseOperations(router), opts.mountpoint, self.parts.fuse_options())
         except RuntimeError as exc:
             raise MountError(f"cannot mount on {opts.mountpoint}: {exc}") from None
         replace_file(pid_file, f"{os.getpid()}\n{opts.mountpoint}\n".encode(), "pid file")
-        for served in self.stores:
+        for served in self.parts.stores:
             where = os.path.join(opts.mountpoint, served.spec.slug)
             ro = " read-only" if served.read_only else ""
             log.info("mounted store %s on %s%s", served.store.described, where, ro)
@@ -307,14 +168,14 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 errors = RecentErrors()
                 logging.getLogger("memfs").addHandler(errors)
-                for served in self.stores:
+                for served in self.parts.stores:
                     await nursery.start(self._run_store, served)
-                self._writer = StatusWriter(status_file, lambda: self._status(errors))
+                self._writer = StatusWriter(status_file, lambda: self.parts.status(errors))
                 await nursery.start(self._writer.run)
                 # removed local-only or refused files: their memory goes back to the system
                 # ... and so do cached contents replaced or evicted (every store's: one budget)
                 returns = MemoryReturn(
-                    self._local_bytes, released=lambda: self.cache_budget.released
+                    self.parts.local_bytes, released=lambda: self.parts.cache_budget.released
                 )
                 await nursery.start(returns.run)
                 sites = AllocationSites.from_environment()  # debugging only
@@ -341,17 +202,13 @@ class Daemon:
             log.info("unmounted %s", opts.mountpoint)
         return 0
 
-    def _local_bytes(self) -> int:
-        scratch = self.scratch.used if self.scratch is not None else 0
-        return scratch + sum(served.core.local_bytes for served in self.stores)
-
     async def _run_store(
         self, served: ServedStore, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """The background tasks of one store, in a nursery of its own: if one fails, that
         store's tasks end (its subtree keeps answering, from what its core holds, and says so
         in ``memfs status``) and the other stores keep theirs."""
-        if self.several:
+        if self.parts.several:
             storelog.CURRENT.set(served.spec.slug)  # its tasks' log lines name it
         started = False
         try:
@@ -384,47 +241,6 @@ class Daemon:
             with contextlib.suppress(OSError):  # else at the next second
                 self._writer.write()  # `memfs status` names the feed at once
 
-    def _status(self, errors: RecentErrors) -> dict[str, Any]:
-        """The status document (``memfs.mount.status``): one store's, or one section per store."""
-        mountpoint = self.options.mountpoint
-        if not self.several:
-            served = self.stores[0]
-            return collect(
-                served.core,
-                served.feed,
-                errors,
-                mountpoint=mountpoint,
-                store_name=served.store.name,
-                journals=served.journals,
-            )
-        sections = [
-            collect(
-                served.core,
-                served.feed,
-                None,
-                mountpoint=os.path.join(mountpoint, served.spec.slug),
-                store_name=served.store.name,
-                journals=served.journals,
-            )
-            | {"slug": served.spec.slug, "failed": served.failed}
-            for served in self.stores
-        ]
-        sections += [
-            {
-                "slug": spec.slug,
-                "mountpoint": os.path.join(self.options.mountpoint, spec.slug),
-                "store_id": None,
-                "store_name": spec.store,
-                "unavailable": why,
-            }
-            for spec, why in self.unavailable.values()
-        ]
-        assert self.scratch is not None
-        return collect_mount(sections, self.scratch.status(), errors, mountpoint=mountpoint)
-
-    def _cache_dir(self) -> Path:
-        return Path(self.options.cache_dir) if self.options.cache_dir else default_cache_dir()
-
     async def _replay(self, served: ServedStore) -> None:
         """Upload what an earlier daemon acknowledged and did not upload (before mounting)."""
         count = served.core.load_journal()
@@ -452,7 +268,7 @@ class Daemon:
     def _save_open_files(self) -> None:
         """Commit what the files still open for writing hold, in every store, as their close
         would: the mount is ending, and those closes would come too late (ENOTCONN)."""
-        for served in self.stores:
+        for served in self.parts.stores:
             try:
                 served.core.save_open_files()
             except Exception:  # one store's trouble is not the others'
@@ -491,7 +307,7 @@ class Daemon:
         the report: once the mount has ended."""
         self._save_open_files()
         await self._flush.run()
-        for served in self.stores:
+        for served in self.parts.stores:
             for line in served.flush_errors:  # the report carries them too
                 log.error("%s: %s", served.store.name, line)
         self._write_report()
@@ -500,7 +316,7 @@ class Daemon:
         """Leave the unmount report (``memfs.mount.report.unmount_report``, one section per
         store in a mount of several) for ``memfs umount``."""
         reports = []
-        for served in self.stores:
+        for served in self.parts.stores:
             orphaned = None
             errors = list(served.flush_errors)
             try:
@@ -519,12 +335,12 @@ class Daemon:
                     mountpoint=os.path.join(self.options.mountpoint, slug),
                     store_name=served.store.name,
                 )
-                | ({"slug": slug} if self.several else {})
+                | ({"slug": slug} if self.parts.several else {})
             )
-        if self.several:
+        if self.parts.several:
             reports += [
                 {"slug": spec.slug, "store_name": spec.store, "errors": [f"never served: {why}"]}
-                for spec, why in self.unavailable.values()
+                for spec, why in self.parts.unavailable.values()
             ]
             report = mount_report(reports, mountpoint=self.options.mountpoint)
         else:
