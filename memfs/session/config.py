@@ -68,8 +68,7 @@ class Attachment:
 
     @property
     def store_key(self) -> str:
-        """The key of the attached store in ``fetch_stores``' answers: ids of the two APIs may
-        coincide, and "/" is in neither."""
+        """Its key in ``fetch_stores``' answers (the APIs' ids may coincide; "/" is in neither)."""
         return f"databricks/{self.memory_store_id}" if self.databricks else self.memory_store_id
 
     @property

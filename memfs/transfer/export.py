@@ -131,8 +131,7 @@ SNAPSHOT_UNTRACKED = (
 
 
 def snapshot_key(info: StoreInfo) -> str:
-    """What ``Memfs-Store`` says in a snapshot repository: the store, actor and session (one
-    line whatever the ids hold)."""
+    """A snapshot repository's ``Memfs-Store``: store, actor and session, on one line."""
     return f"{info.api} " + json.dumps([info.store_id, info.actor_id, info.session_id])
 
 
