@@ -1,10 +1,12 @@
-"""The one door of the filesystem core: what a mount may ask of the core of one store.
+"""The one door of the filesystem core: what a mount (or a sync) may ask of the core of one store.
 
-``StoreCore`` is everything ``memfs.mount`` uses: the file operations (one method each, in the
-store's inode and handle numbers), the store's read-only trees (``versions``, ``search``) and
-its extended attributes (``descriptions``), and the few calls a daemon makes around them:
-``start`` (the background tasks, in a nursery), ``load_journal`` (before mounting),
-``apply_changes`` and its companions (the change feed), ``snapshot`` (``memfs status``),
+``StoreCore`` is everything ``memfs.mount`` and ``memfs.sync`` use, in three roles:
+``StoreFiles``, the file operations (one method each, in the store's inode and handle numbers;
+answers are attributes and listed entries, never the core's mutable nodes), the store's
+read-only trees (``versions``, ``search``) and its extended attributes (``descriptions``);
+``FeedPort``, what the change feed calls (``apply_changes`` and its companions); and
+``Lifecycle``, the calls a daemon makes around them: ``start`` (the background tasks, in a
+nursery), ``load_journal`` (before mounting), ``snapshot`` (``memfs status``),
 ``save_open_files``, ``flush_all``, ``hand_over`` and ``final_report`` (unmount).
 ``memfs.core.build.build_core`` makes a core (a ``memfs.core.ops.vfs.Vfs``, which has this
 shape); the parts it is made of (the write-back queue, the caches, the journal...) stay the
@@ -20,17 +22,17 @@ module too: the mount imports nothing else of ``memfs.core.ops`` (an import-lint
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import trio
 
 from memfs.contract.models import MemoryVersion
+from memfs.contract.node_attr import NodeAttr
 from memfs.contract.store_api import StoreAPI
 from memfs.core.model.attrs import Attr
-from memfs.core.model.inodes import Kind as Kind
-from memfs.core.model.inodes import Node as Node
+from memfs.core.model.attrs import FileFacts as FileFacts
 from memfs.core.ops.descriptions import Descriptions as Descriptions
 from memfs.core.ops.durable import ConflictInfo as ConflictInfo
 from memfs.core.ops.namespace import Invalidation as Invalidation
@@ -42,16 +44,36 @@ from memfs.search.tree import SearchTree
 from memfs.versions.tree import VersionsTree
 
 
-class StoreCore(Protocol):
-    """The core of one store, as a mount sees it (module docstring)."""
+class Listed(Protocol):
+    """One entry of a listing taken at ``opendir``, replied when the kernel reads it."""
 
-    store: StoreAPI  # the change feed reads the store's changes through it (short deadlines)
+    name: bytes
+
+    async def attr(self) -> NodeAttr | None:
+        """Its attributes now; None when it is gone since and is left out."""
+        ...
+
+    def remember(self) -> None:
+        """The kernel took it (every entry of a readdirplus counts as a lookup)."""
+        ...
+
+
+class ListedFile(Listed, Protocol):
+    """An entry of a store's directory (never gone: it holds its node), and what a sync needs
+    besides ``stat`` (``FileFacts``)."""
+
+    async def attr(self) -> Attr: ...
+
+    def facts(self) -> FileFacts: ...
+
+
+class StoreFiles(Protocol):
+    """The file operations of one store's core, in its numbers (module docstring)."""
+
     store_id: str
     versions: VersionsTree  # the read-only ``.versions/`` tree
     search: SearchTree  # the read-only ``.search/`` tree
     descriptions: Descriptions  # ``user.description``, where the store keeps descriptions
-    invalidator: Invalidator | None  # runs the kernel invalidations the core queues
-    last_activity: float  # monotonic time of the last kernel request (the feed's pace)
 
     @property
     def read_only(self) -> bool: ...
@@ -59,19 +81,15 @@ class StoreCore(Protocol):
     @property
     def root_ino(self) -> int: ...
 
-    # -- the file operations -----------------------------------------------------------------
-
     async def lookup(self, parent_ino: int, name: str) -> Attr: ...
 
     async def getattr(self, ino: int) -> Attr: ...
 
-    def parent_of(self, ino: int) -> Node: ...
+    def parent_ino(self, ino: int) -> int:
+        """The directory holding ``ino`` (its ``..``); the root's is the root."""
+        ...
 
     def forget(self, ino: int, count: int) -> None: ...
-
-    def attr(self, node: Node) -> Attr: ...
-
-    def remember(self, node: Node) -> None: ...
 
     async def setattr(
         self,
@@ -139,15 +157,20 @@ class StoreCore(Protocol):
         self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0
     ) -> None: ...
 
-    async def readdir(self, ino: int) -> list[tuple[str, Node]]: ...
+    async def listing(self, ino: int) -> Sequence[ListedFile]:
+        """The entries of a directory, sorted by name (no lookup counted)."""
+        ...
 
     async def statfs(self) -> dict[str, int]: ...
 
-    # -- the daemon's calls ------------------------------------------------------------------
 
-    async def start(self, nursery: trio.Nursery) -> None: ...
+class FeedPort(Protocol):
+    """What the change feed of one store calls (``memfs.mount.changefeed``)."""
 
-    def load_journal(self) -> int: ...
+    store: StoreAPI  # the change feed reads the store's changes through it (short deadlines)
+    store_id: str
+    invalidator: Invalidator | None  # runs the kernel invalidations the core queues
+    last_activity: float  # monotonic time of the last kernel request (the feed's pace)
 
     def set_activity_hook(self, hook: Callable[[], None]) -> None: ...
 
@@ -167,6 +190,15 @@ class StoreCore(Protocol):
     async def invalidations_due(self) -> None: ...
 
     async def run_invalidations(self) -> None: ...
+
+
+class Lifecycle(Protocol):
+    """The calls a daemon (or a sync) makes around the file operations: start, journal,
+    status, the end."""
+
+    async def start(self, nursery: trio.Nursery) -> None: ...
+
+    def load_journal(self) -> int: ...
 
     @property
     def pending_uploads(self) -> int: ...
@@ -192,3 +224,7 @@ class StoreCore(Protocol):
     def snapshot(self, *, conflicts: int) -> CoreStatus: ...
 
     def final_report(self) -> CoreReport: ...
+
+
+class StoreCore(StoreFiles, FeedPort, Lifecycle, Protocol):
+    """The core of one store, as a mount sees it: its three roles (module docstring)."""

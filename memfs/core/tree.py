@@ -3,10 +3,11 @@
 one.
 
 A tree answers in attributes (``NodeAttr``) and handle numbers, never hands out its nodes: a
-listing is a list of ``Listed`` entries that say their attributes when the kernel reads them and
-count the lookup the kernel takes. Names arrive decoded by the mount's rules for that tree and
-leave as the bytes the kernel is given. Every number a tree hands out is in the range it was
-built with (``memfs.contract.numbers``), so the mount's router finds the tree from the number.
+listing is a list of ``Listed`` entries (``memfs.core.store_core``) that say their attributes
+when the kernel reads them and count the lookup the kernel takes. Names arrive decoded by the
+mount's rules for that tree and leave as the bytes the kernel is given. Every number a tree
+hands out is in the range it was built with (``memfs.contract.numbers``), so the mount's router
+finds the tree from the number.
 
 It must not speak pyfuse3 nor decide errnos: a tree raises ``memfs.contract.errors`` and the
 mount's adapter maps them.
@@ -22,9 +23,8 @@ from typing import Protocol
 from memfs.contract.errors import AttributeNotSupportedError, NoAttributeError, NotSupportedError
 from memfs.contract.node_attr import NodeAttr
 from memfs.contract.numbers import NumberRange
-from memfs.core.model.inodes import Node
 from memfs.core.ops.namespace import decode_name
-from memfs.core.store_core import Descriptions, StoreCore
+from memfs.core.store_core import Descriptions, Listed, StoreFiles
 
 
 @dataclass(frozen=True)
@@ -37,20 +37,6 @@ class AttrChange:
     gid: int | None = None
     atime_ns: int | None = None
     mtime_ns: int | None = None
-
-
-class Listed(Protocol):
-    """One entry of a listing taken at ``opendir``, replied when the kernel reads it."""
-
-    name: bytes
-
-    async def attr(self) -> NodeAttr | None:
-        """Its attributes now; None when it is gone since and is left out."""
-        ...
-
-    def remember(self) -> None:
-        """The kernel took it (every entry of a readdirplus counts as a lookup)."""
-        ...
 
 
 class Tree(Protocol):
@@ -134,19 +120,6 @@ class Xattrs(Protocol):
     async def removexattr(self, ino: int, name: bytes) -> None: ...
 
 
-@dataclass(eq=False, slots=True)
-class _ListedFile:
-    name: bytes
-    node: Node  # held by the listing only: the mount never sees it
-    core: StoreCore
-
-    async def attr(self) -> NodeAttr | None:
-        return self.core.attr(self.node)  # as it is when the kernel reads the entry
-
-    def remember(self) -> None:
-        self.core.remember(self.node)
-
-
 class FilesTree:
     """A store's files and directories, served from its core (module docstring). Its
     extended attributes are ``user.description`` (``Descriptions``) for the whole slot of the
@@ -155,7 +128,7 @@ class FilesTree:
     several (``several``), where ENOSYS would stop it asking every store of the mount.
     ``numbers``: the range of its files (the store's other trees are beside it)."""
 
-    def __init__(self, core: StoreCore, numbers: NumberRange, *, several: bool = False) -> None:
+    def __init__(self, core: StoreFiles, numbers: NumberRange, *, several: bool = False) -> None:
         self.core = core
         self.numbers = numbers
         self.root_ino = core.root_ino
@@ -186,11 +159,10 @@ class FilesTree:
         self.core.forget(ino, count)
 
     def parent(self, ino: int) -> int | None:
-        return None if ino == self.root_ino else self.core.parent_of(ino).ino
+        return None if ino == self.root_ino else self.core.parent_ino(ino)
 
     async def opendir(self, ino: int) -> Sequence[Listed]:
-        listing = await self.core.readdir(ino)
-        return [_ListedFile(name.encode("utf-8"), node, self.core) for name, node in listing]
+        return await self.core.listing(ino)
 
     async def open(self, ino: int, flags: int) -> tuple[int, bool]:
         return await self.core.open(ino, flags)

@@ -2,7 +2,7 @@
 
 Owns *how* remote changes are learnt and *when*: a ``ChangeSource`` produces batches of
 versions; ``ChangeFeed.run`` applies each batch to the filesystem core
-(``StoreCore.apply_changes``: a batch that cannot be trusted is compared with the listings
+(``FeedPort.apply_changes``: a batch that cannot be trusted is compared with the listings
 instead), vouches for the cached listings while it is healthy (so a warm store is served with
 no requests at all), and hands the kernel invalidations to the daemon's invalidator, which runs
 them from a worker thread (never inside a FUSE handler: docs/editors.md §5).
@@ -38,7 +38,7 @@ import trio
 from memfs.contract.errors import ApiConnectionError, ApiError, StoreGoneError
 from memfs.contract.models import MemoryVersion
 from memfs.contract.store_api import StoreAPI
-from memfs.core import StoreCore
+from memfs.core import FeedPort
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class ChangeFeed:
 
     def __init__(
         self,
-        vfs: StoreCore,
+        vfs: FeedPort,
         source: ChangeSource,
         *,
         interval: float = 1.0,
@@ -289,7 +289,7 @@ class ChangeFeed:
     async def run_due_invalidations(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run the invalidations the core needs at once (``StoreCore.invalidations_due``: a conflict
+        """Run the invalidations the core needs at once (``FeedPort.invalidations_due``: a conflict
         re-based a file) without waiting for the next batch; in a worker thread, never inside
         the FUSE handler that caused them (docs/editors.md §5)."""
         task_status.started()
@@ -302,7 +302,7 @@ class ChangeFeed:
 
 
 async def choose_source(
-    vfs: StoreCore, nursery: trio.Nursery, *, use_stream: bool = True
+    vfs: FeedPort, nursery: trio.Nursery, *, use_stream: bool = True
 ) -> ChangeSource:
     """The change stream when the server offers it, else polling; started."""
     if use_stream:

@@ -13,11 +13,12 @@ Lookup counts are given back at once (``forget``): the engine holds no inode bet
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from memfs.contract import paths
 from memfs.contract.errors import NoEntryError, NotDirectoryError, NotFoundError
-from memfs.core import Kind, Node, StoreCore
+from memfs.core import StoreCore
 
 WRITE_CHUNK = READ_CHUNK = 1 << 20
 
@@ -61,19 +62,18 @@ class CoreFiles:
         while pending:
             ino, prefix = pending.pop()
             try:
-                entries = await self.core.readdir(ino)
+                entries = await self.core.listing(ino)
             except (NoEntryError, NotFoundError, NotDirectoryError):
                 continue
-            for name, node in entries:
-                path = f"{prefix}/{name}"
-                if node.kind is Kind.DIR:
-                    directories[path] = node.ino
-                    pending.append((node.ino, path))
-                elif node.kind is Kind.FILE and not node.local_only:
-                    description = node.new_description
-                    if description is None:
-                        description = node.description
-                    files[path] = CoreFile(node.ino, known_sha(node), description)
+            for entry in entries:
+                path = f"{prefix}/{entry.name.decode('utf-8')}"
+                attr = await entry.attr()
+                facts = entry.facts()
+                if attr.is_dir:
+                    directories[path] = attr.ino
+                    pending.append((attr.ino, path))
+                elif stat.S_ISREG(attr.mode) and not facts.local_only:
+                    files[path] = CoreFile(attr.ino, facts.sha, facts.description)
         return files, directories
 
     async def find(self, path: str) -> CoreFile | None:
@@ -156,11 +156,3 @@ class CoreFiles:
                 raise NotDirectoryError(f"{directory}: a file is on its path")
             ino = attr.ino
         return ino
-
-
-def known_sha(node: Node) -> str | None:
-    """The SHA-256 of a file's content when the node knows it without reading: the server's
-    content, for a file with nothing local pending (None otherwise: the content is read)."""
-    if node.dirty or node.refused is not None or node.data is not None:
-        return None
-    return node.base_sha

@@ -26,6 +26,24 @@ class Attr(NodeAttr):
         return not self.is_dir or self.nlink != 1
 
 
+@dataclass(frozen=True)
+class FileFacts:
+    """What a sync needs of a store's file besides ``stat`` (``facts``)."""
+
+    local_only: bool  # a name kept local (memfs.core.model.localfiles): never uploaded
+    sha: str | None  # SHA-256 of its content when known without reading it (None: read it)
+    description: str | None  # as the core shows it (a pending one first); None: unknown
+
+
+def facts(node: Node) -> FileFacts:
+    """A node's ``FileFacts``: its content's hash is the server's while nothing is pending."""
+    pending = node.dirty or node.refused is not None or node.data is not None
+    description = node.new_description
+    if description is None:
+        description = node.description
+    return FileFacts(node.local_only, None if pending else node.base_sha, description)
+
+
 def _exact_ns(seconds: float | None, ns: int | None) -> int | None:
     """``ns`` if it is still the time ``seconds`` stands for (a later write replaces it)."""
     if seconds is None or ns is None or seconds != ns / 1e9:

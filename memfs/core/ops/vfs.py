@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -43,7 +44,14 @@ from memfs.contract.errors import (
     ReadOnlyError,
 )
 from memfs.core.fetch.usage import statfs_fields
-from memfs.core.model.attrs import Attr, set_mode_and_owner, set_new_owner, set_times
+from memfs.core.model.attrs import (
+    Attr,
+    FileFacts,
+    facts,
+    set_mode_and_owner,
+    set_new_owner,
+    set_times,
+)
 from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.model.inodes import InodeTable, Kind, Node
@@ -59,6 +67,25 @@ log = logging.getLogger(__name__)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 RENAME_TRIES = 3  # a file rename looks its names up again when they changed elsewhere meanwhile
+
+
+@dataclass(eq=False, slots=True)
+class ListedNode:
+    """An entry of ``Vfs.listing``: it holds its node (the kernel reads the entry later, maybe
+    after the node left the table) and hands out only what the node says."""
+
+    name: bytes
+    node: Node
+    vfs: Vfs
+
+    async def attr(self) -> Attr:
+        return self.vfs.attr(self.node)  # as it is when the kernel reads the entry
+
+    def remember(self) -> None:
+        self.vfs.remember(self.node)
+
+    def facts(self) -> FileFacts:
+        return facts(self.node)
 
 
 class Vfs(ChangeFeedDoor):
@@ -181,6 +208,9 @@ class Vfs(ChangeFeedDoor):
         if node.path in (None, "/"):
             return node
         return self.table.by_path.get(paths.parent(node.path or "/"), node)
+
+    def parent_ino(self, ino: int) -> int:
+        return self.parent_of(ino).ino
 
     def forget(self, ino: int, count: int) -> None:
         self.table.forget(ino, count)
@@ -560,6 +590,12 @@ class Vfs(ChangeFeedDoor):
         self.bulk.listed(directory)  # reads of its files may follow (grep -r): fetch in bulk
         entries = await self.namespace.children(directory)
         return sorted(entries.items())
+
+    async def listing(self, ino: int) -> list[ListedNode]:
+        """``readdir`` as entries that never hand their node out (the door's)."""
+        return [
+            ListedNode(name.encode("utf-8"), node, self) for name, node in await self.readdir(ino)
+        ]
 
     async def statfs(self) -> dict[str, int]:
         count, used = await self.usage.figures()
