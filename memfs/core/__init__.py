@@ -52,8 +52,8 @@ The concurrency rule
     refusal is answered; read back by ``Refusals.load`` when a closed refused file is opened)
     and the files ``orphans`` hands over when a store is deleted.
   - The status file (``memfs.mount.status.StatusWriter``, every second, not fsynced) and the
-    unmount report: collected and written with no ``await`` between, so each is a consistent
-    snapshot of the state.
+    unmount report (``memfs.mount.report``): collected and written with no ``await`` between,
+    so each is a consistent snapshot of the state.
 - **In worker threads**: the kernel invalidations (``pyfuse3.invalidate_inode`` /
   ``invalidate_entry``, through the ``invalidator`` the daemon passes in, which uses
   ``trio.to_thread.run_sync``): called on the loop while a related request is in flight they

@@ -73,7 +73,7 @@ async def running_core(
     try:
         async with trio.open_nursery() as nursery:
             if queue:
-                await nursery.start(vfs.writeback.run)
+                await nursery.start(vfs.parts.writeback.run)
             yield Core(vfs, journal, store)
             nursery.cancel_scope.cancel()
     finally:
@@ -84,7 +84,9 @@ async def replay(core: Core) -> int:
     """What a daemon does before mounting: queue the records left in the journal and upload
     them (transient failures retried as fsync does); returns how many there were. Errors that
     are left fail the test."""
-    count = core.vfs.durable.load()
-    errors = await core.vfs.writeback.flush_all(patience=core.vfs.config.fsync_timeout)
+    count = core.vfs.load_journal()
+    errors = await core.vfs.parts.writeback.flush_all(
+        patience=core.vfs.parts.state.config.fsync_timeout
+    )
     assert errors == []
     return count

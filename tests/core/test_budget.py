@@ -33,7 +33,7 @@ async def budget_core(
 ) -> AsyncIterator[Vfs]:
     vfs = build_core(store, dataclasses.replace(CONFIG, local_bytes=limit), kept_dir=kept)
     async with trio.open_nursery() as nursery:
-        await nursery.start(vfs.writeback.run)
+        await nursery.start(vfs.parts.writeback.run)
         yield vfs
         nursery.cancel_scope.cancel()
 
@@ -63,24 +63,24 @@ async def test_local_only_files_are_charged_until_removed(
     async with budget_core(store, None) as vfs:
         await write_new(vfs, "a~", b"a" * 6000)
         await write_new(vfs, "b~", b"b" * 6000)
-        assert vfs.budget.used == 2 * (6000 + NODE_BYTES)
+        assert vfs.local_bytes == 2 * (6000 + NODE_BYTES)
         fh, _ = await vfs.create(ROOT_INODE, "c~", NEW)  # room for the name
         with pytest.raises(NoSpaceError):  # not for its content
             await vfs.write(fh, 0, b"c" * 6000)
         await vfs.write(fh, 0, b"c" * 1800)  # what fits is written
         await vfs.release(fh)
-        assert vfs.budget.used == 3 * NODE_BYTES + 13_800 and vfs.budget.enospc == 1
+        assert vfs.local_bytes == 3 * NODE_BYTES + 13_800 and vfs.parts.budget.enospc == 1
         with pytest.raises(NoSpaceError):  # a truncate that grows is a write
             await vfs.setattr((await vfs.lookup(ROOT_INODE, "c~")).ino, size=4000)
         with pytest.raises(NoSpaceError):  # a directory is a name too
             await vfs.mkdir(ROOT_INODE, "d")
         await vfs.unlink(ROOT_INODE, "a~")
-        assert vfs.budget.used == 2 * NODE_BYTES + 7800
+        assert vfs.local_bytes == 2 * NODE_BYTES + 7800
         await vfs.mkdir(ROOT_INODE, "d")  # the room is back
         await write_new(vfs, "d~", b"d" * 4000)
-        assert vfs.budget.used == 4 * NODE_BYTES + 11_800
+        assert vfs.local_bytes == 4 * NODE_BYTES + 11_800
         await vfs.rmdir(ROOT_INODE, "d")
-        assert vfs.budget.used == 3 * NODE_BYTES + 11_800
+        assert vfs.local_bytes == 3 * NODE_BYTES + 11_800
 
 
 async def test_past_the_budget_every_create_and_growing_write_is_enospc(
@@ -90,7 +90,7 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
     async with budget_core(store, None) as vfs:
         memory = (await vfs.lookup(ROOT_INODE, "memory.md")).ino
         await write_new(vfs, "fill~", b"f" * (LIMIT - NODE_BYTES))
-        assert vfs.budget.used == LIMIT and vfs.budget.full
+        assert vfs.local_bytes == LIMIT and vfs.parts.budget.full
         assert (await vfs.statfs())["f_bavail"] == 0  # df agrees
         for attempt in (
             write_new(vfs, "new.md", b"text\n"),
@@ -108,7 +108,7 @@ async def test_past_the_budget_every_create_and_growing_write_is_enospc(
         await vfs.release(fh)
         await vfs.setattr(memory, size=2)  # so is shrinking
         await vfs.unlink(ROOT_INODE, "fill~")
-        assert vfs.budget.used == 0 and not vfs.budget.full
+        assert vfs.local_bytes == 0 and not vfs.parts.budget.full
         assert (await vfs.statfs())["f_bavail"] > 0
         await write_new(vfs, "new.md", b"text\n")
         await vfs.fsync_dir()
@@ -124,11 +124,11 @@ async def test_a_file_counts_while_it_is_written_open(
             await vfs.write(fh, 0, b"x" * 9000)
         with pytest.raises(NoSpaceError):  # many open files are not a way around the budget
             await vfs.write(handles[2], 0, b"x" * 9000)
-        assert vfs.budget.used == 18_000
+        assert vfs.local_bytes == 18_000
         for fh in handles:
             await vfs.flush(fh)
             await vfs.release(fh)
-        assert vfs.budget.used == 0  # valid text: queued for the store, not counted
+        assert vfs.local_bytes == 0  # valid text: queued for the store, not counted
         await vfs.fsync_dir()
     assert store.contents() == {"/f0.md": "x" * 9000, "/f1.md": "x" * 9000, "/f2.md": ""}
 
@@ -142,13 +142,13 @@ async def test_refused_content_lives_in_its_kept_copy_once_closed(
         with pytest.raises(NotUtf8Error):
             ino = await write_new(vfs, "bin.md", content)
         ino = (await vfs.lookup(ROOT_INODE, "bin.md")).ino
-        node = vfs.table.nodes[ino]
+        node = vfs.parts.state.table.nodes[ino]
         assert node.data is None and node.kept_size == len(content)  # not in memory
         (copy,) = kept.iterdir()
         assert copy.read_bytes() == content
         assert (await vfs.getattr(ino)).size == len(content)
         assert await read(vfs, ino) == content  # read from the copy
-        assert node.data is None and vfs.budget.used == len(content)  # counted once
+        assert node.data is None and vfs.local_bytes == len(content)  # counted once
         with pytest.raises(NotUtf8Error):  # loaded to be checked, then out of memory again
             await vfs.rename(ROOT_INODE, "bin.md", ROOT_INODE, "moved.md")
         with pytest.raises(NotUtf8Error):  # likewise
@@ -159,10 +159,12 @@ async def test_refused_content_lives_in_its_kept_copy_once_closed(
         with pytest.raises(NotUtf8Error):
             await vfs.flush(fh)
         await vfs.release(fh)
-        assert node.data is None and vfs.budget.used == len(content) + 1
-        assert vfs.durable.refusals.status()["copies"] == {"/bin.md": str(next(kept.iterdir()))}
+        assert node.data is None and vfs.local_bytes == len(content) + 1
+        assert vfs.parts.durable.refusals.status()["copies"] == {
+            "/bin.md": str(next(kept.iterdir()))
+        }
         await vfs.unlink(ROOT_INODE, "bin.md")
-        assert list(kept.iterdir()) == [] and vfs.budget.used == 0
+        assert list(kept.iterdir()) == [] and vfs.local_bytes == 0
 
 
 async def test_a_closed_file_refused_as_too_large_moves_with_its_copy(
@@ -178,8 +180,8 @@ async def test_a_closed_file_refused_as_too_large_moves_with_its_copy(
         with pytest.raises(FileTooLargeError):
             await vfs.flush(fh)
         await vfs.release(fh)
-        node = vfs.table.nodes[attr.ino]
-        assert node.data is None and vfs.budget.used == limit
+        node = vfs.parts.state.table.nodes[attr.ino]
+        assert node.data is None and vfs.local_bytes == limit
         await vfs.rename(ROOT_INODE, "big.md", ROOT_INODE, "moved.md")  # still refused
         (copy,) = kept.iterdir()
         assert copy.name.endswith("moved.md") and copy.read_bytes() == b"a" * limit
@@ -197,10 +199,10 @@ async def test_copies_of_earlier_mounts_make_room_oldest_first(
     async with budget_core(store, kept) as vfs:
         # 24,000 bytes left by earlier mounts: the oldest goes at once, the next when needed
         assert sorted(p.name for p in kept.iterdir()) == ["middle", "newest"]
-        assert vfs.budget.total == 16_000
+        assert vfs.local_bytes == 16_000
         await write_new(vfs, "a~", b"a" * 2000)
         assert sorted(p.name for p in kept.iterdir()) == ["newest"]
-        assert vfs.budget.total == 8000 + 2000 + NODE_BYTES
+        assert vfs.local_bytes == 8000 + 2000 + NODE_BYTES
 
 
 async def test_files_waiting_for_room_are_charged_until_uploaded_or_removed(
@@ -217,41 +219,41 @@ async def test_files_waiting_for_room_are_charged_until_uploaded_or_removed(
     async with budget_core(store, None) as vfs:
         for i in range(2):
             await write_new(vfs, f"w{i}.md", b"w" * 6000)
-        assert vfs.budget.used == 0  # queued: the store may well take them
+        assert vfs.local_bytes == 0  # queued: the store may well take them
         with pytest.raises(NoSpaceError):  # it refused them: they wait for room
             await vfs.fsync_dir()
         assert len(vfs.waiting_for_room) == 2
-        assert vfs.budget.used == 2 * waiting and not vfs.budget.full
+        assert vfs.local_bytes == 2 * waiting and not vfs.parts.budget.full
         # the store is known to be full: a new file is charged from its create on
         fh, _ = await vfs.create(ROOT_INODE, "w2.md", NEW)
-        assert vfs.budget.used == 2 * waiting + NODE_BYTES
+        assert vfs.local_bytes == 2 * waiting + NODE_BYTES
         with pytest.raises(NoSpaceError):  # would take the budget past its limit
             await vfs.write(fh, 0, b"w" * 6000)
-        room = LIMIT - vfs.budget.used
+        room = LIMIT - vfs.local_bytes
         await vfs.write(fh, 0, b"w" * room)  # what fits is accepted
         await vfs.flush(fh)
         await vfs.release(fh)
-        assert vfs.budget.used == LIMIT and vfs.budget.full
+        assert vfs.local_bytes == LIMIT and vfs.parts.budget.full
         with pytest.raises(NoSpaceError):
             await vfs.fsync_dir()
-        assert len(vfs.waiting_for_room) == 3 and vfs.budget.used == LIMIT
+        assert len(vfs.waiting_for_room) == 3 and vfs.local_bytes == LIMIT
         with pytest.raises(NoSpaceError):  # one more file that would wait, even empty
             await vfs.mknod(ROOT_INODE, "w3.md", mode=None, owner=None)
         w0 = (await vfs.lookup(ROOT_INODE, "w0.md")).ino
         with pytest.raises(NoSpaceError):  # a waiting file that would grow
             await vfs.setattr(w0, size=7000)
-        assert vfs.budget.enospc == 3 and (await vfs.statfs())["f_bavail"] == 0
+        assert vfs.parts.budget.enospc == 3 and (await vfs.statfs())["f_bavail"] == 0
         for name, size in (("w0.md", 6000), ("w1.md", 6000), ("w2.md", room)):
             ino = (await vfs.lookup(ROOT_INODE, name)).ino
             assert await read(vfs, ino) == b"w" * size  # nothing accepted was dropped
         await vfs.unlink(ROOT_INODE, "w0.md")  # removed: its charge goes
-        assert vfs.budget.used == LIMIT - waiting and not vfs.budget.full
+        assert vfs.local_bytes == LIMIT - waiting and not vfs.parts.budget.full
         await write_new(vfs, "w4.md", b"w" * 1000)  # room again
-        assert vfs.budget.used == LIMIT - waiting + 1000 + NODE_BYTES
+        assert vfs.local_bytes == LIMIT - waiting + 1000 + NODE_BYTES
         for memory in seeded:  # room in the store: the three are uploaded
             store.remove(memory.id)
         await vfs.fsync_dir()
-        assert vfs.budget.used == 0 and not vfs.waiting_for_room
+        assert vfs.local_bytes == 0 and not vfs.waiting_for_room
     assert {p: len(c) for p, c in store.contents().items()} == {
         "/w1.md": 6000,
         "/w2.md": room,
@@ -270,20 +272,20 @@ async def test_files_retried_through_an_outage_are_charged_until_uploaded(
     waiting = 6000 + NODE_BYTES
     async with budget_core(store, None) as vfs:
         inos = [await write_new(vfs, f"o{i}.md", b"o" * 6000) for i in range(2)]
-        assert vfs.budget.used == 0  # queued: the store may well take them
+        assert vfs.local_bytes == 0  # queued: the store may well take them
         for ino in inos:
             with pytest.raises(ApiConnectionError):  # the first attempt fails: retried
-                await vfs.writeback.flush(ino)
-        assert vfs.budget.used == 2 * waiting
+                await vfs.parts.writeback.flush(ino)
+        assert vfs.local_bytes == 2 * waiting
         await write_new(vfs, "o2.md", b"o" * 1000)
-        assert vfs.budget.used == 2 * waiting + 1000 + NODE_BYTES  # the server is away
+        assert vfs.local_bytes == 2 * waiting + 1000 + NODE_BYTES  # the server is away
         with pytest.raises(NoSpaceError):
             await write_new(vfs, "o3.md", b"")
         store.heal()
         await vfs.fsync_dir()
-        assert vfs.budget.used == 0 and not vfs.state.store_away
+        assert vfs.local_bytes == 0 and not vfs.parts.state.store_away
         await write_new(vfs, "o4.md", b"o" * 6000)
-        assert vfs.budget.used == 0  # back: queued, not charged
+        assert vfs.local_bytes == 0  # back: queued, not charged
         await vfs.fsync_dir()
     assert {p: len(c) for p, c in store.contents().items()} == {
         "/o0.md": 6000,
@@ -306,14 +308,14 @@ async def test_a_replayed_journal_past_the_budget_is_charged_and_the_mount_goes_
             await core.save(f"r{i}.md", b"r" * 8000)
         with pytest.raises(NoSpaceError):
             await core.vfs.fsync_dir()
-        assert core.vfs.budget.used == 4 * (8000 + NODE_BYTES)  # the default budget has room
+        assert core.vfs.local_bytes == 4 * (8000 + NODE_BYTES)  # the default budget has room
     small = dataclasses.replace(CONFIG, local_bytes=LIMIT)
     async with running_core(store, tmp_path, config=small) as core:
-        assert core.vfs.durable.load() == 4
+        assert core.vfs.load_journal() == 4
         with pytest.raises(NoSpaceError):
             await core.vfs.fsync_dir()
         assert len(core.vfs.waiting_for_room) == 4
-        assert core.vfs.budget.used == 4 * (8000 + NODE_BYTES) and core.vfs.budget.full
+        assert core.vfs.local_bytes == 4 * (8000 + NODE_BYTES) and core.vfs.parts.budget.full
         assert [await core.read(f"r{i}.md") for i in range(4)] == [b"r" * 8000] * 4
         with pytest.raises(NoSpaceError):
             await core.save("r4.md", b"r")

@@ -96,14 +96,14 @@ async def test_each_conflict_is_recorded_with_its_copy_and_utc_time(
     first = store.seed("/a.md", "a\n")
     second = store.seed("/b.md", "b\n")
     async with running_core(store, cache_dir, queue=False) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         before = datetime.now(UTC)
         durable.save_conflict("/a.md", first.id, b"local a\n")
         durable.save_conflict("/b.md", second.id, b"local b\n")
         records = {r.name: r for r in core.records()}
         # both copies wait, each under its own key and record
         assert set(records) == {f"{durable.life}-c-1", f"{durable.life}-c-2"}
-        assert core.vfs.writeback.keys() == [("conflict", 1), ("conflict", 2)]
+        assert core.vfs.parts.writeback.keys() == [("conflict", 1), ("conflict", 2)]
         infos = durable.conflicts
         assert [(i.path, i.memory_id, i.saved) for i in infos] == [
             ("/a.md", first.id, False),
@@ -139,12 +139,12 @@ async def test_a_save_that_lost_the_race_keeps_the_winner_and_copies_ours(
         listed = [name for name, _ in await vfs.readdir(ROOT_INODE)]
         assert sorted(listed) == sorted(["c.md", next(iter(copies))[1:]])  # shown at once
         assert list(copies.values()) == ["mine\n"]
-        [info] = vfs.durable.conflicts
+        [info] = vfs.parts.durable.conflicts
         assert (info.path, info.memory_id, info.saved) == ("/c.md", memory.id, True)
         assert info.saved_as == next(iter(copies))
         # the file is the winner now: its content, its sha as the base of the next save
         assert await core.read("c.md") == b"theirs\n"
-        node = vfs.table.get(ino)
+        node = vfs.parts.state.table.get(ino)
         assert node is not None and node.memory_id == memory.id
         assert node.base_sha == sha256_hex("theirs\n")
         await core.save("c.md", b"theirs, and mine\n")
@@ -161,16 +161,16 @@ async def test_the_conflict_copy_is_journaled_before_the_upload_record_is_droppe
     async with running_core(store, cache_dir, queue=False) as core:
         ino = await core.save("c.md", b"mine\n")
         store.edit(memory.id, content="theirs\n")
-        await core.vfs.writeback.flush(ino)  # the upload runs, loses; the copy waits
+        await core.vfs.parts.writeback.flush(ino)  # the upload runs, loses; the copy waits
         [record] = core.records()
         assert (record.op, record.data) == ("conflict", b"mine\n")
         assert record.path is not None and record.path.startswith("/c.conflict-")
-        assert core.vfs.durable.path_of(("conflict", 1)) == record.path
+        assert core.vfs.parts.durable.path_of(("conflict", 1)) == record.path
     # the daemon died before the copy was made: the next one makes it
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert list(core.conflict_copies("c").values()) == ["mine\n"]
-        assert core.vfs.durable.conflict_count == 0  # this daemon lost no race
+        assert core.vfs.parts.durable.conflict_count == 0  # this daemon lost no race
     assert store.head("/c.md").content == "theirs\n"
 
 
@@ -180,7 +180,7 @@ async def crashed_with_a_conflict_copy_to_make(store: FakeStore, cache_dir: Path
     async with running_core(store, cache_dir, queue=False) as core:
         ino = await core.save("c.md", b"mine\n")
         store.edit(memory.id, content="theirs\n")
-        await core.vfs.writeback.flush(ino)
+        await core.vfs.parts.writeback.flush(ino)
         [record] = core.records()
     assert record.path is not None
     return record.path
@@ -225,7 +225,7 @@ async def test_a_conflict_copy_gives_up_after_twenty_taken_names(
         store.seed(name, "another copy\n")
 
     async with running_core(store, cache_dir) as core:
-        core.vfs.durable.load()
+        core.vfs.load_journal()
         await core.vfs.flush_all()
     assert store.calls["create"] == 20  # a bounded search, not one name more
     assert store.contents()[f"{stem}-21.md"] == "another copy\n"
@@ -240,11 +240,11 @@ async def test_a_conflict_copy_that_finds_no_free_name_keeps_its_content(
         store.seed(name, "another copy\n")
 
     async with running_core(store, cache_dir) as core:
-        core.vfs.durable.load()
+        core.vfs.load_journal()
         await core.vfs.flush_all()
         # the local side of the conflict exists nowhere else: it must stay, and be reported
         assert [r.data for r in core.records()] == [b"mine\n"]
-        [(_, why)] = core.vfs.durable.failed.values()  # in memfs status and umount's report
+        [(_, why)] = core.vfs.parts.durable.failed.values()  # in memfs status and umount's report
         assert "no free name for the conflict copy" in why
 
 
@@ -257,7 +257,7 @@ async def test_the_conflict_copy_is_made_at_once(
         ino = await core.save("c.md", b"mine\n")
         store.edit(memory.id, content="theirs\n")
         store.before_next("create", lambda _: asked_at.append(trio.current_time()))
-        await core.vfs.writeback.flush(ino)
+        await core.vfs.parts.writeback.flush(ino)
         lost_at = trio.current_time()
         await store.wait_calls("create", 1)
         await wait_until(lambda: core.records() == [])
@@ -276,7 +276,7 @@ async def test_a_conflict_copy_whose_create_fails_transiently_is_retried(
         with pytest.raises(RemoteConflictError):
             await core.vfs.fsync_dir()
         assert core.records() == []
-        assert core.vfs.durable.retrying == {}
+        assert core.vfs.parts.durable.retrying == {}
     assert store.calls["create"] == 4
     assert list(core.conflict_copies("c").values()) == ["mine\n"]
 
@@ -285,18 +285,18 @@ async def test_a_conflict_without_local_content_saves_no_copy(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
     async with running_core(store, cache_dir) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         durable.save_conflict("/gone.md", "mem_x", None)
         [info] = durable.conflicts
         assert (info.saved_as, info.saved, durable.conflict_count) == ("", False, 1)
-        assert len(core.vfs.writeback) == 0 and core.records() == []
+        assert core.vfs.pending_uploads == 0 and core.records() == []
 
 
 async def test_the_newest_conflicts_are_kept_for_the_status(
     autojump_clock: MockClock, store: FakeStore, cache_dir: Path
 ) -> None:
     async with running_core(store, cache_dir, queue=False) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         for n in range(MAX_CONFLICTS_KEPT + 2):
             durable.save_conflict(f"/f{n}.md", None, None)
         assert durable.conflict_count == MAX_CONFLICTS_KEPT + 2
@@ -334,7 +334,7 @@ async def test_a_new_file_that_lost_its_path_to_another_writer(
             await vfs.fsync(fh)
         await vfs.release(fh)
         await vfs.flush_all()
-        node = vfs.table.get(attr.ino)
+        node = vfs.parts.state.table.get(attr.ino)
         assert node is not None and node.memory_id == theirs.id
         assert await core.read("race.md") == b"theirs\n"
         assert list(core.conflict_copies("race").values()) == ["mine\n"]
@@ -368,17 +368,17 @@ async def test_conflict_copies_in_a_full_store_are_files_that_wait_for_room(
             attr = await vfs.getattr(await core.ino(name))
             assert (attr.mode & 0o777, attr.uid, attr.gid) == (0o600, 1234, 1234)
         assert await core.read("c.md") == b"theirs 2\n"
-        waiting = {vfs.durable.describe(key) for key in vfs.waiting_for_room}
+        waiting = {vfs.parts.durable.describe(key) for key in vfs.waiting_for_room}
         assert waiting == {f"/{name}" for name in copies}  # what memfs status lists
         assert sorted(r.path for r in core.records()) == [f"/{name}" for name in copies]
-        assert [info.saved for info in vfs.durable.conflicts] == [False, False]
-        assert vfs.budget.used == 2 * (len(b"mine 1\n") + NODE_BYTES)  # held: --local-bytes
+        assert [info.saved for info in vfs.parts.durable.conflicts] == [False, False]
+        assert vfs.local_bytes == 2 * (len(b"mine 1\n") + NODE_BYTES)  # held: --local-bytes
         for made_elsewhere in others:  # room for both: the next directory fsync takes it
             store.remove(made_elsewhere.id)
         await vfs.fsync_dir()
-        assert core.records() == [] and vfs.budget.used == 0
-        assert [info.saved for info in vfs.durable.conflicts] == [True, True]
-        assert sorted(info.saved_as for info in vfs.durable.conflicts) == [
+        assert core.records() == [] and vfs.local_bytes == 0
+        assert [info.saved for info in vfs.parts.durable.conflicts] == [True, True]
+        assert sorted(info.saved_as for info in vfs.parts.durable.conflicts) == [
             f"/{name}" for name in copies
         ]
     assert sorted(v for p, v in store.contents().items() if p.startswith("/c.conflict-")) == [

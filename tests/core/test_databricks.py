@@ -106,7 +106,7 @@ async def test_a_rename_creates_at_the_new_path_keeps_the_description_and_delete
     api = FakeDatabricks()
     old = api.put(ACTOR, "/m.md", "one\n", description="about m")
     async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
-        node = core.vfs.table.get(await core.ino("m.md"))
+        node = core.vfs.parts.state.table.get(await core.ino("m.md"))
         await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
         await core.vfs.fsync_dir()
         moved = api.at(ACTOR, "/n.md")
@@ -115,7 +115,7 @@ async def test_a_rename_creates_at_the_new_path_keeps_the_description_and_delete
         assert node is not None and node.memory_id == moved.id
         await core.save("n.md", b"two\n")  # the next save updates the new entry
         await core.vfs.fsync_dir()
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert [(e.path, e.content) for e in api.entries.values()] == [("/n.md", "two\n")]
 
 
@@ -246,7 +246,7 @@ async def test_a_directory_rename_moves_every_entry_below_it(
     api.put(ACTOR, "/d/sub/two.md", "2\n")
     async with running_core(adapter(api), cache_dir) as core:  # type: ignore[arg-type]
         d = await core.ino("d")
-        node = core.vfs.table.get(await core.ino("one.md", d))
+        node = core.vfs.parts.state.table.get(await core.ino("one.md", d))
         await core.vfs.rename(ROOT_INODE, "d", ROOT_INODE, "e")
         assert sorted(n for n, _ in await core.vfs.readdir(await core.ino("e"))) == [
             "one.md",
@@ -256,7 +256,7 @@ async def test_a_directory_rename_moves_every_entry_below_it(
         await core.vfs.fsync_dir()
         moved = api.at(ACTOR, "/e/one.md")
         assert moved is not None and node is not None and node.memory_id == moved.id
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert sorted((e.path, e.content, e.description) for e in api.entries.values()) == [
         ("/e/one.md", "1, again\n", "first"),
         ("/e/sub/two.md", "2\n", ""),
@@ -314,7 +314,7 @@ async def test_a_rename_racing_an_api_write_moves_the_winners_content(
         await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
         api.before_next("get_entry", lambda api: api.edit(entry.id, content="theirs\n"))
         await core.vfs.fsync_dir()
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
         assert await core.read("n.md") == b"theirs\n"
     assert [(e.path, e.content, e.description) for e in api.entries.values()] == [
         ("/n.md", "theirs\n", "kept")
@@ -338,7 +338,7 @@ async def test_a_rename_with_new_content_racing_an_api_write_is_a_conflict(
         assert errno_of(raised.value) == errno.ESTALE
         await core.vfs.release(fh)
         assert await core.vfs.flush_all() == []
-        assert core.vfs.durable.conflict_count == 1
+        assert core.vfs.parts.durable.conflict_count == 1
         assert await core.read("n.md") == b"theirs\n"
     contents = {e.path: e.content for e in api.entries.values()}
     copies = [p for p in contents if p.startswith("/n.conflict-")]

@@ -33,11 +33,11 @@ from .helpers import CONFIG, running_core
 
 async def looked_up(vfs: Vfs, directory: str, *names: str) -> dict[str, str | None]:
     """name -> what a lookup finds there: "file <memory id>", "dir", or None (ENOENT)."""
-    parent = vfs.table.by_path[directory].ino
+    parent = vfs.parts.state.table.by_path[directory].ino
     found: dict[str, str | None] = {}
     for name in names:
         try:
-            node = vfs.table.nodes[(await vfs.lookup(parent, name)).ino]
+            node = vfs.parts.state.table.nodes[(await vfs.lookup(parent, name)).ino]
         except NoEntryError:
             found[name] = None
             continue
@@ -48,7 +48,7 @@ async def looked_up(vfs: Vfs, directory: str, *names: str) -> dict[str, str | No
 async def fresh_view(store: FakeStore, directory: str, *names: str) -> dict[str, str | None]:
     """What a core with nothing cached shows of ``names`` in ``directory`` (``ls``)."""
     vfs = build_core(store, CONFIG)
-    entries = await vfs.namespace.children(directory)
+    entries = await vfs.parts.namespace.children(directory)
     shown = {n: entries.get(n) for n in names}
     return {
         n: None if node is None else "dir" if node.is_dir else f"file {node.memory_id}"
@@ -59,9 +59,11 @@ async def fresh_view(store: FakeStore, directory: str, *names: str) -> dict[str,
 async def warm(vfs: Vfs, directory: str) -> None:
     """The directory is listed, its listing indexed, and kept while the test runs (what a
     healthy change feed does)."""
-    vfs.listings.vouch(math.inf)
+    vfs.parts.listings.vouch(math.inf)
     if directory != "/":
-        await vfs.lookup(vfs.table.by_path[paths.parent(directory)].ino, paths.basename(directory))
+        await vfs.lookup(
+            vfs.parts.state.table.by_path[paths.parent(directory)].ino, paths.basename(directory)
+        )
     await looked_up(vfs, directory, "anything")
 
 
@@ -76,7 +78,7 @@ async def test_lookups_follow_local_changes(
     async with running_core(store, cache_dir) as core:
         vfs = core.vfs
         await warm(vfs, "/d")
-        d = vfs.table.by_path["/d"].ino
+        d = vfs.parts.state.table.by_path["/d"].ino
         sub = (await vfs.lookup(d, "sub")).ino
         await core.save("new.md", b"made here\n", parent=d)
         await vfs.rename(d, "b.md", d, "b2.md")
@@ -102,7 +104,7 @@ async def test_lookups_follow_local_changes(
         assert after_upload["a.md"] == f"file {a_id}"
         assert after_upload["new.md"] == f"file {store.head('/d/new.md').id}"
         assert after_upload["sub"] is None and after_upload["c.md"] is None
-        listing = vfs.listings.stale("/d")
+        listing = vfs.parts.listings.stale("/d")
         assert listing is not None
         assert [i.path for i in listing.named("new.md")] == ["/d/new.md"]
         assert not listing.named("b.md") and not listing.named("c.md")
@@ -181,7 +183,7 @@ async def test_lookups_and_creates_cost_the_same_in_a_big_directory(
         async with running_core(store, cache_dir / str(size)) as core:
             vfs = core.vfs
             await warm(vfs, "/d")
-            d = vfs.table.by_path["/d"].ino
+            d = vfs.parts.state.table.by_path["/d"].ino
             scanned[0] = merged[0] = 0
             for n in range(ops):
                 await core.save(f"new-{n}.md", b"new\n", parent=d)
@@ -209,7 +211,7 @@ async def test_a_lookup_counts_the_subdirectories_of_the_directory_it_lists(
     store.seed("/b/y.md", "y\n")
     store.seed("/top.md", "t\n")
     async with running_core(store, cache_dir) as core:
-        root = core.vfs.table.by_path["/"].ino
+        root = core.vfs.parts.state.table.by_path["/"].ino
         assert not (await core.vfs.getattr(root)).nlink_counted
         await core.vfs.lookup(root, "top.md")
         assert (await core.vfs.getattr(root)).nlink == 4  # the root's own 2, a and b

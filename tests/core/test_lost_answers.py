@@ -26,10 +26,10 @@ async def test_a_create_whose_answer_was_lost_is_not_made_twice(
         await vfs.write(fh, 0, b"once\n")
         await vfs.fsync(fh)  # retried within fsync's patience: success, not a conflict
         await vfs.release(fh)
-        node = vfs.table.get(attr.ino)
+        node = vfs.parts.state.table.get(attr.ino)
         memory = store.at("/new.md")
         assert memory is not None and node is not None and node.memory_id == memory.id
-        assert vfs.durable.conflict_count == 0 and core.records() == []
+        assert vfs.parts.durable.conflict_count == 0 and core.records() == []
     assert store.contents() == {"/new.md": "once\n"}
     assert store.calls["create"] == 2
     assert [type(e) for _, e in store.raised] == [ApiConnectionError, PathConflictError]
@@ -44,7 +44,7 @@ async def test_a_lost_create_is_recognised_by_its_path_when_the_api_names_no_mem
     async with running_core(store, cache_dir) as core:
         await core.save("new.md", b"once\n")
         await core.vfs.fsync_dir()
-        assert core.vfs.durable.conflict_count == 0 and core.records() == []
+        assert core.vfs.parts.durable.conflict_count == 0 and core.records() == []
     assert store.contents() == {"/new.md": "once\n"}
     assert store.calls["find"] == 1
 
@@ -61,7 +61,7 @@ async def test_an_update_whose_answer_was_lost_is_not_a_conflict(
         await vfs.write(fh, 0, b"edited\n")
         await vfs.fsync(fh)
         await vfs.release(fh)
-        assert vfs.durable.conflict_count == 0 and core.records() == []
+        assert vfs.parts.durable.conflict_count == 0 and core.records() == []
         assert core.conflict_copies("a") == {}
         assert await core.read("a.md") == b"edited\n"
     assert store.calls["update"] == 2
@@ -81,8 +81,8 @@ async def test_a_delete_whose_answer_was_lost_is_done(
         vfs = core.vfs
         await vfs.unlink(ROOT_INODE, "d.md")
         await vfs.fsync_dir()  # no error: the retry's 404 means it is done
-        assert memory.id in vfs.state.tombstones
-        assert vfs.state.pending_deletes == {} and vfs.state.failed_uploads == {}
+        assert memory.id in vfs.parts.state.tombstones
+        assert vfs.parts.state.pending_deletes == {} and vfs.parts.state.failed_uploads == {}
         assert core.records() == []
     assert store.calls["delete"] == 2
     assert store.contents() == {}
@@ -96,7 +96,7 @@ async def test_a_move_whose_answer_was_lost_keeps_the_identity(
     async with running_core(store, cache_dir) as core:
         await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
         await core.vfs.fsync_dir()
-        assert core.records() == [] and core.vfs.durable.conflict_count == 0
+        assert core.records() == [] and core.vfs.parts.durable.conflict_count == 0
     assert store.calls["update"] == 2
     assert store.contents() == {"/n.md": "x\n"}
     assert store.head("/n.md").id == memory.id
@@ -110,10 +110,10 @@ async def test_a_conflict_copy_whose_answer_was_lost_is_made_once(
         await core.save("c.md", b"mine\n")
         store.edit(memory.id, content="theirs\n")
         store.lose_answer("create")
-        await core.vfs.writeback.flush(await core.ino("c.md"))
+        await core.vfs.parts.writeback.flush(await core.ino("c.md"))
         await core.vfs.fsync_dir()  # the conflict was heard above: only the copy is left
         assert core.records() == []
-        [info] = core.vfs.durable.conflicts
+        [info] = core.vfs.parts.durable.conflicts
         assert info.saved
     assert list(core.conflict_copies("c").values()) == ["mine\n"]
     assert len(store.contents()) == 2
@@ -127,5 +127,5 @@ async def test_a_replayed_create_whose_answer_is_lost_again_is_made_once(
     store.lose_answer("create")
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
-        assert core.records() == [] and core.vfs.durable.conflict_count == 0
+        assert core.records() == [] and core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {"/n.md": "ours\n"}

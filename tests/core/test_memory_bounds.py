@@ -62,12 +62,12 @@ def test_contents_and_version_contents_share_the_cache_size() -> None:
     config = dataclasses.replace(CONFIG, cache_bytes=100 * KB)
     vfs = build_core(FakeStore(), config)
     for n in range(50):
-        vfs.contents.put(f"content-{n}", b"c" * (4 * KB))
+        vfs.parts.contents.put(f"content-{n}", b"c" * (4 * KB))
         vfs.versions.contents.put(f"version-{n}", b"v" * (4 * KB))
-    held = vfs.contents.bytes + vfs.versions.contents.size
+    held = vfs.parts.contents.bytes + vfs.versions.contents.size
     assert held <= 100 * KB
-    assert vfs.contents.bytes > 0 and vfs.versions.contents.size > 0  # both kept recent ones
-    assert vfs.contents.max_bytes == 100 * KB
+    assert vfs.parts.contents.bytes > 0 and vfs.versions.contents.size > 0  # both kept recent ones
+    assert vfs.parts.contents.max_bytes == 100 * KB
 
 
 def test_cores_handed_one_budget_share_it() -> None:
@@ -75,11 +75,11 @@ def test_cores_handed_one_budget_share_it() -> None:
     cores = [build_core(FakeStore(), CONFIG, cache_budget=budget) for _ in range(3)]
     for n in range(40):
         for core in cores:
-            core.contents.put(f"{id(core)}-{n}", b"x" * (2 * KB))
-    assert sum(core.contents.bytes for core in cores) == budget.used <= 64 * KB
+            core.parts.contents.put(f"{id(core)}-{n}", b"x" * (2 * KB))
+    assert sum(core.parts.contents.bytes for core in cores) == budget.used <= 64 * KB
     # the most recent entries of every store are there; the oldest of all left
-    assert all(core.contents.peek(f"{id(core)}-39") for core in cores)
-    assert not any(core.contents.peek(f"{id(core)}-0") for core in cores)
+    assert all(core.parts.contents.peek(f"{id(core)}-39") for core in cores)
+    assert not any(core.parts.contents.peek(f"{id(core)}-0") for core in cores)
 
 
 def listing_of(directory: str, count: int) -> Listing:
@@ -106,14 +106,14 @@ def test_listings_are_charged_to_the_cache_size() -> None:
     config = dataclasses.replace(CONFIG, cache_bytes=200 * KB, listing_ttl=60.0)
     vfs = build_core(FakeStore(), config)
     for n in range(200):
-        assert vfs.listings.put(f"/d{n}", listing_of(f"/d{n}", 20))
-        assert vfs.listings.get("/d0") is not None  # used all along: kept
-    assert vfs.listings.bytes <= 200 * KB
-    assert 0 < len(vfs.listings) < 200
-    assert vfs.listings.get("/d199") is not None and vfs.listings.stale("/d1") is None
-    vfs.contents.put("sha", b"x" * (150 * KB))  # contents take the room of listings
-    assert vfs.listings.bytes + vfs.contents.bytes <= 200 * KB
-    assert vfs.listings.stale("/d199") is not None  # the most recent listings stay
+        assert vfs.parts.listings.put(f"/d{n}", listing_of(f"/d{n}", 20))
+        assert vfs.parts.listings.get("/d0") is not None  # used all along: kept
+    assert vfs.parts.listings.bytes <= 200 * KB
+    assert 0 < len(vfs.parts.listings) < 200
+    assert vfs.parts.listings.get("/d199") is not None and vfs.parts.listings.stale("/d1") is None
+    vfs.parts.contents.put("sha", b"x" * (150 * KB))  # contents take the room of listings
+    assert vfs.parts.listings.bytes + vfs.parts.contents.bytes <= 200 * KB
+    assert vfs.parts.listings.stale("/d199") is not None  # the most recent listings stay
 
 
 def notes(count: int, size: int) -> dict[str, str]:
@@ -141,9 +141,9 @@ async def test_the_local_search_index_is_charged_to_the_cache_budget() -> None:
     index = vfs.search.search.local.index
     assert len(index) == 200
     assert index.bytes < sum(map(len, tree.values())) / 2  # a copy of the text, compressed
-    assert vfs.contents.budget.by_cache()["search index"] == (index.bytes, 0)
-    assert vfs.contents.bytes + index.bytes <= 600 * KB
-    assert vfs.contents.bytes > 0  # the index's fetch filled what room there is
+    assert vfs.parts.contents.budget.by_cache()["search index"] == (index.bytes, 0)
+    assert vfs.parts.contents.bytes + index.bytes <= 600 * KB
+    assert vfs.parts.contents.bytes > 0  # the index's fetch filled what room there is
 
 
 def paths_of(hits: list[Hit]) -> list[str]:

@@ -61,7 +61,7 @@ async def test_a_commit_already_journaled_is_not_written_again(
         await vfs.write(fh, 0, b"x\n")
         await vfs.flush(fh)
         await vfs.flush(fh)
-        vfs.writeback.schedule(attr.ino, 0)
+        vfs.parts.writeback.schedule(attr.ino, 0)
         assert core.journal.writes == 1
         await vfs.write(fh, 2, b"y\n")
         await vfs.flush(fh)
@@ -76,7 +76,7 @@ async def test_transient_failures_are_retried_in_the_background(
 ) -> None:
     store.fail_next("create", times=3, error=unavailable)
     async with running_core(store, cache_dir) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         ino = await core.save("n.md", b"eventually\n")
         await wait_until(lambda: durable.retrying)
         [(name, (path, why))] = durable.retrying.items()
@@ -140,11 +140,11 @@ async def test_a_permanent_failure_is_reported_to_fsync_and_close_and_kept(
         fh, attr = await vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
         await vfs.write(fh, 0, b"closed\n")
         await vfs.flush(fh)
-        await wait_until(lambda: any(p == "/n.md" for p, _ in vfs.durable.failed.values()))
-        [(name, (path, why))] = vfs.durable.failed.items()
-        assert (name, path) == (vfs.durable.name_of(attr.ino), "/n.md")
+        await wait_until(lambda: any(p == "/n.md" for p, _ in vfs.parts.durable.failed.values()))
+        [(name, (path, why))] = vfs.parts.durable.failed.items()
+        assert (name, path) == (vfs.parts.durable.name_of(attr.ino), "/n.md")
         assert why == "BadRequestError: 400 invalid_request_error: path: not allowed here"
-        [entry] = vfs.durable.not_uploaded()
+        [entry] = vfs.parts.durable.not_uploaded()
         assert (entry["op"], entry["path"], entry["why"]) == ("put", "/n.md", why)
         assert [r.name for r in core.records()] == [name]  # kept for the next mount
         with pytest.raises(BadRequestError):
@@ -155,7 +155,7 @@ async def test_a_permanent_failure_is_reported_to_fsync_and_close_and_kept(
         await vfs.flush(fh)  # heard once
         await vfs.release(fh)
         await vfs.fsync_dir()  # those closes committed it again: the retry gets through
-        assert vfs.durable.failed == {} and core.records() == []
+        assert vfs.parts.durable.failed == {} and core.records() == []
     assert store.contents() == {"/f.md": "fsynced\n", "/n.md": "closed\n"}
 
 
@@ -176,7 +176,7 @@ async def test_a_full_store_waits_for_room_and_uploads_once_there_is_some(
         await store.wait_calls("create", 2)
         await wait_until(lambda: vfs.waiting_for_room)
         assert vfs.waiting_for_room == {attr.ino}
-        assert not vfs.writeback.pending(attr.ino)  # not retried in a loop: it waits
+        assert not vfs.parts.writeback.pending(attr.ino)  # not retried in a loop: it waits
         assert [r.path for r in core.records()] == ["/new.md"]  # kept meanwhile
         with pytest.raises(NoSpaceError) as no_space:
             await vfs.fsync_dir()  # tries again: still full
@@ -221,20 +221,22 @@ async def test_a_deleted_store_hands_the_pending_changes_over_as_files(
         new = await core.save("new.md", b"fresh\n")
         store.delete_store()
         with pytest.raises(StoreGoneError) as raised:
-            await vfs.writeback.flush(new)  # its 404 is the store's own: nothing is tried more
+            await vfs.parts.writeback.flush(
+                new
+            )  # its 404 is the store's own: nothing is tried more
         assert errno_for(raised.value) == errno.ENODEV
-        assert vfs.gone.gone
+        assert vfs.parts.gone.gone
         errors = await vfs.flush_all()
         assert len(errors) == 2 and all(isinstance(e, StoreGoneError) for e in errors)
         assert store.calls["delete"] == store.calls["update"] == 0
         with pytest.raises(StoreGoneError):
             await core.save("later.md", b"refused\n")
-        handed = vfs.durable.hand_over()
+        handed = vfs.parts.durable.hand_over()
         assert handed is not None
         directory, lines = handed
         assert core.records() == []
-        assert vfs.durable.failed == {} and vfs.durable.retrying == {}
-        assert vfs.durable.hand_over() is None  # nothing left
+        assert vfs.parts.durable.failed == {} and vfs.parts.durable.retrying == {}
+        assert vfs.parts.durable.hand_over() is None  # nothing left
     assert directory.parent == cache_dir / store.store_id
     assert (directory / "new.md").read_bytes() == b"fresh\n"
     assert (directory / "moved.md").read_bytes() == b"travels\n"
@@ -256,18 +258,18 @@ async def test_handing_over_forgets_every_record_and_its_state(
         await core.save("old.md", b"from the last daemon\n")
     store.seed("/m.md", "moving\n")
     async with running_core(store, cache_dir, queue=False) as core:
-        vfs, durable = core.vfs, core.vfs.durable
+        vfs, durable = core.vfs, core.vfs.parts.durable
         assert durable.load() == 1  # queued, not run yet
         assert await core.read("m.md") == b"moving\n"
         await vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
         moved = await core.ino("n.md")
         store.fail_next("update")
         with pytest.raises(ApiConnectionError):
-            await vfs.writeback.flush(moved)
+            await vfs.parts.writeback.flush(moved)
         new = await core.save("new.md", b"fresh\n")
         store.delete_store()
         with pytest.raises(StoreGoneError):
-            await vfs.writeback.flush(new)
+            await vfs.parts.writeback.flush(new)
         assert len(durable.retrying) == len(durable.failed) == 1
         handed = durable.hand_over()
         assert handed is not None
@@ -293,6 +295,6 @@ async def test_a_patient_flush_raises_a_permanent_failure(
 
     store.fail_next("create", error=refused)
     async with running_core(store, cache_dir, queue=False) as core:
-        core.vfs.durable.load()
+        core.vfs.load_journal()
         with pytest.raises(BadRequestError):
-            await core.vfs.writeback.flush(("replay", record.name), patience=5.0)
+            await core.vfs.parts.writeback.flush(("replay", record.name), patience=5.0)

@@ -77,7 +77,7 @@ async def test_a_rename_made_while_a_flush_uploads_the_file_is_flushed_too(
             await vfs.rename(ROOT_INODE, "a.md", ROOT_INODE, "b.md")
             gate.set()
         assert errors == []
-        assert len(vfs.writeback) == 0 and core.records() == []
+        assert vfs.pending_uploads == 0 and core.records() == []
         assert store.contents() == {"/b.md": "A\n"}
 
 

@@ -26,7 +26,7 @@ async def test_records_are_named_after_the_daemon_life_and_the_key(
 ) -> None:
     memory = store.seed("/d.md", "x\n")
     async with running_core(store, cache_dir, queue=False) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         # the life: this daemon's start in milliseconds, so two daemons never share a name
         assert abs(int(durable.life, 16) - time.time() * 1000) < 60_000
         ino = await core.save("n.md", b"n\n")
@@ -53,7 +53,7 @@ async def test_a_delete_is_described_by_the_path_the_server_has(
         await core.vfs.unlink(ROOT_INODE, "n.md")  # before the move was uploaded
         [record] = core.records()
         assert (record.op, record.memory_id, record.remote_path) == ("delete", memory.id, "/m.md")
-        assert core.vfs.durable.path_of(("delete", memory.id)) == "delete /m.md"
+        assert core.vfs.parts.durable.path_of(("delete", memory.id)) == "delete /m.md"
 
 
 async def test_a_new_empty_file_is_recorded_empty(
@@ -64,7 +64,7 @@ async def test_a_new_empty_file_is_recorded_empty(
         await core.vfs.flush(fh)
         [record] = core.records()
         assert (record.name, record.memory_id, record.data) == (
-            core.vfs.durable.name_of(attr.ino),
+            core.vfs.parts.durable.name_of(attr.ino),
             None,
             b"",
         )
@@ -73,7 +73,7 @@ async def test_a_new_empty_file_is_recorded_empty(
 
 def test_a_read_only_mount_reports_the_records_it_leaves(store: FakeStore) -> None:
     vfs = build_core(store, CONFIG, untouched=2)
-    assert vfs.durable.untouched == 2
+    assert vfs.parts.durable.untouched == 2
 
 
 async def test_nothing_is_recorded_for_what_is_never_uploaded(
@@ -86,7 +86,9 @@ async def test_nothing_is_recorded_for_what_is_never_uploaded(
         gone = await core.save("gone.md", b"x\n")
         await vfs.unlink(ROOT_INODE, "gone.md")
         for key in (swap, directory, gone, 10_000):
-            vfs.writeback.schedule(key, 0)  # queued anyway: the queue runs it, and it is a no-op
+            vfs.parts.writeback.schedule(
+                key, 0
+            )  # queued anyway: the queue runs it, and it is a no-op
         assert core.records() == []
         assert core.journal.writes == 1  # gone.md's own, dropped at its unlink
 
@@ -127,10 +129,10 @@ async def test_a_refused_content_leaves_the_move_recorded_without_it(
         await vfs.write(fh2, 0, b"\xff")
         with pytest.raises(NotUtf8Error):
             await vfs.flush(fh2)
-        vfs.writeback.schedule((await core.ino("new.md")), 0)
+        vfs.parts.writeback.schedule((await core.ino("new.md")), 0)
         assert [r.path for r in core.records()] == ["/n.md"]
         # reported apart, for the status and the unmount report
-        assert vfs.durable.refusals.status()["files"] == ["/n.md", "/new.md"]
+        assert vfs.parts.durable.refusals.status()["files"] == ["/n.md", "/new.md"]
         await vfs.release(fh)
         await vfs.release(fh2)
 
@@ -146,7 +148,7 @@ async def test_a_delete_undone_and_done_again_is_recorded_again(
         await vfs.unlink(ROOT_INODE, "d.md")
         [first] = core.records()
         fh, _ = await vfs.create(ROOT_INODE, "d.md", os.O_WRONLY | os.O_CREAT)
-        assert vfs.table.by_id.get(memory.id) is not None  # adopted
+        assert vfs.parts.state.table.by_id.get(memory.id) is not None  # adopted
         assert core.records() == []
         await vfs.release(fh)
         await vfs.unlink(ROOT_INODE, "d.md")
@@ -161,16 +163,16 @@ async def test_an_uploads_drop_waits_for_a_flush_and_a_cancels_is_flushed_at_onc
     ``DropFlusher``'s, ``DROP_FLUSH_DELAY`` later); the drop of a change superseded here (a
     replay would undo the unlink) is flushed before the unlink returns."""
     async with running_core(store, cache_dir) as core:
-        journal, durable = core.journal, core.vfs.durable
+        journal, durable = core.journal, core.vfs.parts.durable
         await core.save("b.md", b"b\n")  # waits for its upload: recorded, flushed
         uploaded = await core.save("c.md", b"c\n")
-        await core.vfs.writeback.flush(uploaded)
+        await core.vfs.parts.writeback.flush(uploaded)
         assert [r.path for r in core.records()] == ["/b.md"] and journal.unflushed
         await core.vfs.unlink(ROOT_INODE, "b.md")  # before its upload: cancelled
         assert core.records() == [] and not journal.unflushed
         assert "/b.md" not in store.contents()
         uploaded = await core.save("d.md", b"d\n")
-        await core.vfs.writeback.flush(uploaded)
+        await core.vfs.parts.writeback.flush(uploaded)
         assert journal.unflushed
         async with trio.open_nursery() as nursery:
             await nursery.start(durable.flusher.run)

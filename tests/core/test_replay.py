@@ -55,9 +55,9 @@ async def test_create_update_delete_and_move_are_replayed_by_the_next_core(
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 4
-        assert core.vfs.durable.replayed == 4
+        assert core.vfs.parts.durable.replayed == 4
         assert core.records() == []
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {
         "/new.md": "fresh\n",
         "/edited.md": "after\n",
@@ -105,8 +105,8 @@ async def test_a_replayed_save_that_meets_a_changed_head_becomes_a_conflict_copy
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         copies = core.conflict_copies("a")
-        assert core.vfs.durable.conflict_count == 1
-        [info] = core.vfs.durable.conflicts
+        assert core.vfs.parts.durable.conflict_count == 1
+        [info] = core.vfs.parts.durable.conflicts
         assert (info.path, info.memory_id, info.saved) == ("/a.md", memory.id, True)
         assert core.records() == []
     # the head is the other writer's, never overwritten; ours is beside it
@@ -127,7 +127,7 @@ async def test_a_replayed_create_whose_answer_was_lost_is_not_made_twice(
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
         assert core.records() == []
     assert store.contents() == {"/n.md": content}
     assert store.writes == [("create", {"path": "/n.md", "content": content})]
@@ -163,8 +163,8 @@ async def test_a_replayed_create_whose_path_another_writer_took_keeps_both(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         copies = core.conflict_copies("a")
-        assert core.vfs.durable.conflict_count == 1
-        [info] = core.vfs.durable.conflicts
+        assert core.vfs.parts.durable.conflict_count == 1
+        [info] = core.vfs.parts.durable.conflicts
         assert (info.path, info.memory_id, info.saved) == ("/a.md", None, True)
         assert info.saved_as in copies
     assert store.at("/a.md") == theirs
@@ -182,8 +182,8 @@ async def test_a_replayed_delete_of_a_memory_already_gone_is_done(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert core.records() == []
-        assert core.vfs.durable.failed == {}
-        assert core.vfs.durable.replayed == 1
+        assert core.vfs.parts.durable.failed == {}
+        assert core.vfs.parts.durable.replayed == 1
     assert store.contents() == {}
 
 
@@ -198,7 +198,7 @@ async def test_a_replayed_delete_of_a_memory_changed_elsewhere_deletes_nothing(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert core.records() == []  # nothing to retry: the other writer's change stands
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {"/d.md": "kept by another writer\n"}
 
 
@@ -213,7 +213,7 @@ async def test_a_replayed_save_of_a_memory_deleted_elsewhere_creates_it_again(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert core.records() == []
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {"/a.md": "still wanted\n"}
     assert store.head("/a.md").id != memory.id
 
@@ -251,7 +251,7 @@ async def test_a_replayed_save_of_a_deleted_memory_is_created_once_despite_a_los
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {"/a.md": content}
     assert store.calls["create"] == 2 and store.calls["find"] == 0
 
@@ -282,7 +282,7 @@ async def test_a_replayed_move_onto_a_taken_path_is_dropped_and_loses_nothing(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert core.records() == []
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     # the memory stays where it was, with its content; the other writer's file is untouched
     assert store.contents() == {"/m.md": "mine\n", "/n.md": "theirs\n"}
     assert store.head("/m.md").id == moving.id
@@ -302,7 +302,7 @@ async def test_a_replayed_move_with_new_content_onto_a_taken_path_saves_a_copy(
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
         assert list(core.conflict_copies("a").values()) == ["edited\n"]
-        [info] = core.vfs.durable.conflicts
+        [info] = core.vfs.parts.durable.conflicts
         assert (info.path, info.memory_id) == ("/a.md", store.head("/m.md").id)
     assert store.contents()["/m.md"] == "old\n"
     assert store.contents()["/a.md"] == "theirs\n"
@@ -321,7 +321,7 @@ async def test_a_replayed_save_already_on_the_server_changes_nothing(
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
-        assert core.vfs.durable.conflict_count == 0
+        assert core.vfs.parts.durable.conflict_count == 0
     assert store.contents() == {"/a.md": "new\n"}
     assert len(store.versions) == versions
 
@@ -364,7 +364,7 @@ async def test_a_record_without_a_base_never_replaces_the_head(
 
     async with running_core(store, cache_dir) as core:
         assert await replay(core) == 1
-        [info] = core.vfs.durable.conflicts
+        [info] = core.vfs.parts.durable.conflicts
         assert (info.path, info.memory_id, info.saved) == ("/old.md", memory.id, True)
         assert core.records() == []
     assert store.at("/old.md") == memory
@@ -393,7 +393,7 @@ async def test_records_are_replayed_in_the_background_at_once_and_named_while_th
     store.fail_next("create")
 
     async with running_core(store, cache_dir) as core:
-        durable = core.vfs.durable
+        durable = core.vfs.parts.durable
         loaded_at = trio.current_time()
         assert durable.load() == 1
         key = ("replay", record.name)
@@ -419,10 +419,10 @@ async def test_a_core_without_a_journal_replays_and_reports_nothing(
     fh, _ = await vfs.create(ROOT_INODE, "n.md", os.O_WRONLY | os.O_CREAT)
     await vfs.write(fh, 0, b"x\n")
     await vfs.flush(fh)
-    assert vfs.writeback.pending((await vfs.lookup(ROOT_INODE, "n.md")).ino)
-    assert vfs.durable.load() == 0
-    assert vfs.durable.not_uploaded() == []
-    assert vfs.durable.hand_over() is None
+    assert vfs.parts.writeback.pending((await vfs.lookup(ROOT_INODE, "n.md")).ino)
+    assert vfs.load_journal() == 0
+    assert vfs.parts.durable.not_uploaded() == []
+    assert vfs.parts.durable.hand_over() is None
 
 
 async def test_the_report_names_each_record_left_by_an_earlier_mount(
@@ -438,7 +438,7 @@ async def test_the_report_names_each_record_left_by_an_earlier_mount(
         journal.put(record)
     journal.close()
     async with running_core(store, cache_dir, queue=False) as core:
-        entries = core.vfs.durable.not_uploaded()
+        entries = core.vfs.parts.durable.not_uploaded()
         kept_in = str(core.journal.directory)
     assert entries == [
         {"op": "put", "path": "/p.md", "why": "not uploaded yet", "kept_in": kept_in},

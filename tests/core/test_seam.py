@@ -57,17 +57,20 @@ async def test_a_move_that_makes_a_new_memory_binds_the_file_to_it(
 ) -> None:
     old = store.seed("/m.md", "one\n")
     async with running_core(MovesByCopy(store), cache_dir) as core:  # type: ignore[arg-type]
-        node = core.vfs.table.get(await core.ino("m.md"))
+        node = core.vfs.parts.state.table.get(await core.ino("m.md"))
         await core.vfs.rename(ROOT_INODE, "m.md", ROOT_INODE, "n.md")
         await core.vfs.fsync_dir()
         moved = store.at("/n.md")
         assert moved is not None and moved.id != old.id
         # bound by the answer itself, not only once a listing shows the new memory
         assert node is not None and node.memory_id == moved.id
-        assert core.vfs.table.by_id.get(moved.id) is node and old.id not in core.vfs.table.by_id
+        assert (
+            core.vfs.parts.state.table.by_id.get(moved.id) is node
+            and old.id not in core.vfs.parts.state.table.by_id
+        )
         # the next save updates the new memory: no 404, no re-created or conflicting copy
         await core.save("n.md", b"two\n")
         await core.vfs.fsync_dir()
-        assert core.vfs.durable.conflict_count == 0 and core.records() == []
+        assert core.vfs.parts.durable.conflict_count == 0 and core.records() == []
     assert store.contents() == {"/n.md": "two\n"}
     assert store.head("/n.md").id == moved.id

@@ -66,10 +66,10 @@ async def walk(vfs: Vfs, ino: int, path: str, out: dict[str, bytes]) -> None:
 
 async def walked(store: Any, **config: Any) -> tuple[Vfs, dict[str, bytes]]:
     vfs = build_core(store, VfsConfig(**config))
-    vfs.listings.vouch(math.inf)  # what a healthy change feed does
+    vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
     out: dict[str, bytes] = {}
     async with trio.open_nursery() as nursery:
-        vfs.bulk.run_in(nursery)
+        vfs.parts.bulk.run_in(nursery)
         await walk(vfs, ROOT_INODE, "/", out)
         nursery.cancel_scope.cancel()  # what unmount does to fetches still running
     return vfs, out
@@ -101,7 +101,7 @@ async def test_grep_r_fetches_sub_trees_several_at_once() -> None:
     assert store.calls[DIRECTORY] == 4
     assert store.calls[SUBTREE] == 2 + 7 * 2
     assert 2 <= store.most <= MAX_IN_FLIGHT
-    assert vfs.bulk.most_in_flight <= MAX_IN_FLIGHT
+    assert vfs.parts.bulk.most_in_flight <= MAX_IN_FLIGHT
 
 
 async def test_small_directories_are_fetched_in_one_stream() -> None:
@@ -122,17 +122,17 @@ async def test_a_walk_below_a_listed_root_streams_only_its_own_directory() -> No
     walked_part = seeded(store, {f"/a/d{n:02}": SMALL_DIRECTORY - 1 for n in range(10)})
     seeded(store, {f"/b/d{n:02}": SMALL_DIRECTORY - 1 for n in range(30)})
     vfs = build_core(store, VfsConfig())
-    vfs.listings.vouch(math.inf)
+    vfs.parts.listings.vouch(math.inf)
     out: dict[str, bytes] = {}
     async with trio.open_nursery() as nursery:
-        vfs.bulk.run_in(nursery)
+        vfs.parts.bulk.run_in(nursery)
         entries = dict(await vfs.readdir(ROOT_INODE))  # an ls of the mount, then grep -r MNT/a
         await walk(vfs, entries["a"].ino, "/a", out)
         nursery.cancel_scope.cancel()
     assert out == walked_part
     # /a streamed in 2 pages of 20 (40 memories); nothing of /b's 120 was fetched
     assert store.calls[SUBTREE] == 2
-    assert vfs.contents.bytes == sum(len(c) for c in walked_part.values())
+    assert vfs.parts.contents.bytes == sum(len(c) for c in walked_part.values())
 
 
 async def test_failed_sub_tree_fetches_fall_back_to_readers_asking() -> None:
@@ -150,7 +150,7 @@ async def test_a_tree_larger_than_the_content_cache_is_read_right() -> None:
     size = sum(len(c) for c in contents.values())
     vfs, out = await walked(store, cache_bytes=size // 4)
     assert out == contents
-    assert vfs.contents.bytes <= size // 4
+    assert vfs.parts.contents.bytes <= size // 4
 
 
 async def test_a_databricks_walk_lists_each_sub_tree_once() -> None:

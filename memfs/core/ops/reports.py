@@ -1,7 +1,8 @@
 """What a core says about itself: ``CoreStatus`` (``memfs status``) and ``CoreReport`` (the
 unmount report), each taken whole at one moment from a core's parts by ``take_status`` and
 ``take_final_report`` (``Vfs.snapshot`` and ``Vfs.final_report``; no ``await`` while they are
-collected). The mount words them (``memfs.mount.status``).
+collected). The mount words them: ``memfs.mount.status`` and ``status_text`` the status,
+``memfs.mount.report`` the unmount report.
 
 It reads the parts and changes nothing, but for the refusals of files removed since, which the
 final report forgets (``Refusals.report``).
@@ -84,7 +85,8 @@ class CoreStatus:
 
 @dataclass(frozen=True)
 class CoreReport:
-    """What a core leaves for the unmount report, once its final flush is over."""
+    """What a core leaves for the unmount report (``memfs.mount.report``), once its final flush
+    is over."""
 
     store_id: str
     gone_since: str | None
