@@ -1,8 +1,8 @@
 """The reference server's ASGI app: ``create_app`` puts the pieces of the HTTP layer together.
 
 ``create_app(storage, api_keys)`` returns an ASGI app. The stack, outside in:
-1. ``middleware.ApiMiddleware``: the request id, admission (``auth``: API keys, the admin key,
-   ``anthropic-beta``, the actor), metrics, and the last-resort 500;
+1. ``http.middleware.ApiMiddleware``: the request id, admission (``http.auth``: API keys, the
+   admin key, ``anthropic-beta``, the actor), metrics, and the last-resort 500;
 2. the *fault slot*: an optional ``fault_middleware(app) -> app`` wrapper for fault injection
    (``memfs.server.http.faults``; nothing is installed by default);
 3. a Starlette app of ``routes.build_routes`` (the URL table; endpoints read requests with
@@ -56,7 +56,7 @@ def create_app(
 
     With ``change_hub`` the change stream is offered; the hub must be fed (a ``SqliteStorage``
     opened with ``hub``, or a ``PgListener``). ``admin_key`` opens the admin endpoints
-    (``auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
+    (``http.auth.ADMIN_PATHS``: fault control, when ``fault_middleware`` provides it) to that key
     alone. A request body gets ``body_timeout`` seconds to arrive (else 408). The MCP endpoints
     answer clients that name the server by one of ``mcp_hosts`` (``mcp.endpoint``: the Host
     header's name, any port). ``console``: serve the console at ``/console``."""

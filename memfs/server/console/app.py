@@ -72,7 +72,7 @@ SERVER_ERROR = "Something went wrong on the server (it is in the server's log)."
 
 
 class _RouteLabel(NamedTuple):
-    """What ``middleware.route_of`` reads of a route: its template, under ``/console``."""
+    """What ``http.middleware.route_of`` reads of a route: its template, under ``/console``."""
 
     path: str
 

@@ -1,7 +1,7 @@
 """Signing in to the console and the sessions that follow: ``SessionKeeper``.
 
 A person signs in with an API key (``sign_in``): it is compared with every key of the server in
-constant time (``auth.is_api_key``) and, if it is one, a session starts: a random token
+constant time (``http.auth.is_api_key``) and, if it is one, a session starts: a random token
 (``secrets.token_urlsafe``, 256 bits) goes to the browser in the ``COOKIE`` cookie, and the
 database (``console.storage``) keeps its SHA-256 and the key's id (``ids.api_key_id``), never
 the key nor the token. So any replica on the same database knows the session, and a copy of

@@ -204,7 +204,7 @@ def full_view(value: Any) -> bool:
 def page_size(value: Any, name: str = "page_size") -> int | None:
     """1 to ``MAX_PAGE_SIZE``; ``None`` for absent or 0 (proto3's unset). A query parameter
     arrives as text, a body field as a number (or a numeric string, as proto3 JSON allows):
-    text must be ASCII digits (``query.decimal``)."""
+    text must be ASCII digits (``http.query.decimal``)."""
     if value is None or value == "":
         return None
     if isinstance(value, str):

@@ -4,8 +4,8 @@
 or its session header) and ``/api/2.0/agents/memory-stores/{store_id}/mcp?actor_id=A
 [&session_id=S]`` (one actor's entries, a session's or the session-less ones). ``read_only=true``
 on either asks for the read tools only; each of ``read_only``, ``actor_id`` and ``session_id``
-given twice is a 400 naming it (``query.query_one``: the last one must not undo the first).
-They are admitted as every route is (``middleware.ApiMiddleware``: x-api-key or Bearer, else
+given twice is a 400 naming it (``http.query.query_one``: the last one must not undo the first).
+They are admitted as every route is (``http.middleware.ApiMiddleware``: x-api-key or Bearer, else
 401), then answered by the official SDK's ``StreamableHTTPSessionManager`` in its stateless
 mode with JSON answers: every request carries all it needs, so any replica answers any request,
 and nothing is kept between them.

@@ -25,10 +25,7 @@ class _Dialect(Protocol):
 
 class Tx(Protocol):
     """What the index uses of ``memfs.server.db.transaction.Tx`` (one transaction, ``?``
-    placeholders).
-
-    Structural, so this package need not import ``sql``, which imports it (``SqlBase.search``).
-    """
+    placeholders): structural, so the index asks of a transaction only these two."""
 
     @property
     def dialect(self) -> _Dialect: ...
