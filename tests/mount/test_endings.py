@@ -50,6 +50,8 @@ def fusectl() -> Iterator[Path]:
 
 def abort_connection(m: MountedStore) -> None:
     """What the soak did to a mount: its kernel connection aborted from outside (fusectl)."""
+    if not os.path.ismount(FUSECTL):  # another test run on this machine unmounted it after use
+        run("mount", "-t", "fusectl", "none", str(FUSECTL))
     connection = FUSECTL / str(os.minor(os.stat(m.path).st_dev))
     (connection / "abort").write_text("1")
 
