@@ -21,11 +21,11 @@ class ChangeFeedDoor:
     """The change feed's calls into one store's core (a part of ``Vfs``, which sets these
     attributes from its ``CoreParts``)."""
 
-    listings: ListingCache
-    usage: StoreUsage
-    gone: StoreGone
-    remote: RemoteChanges
-    namespace: Namespace
+    _listings: ListingCache
+    _usage: StoreUsage
+    _gone: StoreGone
+    _remote: RemoteChanges
+    _namespace: Namespace
     versions: VersionsTree
     invalidator: Invalidator | None  # runs kernel invalidations (the daemon: worker thread)
 
@@ -34,17 +34,17 @@ class ChangeFeedDoor:
         before it, or a count of the store, may miss one it will never report; they are not
         vouched for (fetched again when asked; the listings stay as the fallback of an
         outage)."""
-        self.listings.distrust_older()
-        self.usage.forget()
+        self._listings.distrust_older()
+        self._usage.forget()
 
     def vouch_listings(self, until: float) -> None:
         """The change feed is healthy: cached listings are current until ``until``
         (monotonic; ``math.inf`` for a subscribed stream)."""
-        self.listings.vouch(until)
+        self._listings.vouch(until)
 
     def withdraw_listings(self) -> None:
         """The change feed may miss changes from now on: listings are fetched again."""
-        self.listings.withdraw()
+        self._listings.withdraw()
 
     async def apply_changes(self, versions: list[MemoryVersion], *, complete: bool) -> int:
         """A batch of the change feed: its versions applied; when the batch may be incomplete
@@ -57,28 +57,28 @@ class ChangeFeedDoor:
     async def feed_failed(self, error: Exception) -> bool:
         """The change feed's request failed with ``error``: listings are no longer vouched
         for; True if the store itself is gone (the feed stops)."""
-        self.listings.withdraw()
-        return await self.gone.confirm(error)
+        self._listings.withdraw()
+        return await self._gone.confirm(error)
 
     @property
     def gone_since(self) -> str | None:
         """UTC time the store was found deleted (None: it exists)."""
-        return self.gone.since
+        return self._gone.since
 
     def apply_versions(self, versions: list[MemoryVersion]) -> int:
         """The change feed's versions (``RemoteChanges.apply_versions``)."""
-        return self.remote.apply_versions(versions)
+        return self._remote.apply_versions(versions)
 
     async def resync(self) -> int:
         """The change feed had a gap (``RemoteChanges.resync``)."""
-        return await self.remote.resync()
+        return await self._remote.resync()
 
     async def invalidations_due(self) -> None:
         """Return when invalidations must run without waiting for the change feed's next batch."""
-        await self.namespace.invalidations_due()
+        await self._namespace.invalidations_due()
 
     async def run_invalidations(self) -> None:
         """Hand queued kernel invalidations to the invalidator (from the feed's tasks)."""
-        items = self.namespace.take_invalidations() + self.versions.take_invalidations()
+        items = self._namespace.take_invalidations() + self.versions.take_invalidations()
         if items and self.invalidator is not None:
             await self.invalidator(items)

@@ -91,37 +91,37 @@ class ListedNode:
 class Vfs(ChangeFeedDoor):
     """The filesystem core of one store: the file operations, and the calls of the mount's
     door (``memfs.core.store_core.StoreCore``). See the module docstring; made by
-    ``memfs.core.build.build_core``. Its parts are attributes for the core's own tests; the
-    mount knows only the door."""
+    ``memfs.core.build.build_core``.
+
+    Its public attributes are the door's. ``parts`` (the ``CoreParts`` it is made of) is the one
+    way to a part, for the core's own tests and its reports; the door has no ``parts``, so a
+    mount or a sync never reaches one. The file operations hold private references to them."""
 
     def __init__(self, parts: CoreParts, *, invalidator: Invalidator | None = None) -> None:
         self.parts = parts
-        self.state = parts.state
-        self.config = parts.state.config
-        self.table: InodeTable = parts.state.table
-        self.clashes = parts.state.clashes
+        self._state = parts.state
+        self._table: InodeTable = parts.state.table
         self.store = parts.store
         self.store_id = parts.store.store_id
-        self.contents = parts.contents
-        self.listings = parts.listings
-        self.bulk = parts.bulk
-        self.usage = parts.usage
-        self.gone = parts.gone
+        self._listings = parts.listings
+        self._bulk = parts.bulk
+        self._usage = parts.usage
+        self._gone = parts.gone
         self.versions = parts.versions
         self.search = parts.search
-        self.writeback = parts.writeback
-        self.durable = parts.durable
-        self.namespace = parts.namespace
-        self.remote = parts.remote
-        self.identities = parts.identities
-        self.copies = parts.copies
-        self.commits = parts.commits
-        self.files = parts.files
-        self.budget = parts.budget
-        self.attrs = parts.attrs
-        self.uploader = parts.uploader
-        self.renames = parts.renames
-        self.truncates = parts.truncates
+        self._writeback = parts.writeback
+        self._durable = parts.durable
+        self._namespace = parts.namespace
+        self._remote = parts.remote
+        self._identities = parts.identities
+        self._copies = parts.copies
+        self._commits = parts.commits
+        self._files = parts.files
+        self._budget = parts.budget
+        self._attrs = parts.attrs
+        self._uploader = parts.uploader
+        self._renames = parts.renames
+        self._truncates = parts.truncates
         self.descriptions = parts.descriptions
         self.invalidator = invalidator  # runs kernel invalidations (the daemon: worker thread)
         self.last_activity = 0.0  # monotonic time of the last kernel request (change feed pace)
@@ -129,27 +129,27 @@ class Vfs(ChangeFeedDoor):
 
     @property
     def read_only(self) -> bool:
-        return self.state.read_only
+        return self._state.read_only
 
     @property
     def root_ino(self) -> int:
-        return self.table.root_ino
+        return self._table.root_ino
 
     @property
     def waiting_for_room(self) -> set[Hashable]:
-        return self.state.waiting_for_room
+        return self._state.waiting_for_room
 
     # =========================================================================================
     # helpers
 
     def _check_writable(self) -> None:
-        if self.state.read_only:
+        if self._state.read_only:
             raise ReadOnlyError("read-only mount")
-        if self.gone.gone:
-            raise self.gone.error()
+        if self._gone.gone:
+            raise self._gone.error()
 
     def _node(self, ino: int) -> Node:
-        node = self.table.get(ino)
+        node = self._table.get(ino)
         if node is None:
             raise NoEntryError(f"no inode {ino}")
         return node
@@ -164,7 +164,7 @@ class Vfs(ChangeFeedDoor):
 
     async def _child(self, parent_ino: int, name: str) -> Node:
         directory = self._dir_path(parent_ino)
-        node = await self.namespace.child(directory, name)
+        node = await self._namespace.child(directory, name)
         if node is None:
             if len(name.encode("utf-8")) > paths.MAX_NAME_BYTES:  # found only if it is an entry
                 raise NameTooLongError(f"name longer than {paths.MAX_NAME_BYTES} bytes")
@@ -172,20 +172,20 @@ class Vfs(ChangeFeedDoor):
         return node
 
     def _touch_dir(self, directory: str) -> None:
-        node = self.table.by_path.get(directory)
+        node = self._table.by_path.get(directory)
         if node is not None:
             node.mtime = time.time()
             node.ctime = node.mtime
 
     def _active(self) -> None:
-        now = self.state.now()
+        now = self._state.now()
         idle = now - self.last_activity
         self.last_activity = now
         if idle > 1.0 and self._on_activity is not None:
             self._on_activity()  # the change feed speeds up (and polls now after an idle time)
 
     def attr(self, node: Node) -> Attr:
-        return self.attrs.of(node)
+        return self._attrs.of(node)
 
     # =========================================================================================
     # the file operations
@@ -196,7 +196,7 @@ class Vfs(ChangeFeedDoor):
             node = self.parent_of(parent_ino) if name == ".." else self._node(parent_ino)
         else:
             node = await self._child(parent_ino, name)
-        self.table.remember(node)
+        self._table.remember(node)
         return self.attr(node)
 
     async def getattr(self, ino: int) -> Attr:
@@ -207,17 +207,17 @@ class Vfs(ChangeFeedDoor):
         node = self._node(ino)
         if node.path in (None, "/"):
             return node
-        return self.table.by_path.get(paths.parent(node.path or "/"), node)
+        return self._table.by_path.get(paths.parent(node.path or "/"), node)
 
     def parent_ino(self, ino: int) -> int:
         return self.parent_of(ino).ino
 
     def forget(self, ino: int, count: int) -> None:
-        self.table.forget(ino, count)
+        self._table.forget(ino, count)
 
     def remember(self, node: Node) -> None:
         """The kernel took a reference on ``node`` without a lookup (readdirplus)."""
-        self.table.remember(node)
+        self._table.remember(node)
 
     async def setattr(
         self,
@@ -244,12 +244,12 @@ class Vfs(ChangeFeedDoor):
             if node.is_dir:
                 raise IsDirectoryError("is a directory")
             self._check_writable()
-            await self.truncates.set_size(node, size)
+            await self._truncates.set_size(node, size)
         # kept locally, never uploaded (after the size: a failing call changes nothing); the
         # kernel checked who may (default_permissions)
         set_mode_and_owner(node, mode, (uid, gid))
         if atime is not None or mtime is not None:
-            if self.state.read_only:
+            if self._state.read_only:
                 raise ReadOnlyError("read-only mount")
             set_times(node, atime, atime_ns, mtime, mtime_ns)
         return self.attr(node)
@@ -266,14 +266,14 @@ class Vfs(ChangeFeedDoor):
         snapshot: bytes | None = None
         truncated = False
         if flags & os.O_TRUNC:
-            truncated = self.truncates.at_open(node)
+            truncated = self._truncates.at_open(node)
         elif writable:
-            await self.copies.ensure_data(node)
+            await self._copies.ensure_data(node)
         elif node.kind is Kind.FILE and node.data is None and node.kept_size is None:
             # (a local copy is read where it is: a copy per open would let a reader holding
             # many opens of one file grow the daemon)
-            snapshot = await self.copies.content_for_read(node)
-        handle = self.files.new(node, flags)
+            snapshot = await self._copies.content_for_read(node)
+        handle = self._files.new(node, flags)
         handle.snapshot = snapshot
         handle.changed = truncated
         sha = node.base_sha if not node.dirty else None
@@ -294,7 +294,7 @@ class Vfs(ChangeFeedDoor):
         ``owner`` (the creator's uid, gid), or the existing one opened."""
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        existing = await self.namespace.child(directory, name)
+        existing = await self._namespace.child(directory, name)
         if existing is not None:
             if flags & os.O_EXCL:
                 raise ExistsError(f"{paths.join(directory, name)} exists")
@@ -307,12 +307,12 @@ class Vfs(ChangeFeedDoor):
                     raise
                 # deleted elsewhere while its content loaded: O_CREAT makes it anew
                 return await self.create(parent_ino, name, flags, mode=mode, owner=owner)
-            self.table.remember(existing)
+            self._table.remember(existing)
             return fh, self.attr(existing)
         node = await self._new_file(directory, name, mode, owner)
-        handle = self.files.new(node, flags)
+        handle = self._files.new(node, flags)
         handle.changed = True
-        self.table.remember(node)
+        self._table.remember(node)
         return handle.fh, self.attr(node)
 
     async def mknod(
@@ -321,119 +321,119 @@ class Vfs(ChangeFeedDoor):
         """mknod(S_IFREG): an empty regular file, as open(O_CREAT) and close make one."""
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        if await self.namespace.child(directory, name) is not None:
+        if await self._namespace.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
         node = await self._new_file(directory, name, mode, owner)
-        self.commits.commit(node)
-        self.table.remember(node)
+        self._commits.commit(node)
+        self._table.remember(node)
         return self.attr(node)
 
     async def _new_file(
         self, directory: str, name: str, mode: int | None, owner: tuple[int, int] | None
     ) -> Node:
-        entry_there = self.identities.adoptable(paths.join(directory, name)) is not None
-        path, local_only = self.namespace.file_path(directory, name, entry_there=entry_there)
+        entry_there = self._identities.adoptable(paths.join(directory, name)) is not None
+        path, local_only = self._namespace.file_path(directory, name, entry_there=entry_there)
         # a name only this mount will have: local-only, or a new file that will wait for a
         # store known to be full or away (``Uploader.queued``)
-        waits = self.state.store_full or self.state.store_away
-        self.budget.check_create(NODE_BYTES if local_only or waits else 0)
-        node = self.table.new(Kind.FILE, path)
+        waits = self._state.store_full or self._state.store_away
+        self._budget.check_create(NODE_BYTES if local_only or waits else 0)
+        node = self._table.new(Kind.FILE, path)
         node.data = bytearray()
         node.local_only = local_only
         node.held_back = waits and not local_only  # charged from now on, name and content
-        set_new_owner(node, mode, owner, self.attrs.of_path(directory))
+        set_new_owner(node, mode, owner, self._attrs.of_path(directory))
         node.changed_here()
-        self.budget.charge(node)
-        self.state.removed_dirs.pop(directory, None)
+        self._budget.charge(node)
+        self._state.removed_dirs.pop(directory, None)
         if not node.local_only:
-            adopted = await self.identities.adopt(node, path)
+            adopted = await self._identities.adopt(node, path)
             if entry_there and not adopted and not paths.is_valid_path(path):
-                self.table.unbind(node)  # the entry changed meanwhile: a new path outside rules
+                self._table.unbind(node)  # the entry changed meanwhile: a new path outside rules
                 check_store_path(path)
         # the cached listing stays: a new local node is merged into it (``Namespace.children``)
         self._touch_dir(directory)
         return node
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
-        handle = self.files.get(fh)
+        handle = self._files.get(fh)
         node = handle.node
         if node.data is not None:
             return bytes(node.data[offset : offset + size])
         if node.kept_size is not None:  # refused content of a closed file: in its kept copy
-            return self.commits.refusals.read(node, offset, size)
+            return self._commits.refusals.read(node, offset, size)
         if handle.snapshot is None:
-            handle.snapshot = await self.copies.content_for_read(node)
+            handle.snapshot = await self._copies.content_for_read(node)
         return handle.snapshot[offset : offset + size]
 
     async def write(self, fh: int, offset: int, buf: bytes) -> int:
-        handle = self.files.get(fh)
+        handle = self._files.get(fh)
         self._check_writable()
         node = handle.node
-        data = await self.copies.ensure_data(node)
+        data = await self._copies.ensure_data(node)
         if handle.flags & os.O_APPEND:
             offset = len(data)
         end = offset + len(buf)
-        if end <= self.state.max_content_bytes:
-            self.budget.check_growth(node, end - len(data))
-        if end > self.state.max_content_bytes:
-            if handle.changed and self.commits.committed(node):
+        if end <= self._state.max_content_bytes:
+            self._budget.check_growth(node, end - len(data))
+        if end > self._state.max_content_bytes:
+            if handle.changed and self._commits.committed(node):
                 # what this open left is a part of what the program meant: never uploaded
                 handle.refused = True
-                self.commits.refuse(node, TOO_LARGE)
+                self._commits.refuse(node, TOO_LARGE)
             else:
                 log.info("a write to %s over the limit was refused; nothing changed", node.path)
-            raise self.commits.too_large()
+            raise self._commits.too_large()
         if offset > len(data):
             data.extend(b"\0" * (offset - len(data)))
         data[offset:end] = buf
         handle.wrote = handle.changed = True
         node.changed_here()
-        self.budget.charge(node)
+        self._budget.charge(node)
         if handle.refused and node.refused == TOO_LARGE:
             node.refused_gen = node.gen  # still the refused writer's content
         return len(buf)
 
     async def flush(self, fh: int) -> None:
-        handle = self.files.get(fh)
+        handle = self._files.get(fh)
         node = handle.node
         if handle.wrote or (handle.writable and (node.dirty or node.refused is not None)):
             # a refused content: every open for writing hears it (close never returns 0 for
             # content not on the server); an open that saved valid content ended the refusal
-            self.commits.commit(node)
+            self._commits.commit(node)
         if handle.writable:  # an error is the writer's, never a read-only open's
-            self.files.report(handle)
+            self._files.report(handle)
             # journaled, never uploaded (memfs.core.fetch.orphans)
-            if node.dirty and self.gone.gone:
-                raise self.gone.error()
+            if node.dirty and self._gone.gone:
+                raise self._gone.error()
 
     async def fsync(self, fh: int) -> None:
-        handle = self.files.get(fh)
+        handle = self._files.get(fh)
         node = handle.node
         if not handle.writable:  # waits for the upload; its errors are the writer's
             try:
-                await self.uploader.settle(node.ino)
+                await self._uploader.settle(node.ino)
             except Exception as exc:
                 log.debug("fsync of a read-only open of %s: %s (not reported)", node.path, exc)
             return
         if node.dirty or node.refused is not None:
-            self.commits.commit(node)  # a refused content: fsync says so (it is not on the server)
-        self.files.report(handle)
+            self._commits.commit(node)  # a refused content: fsync says so (it is not on the server)
+        self._files.report(handle)
         try:
-            await self.uploader.settle(node.ino)
+            await self._uploader.settle(node.ino)
         except Exception as exc:
             handle.heard = exc  # a failure hook that runs after this has nothing new to say
             if handle.error is not None:
-                self.files.report(handle)  # the same failure, in the words of Uploader.failed
+                self._files.report(handle)  # the same failure, in the words of Uploader.failed
             raise
-        self.files.report(handle)
+        self._files.report(handle)
 
     async def fsync_dir(self) -> None:
         """Upload everything pending, creates waiting for room included; ENOSPC while one
         still waits, ESTALE if an upload lost a race (its content is in a conflict copy)."""
-        await self.uploader.settle_all()
+        await self._uploader.settle_all()
 
     async def release(self, fh: int) -> None:
-        handle = self.files.pop(fh)
+        handle = self._files.pop(fh)
         if handle is None:
             return
         node = handle.node
@@ -441,20 +441,20 @@ class Vfs(ChangeFeedDoor):
         if handle.wrote and node.dirty:
             # a refusal was reported by flush already; the content stays local
             with contextlib.suppress(NotUtf8Error, FileTooLargeError, InvalidArgumentError):
-                self.commits.commit(node)
+                self._commits.commit(node)
         if node.open_count == 0:
-            self.commits.closed(node)
-            self.commits.refusals.spill(node)  # refused content: its kept copy holds it now
-            self.copies.drop_unreachable(node)
+            self._commits.closed(node)
+            self._commits.refusals.spill(node)  # refused content: its kept copy holds it now
+            self._copies.drop_unreachable(node)
         # no longer open: what waits for its upload counts only if the store could not take it
-        self.budget.charge(node)
-        self.copies.drop_clean_data(node)
+        self._budget.charge(node)
+        self._copies.drop_clean_data(node)
         deferred = None
         if node.open_count == 0:
-            deferred = self.state.deferred_versions.pop(node.ino, None)
-        if deferred and self.namespace.settled(node):
+            deferred = self._state.deferred_versions.pop(node.ino, None)
+        if deferred and self._namespace.settled(node):
             self.apply_versions(deferred)
-        self.table.maybe_drop(node)
+        self._table.maybe_drop(node)
 
     async def unlink(self, parent_ino: int, name: str) -> None:
         directory = self._dir_path(parent_ino)
@@ -465,18 +465,18 @@ class Vfs(ChangeFeedDoor):
         path = paths.join(directory, name)
         if node.memory_id is not None:
             if node.open_count > 0:
-                await self.copies.ensure_data(node)  # its readers keep it
+                await self._copies.ensure_data(node)  # its readers keep it
                 if node.path != path:  # the change feed moved it meanwhile: not ours to delete
                     raise NoEntryError(f"{path} was renamed elsewhere meanwhile")
-            self.identities.detach_memory(node, path)
-        self.writeback.cancel(node.ino)
+            self._identities.detach_memory(node, path)
+        self._writeback.cancel(node.ino)
         node.dirty = False
         if node.open_count == 0:
             node.data, node.kept_size = None, None  # nobody can read it again
-        self.commits.end_refusal(node)  # its kept copy goes with it
-        self.table.unbind(node)
-        self.budget.charge(node)
-        self.namespace.keep_parent(path)
+        self._commits.end_refusal(node)  # its kept copy goes with it
+        self._table.unbind(node)
+        self._budget.charge(node)
+        self._namespace.keep_parent(path)
         # the cached listing stays: its item is skipped while the delete is pending, then
         # removed when the server has deleted it (``Uploader._run_delete``)
         self._touch_dir(directory)
@@ -491,20 +491,20 @@ class Vfs(ChangeFeedDoor):
     ) -> Attr:
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        if await self.namespace.child(directory, name) is not None:
+        if await self._namespace.child(directory, name) is not None:
             raise ExistsError(f"{paths.join(directory, name)} exists")
-        path = self.namespace.new_path(directory, name)
-        self.budget.check_create(NODE_BYTES)
-        node = self.table.new(Kind.DIR, path)
+        path = self._namespace.new_path(directory, name)
+        self._budget.check_create(NODE_BYTES)
+        node = self._table.new(Kind.DIR, path)
         node.subdirs_known = True  # empty
-        set_new_owner(node, mode, owner, self.attrs.of_path(directory))
+        set_new_owner(node, mode, owner, self._attrs.of_path(directory))
         node.mtime = time.time()
-        self.state.local_dirs.add(path)
-        self.state.removed_dirs.pop(path, None)
-        self.namespace.drop_listing(directory)
+        self._state.local_dirs.add(path)
+        self._state.removed_dirs.pop(path, None)
+        self._namespace.drop_listing(directory)
         self._touch_dir(directory)
-        self.budget.made_dir(node)
-        self.table.remember(node)
+        self._budget.made_dir(node)
+        self._table.remember(node)
         return self.attr(node)
 
     async def rmdir(self, parent_ino: int, name: str) -> None:
@@ -514,32 +514,32 @@ class Vfs(ChangeFeedDoor):
             raise NotDirectoryError("not a directory")
         self._check_writable()
         path = paths.join(directory, name)
-        self.listings.drop(path)
-        if await self.namespace.children(path):
+        self._listings.drop(path)
+        if await self._namespace.children(path):
             raise DirectoryNotEmptyError(f"{path} is not empty")
-        self.state.local_dirs.discard(path)
-        self.state.removed_dirs[path] = self.state.now()
-        self.table.unbind(node)
-        self.budget.charge(node)
-        self.namespace.keep_parent(path)
-        self.namespace.drop_listing(directory)
+        self._state.local_dirs.discard(path)
+        self._state.removed_dirs[path] = self._state.now()
+        self._table.unbind(node)
+        self._budget.charge(node)
+        self._namespace.keep_parent(path)
+        self._namespace.drop_listing(directory)
         self._touch_dir(directory)
 
     async def symlink(self, parent_ino: int, name: str, target: bytes) -> Attr:
         directory = self._dir_path(parent_ino)
         self._check_writable()
-        path = self.namespace.new_path(directory, name)
-        if not self.state.is_local_path(path):
+        path = self._namespace.new_path(directory, name)
+        if not self._state.is_local_path(path):
             raise NotPermittedError("symbolic links are only allowed for local-only names")
-        if await self.namespace.child(directory, name) is not None:
+        if await self._namespace.child(directory, name) is not None:
             raise ExistsError(f"{path} exists")
-        self.budget.check_create(NODE_BYTES + len(target))
-        node = self.table.new(Kind.SYMLINK, path)
+        self._budget.check_create(NODE_BYTES + len(target))
+        node = self._table.new(Kind.SYMLINK, path)
         node.local_only = True
         node.target = target
-        self.budget.charge(node)
-        self.namespace.drop_listing(directory)
-        self.table.remember(node)
+        self._budget.charge(node)
+        self._namespace.drop_listing(directory)
+        self._table.remember(node)
         return self.attr(node)
 
     def refuse_special(self, what: str) -> None:
@@ -572,12 +572,12 @@ class Vfs(ChangeFeedDoor):
         old_dir = self._dir_path(old_parent)
         new_dir = self._dir_path(new_parent)
         src = await self._child(old_parent, old_name)
-        dst = await self.namespace.child(new_dir, new_name)
+        dst = await self._namespace.child(new_dir, new_name)
         if flags & RENAME_NOREPLACE and dst is not None:
             raise ExistsError(f"{paths.join(new_dir, new_name)} exists")
         self._check_writable()
         old_path = paths.join(old_dir, old_name)
-        if not await self.renames.rename(src, dst, old_path, new_dir, new_name):
+        if not await self._renames.rename(src, dst, old_path, new_dir, new_name):
             return  # the same file under both names: nothing to do
         # cached listings stay (a directory's rename clears them all): a moved file is
         # unsettled until its upload, whose answer patches them (``Uploader.sync``)
@@ -587,8 +587,8 @@ class Vfs(ChangeFeedDoor):
     async def readdir(self, ino: int) -> list[tuple[str, Node]]:
         self._active()
         directory = self._dir_path(ino)
-        self.bulk.listed(directory)  # reads of its files may follow (grep -r): fetch in bulk
-        entries = await self.namespace.children(directory)
+        self._bulk.listed(directory)  # reads of its files may follow (grep -r): fetch in bulk
+        entries = await self._namespace.children(directory)
         return sorted(entries.items())
 
     async def listing(self, ino: int) -> list[ListedNode]:
@@ -598,11 +598,11 @@ class Vfs(ChangeFeedDoor):
         ]
 
     async def statfs(self) -> dict[str, int]:
-        count, used = await self.usage.figures()
+        count, used = await self._usage.figures()
         # no room while read-only or the local budget is full: df agrees with ENOSPC
-        room = not (self.state.read_only or self.budget.full)
+        room = not (self._state.read_only or self._budget.full)
         return statfs_fields(
-            count, used, self.state.max_memories, self.state.max_content_bytes, room=room
+            count, used, self._state.max_memories, self._state.max_content_bytes, room=room
         )
 
     # =========================================================================================
@@ -611,15 +611,15 @@ class Vfs(ChangeFeedDoor):
     async def start(self, nursery: trio.Nursery) -> None:
         """Start the background tasks in ``nursery``: the write-back queue, bulk fetches
         ahead of a walk, the store's usage counts, the journal's flushes of drops."""
-        await nursery.start(self.writeback.run)
-        await nursery.start(self.durable.flusher.run)
-        self.bulk.run_in(nursery)
-        self.usage.run_in(nursery)
+        await nursery.start(self._writeback.run)
+        await nursery.start(self._durable.flusher.run)
+        self._bulk.run_in(nursery)
+        self._usage.run_in(nursery)
 
     def load_journal(self) -> int:
         """Queue what an earlier daemon acknowledged and did not upload; how many records
         (``Durable.load``; ``flush_all`` uploads them)."""
-        return self.durable.load()
+        return self._durable.load()
 
     def set_activity_hook(self, hook: Callable[[], None]) -> None:
         """``hook`` runs at a kernel request after an idle second (the change feed wakes)."""
@@ -627,49 +627,49 @@ class Vfs(ChangeFeedDoor):
 
     @property
     def pending_uploads(self) -> int:
-        return len(self.writeback)
+        return len(self._writeback)
 
     @property
     def upload_requests(self) -> int:
         """Changes asked for so far (a flush that saw this number has nothing new to do)."""
-        return self.writeback.requests
+        return self._writeback.requests
 
     @property
     def local_bytes(self) -> int:
         """Bytes held for local-only, refused and waiting files (``LocalBudget.total``)."""
-        return self.budget.total
+        return self._budget.total
 
     def retry_waiting_for_room(self) -> None:
-        self.uploader.retry_waiting_for_room()
+        self._uploader.retry_waiting_for_room()
 
     def save_open_files(self) -> int:
         """The mount ends: commit what files still open for writing hold, as their close
         would (``Commits.save_open``; the unmount report says where each went); how many."""
-        return self.commits.save_open(conflicts=self.durable.conflict_count)
+        return self._commits.save_open(conflicts=self._durable.conflict_count)
 
     async def fetch_everything(self, *, in_flight: int = 8) -> None:
         """Bring every memory's content and every directory's listing into the caches now, in
         bulk (``BulkFetcher.fetch_tree``): a synced directory's first copy, which reads them
         all, asks for whole sub-trees side by side instead of a directory at a time."""
-        await self.bulk.fetch_tree(in_flight=in_flight)
+        await self._bulk.fetch_tree(in_flight=in_flight)
 
     def save_conflict(self, path: str, data: bytes) -> None:
         """``data`` lost a race for ``path`` that happened before it reached the core (a synced
         directory's file changed on both sides): kept as a conflict copy by the rule an upload's
         lost race follows (``Durable.save_conflict``: a sibling memory, queued and journaled,
         reported); the file itself keeps the server's version."""
-        node = self.table.by_path.get(path)
-        self.durable.save_conflict(path, node.memory_id if node is not None else None, data)
+        node = self._table.by_path.get(path)
+        self._durable.save_conflict(path, node.memory_id if node is not None else None, data)
 
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
         """Upload everything pending now (deferred deletes and moves included); with
         ``patience``, transient failures are retried that long."""
-        return await self.uploader.flush_all(patience=patience)
+        return await self._uploader.flush_all(patience=patience)
 
     def hand_over(self) -> tuple[Path, list[str]] | None:
         """At unmount, if the store was deleted: its pending changes as plain files
         (``Durable.hand_over``: where, and one line each). None while the store exists."""
-        return self.durable.hand_over() if self.gone.gone else None
+        return self._durable.hand_over() if self._gone.gone else None
 
     def snapshot(self, *, conflicts: int) -> CoreStatus:
         """What ``memfs status`` shows, now; the newest ``conflicts`` conflicts listed."""

@@ -28,6 +28,6 @@ async def core(server: Any) -> AsyncIterator[Core]:
             VfsConfig(grace=0.3, update_delay=0.05, new_file_delay=0.1),
         )
         async with trio.open_nursery() as nursery:
-            await nursery.start(vfs.writeback.run)
+            await nursery.start(vfs.parts.writeback.run)
             yield Core(vfs, client)
             nursery.cancel_scope.cancel()

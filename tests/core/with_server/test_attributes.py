@@ -29,7 +29,7 @@ async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(se
             VfsConfig(update_delay=0.05, new_file_delay=0.1, uid=1234, gid=5678, umask=0o027),
         )
         async with trio.open_nursery() as nursery:
-            await nursery.start(vfs.writeback.run)
+            await nursery.start(vfs.parts.writeback.run)
             a = await vfs.lookup(ROOT_INODE, "a.md")
             d = await vfs.lookup(ROOT_INODE, "d")
             assert (a.mode, a.uid, a.gid) == (stat.S_IFREG | 0o640, 1234, 5678)
@@ -44,7 +44,7 @@ async def test_modes_and_owners_stay_local_through_uploads_and_remote_changes(se
             await vfs.fsync(fh)  # uploaded
             await vfs.release(fh)
             await client.update_memory(store.id, memory.id, content="A3")  # changed elsewhere
-            vfs.listings.clear()
+            vfs.parts.listings.clear()
             assert (await vfs.readdir(ROOT_INODE))[0][0] == "a.md"  # the new head, same node
             again = await vfs.lookup(ROOT_INODE, "a.md")
             assert (again.ino, again.size, again.mode, again.uid) == (a.ino, 2, changed.mode, 1)

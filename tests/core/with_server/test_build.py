@@ -51,9 +51,9 @@ async def test_build_core_wires_journal_kept_files_and_invalidator(
         invalidator=invalidator,
     )
     try:
-        assert vfs.durable.journal is journal and vfs.durable.untouched == 3
+        assert vfs.parts.durable.journal is journal and vfs.parts.durable.untouched == 3
         async with trio.open_nursery() as nursery:
-            await nursery.start(vfs.writeback.run)
+            await nursery.start(vfs.parts.writeback.run)
             # a close journals its record through the hook the queue was built with
             fh, _ = await vfs.create(ROOT_INODE, "a.md", os.O_WRONLY | os.O_CREAT)
             await vfs.write(fh, 0, b"kept\n")

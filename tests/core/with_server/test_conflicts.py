@@ -33,7 +33,7 @@ async def test_lost_create_race_shows_the_winner_and_keeps_ours_as_a_copy(core: 
     [copy] = [p for p in memories if p.startswith("/race.conflict-")]
     assert (await core.client.get_memory(vfs.store_id, memories[copy].id)).content == "mine\n"
     # the local file is now the winner's memory: same inode, its content, its sha as base
-    node = vfs.table.get(attr.ino)
+    node = vfs.parts.state.table.get(attr.ino)
     assert node is not None and node.memory_id == memories["/race.md"].id
     assert await core.read(ROOT_INODE, "race.md") == b"theirs\n"
     fh, _ = await vfs.open(attr.ino, os.O_WRONLY | os.O_APPEND)
@@ -56,8 +56,8 @@ async def test_replayed_record_without_a_base_never_replaces_the_head(
         record = Record(name="older-n5", op="put", path="/old.md", memory_id=memory.id)
         record.remote_path, record.data = "/old.md", b"written blind\n"
         journal.put(record)
-        vfs.durable.journal = journal
-        assert vfs.durable.load() == 1
+        vfs.parts.durable.journal = journal
+        assert vfs.load_journal() == 1
         with pytest.raises(RemoteConflictError):
             await vfs.fsync_dir()
         memories = await core.memories()
@@ -68,5 +68,5 @@ async def test_replayed_record_without_a_base_never_replaces_the_head(
         assert copied.content == "written blind\n"
         assert journal.load() == []
     finally:
-        vfs.durable.journal = None
+        vfs.parts.durable.journal = None
         journal.close()

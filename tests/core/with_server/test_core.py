@@ -47,7 +47,7 @@ async def test_inode_stable_across_rename(core):
     await core.vfs.fsync_dir()
     mems = await core.memories()
     assert set(mems) == {"/b.md"}
-    core.vfs.listings.clear()
+    core.vfs.parts.listings.clear()
     assert await core.ino(ROOT_INODE, "b.md") == ino
 
 
@@ -58,7 +58,7 @@ async def test_temp_files_renamed_or_unlinked_never_uploaded(core):
     await core.vfs.rename(ROOT_INODE, "tmp2", ROOT_INODE, "doc.md")
     # the queue's own timers run what was scheduled (uploads, deletes after the grace
     # window): an upload of a temp name would have happened once the queue is empty
-    await wait_until(lambda: len(core.vfs.writeback) == 0)
+    await wait_until(lambda: core.vfs.pending_uploads == 0)
     await core.vfs.fsync_dir()
     mems = await core.memories()
     assert set(mems) == {"/doc.md"}
@@ -75,7 +75,7 @@ async def test_jetbrains_safe_write(core):
     await core.vfs.unlink(ROOT_INODE, "F.md___jb_old___")
     # the queue's own timers run what was scheduled (uploads, deletes after the grace
     # window): an upload of a temp name would have happened once the queue is empty
-    await wait_until(lambda: len(core.vfs.writeback) == 0)
+    await wait_until(lambda: core.vfs.pending_uploads == 0)
     await core.vfs.fsync_dir()
     mems = await core.memories()
     assert set(mems) == {"/F.md"}

@@ -32,7 +32,7 @@ async def test_a_background_failure_is_reported_until_the_file_is_on_the_server(
     await save(core, first, b"two\n")
     await save(core, second, b"two\n")
     # both updates fail in the background (the store is archived) before anyone fsyncs
-    await wait_until(lambda: vfs.read_only and len(vfs.writeback) == 0)
+    await wait_until(lambda: vfs.read_only and vfs.pending_uploads == 0)
     with pytest.raises(StoreArchivedError):
         await vfs.fsync_dir()
     # still not on the server: asked again, the answer is the same (the second file too, which

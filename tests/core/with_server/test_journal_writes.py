@@ -19,11 +19,11 @@ from .helpers import Core
 @pytest.fixture
 def journal(core: Core, tmp_path: Path) -> Iterator[Journal]:
     journal = Journal.open(tmp_path, core.vfs.store_id)
-    core.vfs.durable.journal = journal
+    core.vfs.parts.durable.journal = journal
     try:
         yield journal
     finally:
-        core.vfs.durable.journal = None
+        core.vfs.parts.durable.journal = None
         journal.close()
 
 
@@ -93,8 +93,8 @@ async def test_work_queued_again_for_the_same_state_is_not_journaled_again(
     await vfs.write(fh, 0, b"once\n")
     await vfs.flush(fh)
     assert journal.writes == 1
-    vfs.writeback.schedule(attr.ino, 0)
-    vfs.writeback.schedule(attr.ino, 0, debounce=True)
+    vfs.parts.writeback.schedule(attr.ino, 0)
+    vfs.parts.writeback.schedule(attr.ino, 0, debounce=True)
     assert journal.writes == 1
     await vfs.release(fh)
     await vfs.fsync_dir()

@@ -43,7 +43,7 @@ async def seed_big_directory(core: Core) -> None:
     for n in range(BIG):
         await core.client.create_memory(store, f"/big/f{n:03}.md", f"{n}\n")
     await core.client.create_memory(store, "/lonely/only.md", "alone\n")
-    core.vfs.listings.vouch(math.inf)  # what a healthy change feed does
+    core.vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
     assert len(await names(core.vfs, "big")) == BIG
     assert await names(core.vfs) == ["big", "lonely"]
 
@@ -64,7 +64,7 @@ async def test_own_writes_in_a_big_directory_cost_no_listing(core: Core) -> None
     core.client.stats.reset()
     assert await names(vfs, "big") == expected
     assert core.client.stats.count("GET", LISTING) == 0
-    assert vfs.listings.patches == 7  # 5 creates, a rename, a delete
+    assert vfs.parts.listings.patches == 7  # 5 creates, a rename, a delete
 
 
 async def test_changes_from_the_feed_patch_listings(core: Core) -> None:
@@ -92,7 +92,7 @@ async def test_changes_from_the_feed_patch_listings(core: Core) -> None:
     core.client.stats.reset()
     assert await names(core.vfs, "big") == expected
     assert core.client.stats.count("GET", LISTING) == 0
-    assert core.vfs.listings.patches == len(versions)
+    assert core.vfs.parts.listings.patches == len(versions)
     edited = await core.vfs.lookup((await core.vfs.lookup(ROOT_INODE, "big")).ino, "f011.md")
     assert edited.size == len("edited\n")
 
@@ -141,7 +141,7 @@ async def test_a_flood_of_changes_to_one_directory_drops_its_listing(core: Core)
         await core.client.create_memory(store, f"/big/flood{n:03}.md", "x\n")
     versions = [v async for v in core.client.list_versions(store, created_gte=since)]
     core.vfs.apply_versions(versions)
-    assert core.vfs.listings.stale("/big") is None
+    assert core.vfs.parts.listings.stale("/big") is None
     assert await names(core.vfs, "big") == await fresh_names(core, "big")
 
 
@@ -152,7 +152,7 @@ async def test_a_patched_in_rename_is_newer_than_the_listing_it_lands_in(core: C
     vfs = core.vfs
     store = vfs.store_id
     await core.client.create_memory(store, "/keep.md", "k\n")
-    vfs.listings.vouch(math.inf)
+    vfs.parts.listings.vouch(math.inf)
     assert await names(vfs) == ["keep.md"]  # the root's listing is cached from here on
     await core.write_file(ROOT_INODE, "a.md", b"mine\n")
     await vfs.fsync_dir()  # uploaded after the listing was fetched
@@ -161,6 +161,6 @@ async def test_a_patched_in_rename_is_newer_than_the_listing_it_lands_in(core: C
     await core.client.update_memory(store, memory.id, path="/b.md")
     versions = [v async for v in core.client.list_versions(store, created_gte=since)]
     for version in versions:
-        vfs.listings.apply_version(version)  # the listing follows; the node has not yet
+        vfs.parts.listings.apply_version(version)  # the listing follows; the node has not yet
     assert await core.read(ROOT_INODE, "b.md") == b"mine\n"
     assert await names(vfs) == ["b.md", "keep.md"]

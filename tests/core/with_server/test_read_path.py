@@ -55,8 +55,8 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
     # read right after a readdir: no single retrieve, ceil(45 / 20) full pages; two listings
     assert gets == 0
     assert listings == 2 + math.ceil(FILES / 20)
-    assert vfs.bulk.prefetches == 1
-    vfs.listings.vouch(math.inf)  # what a healthy change feed does
+    assert vfs.parts.bulk.prefetches == 1
+    vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
     client.stats.reset()
     assert await read_all(vfs) == contents
     for _, node in await vfs.readdir(ROOT_INODE):
@@ -73,7 +73,7 @@ async def test_lone_read_is_one_retrieve(client: StoreClient) -> None:
     fh, _ = await vfs.open(node.ino, os.O_RDONLY)
     assert await vfs.read(fh, 0, 100) == b"file 1\n" * 2
     await vfs.release(fh)
-    assert client.stats.total == 1 and vfs.bulk.prefetches == 0
+    assert client.stats.total == 1 and vfs.parts.bulk.prefetches == 0
 
 
 async def test_content_cache_is_bounded_by_bytes() -> None:
@@ -134,7 +134,7 @@ async def test_feed_applies_remote_change_and_invalidates(client: StoreClient) -
     source = PollingSource(MemoryStoresAPI(client, store_id))
     await source.start()
     feed = ChangeFeed(vfs, source, interval=0.05, idle_interval=0.05)
-    node = vfs.table.by_path["/d/f03.md"]
+    node = vfs.parts.state.table.by_path["/d/f03.md"]
     awaited.append(("inode", node.ino, b""))  # the kernel drops the changed file's pages
     await client.update_memory(store_id, node.memory_id or "", content="changed\n")
     async with trio.open_nursery() as nursery:
@@ -157,7 +157,7 @@ async def test_statfs_counts_once_then_follows_the_feed(client: StoreClient) -> 
     client.stats.reset()
     assert (await vfs.statfs())["f_ffree"] == 2000 - FILES - 1
     assert client.stats.total == 1  # one basic listing page of 100
-    vfs.listings.vouch(math.inf)  # a healthy feed keeps the figures current from here on
+    vfs.parts.listings.vouch(math.inf)  # a healthy feed keeps the figures current from here on
     await client.create_memory(store_id, "/new.md", "x" * 5000)
     gone = await client.create_memory(store_id, "/gone.md", "y" * 3000)
     await client.delete_memory(store_id, gone.id)

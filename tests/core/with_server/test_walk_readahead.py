@@ -50,14 +50,14 @@ async def walked(
     client: StoreClient, store_id: str, start: str = "/", *, read: bool = True
 ) -> tuple[Vfs, dict[str, bytes]]:
     vfs = build_core(MemoryStoresAPI(client, store_id), VfsConfig())
-    vfs.listings.vouch(math.inf)  # what a healthy change feed does
+    vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
     ino = ROOT_INODE
     for name in filter(None, start.split("/")):
         ino = (await vfs.lookup(ino, name)).ino
     client.stats.reset()
     out: dict[str, bytes] = {}
     async with trio.open_nursery() as nursery:
-        vfs.bulk.nursery = nursery
+        vfs.parts.bulk.nursery = nursery
         await walk(vfs, ino, start, read=read, out=out)
         nursery.cancel_scope.cancel()
     return vfs, out
@@ -76,13 +76,13 @@ async def test_grep_r_fetches_ahead_one_request_per_20_memories(
     subtrees = {"/d0": 25, "/d1": 25, "/d2": 30, "/d3": 25, "/d4": 25, "/d5": 25}
     pages = sum(math.ceil(count / 20) for count in subtrees.values())
     assert client.stats.count("GET", LISTING) == 2 + pages
-    assert vfs.bulk.walk_prefetches == len(subtrees) - 1
+    assert vfs.parts.bulk.walk_prefetches == len(subtrees) - 1
 
 
 async def test_listing_only_walk_fetches_no_content(client: StoreClient, store_id: str) -> None:
     vfs, _ = await walked(client, store_id, read=False)
     assert client.stats.count("GET", LISTING) == 1 + len(DIRS)  # one basic listing each
-    assert vfs.bulk.prefetches == 0 and len(vfs.contents) == 0
+    assert vfs.parts.bulk.prefetches == 0 and len(vfs.parts.contents) == 0
 
 
 async def test_walk_of_a_subtree_stays_in_it(client: StoreClient, store_id: str) -> None:
@@ -92,8 +92,8 @@ async def test_walk_of_a_subtree_stays_in_it(client: StoreClient, store_id: str)
     )
     # d2: its listing and 2 pages; d2/s: fetched ahead, 1 page; no sibling of d2 is touched
     assert client.stats.count("GET", LISTING) == 4
-    assert vfs.bulk.walk_prefetches == 1
-    assert vfs.listings.stale("/d3") is None
+    assert vfs.parts.bulk.walk_prefetches == 1
+    assert vfs.parts.listings.stale("/d3") is None
 
 
 def test_listing_begun_before_a_drop_is_not_kept() -> None:
