@@ -3,8 +3,9 @@
 One directory per user holds what a running mount leaves for the commands that ask about it:
 ``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``, made 0700 and refused if another
 user could have planted it (``memfs.host.private``). Each mount's files are named by a hash of its
-mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status`` reads it),
-``.report.json`` (the unmount report) and ``.log`` (the daemon's log, unless ``--log-file``
+mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status`` reads it, and
+``.status.sock``, where the daemon answers with it at once), ``.report.json`` (the unmount
+report) and ``.log`` (the daemon's log, unless ``--log-file``
 names another; it rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean
 ``memfs umount`` removes them all (``remove_state``); after a problem the log stays, for the
 person who reads the report. What mounts left behind without a clean ``memfs umount`` (a killed
@@ -38,10 +39,11 @@ STALE_AFTER = 7 * 24 * 3600.0  # seconds untouched before a gone mount's files a
 # (a leading dot and a random part: what a write cut short left, memfs.host.private.replace_file;
 # tmp and report.json.tmp: what earlier versions wrote first)
 MOUNT_FILE = re.compile(
-    r"^\.?(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status|tmp|report\.json(\.tmp)?)"
+    r"^\.?(?P<digest>[0-9a-f]{16})\.(pid|log(\.\d+)?|status(\.sock)?|tmp|report\.json(\.tmp)?)"
     r"(\.\w+\.tmp)?$"
 )
-STATE_SUFFIXES = ("pid", "status", "tmp", "report.json", "report.json.tmp")  # tmp: see above
+# tmp: see above
+STATE_SUFFIXES = ("pid", "status", "status.sock", "tmp", "report.json", "report.json.tmp")
 
 
 class MountError(Exception):

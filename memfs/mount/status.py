@@ -9,7 +9,8 @@ waiting, refused or in conflict, the files open for writing, the change feed's h
 and its lag, recent errors), the ``RecentErrors`` log handler that remembers the last warnings
 and errors, and the ``StatusWriter`` task that the daemon runs to publish the document every
 second as ``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading
-it costs the daemon nothing and works even while the mount is busy). Its text is
+it costs the daemon nothing and works even while the mount is busy), and on request, as of that
+moment, on the socket beside it (``fresh_status``). Its text is
 ``memfs.mount.status_text``'s; the report a mount leaves at its end ``memfs.mount.report``'s.
 
 ``collect`` must not change any state of the mount.
@@ -200,7 +201,10 @@ def conflict_doc(conflict: ConflictInfo) -> dict[str, Any]:
 
 
 class StatusWriter:
-    """Publishes ``document()`` to ``path`` every second until cancelled."""
+    """Publishes ``document()`` to ``path`` every second until cancelled, and answers at once
+    on the socket beside it (``<path>.sock``, in the same private directory): a client that
+    connects reads the document of that moment, then EOF (``fresh_status``), so ``memfs
+    status`` prints figures that are current, not up to a second old."""
 
     def __init__(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
         self.path = path
@@ -211,16 +215,87 @@ class StatusWriter:
         replace_file(self.path, json.dumps(document, indent=1).encode("utf-8"), "status file")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
         try:
-            while True:
-                try:
-                    self.write()
-                except OSError as exc:
-                    log.debug("status not written: %s", exc)
-                await trio.sleep(STATUS_INTERVAL)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._answer)
+                task_status.started()
+                while True:
+                    try:
+                        self.write()
+                    except OSError as exc:
+                        log.debug("status not written: %s", exc)
+                    await trio.sleep(STATUS_INTERVAL)
         finally:
             self.path.unlink(missing_ok=True)
+
+    async def _answer(self) -> None:
+        """Serve the document on ``socket_path(self.path)`` until cancelled (none where the
+        platform has no Unix sockets: readers fall back on the file)."""
+        if not hasattr(trio.socket, "AF_UNIX"):
+            return
+        where = socket_path(self.path)
+        listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        try:
+            where.unlink(missing_ok=True)  # a killed daemon's: this mount point is ours now
+            await listener.bind(str(where))
+            listener.listen(STATUS_CLIENTS)
+        except OSError as exc:
+            listener.close()
+            log.debug("status socket %s not served: %s", where, exc)
+            return
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    conn, _ = await listener.accept()
+                    nursery.start_soon(self._send, conn)
+        finally:
+            listener.close()
+            where.unlink(missing_ok=True)
+
+    async def _send(self, conn: trio.socket.SocketType) -> None:
+        """One answer; a client that does not read it within a second is dropped."""
+        with conn, trio.move_on_after(STATUS_INTERVAL):
+            data = json.dumps(self.document(), indent=1).encode("utf-8")
+            while data:
+                try:
+                    sent = await conn.send(data)
+                except OSError:
+                    return
+                data = data[sent:]
+
+
+STATUS_CLIENTS = 8  # connections the status socket queues
+
+
+def socket_path(status_file: Path) -> Path:
+    """The socket on which the daemon that writes ``status_file`` answers with its status."""
+    return status_file.with_name(status_file.name + ".sock")
+
+
+def fresh_status(status_file: Path, *, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The status document of the daemon that publishes ``status_file``, as of now: asked on
+    its socket, else (no socket, or no answer within ``timeout``: a stuck daemon) read from the
+    file it last wrote. None if neither gives a document."""
+    import socket
+
+    if hasattr(socket, "AF_UNIX"):
+        chunks = []
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(timeout)
+                conn.connect(str(socket_path(status_file)))
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            doc = json.loads(b"".join(chunks))
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict):
+            return doc
+    try:
+        doc = json.loads(status_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def collect_mount(

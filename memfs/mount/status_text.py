@@ -220,3 +220,34 @@ def render_store(doc: dict[str, Any]) -> str:
     for item in errors[-5:]:
         lines.append(f"  {item['time']} {item['level']} {item['message']}")
     return "\n".join(shown(line) for line in lines)  # one line each, escaped
+
+
+def render_list(entries: list[tuple[str, dict[str, Any], str | None]]) -> str:
+    """``memfs status`` with no argument: one line per mount, session or sync of this user
+    (``kind``, its status document, a session's id), and one more per store of a session."""
+    if not entries:
+        return "no memfs mount, session or sync runs for this user"
+    lines = []
+    for kind, doc, session_id in entries:
+        where = doc.get("mountpoint") or "?"
+        if "stores" in doc:
+            named = f"{kind} {session_id}" if session_id else kind
+            lines.append(f"{named:<8} {where}  {len(doc['stores'])} stores  (pid {doc.get('pid')})")
+            for store in doc["stores"]:
+                lines.append(f"  {store.get('slug')}  {_one_line(store)}")
+        else:
+            lines.append(f"{kind:<8} {where}  {_one_line(doc)}  (pid {doc.get('pid')})")
+    return "\n".join(shown(line) for line in lines)
+
+
+def _one_line(doc: dict[str, Any]) -> str:
+    """A store's name, health and what waits, was refused or conflicted, in one line."""
+    name = doc.get("store_name") or doc.get("store_id") or "?"
+    if doc.get("store_name") and doc.get("store_id"):
+        name = f"{doc['store_name']} ({doc['store_id']})"
+    waiting = len((doc.get("uploads") or {}).get("waiting") or [])
+    refused = len((doc.get("refused") or {}).get("files") or [])
+    conflicts = (doc.get("conflicts") or {}).get("count", 0)
+    return (
+        f"{name}: {store_health(doc)}; {waiting} waiting, {refused} refused, {conflicts} conflicts"
+    )
