@@ -44,34 +44,78 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-_STRING = {"type": "string"}
-_LIMIT = {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many"}
+def _text(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
 
-MEMORY_SCHEMA = _schema(
-    {
-        "command": {"type": "string", "enum": list(memory_tool.COMMANDS)},
-        "path": {**_STRING, "description": "a path under /memories (all but rename)"},
-        "view_range": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "minItems": 2,
-            "maxItems": 2,
-            "description": "view: [start, end] lines, 1-based; end -1 = to the end",
+
+def _limit(what: str, default: int, high: int) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": high,
+        "default": default,
+        "description": f"at most this many {what} (1-{high}; {default} if left out)",
+    }
+
+
+def _per_command(required: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """``if``/``then``/``else`` on ``command``: the arguments each command needs. Not a root
+    ``oneOf``, which says the same: the Anthropic API refuses ``oneOf``, ``anyOf`` and
+    ``allOf`` at the top of a tool's schema, and a client that passes MCP tools to it (Claude
+    Code, Claude Desktop) fails every request that lists such a tool. The last command is the
+    final ``else``: an unknown one fails ``command``'s ``enum``."""
+    *chained, (_last, last_needs) = required.items()
+    rule: dict[str, Any] = {"required": list(last_needs)}
+    for command, needs in reversed(chained):
+        rule = {
+            "if": {"properties": {"command": {"const": command}}, "required": ["command"]},
+            "then": {"required": list(needs)},
+            "else": rule,
+        }
+    return rule
+
+
+MEMORY_SCHEMA = {
+    **_schema(
+        {
+            "command": {
+                "type": "string",
+                "enum": list(memory_tool.COMMANDS),
+                "description": "what to do; each command needs its own arguments: "
+                + "; ".join(
+                    f"{command}: {', '.join(needs)}"
+                    for command, needs in memory_tool.REQUIRED.items()
+                )
+                + " (view also takes view_range)",
+            },
+            "path": _text(
+                "view, create, str_replace, insert, delete: a path under /memories, "
+                "e.g. /memories/notes/todo.md (view and delete: a directory too)"
+            ),
+            "view_range": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "view of a file, optional: [start, end], 1-based lines, "
+                "end -1 = to the end",
+            },
+            "file_text": _text("create: the new file's whole content"),
+            "old_str": _text("str_replace: the text to replace; must occur exactly once"),
+            "new_str": _text("str_replace: the text to put in its place (may be empty)"),
+            "insert_line": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "insert: the line after which to insert (0: before the first)",
+            },
+            "insert_text": _text("insert: the text to insert, as one or more lines"),
+            "old_path": _text("rename: the file or directory under /memories to move"),
+            "new_path": _text("rename: where to move it (must not exist yet)"),
         },
-        "file_text": {**_STRING, "description": "create: the file's content"},
-        "old_str": {**_STRING, "description": "str_replace: text that occurs exactly once"},
-        "new_str": {**_STRING, "description": "str_replace: its replacement"},
-        "insert_line": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "insert: the line after which to insert (0: before the first)",
-        },
-        "insert_text": {**_STRING, "description": "insert: the text to insert"},
-        "old_path": {**_STRING, "description": "rename: the file or directory to move"},
-        "new_path": {**_STRING, "description": "rename: where to (must not exist)"},
-    },
-    ["command"],
-)
+        ["command"],
+    ),
+    **_per_command(memory_tool.REQUIRED),
+}
 
 MEMORY_DESCRIPTION = (
     "Your persistent memory: files under /memories, kept in a memory store with every version. "
@@ -82,6 +126,23 @@ MEMORY_DESCRIPTION = (
     "meanwhile, the edit is applied again only when unambiguous, else the answer shows the "
     "file as it now is."
 )
+
+# how to search, the same words for memory_search and search_memory
+SEARCH_HOW = (
+    "Phrase the query as a few keywords the memory would contain (names, terms, identifiers), "
+    "not a question or an expression: a memory matches if it holds any of the words, in any "
+    "form (searching finds search), case and accents ignored; quotes, AND, OR, -, * are plain "
+    "text and words such as the, of, to are skipped. Each line of the answer: path, score, the "
+    "line that matches best. The score only ranks: higher is more relevant, comparable within "
+    "one answer only (not a probability, not across queries). "
+    f"{search_tool.DEFAULT_LIMIT} matches unless limit says otherwise (at most "
+    f"{search_tool.MAX_LIMIT})."
+)
+SEARCH_QUERY = _text(
+    "keywords to look for, e.g. 'deploy staging database password rotation'; any of the "
+    "words matches, the more and the rarer the better the rank"
+)
+SEARCH_LIMIT = _limit("matches, best first", search_tool.DEFAULT_LIMIT, search_tool.MAX_LIMIT)
 
 
 class Catalogue:
@@ -95,9 +156,9 @@ class Catalogue:
             ToolSpec(memory_tool.NAME, MEMORY_DESCRIPTION, MEMORY_SCHEMA, memory.run, False, False),
             ToolSpec(
                 search_tool.NAME,
-                "Search the memories under /memories for free text; the best matches first, "
-                "each with its path, score and the line that matches best.",
-                _schema({"query": _STRING, "limit": _LIMIT}, ["query"]),
+                "Search the memories under /memories for the ones about something, best first. "
+                + SEARCH_HOW,
+                _schema({"query": SEARCH_QUERY, "limit": SEARCH_LIMIT}, ["query"]),
                 lambda arguments: search_tool.search(backend, arguments),
                 False,
                 True,
@@ -105,13 +166,23 @@ class Catalogue:
         ]
         if info.history:
             history = history_tools.HistoryTools(backend)
-            path = {**_STRING, "description": "a file under /memories"}
+            path = _text("a file under /memories, e.g. /memories/notes/todo.md (deleted too)")
             specs += [
                 ToolSpec(
                     history_tools.HISTORY,
                     "The versions of a memory file, newest first: version id, time, operation "
                     "(created, modified, deleted), who wrote it, size. Works for a deleted file.",
-                    _schema({"path": path, "limit": _LIMIT}, ["path"]),
+                    _schema(
+                        {
+                            "path": path,
+                            "limit": _limit(
+                                "versions, newest first",
+                                history_tools.DEFAULT_LIMIT,
+                                history_tools.MAX_LIMIT,
+                            ),
+                        },
+                        ["path"],
+                    ),
                     history.history,
                     False,
                     True,
@@ -120,7 +191,16 @@ class Catalogue:
                     history_tools.RESTORE,
                     "Write one version's content (a version id from memory_history) back to "
                     "the file as a new version; re-creates a deleted file.",
-                    _schema({"path": path, "version_id": _STRING}, ["path", "version_id"]),
+                    _schema(
+                        {
+                            "path": path,
+                            "version_id": _text(
+                                "the version to restore: an id memory_history listed for "
+                                "this path (memver_...)"
+                            ),
+                        },
+                        ["path", "version_id"],
+                    ),
                     history.restore,
                     True,
                     False,
@@ -128,12 +208,12 @@ class Catalogue:
             ]
         if info.api == "databricks":
             dbx = databricks_tools.DatabricksTools(backend)
-            store_path = {**_STRING, "description": "the memory's path, e.g. /notes/a.md"}
+            store_path = _text("the memory's path, e.g. /notes/a.md")
             specs += [
                 ToolSpec(
                     databricks_tools.SEARCH,
-                    "Search your memories for free text (best first: path, score, best line).",
-                    _schema({"query": _STRING, "limit": _LIMIT}, ["query"]),
+                    "Search your memories for the ones about something, best first. " + SEARCH_HOW,
+                    _schema({"query": SEARCH_QUERY, "limit": SEARCH_LIMIT}, ["query"]),
                     dbx.search,
                     False,
                     True,
@@ -145,9 +225,19 @@ class Catalogue:
                     _schema(
                         {
                             "path": store_path,
-                            "content": _STRING,
-                            "description": _STRING,
-                            "append": {"type": "boolean", "default": False},
+                            "content": _text(
+                                "the memory's whole new content (with append: the lines to add)"
+                            ),
+                            "description": _text(
+                                "optional: one line saying what the memory is about, shown "
+                                "by list_memories and search_memory"
+                            ),
+                            "append": {
+                                "type": "boolean",
+                                "default": False,
+                                "description": "true: add content as new lines at the end "
+                                "(nothing if they are already there) instead of replacing",
+                            },
                         },
                         ["path", "content"],
                     ),

@@ -35,7 +35,16 @@ from memfs.mcp.tool_error import ToolError, read_only_refusal, text_argument
 log = logging.getLogger(__name__)
 
 NAME = "memory"
-COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+# each command and the arguments it needs (the SDKs' contract; view_range is view's only option)
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "view": ("path",),
+    "create": ("path", "file_text"),
+    "str_replace": ("path", "old_str", "new_str"),
+    "insert": ("path", "insert_line", "insert_text"),
+    "delete": ("path",),
+    "rename": ("old_path", "new_path"),
+}
+COMMANDS = tuple(REQUIRED)
 WRITE_COMMANDS = frozenset(COMMANDS) - {"view"}
 MAX_LINES = 999_999  # the SDK's limit on a viewed file
 LINE_NUMBER_WIDTH = 6

@@ -21,6 +21,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 from kit.databricks import ACTOR, Workspace, databricks_env
 from kit.servers import ServerProcess
 from memfs.api import StoreClient
+from memfs.mcp.catalogue import MEMORY_SCHEMA
 
 from .conftest import Tools, refuses_a_move_into_itself
 
@@ -57,8 +58,9 @@ async def test_memory_stores_over_stdio(
     async with memfs_mcp(server.client_env(), store.id, errlog=errors) as mcp:
         assert mcp.server_info is not None and mcp.server_info.name == "memfs"
         assert "Memory store stdio store, read-write." in (mcp.instructions or "")
-        tools = sorted(tool.name for tool in (await mcp.list_tools()).tools)
-        assert tools == ["memory", "memory_history", "memory_restore", "memory_search"]
+        listed = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        assert sorted(listed) == ["memory", "memory_history", "memory_restore", "memory_search"]
+        assert dict(listed["memory"].input_schema) == MEMORY_SCHEMA  # what each command needs
         result = await mcp.call_tool("memory", {"command": "view", "path": "/memories/hello.md"})
         assert result.content[0].text == (  # type: ignore[union-attr]
             "Here's the content of /memories/hello.md with line numbers:\n"
