@@ -61,6 +61,5 @@ class StoreClient(StoreEndpoints, MemoryEndpoints, VersionEndpoints, SearchEndpo
         return await self.with_options(max_retries=0)._call("GET", CAPABILITIES, {})
 
     async def offers_search(self) -> bool:
-        """True if the server offers the search extension (``memfs.api.search``); any doubt
-        (404 on the hosted API, an error, a timeout) is a no. One try, no retries."""
+        """Whether the server offers search (one try: a 404, error or timeout is a no)."""
         return await server_offers(self, SEARCH_EXTENSION)

@@ -36,8 +36,7 @@ PAGE = 100  # the API's largest page
 
 
 async def memory_stores_capabilities(client: StoreClient) -> Capabilities:
-    """``MEMORY_STORES``, with NUL refused in a content if the server says it refuses one (its
-    400 would fail every retry; a mount refuses such a save at once, EINVAL). One try."""
+    """``MEMORY_STORES``, refusing NUL if the server does: EINVAL at once, not a 400 a retry."""
     return capabilities_with(await server_extensions(client))
 
 

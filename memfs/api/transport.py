@@ -193,8 +193,7 @@ class Transport:
         return {"anthropic-version": API_VERSION, "anthropic-beta": MEMORY_BETA}
 
     def _error_answer(self, response: httpx.Response, route: str) -> ApiError:
-        """The ``memfs.contract.errors`` exception for an error answer, read from the API's
-        envelope (a transport of another API reads its own)."""
+        """The exception an error answer means, read from this API's envelope (overridden)."""
         return _error_from(response, route)
 
     def __repr__(self) -> str:

@@ -482,8 +482,7 @@ def _mount_options(
 
 
 def _write_prompt(path: Path, text: str) -> None:
-    """The prompt, for the agent to read (0644), written as root writes any file that another
-    user may reach (``memfs.host.private.replace_file``: never through a link planted there)."""
+    """The prompt, 0644 for the agent, never written through a link planted there."""
     replace_file(path, text.encode("utf-8"), "prompt file", mode=0o644, create_mode=PROMPT_DIR_MODE)
 
 

@@ -56,8 +56,7 @@ class Tree(Protocol):
     def forget(self, ino: int, count: int) -> None: ...
 
     def parent(self, ino: int) -> int | None:
-        """The directory holding ``ino`` (its ``..``); None for the tree's root, whose
-        ``..`` is the directory the mount shows it in."""
+        """The directory holding ``ino``; None for the root (its ``..`` is the mount's)."""
         ...
 
     async def opendir(self, ino: int) -> Sequence[Listed]:

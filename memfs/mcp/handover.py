@@ -67,8 +67,7 @@ class Replayed(_Stream):
 
     @property
     def last_context(self) -> Context | None:
-        """The sender's context of the last message, as the transport's stream tells it (the
-        SDK runs each handler in it); none for the replayed ones."""
+        """The transport's context of the last message (None for the replayed ones)."""
         return None if self._first else getattr(self._rest, "last_context", None)
 
     async def receive(self) -> Received:

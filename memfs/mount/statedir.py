@@ -51,11 +51,9 @@ class MountError(Exception):
 
 
 def _private_dir(path: Path) -> None:
-    """Create ``path`` 0700, or refuse it unless it is ours and not group/world writable.
-
-    ``/tmp/memfs-<uid>`` can be made by anyone: one planted by another user would let them read
-    our logs and plant a pid file that ``memfs umount`` signals.
-    """
+    """Create ``path`` 0700, or refuse it unless ours and not group/world writable: anyone can
+    make ``/tmp/memfs-<uid>``, and one planted by another user would let them read our logs and
+    plant a pid file that ``memfs umount`` signals."""
     try:
         private_dir(path, "state directory")
     except NotPrivateError as exc:

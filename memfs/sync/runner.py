@@ -66,8 +66,7 @@ class SyncOptions:
 
 
 def sync_report_problems(report: dict[str, Any]) -> bool:
-    """Whether a sync's report says something was not saved as meant (exit status 1): as a
-    mount's (``report_problems``), or an error of its end (not in step, the flush cut short)."""
+    """Whether something was not saved as meant (exit status 1): as a mount's, or an error."""
     return report_problems(report) or bool(report.get("errors"))
 
 

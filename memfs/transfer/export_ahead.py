@@ -77,9 +77,8 @@ class TreeAhead:
         self._pending.clear()
 
     def prune(self, wanted: Mapping[str, str]) -> None:
-        """Before the working tree is made ``wanted`` (path -> blob id): remove the files
-        created ahead that it does not hold as written, so that none is in its way (a file
-        ahead at ``a/b`` where ``a`` is to be a file)."""
+        """Before the working tree becomes ``wanted`` (path -> blob id), remove the files created
+        ahead that it does not hold as written: none is in its way."""
         self.finish()
         self._remove_created(lambda path, blob: wanted.get(path) != blob)
 

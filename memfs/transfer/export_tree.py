@@ -75,8 +75,7 @@ def _names(relative: str) -> list[str]:
 
 
 def blob_id(data: bytes) -> str:
-    """The id git gives a file of these bytes (``git hash-object``): SHA-1 of a header and the
-    bytes. The manifest and the git export compare files by it."""
+    """The id git gives a file of these bytes (``git hash-object``); files compare by it."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 

@@ -118,8 +118,7 @@ class VersionIndex:
         return self.complete_until is not None and instant <= self.complete_until
 
     def sweep_due(self) -> float:
-        """Seconds between full re-listings: ``sweep_interval``, or more for a long history
-        (``sweep_per_page`` per page of 100 versions), so a big store is not re-read often."""
+        """Seconds between full re-listings: longer for a long history (re-read less often)."""
         return max(self.sweep_interval, self.sweep_per_page * self.swept_pages)
 
     async def refresh(

@@ -145,8 +145,7 @@ class VersionCache:
 
 
 def view_bytes(view: View) -> int:
-    """What a point-in-time view is charged to the cache budget: an estimate of its dicts
-    and sets (about 150 bytes a file, measured)."""
+    """A view's cache charge: its dicts and sets, about 150 bytes a file (measured)."""
     return VIEW_BYTES + VIEW_FILE_BYTES * len(view.files)
 
 
@@ -371,9 +370,8 @@ class VersionsTree(ReadOnlyTree):
         del self._invalidations[:-MAX_INVALIDATIONS]  # undrained (no kernel): keep the newest
 
     def take_invalidations(self) -> list[tuple[str, int, bytes]]:
-        """Kernel cache invalidations to run (``vfs.Invalidation`` tuples: ``("inode", ino,
-        b"")`` or ``("entry", parent_ino, name)``), from a worker thread, never in a handler:
-        what learnt redactions changed, and the entries the kernel should forget (``_shed``)."""
+        """Invalidations (``Invalidation`` tuples) to run from a worker thread, never in a
+        handler: what learnt redactions changed, and the entries to forget."""
         items, self._invalidations = self._invalidations, []
         return items + self._shed()
 

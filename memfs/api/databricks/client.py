@@ -104,8 +104,7 @@ class DatabricksTransport(Transport):
     """``Transport`` with the Databricks dialect: no Anthropic headers, its error envelope."""
 
     def refresh_headers_with(self, factory: Callable[[], dict[str, str]]) -> None:
-        """Take the credential headers from ``factory`` at every request, on the pool this
-        client shares with those of ``with_options`` (call it before any request)."""
+        """Credential headers from ``factory`` at each request (call before any request)."""
         self._http.auth = FreshHeaders(factory)
 
     def _api_headers(self) -> dict[str, str]:
@@ -181,8 +180,7 @@ class DatabricksClient(DatabricksTransport):
         return await self._call("GET", STORE, {"store": store_id})
 
     async def capabilities(self) -> JsonObject:
-        """memfs server's extensions (``GET /v1/memfs/capabilities``, one try): a Databricks
-        workspace has no such route (404)."""
+        """memfs server's extensions, one try (a Databricks workspace answers 404)."""
         return await self.with_options(max_retries=0)._call("GET", CAPABILITIES, {})
 
     async def list_entries_page(

@@ -192,8 +192,7 @@ class DatabricksStore:
     async def list_subtree_page(
         self, prefix: str | None, *, cursor: str | None = None, limit: int = 20
     ) -> Page[Memory]:
-        """Every entry below ``prefix`` with its content, in one page (what a directory's
-        listing fetches anyway: the API lists flat entries)."""
+        """Every entry below ``prefix``, content too, in one page (the API lists flat)."""
         return Page([self._memory(entry) for entry in await self._entries(prefix)], None)
 
     async def list_below(self, prefix: str | None) -> AsyncIterator[Memory]:
@@ -335,12 +334,9 @@ class DatabricksStore:
         )
 
     async def offers_search(self) -> bool:
-        """``entries:search`` is part of the API, but without a session it searches the whole
-        actor: a session-less mount, which shows the session-less entries only, needs memfs
-        server's ``memfs_session_less`` (asked of its capabilities) to have them ranked among
-        themselves and none missed. Elsewhere the mount's own index searches them (keeping
-        the session-less hits of a top 100 would miss those ranked below 100 session entries,
-        and rank them by statistics that count other sessions)."""
+        """Without a session, ``entries:search`` searches the whole actor: filtering its top
+        100 would miss and misrank session-less entries, so only a memfs server that ranks
+        them alone (``memfs_session_less``) searches; elsewhere the mount's index does."""
         if self.session_id is not None:
             return True
         return await server_offers(self.client, SESSION_LESS_SEARCH)

@@ -218,8 +218,7 @@ def listing_name(item: ListItem) -> str:
 
 
 def listing_bytes(listing: Listing) -> int:
-    """What a listing is charged to the cache budget: an estimate of its Python objects
-    (an item, its strings and its place in the index: about 800 bytes, measured)."""
+    """A listing's cache charge: its Python objects, about 800 bytes an item (measured)."""
     return LISTING_BYTES + LISTING_ITEM_BYTES * len(listing.items)
 
 
@@ -265,9 +264,7 @@ class ListingCache:
         self.vouched_until = until
 
     def distrust_older(self) -> None:
-        """A change feed starts now: listings fetched before may miss a change it will never
-        report, so its vouch does not cover them (they expire after ``ttl``); they stay as the
-        last listings ``stale`` serves while the server cannot be reached."""
+        """Older listings may miss the new feed's changes: not vouched for, kept for ``stale``."""
         self._trusted_from = time.monotonic()
 
     def withdraw(self) -> None:

@@ -79,8 +79,7 @@ class SubTreeListings:
 
     @property
     def disordered(self) -> bool:
-        """Pages came out of path order after ``passed`` handed listings out: those may miss
-        memories that came later, and must be dropped."""
+        """Pages came out of path order after listings were handed out: those may miss memories."""
         return self._handed_out and not self._ordered
 
     def rest(self) -> list[Listed]:

@@ -30,16 +30,13 @@ class ChangeFeedDoor:
     invalidator: Invalidator | None  # runs kernel invalidations (the daemon: worker thread)
 
     def feed_starts(self) -> None:
-        """A change feed starts now: it reports changes from here on, so a listing fetched
-        before it, or a count of the store, may miss one it will never report; they are not
-        vouched for (fetched again when asked; the listings stay as the fallback of an
-        outage)."""
+        """A feed starts: listings and counts taken before may miss a change it never reports,
+        so they are not vouched for (the listings stay, an outage's fallback)."""
         self._listings.distrust_older()
         self._usage.forget()
 
     def vouch_listings(self, until: float) -> None:
-        """The change feed is healthy: cached listings are current until ``until``
-        (monotonic; ``math.inf`` for a subscribed stream)."""
+        """Listings are current until ``until`` (monotonic; ``math.inf``: a subscribed stream)."""
         self._listings.vouch(until)
 
     def withdraw_listings(self) -> None:

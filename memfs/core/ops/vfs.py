@@ -428,8 +428,7 @@ class Vfs(ChangeFeedDoor):
         self._files.report(handle)
 
     async def fsync_dir(self) -> None:
-        """Upload everything pending, creates waiting for room included; ENOSPC while one
-        still waits, ESTALE if an upload lost a race (its content is in a conflict copy)."""
+        """Upload all pending: ENOSPC while a create waits for room, ESTALE on a lost race."""
         await self._uploader.settle_all()
 
     async def release(self, fh: int) -> None:
@@ -617,8 +616,7 @@ class Vfs(ChangeFeedDoor):
         self._usage.run_in(nursery)
 
     def load_journal(self) -> int:
-        """Queue what an earlier daemon acknowledged and did not upload; how many records
-        (``Durable.load``; ``flush_all`` uploads them)."""
+        """Queue what an earlier daemon acknowledged and never uploaded; how many records."""
         return self._durable.load()
 
     def set_activity_hook(self, hook: Callable[[], None]) -> None:
@@ -643,32 +641,25 @@ class Vfs(ChangeFeedDoor):
         self._uploader.retry_waiting_for_room()
 
     def save_open_files(self) -> int:
-        """The mount ends: commit what files still open for writing hold, as their close
-        would (``Commits.save_open``; the unmount report says where each went); how many."""
+        """At the end, commit what files still open for writing hold, as close would; how many."""
         return self._commits.save_open(conflicts=self._durable.conflict_count)
 
     async def fetch_everything(self, *, in_flight: int = 8) -> None:
-        """Bring every memory's content and every directory's listing into the caches now, in
-        bulk (``BulkFetcher.fetch_tree``): a synced directory's first copy, which reads them
-        all, asks for whole sub-trees side by side instead of a directory at a time."""
+        """Every content and listing into the caches, sub-trees side by side (a first sync)."""
         await self._bulk.fetch_tree(in_flight=in_flight)
 
     def save_conflict(self, path: str, data: bytes) -> None:
-        """``data`` lost a race for ``path`` that happened before it reached the core (a synced
-        directory's file changed on both sides): kept as a conflict copy by the rule an upload's
-        lost race follows (``Durable.save_conflict``: a sibling memory, queued and journaled,
-        reported); the file itself keeps the server's version."""
+        """``data`` lost a race for ``path`` before reaching the core (a sync's file changed on
+        both sides): a conflict copy, as for an upload's; the file keeps the server's version."""
         node = self._table.by_path.get(path)
         self._durable.save_conflict(path, node.memory_id if node is not None else None, data)
 
     async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
-        """Upload everything pending now (deferred deletes and moves included); with
-        ``patience``, transient failures are retried that long."""
+        """Upload all pending now, deferred deletes and moves too; retry ``patience`` seconds."""
         return await self._uploader.flush_all(patience=patience)
 
     def hand_over(self) -> tuple[Path, list[str]] | None:
-        """At unmount, if the store was deleted: its pending changes as plain files
-        (``Durable.hand_over``: where, and one line each). None while the store exists."""
+        """If the store was deleted: its pending changes as plain files (where; a line each)."""
         return self._durable.hand_over() if self._gone.gone else None
 
     def snapshot(self, *, conflicts: int) -> CoreStatus:
