@@ -12,6 +12,7 @@
   it, and reports anything that may not have been uploaded.
 - ``memfs session status [--root R] [--json]`` shows the running session and each store's
   health, and the files waiting, refused or in conflict.
+- Without ``--root``, stop and status act on the one session that runs (several: each named).
 
 This module owns argument parsing, logging setup, the detach handshake and exit codes; the
 config, the checks and the state file are ``memfs.session.config``'s, ``plan``'s and ``state``'s,
@@ -46,6 +47,7 @@ from memfs.commands.parsing import byte_size, complete_paths, megabytes
 from memfs.commands.session_control import (
     EXIT_FAILED,
     EXIT_OK,
+    find_root,
     is_session_process,
     show_status,
     stop_session,
@@ -191,7 +193,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stop = commands.add_parser(
         "stop", help="stop the session at ROOT: flush every store, unmount, remove ROOT"
     )
-    _root_option(stop)
+    _root_option(stop, found=True)
     stop.add_argument(
         "--timeout",
         type=float,
@@ -204,16 +206,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "status",
         help="show the session at ROOT: each store's health, files waiting, refused, in conflict",
     )
-    _root_option(status)
+    _root_option(status, found=True)
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(func=_status)
 
 
-def _root_option(parser: argparse.ArgumentParser) -> None:
+def _root_option(parser: argparse.ArgumentParser, *, found: bool = False) -> None:
+    """``--root``; with ``found`` (stop, status) its default is the session that runs, when one
+    does (``session_control.find_root``), else /mnt/memory."""
     parser.add_argument(
         "--root",
-        default=DEFAULT_ROOT,
-        help="the session's mount point: one directory per store, the rest scratch",
+        default=None if found else DEFAULT_ROOT,
+        help="the session's mount point: one directory per store, the rest scratch"
+        + (" (default: the running session, if there is one; else /mnt/memory)" if found else ""),
     )
     complete_paths(parser, directories=("root",))
 
@@ -223,12 +228,23 @@ def _fail(message: str, code: int, command: str = "memfs session") -> int:
     return code
 
 
-def setup_logging(*, debug: bool) -> None:
-    """One line per event on stderr, with a level; no colours; timestamps unless journald."""
+class _LogFileOnStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """stderr, when it is the detached session's log file (opened by the command that started
+    it): named as a file handler names its file, so that the status document says where the
+    session logs (``memfs.mount.status.log_file``)."""
+
+    def __init__(self, log_file: str) -> None:
+        super().__init__(sys.stderr)
+        self.baseFilename = log_file
+
+
+def setup_logging(*, debug: bool, log_file: str | None = None) -> None:
+    """One line per event on stderr, with a level; no colours; timestamps unless journald.
+    ``log_file``: the file stderr is (a detached session's log)."""
     fmt = "%(levelname)s %(name)s: %(message)s"
     if not os.environ.get("JOURNAL_STREAM"):
         fmt = "%(asctime)s " + fmt
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(sys.stderr) if log_file is None else _LogFileOnStderr(log_file)
     handler.setFormatter(logging.Formatter(fmt))
     root = logging.getLogger()
     root.handlers = [handler]
@@ -253,7 +269,8 @@ def _start(args: argparse.Namespace) -> int:
         return refused
     if args.config is None:
         return _fail("give --config FILE (or a command: stop, status)", EXIT_REFUSED)
-    setup_logging(debug=args.debug)
+    detached = args.ready_fd is not None and args.log_file  # its stderr is the log file
+    setup_logging(debug=args.debug, log_file=os.path.abspath(args.log_file) if detached else None)
     if args.sync_chosen and args.ready_fd is not None:  # the detached session: into its log
         log.warning("%s", args.sync_chosen)
     root = Path(os.path.abspath(args.root))
@@ -584,8 +601,10 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     setup_logging(debug=False)
-    return stop_session(Path(os.path.abspath(args.root)), timeout=args.timeout)
+    root = find_root(args.root, DEFAULT_ROOT, "stop")
+    return root if isinstance(root, int) else stop_session(root, timeout=args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:
-    return show_status(Path(os.path.abspath(args.root)), as_json=args.json)
+    root = find_root(args.root, DEFAULT_ROOT, "status")
+    return root if isinstance(root, int) else show_status(root, as_json=args.json)

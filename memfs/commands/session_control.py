@@ -116,6 +116,47 @@ def _stop_outcome(state: SessionState, problems: list[str]) -> dict[str, Any]:
     }
 
 
+def find_root(given: str | None, default: str, command: str) -> Path | int:
+    """The root ``memfs session stop``/``status`` act on: ``given`` (``--root``), else the one
+    session of this user whose process runs, else ``default``; several running is an exit code
+    (1), with a line naming each."""
+    if given is not None:
+        return Path(os.path.abspath(given))
+    sessions = running_sessions()
+    if len(sessions) == 1:
+        return Path(sessions[0].root)
+    if not sessions:
+        return Path(default)
+    named = "; ".join(f"{state.root} ({state.session_id})" for state in sessions)
+    return _fail(
+        f"{len(sessions)} sessions run: {named}; name one with --root",
+        EXIT_FAILED,
+        f"memfs session {command}",
+    )
+
+
+def running_sessions() -> list[SessionState]:
+    """The sessions of this user whose process runs, from their state files (sorted by root);
+    a state file another user could have planted is passed over."""
+    from memfs.session.state import SessionState, state_dir
+
+    found = []
+    try:
+        private_dir(state_dir(), "state directory", create=False, tighten=False)
+        paths = sorted(state_dir().glob("session-*.json"))
+    except (NotPrivateError, OSError):
+        return []
+    for path in paths:
+        try:
+            check_private_file(path, "session state file")
+        except NotPrivateError:
+            continue
+        state = SessionState.read(path)
+        if state is not None and state.status != "stopped" and is_session_process(state.pid):
+            found.append(state)
+    return sorted(found, key=lambda state: state.root)
+
+
 def session_holding(path: Path) -> Path | None:
     """The root of the session whose mount ``path`` is, or is inside of: its state file says
     so and its process runs, or died (``kill -9``) before its teardown. None if no session
@@ -155,6 +196,7 @@ def show_status(root: Path, *, as_json: bool) -> int:
     print(f"root     {state.root}")
     print(f"status   {state.status if alive else state.status + ' (its process is gone)'}")
     print(f"pid      {state.pid}")
+    print(f"log      {state.log_file or '(none: it logs to its terminal)'}")
     if scratch is not None:
         print(
             f"scratch  {scratch.get('used_bytes', 0):,} bytes, {scratch.get('inodes', 0)} "

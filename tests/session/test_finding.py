@@ -1,0 +1,63 @@
+"""A running session found without ``--root``: ``memfs session status`` and ``stop`` act on the
+one that runs, name each when several do; and a detached session says where it logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .helpers import Api, mounts_under, run_memfs, stop_and_unmount, unique, write_config
+
+pytestmark = pytest.mark.fuse
+
+
+def _start(tmp_path: Path, root: Path, env: dict[str, str], store_id: str) -> None:
+    config = write_config(
+        tmp_path / f"{root.name}.json", [{"type": "memory_store", "memory_store_id": store_id}]
+    )
+    done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_status_and_stop_find_the_running_session_without_root(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    other = tmp_path / "other"
+    try:
+        _start(tmp_path, root, session_env, api.create_store(unique("Notes"))["id"])
+        _start(tmp_path, other, session_env, api.create_store(unique("Wiki"))["id"])
+        several = run_memfs(["session", "status"], session_env)
+        assert several.returncode == 1
+        assert "2 sessions run" in several.stderr and "name one with --root" in several.stderr
+        assert str(root) in several.stderr and str(other) in several.stderr
+
+        stopped = run_memfs(["session", "stop", "--root", str(other)], session_env, timeout=90)
+        assert stopped.returncode == 0, stopped.stderr
+        one = run_memfs(["session", "status", "--json"], session_env)
+        assert one.returncode == 0, one.stderr
+        assert json.loads(one.stdout)["root"] == str(root)
+
+        last = run_memfs(["session", "stop"], session_env, timeout=90)
+        assert last.returncode == 0, last.stderr
+        assert f"unmounted under {root}" in last.stdout
+        assert mounts_under(root) == []
+    finally:
+        stop_and_unmount(other, session_env)
+
+
+def test_a_detached_session_names_its_log_file(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    _start(tmp_path, root, session_env, api.create_store(unique("Notes"))["id"])
+    state = json.loads(
+        run_memfs(["session", "status", "--root", str(root), "--json"], session_env).stdout
+    )
+    log_file = state["log_file"]
+    assert log_file and Path(log_file).stat().st_size > 0  # it writes there
+    text = run_memfs(["session", "status", "--root", str(root)], session_env).stdout
+    assert f"log      {log_file}" in text
+    mount = run_memfs(["status", str(root), "--json"], session_env)
+    assert mount.returncode == 0, mount.stderr
+    assert json.loads(mount.stdout)["log_file"] == log_file
