@@ -171,7 +171,10 @@ class Catalogue:
                 ToolSpec(
                     history_tools.HISTORY,
                     "The versions of a memory file, newest first: version id, time, operation "
-                    "(created, modified, deleted), who wrote it, size. Works for a deleted file.",
+                    "(created, modified, deleted), who wrote it, size; works for a deleted file. "
+                    "With version_id: that version's content, line-numbered. With version_id "
+                    "and compare_to: a unified diff from version_id to compare_to (another "
+                    "version, or 'current'), to see what changed before restoring.",
                     _schema(
                         {
                             "path": path,
@@ -179,6 +182,15 @@ class Catalogue:
                                 "versions, newest first",
                                 history_tools.DEFAULT_LIMIT,
                                 history_tools.MAX_LIMIT,
+                            ),
+                            "version_id": _text(
+                                "optional: a version id this tool listed for the path "
+                                "(memver_...); the answer is its content instead of the list"
+                            ),
+                            "compare_to": _text(
+                                "optional, with version_id: another version id of the path, "
+                                f"or '{history_tools.CURRENT}' (the content now); the answer "
+                                "is the diff from version_id to it"
                             ),
                         },
                         ["path"],

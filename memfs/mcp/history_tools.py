@@ -1,20 +1,24 @@
 """``memory_history`` and ``memory_restore``: a memory's versions, and one of them written back.
 
 Memory Stores keep every change as an immutable version; these tools show them (newest first:
-id, time, operation, who wrote it, size) and restore one: its content written as a new
-version, over the content the tool read (a concurrent change is reported, never overwritten),
-or as a new memory when the path holds none any more (it was deleted). Paths are the memory
-tool's (``/memories/...``). Only offered where the store has history (``StoreInfo.history``).
+id, time, operation, who wrote it, size), one version's content (``version_id``), what changed
+between two (``version_id`` and ``compare_to``: another version, or ``current``, a unified
+diff), and restore one: its content written as a new version, over the content the tool read
+(a concurrent change is reported, never overwritten), or as a new memory when the path holds
+none any more (it was deleted). Paths are the memory tool's (``/memories/...``). Only offered
+where the store has history (``StoreInfo.history``).
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from memfs.mcp.backend import ChangedError, MemoryBackend, MissingError
+from memfs.mcp.backend import ChangedError, MemoryBackend, MissingError, StoredMemory, Version
 from memfs.mcp.memory_paths import STORE_ROOT, to_store, to_tool
+from memfs.mcp.memory_tool import numbered
 from memfs.mcp.tool_error import ToolError, int_argument, read_only_refusal, text_argument
 
 log = logging.getLogger(__name__)
@@ -23,6 +27,9 @@ HISTORY = "memory_history"
 RESTORE = "memory_restore"
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
+CURRENT = "current"  # compare_to: the content the memory holds now
+DIFF_CONTEXT = 3  # unchanged lines shown around each change, as diff -u
+NO_NEWLINE = "\\ No newline at end of file"
 
 
 class HistoryTools:
@@ -33,6 +40,10 @@ class HistoryTools:
         path = text_argument(arguments, "path")
         limit = int_argument(arguments, "limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
         store_path = _file_path(path)
+        if arguments.get("version_id") is not None:
+            return await self._one_version(path, store_path, arguments)
+        if arguments.get("compare_to") is not None:
+            raise ToolError("`compare_to` needs `version_id`: the version to compare it with.")
         try:
             versions = await self.backend.history(store_path, limit)
         except MissingError:
@@ -44,7 +55,7 @@ class HistoryTools:
                 "\t".join(
                     (
                         version.id,
-                        version.created_at.isoformat().replace("+00:00", "Z"),
+                        _time(version),
                         version.operation,
                         version.author or "-",
                         size,
@@ -54,12 +65,48 @@ class HistoryTools:
             )
         return "\n".join(rows)
 
-    async def restore(self, arguments: Mapping[str, Any]) -> str:
-        path = text_argument(arguments, "path")
+    async def _one_version(self, path: str, store_path: str, arguments: Mapping[str, Any]) -> str:
+        """``version_id``'s content, numbered; with ``compare_to``, the diff from it to that
+        version (or to the current content)."""
         version_id = text_argument(arguments, "version_id")
-        if self.backend.info.read_only:
-            raise read_only_refusal(f"`{RESTORE}`")
-        store_path = _file_path(path)
+        version, current = await self._version_of(path, store_path, version_id)
+        old = _content(path, version)
+        compare_to = arguments.get("compare_to")
+        if compare_to is None:
+            return (
+                f"Version {version_id} of {path} ({version.operation} "
+                f"{_time(version)} by {version.author or 'unknown'}), with line numbers:\n"
+                + numbered(old)
+            )
+        if not isinstance(compare_to, str):
+            raise ToolError("Invalid (not a string) parameter `compare_to`")
+        if compare_to == CURRENT:
+            if current is None:
+                raise ToolError(f"{path} does not exist now: nothing current to compare with.")
+            new, new_label = current.content, f"{path} (current)"
+        else:
+            other, _ = await self._version_of(path, store_path, compare_to)
+            new, new_label = _content(path, other), f"{path} @ {compare_to}"
+        diff = list(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=f"{path} @ {version_id}",
+                tofile=new_label,
+                n=DIFF_CONTEXT,
+            )
+        )
+        if not diff:
+            return f"No difference: {path} @ {version_id} and {new_label} hold the same content."
+        # a last line without a newline is marked as diff -u marks it
+        marked = (line if line.endswith("\n") else f"{line}\n{NO_NEWLINE}\n" for line in diff)
+        return "".join(marked).rstrip("\n")
+
+    async def _version_of(
+        self, path: str, store_path: str, version_id: str
+    ) -> tuple[Version, StoredMemory | None]:
+        """Version ``version_id`` with its content, and the memory now at ``store_path``; a
+        refusal if it is no version of the memory at ``path`` (now, or the last one there)."""
         try:
             version = await self.backend.version(version_id)
         except MissingError:
@@ -67,6 +114,15 @@ class HistoryTools:
         current = await self.backend.read(store_path)
         if version.path != store_path and (current is None or current.id != version.memory_id):
             raise ToolError(f"Version {version_id} is not a version of {path}.")
+        return version, current
+
+    async def restore(self, arguments: Mapping[str, Any]) -> str:
+        path = text_argument(arguments, "path")
+        version_id = text_argument(arguments, "version_id")
+        if self.backend.info.read_only:
+            raise read_only_refusal(f"`{RESTORE}`")
+        store_path = _file_path(path)
+        version, current = await self._version_of(path, store_path, version_id)
         if version.content is None:
             raise ToolError(
                 f"Version {version_id} of {path} holds no content (a deletion, or redacted): "
@@ -94,3 +150,16 @@ def _file_path(path: str) -> str:
     if store_path == STORE_ROOT:
         raise ToolError(f"The path {path} is not a file.")
     return store_path
+
+
+def _time(version: Version) -> str:
+    return version.created_at.isoformat().replace("+00:00", "Z")
+
+
+def _content(path: str, version: Version) -> str:
+    if version.content is None:
+        raise ToolError(
+            f"Version {version.id} of {path} holds no content (a deletion, or redacted): "
+            "nothing to show."
+        )
+    return version.content

@@ -168,7 +168,7 @@ class MemoryTool:
                     raise ToolError(
                         f"No insertion was performed: {path} was changed by another writer after "
                         f"it was read, and line {line} no longer marks one place in it. It now "
-                        f"holds:\n{_numbered(memory.content)}"
+                        f"holds:\n{numbered(memory.content)}"
                     ) from None
                 log.info("insert: %s changed concurrently; inserting again at %d", path, found)
                 at = found
@@ -191,7 +191,7 @@ class MemoryTool:
                 now = await self._reread(path, memory)
                 raise ToolError(
                     f"{path} was not deleted: another writer changed it after it was read. It "
-                    f"now holds:\n{_numbered(now.content)}"
+                    f"now holds:\n{numbered(now.content)}"
                 ) from None
             except MissingError:
                 raise _vanished(path) from None
@@ -301,7 +301,7 @@ def _str_replace_conflict(path: str, old: str, found: int, content: str) -> Tool
     now = "no longer appears verbatim in it" if found == 0 else f"now appears {found} times"
     return ToolError(
         f"No replacement was performed: {path} was changed by another writer after it was "
-        f"read, and old_str `{old}` {now}. It now holds:\n{_numbered(content)}"
+        f"read, and old_str `{old}` {now}. It now holds:\n{numbered(content)}"
     )
 
 
@@ -385,7 +385,7 @@ def _numbered_line(number: int, line: str) -> str:
     return f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{line}"
 
 
-def _numbered(content: str) -> str:
+def numbered(content: str) -> str:
     return "\n".join(_numbered_line(i, line) for i, line in enumerate(content.split("\n"), 1))
 
 

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kit.hosted_like import hosted_like_client
+from kit.servers import ServerProcess
 from memfs.api import StoreClient
 from memfs.api.store import MemoryStoresAPI, memory_stores_capabilities
 from memfs.mcp.backend import StoreInfo
 from memfs.mcp.store_backend import StoreBackend
 
-from .conftest import connected
+from .conftest import Tools, connected
+from .test_http import key_of, ms_url, over_http
 
 MEMORY_STORES_TOOLS = ["memory", "memory_history", "memory_restore", "memory_search"]
 
@@ -154,3 +156,74 @@ async def test_without_server_search_a_local_index_answers_and_keeps_up(
         assert transport.capability_checks >= 1
         routes = client.stats.snapshot()["by_route"]
         assert not any("memfs/search" in route for route in routes)
+
+
+async def shows_a_version_and_what_changed(tools: Tools) -> None:
+    """``memory_history`` with ``version_id``: that version's content; with ``compare_to``
+    too: the diff to another version or to the current content; the plain list unchanged."""
+    await tools.memory("create", path="/memories/plan.md", file_text="one\ntwo\nthree\n")
+    await tools.memory("str_replace", path="/memories/plan.md", old_str="two", new_str="2")
+    await tools.memory("str_replace", path="/memories/plan.md", old_str="three", new_str="3")
+    listed = (await tools.ok("memory_history", path="/memories/plan.md")).splitlines()
+    newest, middle, first = (row.split("\t")[0] for row in listed[1:])
+    shown = await tools.ok("memory_history", path="/memories/plan.md", version_id=first)
+    assert shown.splitlines()[0].startswith(f"Version {first} of /memories/plan.md (created ")
+    assert shown.splitlines()[1:] == ["     1\tone", "     2\ttwo", "     3\tthree", "     4\t"]
+    diff = await tools.ok(
+        "memory_history", path="/memories/plan.md", version_id=first, compare_to=middle
+    )
+    assert diff.splitlines() == [
+        f"--- /memories/plan.md @ {first}",
+        f"+++ /memories/plan.md @ {middle}",
+        "@@ -1,3 +1,3 @@",
+        " one",
+        "-two",
+        "+2",
+        " three",
+    ]
+    to_now = await tools.ok(
+        "memory_history", path="/memories/plan.md", version_id=middle, compare_to="current"
+    )
+    assert to_now.splitlines()[1:] == [
+        "+++ /memories/plan.md (current)",
+        "@@ -1,3 +1,3 @@",
+        " one",
+        " 2",
+        "-three",
+        "+3",
+    ]
+    assert await tools.ok(
+        "memory_history", path="/memories/plan.md", version_id=newest, compare_to="current"
+    ) == (
+        f"No difference: /memories/plan.md @ {newest} and /memories/plan.md (current) hold "
+        "the same content."
+    )
+    assert await tools.refused("memory_history", path="/memories/plan.md", compare_to=first) == (
+        "`compare_to` needs `version_id`: the version to compare it with."
+    )
+    await tools.memory("create", path="/memories/other.md", file_text="o")
+    assert await tools.refused("memory_history", path="/memories/other.md", version_id=first) == (
+        f"Version {first} is not a version of /memories/other.md."
+    )
+    await tools.memory("delete", path="/memories/plan.md")
+    history = (await tools.ok("memory_history", path="/memories/plan.md")).splitlines()
+    deletion = history[1].split("\t")[0]
+    assert await tools.refused("memory_history", path="/memories/plan.md", version_id=deletion) == (
+        f"Version {deletion} of /memories/plan.md holds no content (a deletion, or redacted): "
+        "nothing to show."
+    )
+    assert await tools.refused(
+        "memory_history", path="/memories/plan.md", version_id=first, compare_to="current"
+    ) == ("/memories/plan.md does not exist now: nothing current to compare with.")
+
+
+async def test_history_shows_a_version_and_diffs(open_ms: Callable[..., Any]) -> None:
+    async with open_ms() as backend, connected(backend) as tools:
+        await shows_a_version_and_what_changed(tools)
+
+
+async def test_history_shows_a_version_and_diffs_over_http(
+    server: ServerProcess, ms_store: str
+) -> None:
+    async with over_http(ms_url(server, ms_store), key_of(server)) as tools:
+        await shows_a_version_and_what_changed(tools)
