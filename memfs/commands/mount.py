@@ -163,8 +163,10 @@ def register(subparsers: Any) -> None:
         "--search",
         choices=["auto", "local"],
         default="auto",
-        help="MOUNTPOINT/.search: auto: the server's search when offered, else a local index "
-        "of the store; local: the local index only",
+        help="who answers cat MOUNTPOINT/.search/WORDS (the best matches, one a line: path, "
+        "relevance 1-100 with 100 the best, description, best line; memfs search --help "
+        "says more): auto: the server's search when offered, else a local index of the "
+        "store; local: the local index only",
     )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     complete_paths(

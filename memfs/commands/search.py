@@ -6,9 +6,11 @@ Who ranks, in this order: the server, when it offers search (a memfs extension: 
 server); else a mount of the store by this user (its ``.search/`` file, read as any program
 would: its index is warm and its pending writes are searched); else a copy of the store fetched
 now and indexed locally (``memfs.search.engine``), which stderr says. The output is the text of
-``.search/`` files (``memfs.search.engine.render``: path, score, description, best line;
+``.search/`` files (``memfs.search.engine.render``: path, relevance, description, best line;
 tab-separated, one hit a line, best first), or ``--json``: a list of objects with ``path``,
-``score``, ``description``, ``memory_id`` (empty when read from a mount) and ``line``.
+``relevance`` (``memfs.search.engine.relevance``: 100 for the best), ``score`` (the ranker's
+own; read from a mount, the relevance), ``description``, ``memory_id`` (empty when read from a
+mount) and ``line``.
 
 Exit codes are those of the admin commands (``memfs.commands.admin_actions``): 0 (searched,
 even if nothing matched: the output is empty), 1 (other error), 2 (usage: a query without a
@@ -60,11 +62,16 @@ def register(subparsers: Any) -> None:
         "search",
         help="find the memories of a store that best match some words, ranked",
         description="Print the memories of STORE that best match QUERY, best first, one a "
-        "line: path, score, description, and the line that matches best, separated by tabs "
+        "line: path, relevance, description, and the line that matches best, separated by tabs "
         "(cut -f1 lists the paths). Every word of QUERY counts (any of them may match). The "
         "server ranks them if it can; else a mount of STORE does (its .search/ directory); "
         "else a copy of STORE is fetched and searched here, which stderr says.",
-        epilog="STORE is a store id (memstore_...) or an exact store name. Exit codes: 0 "
+        epilog="Relevance: 100 for the best match, every other one its score as a percentage "
+        "of the best's (50: half the best's score), from 1 to 100; it compares the results of "
+        "one search, not two searches (the best of any search is 100). 0 throughout: the "
+        "ranker gave no scores. --json gives it as relevance, beside score, the ranker's own "
+        "(BM25 or rank fusion: its scale varies). .search/ files in a mount show the same "
+        "relevance. STORE is a store id (memstore_...) or an exact store name. Exit codes: 0 "
         "searched (no output: nothing matched), 1 error, 2 usage, 3 not found, 5 auth, 6 "
         "server unreachable.",
     )
@@ -213,10 +220,12 @@ def _print(hits: list[Hit], *, as_json: bool) -> None:
     import json
     import sys
 
-    from memfs.search.engine import render
+    from memfs.search.engine import relevance, render
 
     if as_json:
-        print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))
+        shown = relevance(hits)
+        rows = [{**hit.to_json(), "relevance": r} for hit, r in zip(hits, shown, strict=True)]
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(render(hits))
         sys.stdout.flush()

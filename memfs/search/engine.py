@@ -13,8 +13,9 @@ feed the mount runs (``docs/semantics.md``, ``.search``).
 
 Results are ``Hit``s: path, score, description, memory id and the line of the content that
 matches best (``best_line``). The text format (``render``, read back by ``parse``): one hit per
-line, best first, four fields separated by a tab: path, score, description (empty when there is
-none), the best line; tabs and line breaks inside a field are spaces (``cut -f1`` lists paths).
+line, best first, four fields separated by a tab: path, relevance (``relevance``: 100 for the
+best hit, the others their score as a percentage of its score), description (empty when there
+is none), the best line; tabs and line breaks inside a field are spaces (``cut -f1`` lists paths).
 
 It must not import pyfuse3 or know inodes (``memfs.search.tree`` serves the files).
 """
@@ -22,6 +23,7 @@ It must not import pyfuse3 or know inodes (``memfs.search.tree`` serves the file
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -71,16 +73,34 @@ class Hit:
         return asdict(self)
 
 
+def relevance(hits: list[Hit]) -> list[int]:
+    """The score people read, for each hit: 100 for the best, the others their score as a
+    percentage of the best's, rounded, at least 1 (each matched a word).
+
+    The rankers' own scores compare only within one answer and mean nothing alone: BM25 by the
+    server (``7.31``), SQLite FTS5's BM25 of a local index (``9.028e-07`` for a word in most
+    memories: its floor), reciprocal rank fusion (at most ``0.033``). No positive score (an
+    answer without scores, Databricks' older one): 0 throughout."""
+    scored = [hit.score > 0 and math.isfinite(hit.score) for hit in hits]
+    best = max((hit.score for hit, ok in zip(hits, scored, strict=True) if ok), default=0.0)
+    return [
+        max(1, round(100 * hit.score / best)) if ok else 0
+        for hit, ok in zip(hits, scored, strict=True)
+    ]
+
+
 def render(hits: list[Hit]) -> str:
-    """The text of a result file: ``path<TAB>score<TAB>description<TAB>line``, one hit a line."""
+    """The text of a result file: ``path<TAB>relevance<TAB>description<TAB>line``, one hit a
+    line."""
     return "".join(
-        f"{hit.path}\t{hit.score:.4g}\t{one_line(hit.description)}\t{one_line(hit.line)}\n"
-        for hit in hits
+        f"{hit.path}\t{shown}\t{one_line(hit.description)}\t{one_line(hit.line)}\n"
+        for hit, shown in zip(hits, relevance(hits), strict=True)
     )
 
 
 def parse(text: str) -> list[Hit]:
-    """The hits of a text ``render`` made (no memory ids: the text has none)."""
+    """The hits of a text ``render`` made: their relevance is their score (the text holds no
+    other), no memory ids."""
     hits = []
     for row in text.splitlines():
         path, score, description, line = ([*row.split("\t", 3), "", "", ""])[:4]

@@ -3,7 +3,7 @@
 Owns everything below ``MOUNTPOINT/.search``: each name looked up there is a query, a regular
 file (mode 0444, size 0) whose content, computed when it is opened, is the ranked results of
 ``memfs.search.engine.StoreSearch`` in the text format of ``memfs.search.engine.render`` (one hit a
-line: path, score, description, best line, tab-separated). The directory lists nothing (a query
+line: path, relevance, description, best line, tab-separated). The directory lists nothing (a query
 is any name) and is not listed in the mount's root; every change below it is refused with
 ``ReadOnlyError`` (EROFS).
 

@@ -59,12 +59,17 @@ def test_search_command(server: Any, store: str) -> None:
     rows = [line.split("\t") for line in out.stdout.splitlines()]
     assert [row[0] for row in rows] == ["/notes/garden.md", "/notes/cooking.md"]
     assert [row[3] for row in rows] == ["tomatoes need sun and water", "pasta with tomato sauce"]
-    assert float(rows[0][1]) >= float(rows[1][1])
+    assert rows[0][1] == "100"  # relevance: a percentage of the best's score
+    assert 1 <= int(rows[1][1]) < 100
 
     hits = json.loads(memfs(server, "search", store, "report", "--json").stdout)
     assert [(h["path"], h["line"]) for h in hits] == [("/work/todo.md", "write the report")]
     assert hits[0]["memory_id"].startswith("mem")
-    assert set(hits[0]) == {"path", "score", "description", "memory_id", "line"}
+    assert set(hits[0]) == {"path", "relevance", "score", "description", "memory_id", "line"}
+    assert hits[0]["relevance"] == 100 and hits[0]["score"] > 0
+    hits = json.loads(memfs(server, "search", store, "tomatoes sun", "--json").stdout)
+    assert [h["relevance"] for h in hits] == [int(row[1]) for row in rows]
+    assert hits[1]["relevance"] == max(1, round(100 * hits[1]["score"] / hits[0]["score"]))
 
     assert len(memfs(server, "search", store, "tomato", "--limit", "1").stdout.splitlines()) == 1
     assert memfs(server, "search", store, "zucchini").stdout == ""  # nothing: exit 0
@@ -78,7 +83,12 @@ def test_search_command(server: Any, store: str) -> None:
 
 
 def test_help_and_completion(server: Any) -> None:
-    assert "tab" in memfs(server, "search", "--help").stdout
+    text = " ".join(memfs(server, "search", "--help").stdout.split())
+    assert "tab" in text
+    assert "Relevance: 100 for the best match" in text  # what the second column means
+    assert "it compares the results of one search, not two searches" in text
+    mount_help = " ".join(memfs(server, "mount", "--help").stdout.split())
+    assert "relevance 1-100 with 100 the best" in mount_help
     assert "search" in memfs(server, "--help").stdout
     assert "--limit" in memfs(server, "completion", "bash").stdout
 

@@ -14,7 +14,15 @@ import pytest
 
 from kit.fake_store import FakeStore
 from memfs.core.fetch.cache import ContentCache
-from memfs.search.engine import Hit, LocalSearch, StoreSearch, best_line, parse, render
+from memfs.search.engine import (
+    Hit,
+    LocalSearch,
+    StoreSearch,
+    best_line,
+    parse,
+    relevance,
+    render,
+)
 from memfs.search.index import SearchIndex, match_expression
 
 
@@ -68,15 +76,34 @@ def test_best_line() -> None:
 def test_text_format_round_trip() -> None:
     hits = [
         Hit("/a b.md", 3.25, "a\tdescription", "mem_1", "line\twith tab"),
-        Hit("/c.md", 0.000001234, "", "mem_2", ""),
+        Hit("/c.md", 1.3, "", "mem_2", ""),
     ]
     text = render(hits)
-    assert text == "/a b.md\t3.25\ta description\tline with tab\n/c.md\t1.234e-06\t\t\n"
+    assert text == "/a b.md\t100\ta description\tline with tab\n/c.md\t40\t\t\n"
     assert [line.split("\t")[0] for line in text.splitlines()] == ["/a b.md", "/c.md"]
     assert parse(text) == [
-        Hit("/a b.md", 3.25, "a description", "", "line with tab"),
-        Hit("/c.md", 1.234e-06, "", "", ""),
+        Hit("/a b.md", 100, "a description", "", "line with tab"),
+        Hit("/c.md", 40, "", "", ""),
     ]
+    assert render(parse(text)) == text  # what `memfs search` prints from a mount's file
+
+
+@pytest.mark.parametrize(
+    ("scores", "shown"),
+    [
+        ([9.028e-07, 4.514e-07, 1e-12], [100, 50, 1]),  # a local index's BM25 floor
+        ([0.0325, 0.0164], [100, 50]),  # reciprocal rank fusion
+        ([7.31], [100]),  # one hit is the best, whatever its score
+        ([0.0, 0.0], [0, 0]),  # an answer without scores (Databricks' older one)
+        ([2.0, 0.0, -1.0], [100, 0, 0]),
+        ([float("nan"), 1.0], [0, 100]),
+        ([], []),
+    ],
+)
+def test_relevance_is_a_percentage_of_the_best(scores: list[float], shown: list[int]) -> None:
+    hits = [Hit(f"/{n}.md", score) for n, score in enumerate(scores)]
+    assert relevance(hits) == shown
+    assert [line.split("\t")[1] for line in render(hits).splitlines()] == list(map(str, shown))
 
 
 async def test_first_search_fetches_the_store_in_pages(store: FakeStore) -> None:

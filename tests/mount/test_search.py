@@ -1,5 +1,5 @@
 """``MOUNTPOINT/.search/<query>`` through a real mount on the real server: ranked results, one
-a line (path, score, description, best line; tab-separated), never listed, read-only, fresh
+a line (path, relevance, description, best line; tab-separated), never listed, read-only, fresh
 after a write. ``--search local`` makes the mount search its own copy of the store, as it does
 on a server without search (the hosted API)."""
 
@@ -53,6 +53,12 @@ def test_results_hidden_and_read_only(mount_factory):
     assert result[0][3] == "tomatoes need sun and water"  # the line holding both words
     assert result[1][3] == "pasta with tomato sauce"
     assert (search / "nothing matches this").read_text() == ""
+    # a word in most memories: the local index's BM25 gives it its floor (1e-06), shown as a
+    # percentage of the best hit's score
+    result = rows((search / "tomato").read_text())
+    assert [row[0] for row in result] == ["/notes/garden.md", "/notes/cooking.md"]
+    assert [row[1] for row in result] == ["100", result[1][1]]
+    assert 1 <= int(result[1][1]) <= 100
     # what cut and awk see, as the documentation says
     cut = subprocess.run(
         ["cut", "-f1", str(search / "report")], capture_output=True, text=True, check=True
