@@ -100,8 +100,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config",
         metavar="FILE",
         help="the session's resources: a JSON list, or an object with 'resources', of "
-        '{"type": "memory_store", "memory_store_id", "access", "instructions"}; a Databricks '
-        'store adds "api": "databricks", "actor_id" and optionally "session_id"',
+        '{"type": "memory_store", "memory_store_id" (an id or a name), "access", "instructions"}; '
+        'a Databricks store adds "api": "databricks", "actor_id" and optionally "session_id"',
     )
     _root_option(parser)
     parser.add_argument(

@@ -2,9 +2,11 @@
 
 A session attaches up to eight stores in the platform's own resource shape (a JSON list, or an
 object with ``resources``, of ``{"type": "memory_store", "memory_store_id", "access",
-"instructions"}``, and optionally an ``owner`` of every store's files: ``{"uid", "gid",
-"umask"}``). A Databricks Agent Memory store is the same resource with ``"api": "databricks"``,
-an ``actor_id`` and optionally a ``session_id`` (whose entries are served).
+"instructions"}``, where a Memory Stores store's ``memory_store_id`` may be its name, resolved
+at start by ``memfs.session.stores``, and optionally an ``owner`` of every store's files:
+``{"uid", "gid", "umask"}``). A Databricks Agent Memory store is the same resource with
+``"api": "databricks"``, an ``actor_id`` and optionally a ``session_id`` (whose entries are
+served).
 
 Owns parsing and checking the config (``load_config``, ``parse_config``); every problem found is
 one line for a person, all raised together (``SessionError``). Reads one file, nothing else:

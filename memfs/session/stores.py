@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import trio
 
-from memfs.api import StoreClient
+from memfs.api import AmbiguousStoreError, StoreClient
 from memfs.api.config import ConfigError
 from memfs.contract.errors import (
     ApiConnectionError,
@@ -30,8 +30,10 @@ from memfs.session.config import Attachment, SessionError
 async def fetch_stores(
     client: StoreClient, attachments: list[Attachment]
 ) -> dict[str, MemoryStore | None]:
-    """Retrieve every attached Memory Stores store concurrently, by ``store_key``; an unknown
-    store maps to None (Databricks stores: ``fetch_databricks_stores``).
+    """Retrieve every attached Memory Stores store concurrently, by ``store_key`` (its id, or
+    its name as every other command takes it: ``StoreClient.resolve_store``); an unknown store
+    maps to None, a name that several stores share is a problem (Databricks stores:
+    ``fetch_databricks_stores``).
 
     Authentication, permission and connection failures are not the config's fault: they raise
     SessionError with the reason, so the caller refuses the session as a whole.
@@ -41,7 +43,9 @@ async def fetch_stores(
 
     async def one(store_id: str) -> None:
         try:
-            found[store_id] = await client.get_store(store_id)
+            found[store_id] = await client.resolve_store(store_id)
+        except AmbiguousStoreError as exc:
+            failures.append(exc.message)
         except NotFoundError:
             found[store_id] = None
         except (ApiError, ApiConnectionError) as exc:

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Api, mounts_under, run_memfs, stop_and_unmount, unique, write_config
+from .helpers import (
+    Api,
+    mounts_under,
+    run_memfs,
+    slug_of,
+    stop_and_unmount,
+    unique,
+    write_config,
+)
 
 pytestmark = pytest.mark.fuse
 
@@ -45,6 +53,17 @@ def test_status_and_stop_find_the_running_session_without_root(
         assert mounts_under(root) == []
     finally:
         stop_and_unmount(other, session_env)
+
+
+def test_a_session_config_takes_store_names(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    store = api.create_store(unique("Team Notes"))
+    api.create_memory(store["id"], "/a.md", "alpha\n")
+    _start(tmp_path, root, session_env, store["name"])
+    assert (root / slug_of(store["name"]) / "a.md").read_text() == "alpha\n"
+    state = json.loads(run_memfs(["session", "status", "--json"], session_env).stdout)
+    assert [mount["memory_store_id"] for mount in state["mounts"]] == [store["id"]]
 
 
 def test_a_detached_session_names_its_log_file(

@@ -45,6 +45,22 @@ def test_unknown_store(tmp_path: Path, root: Path, session_env: dict[str, str], 
     )
 
 
+def test_a_store_name_several_stores_share(
+    tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
+) -> None:
+    name = unique("Twin")
+    twins = [api.create_store(name)["id"] for _ in range(2)]
+    stderr = refused(
+        tmp_path, root, session_env, [{"type": "memory_store", "memory_store_id": name}]
+    )
+    assert stderr.count("\n") == 1 and f"2 memory stores are named {name!r}" in stderr
+    assert all(store_id in stderr for store_id in twins) and "use an id" in stderr
+    unknown = refused(
+        tmp_path, root, session_env, [{"type": "memory_store", "memory_store_id": name + "s"}]
+    )
+    assert unknown == f"memfs session: resources[0]: memory store {name}s does not exist\n"
+
+
 def test_archived_store_read_write(
     tmp_path: Path, root: Path, session_env: dict[str, str], api: Api
 ) -> None:
