@@ -23,6 +23,8 @@ a filesystem (Claude Desktop and Code, Cursor, the agent SDKs).
   and, over stdio, the subscriptions (run under trio).
 - ``handshake``: ``memfs mcp``'s answer to a plain ``initialize``, written before the SDK is
   imported (imports nothing of it); ``handover``: the SDK given the connection after it.
+- ``client_config``: the client configurations ``memfs mcp --print-config`` prints (no secret:
+  keys named by their environment variable).
 - ``store_backend``: the adapter over the client seam (``memfs.contract.store_api.StoreAPI``), for
   ``memfs mcp STORE``. Only it may reach a client; the reference server, which may serve the
   same tools over its own storage later, never imports it (import-linter contracts).
