@@ -103,11 +103,19 @@ def start_in_background(
     log_file: str,
     what: str,
 ) -> bool:
-    """Run ``argv`` (a ``memfs`` command line) as a child in a session of its own, with
-    ``--ready-fd``, and wait for its readiness line; True once it says ``ok``. Otherwise its
-    error is printed as ``command``'s, one line (``what`` names the child), and the child
-    ended. ``base_url`` goes by
-    environment: argv is world-readable, and the URL may hold a password."""
+    """Run a ``memfs`` command line as a child in a session of its own and wait for its
+    readiness line (``--ready-fd``); True once it says ``ok``. Otherwise its error is printed,
+    one line, and the child ended.
+
+    Args:
+        command: what the error is printed as ("memfs mount: ...").
+        argv: the child's command line.
+        base_url: handed over in the environment, never in argv: argv is world-readable and
+            the URL may hold a password.
+        timeout: seconds to wait for the readiness line.
+        log_file: where the child logs, named when it fails without saying why.
+        what: the child in that message ("the mount daemon").
+    """
     read_end, write_end = os.pipe()
     env = None
     if base_url:

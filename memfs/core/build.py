@@ -56,21 +56,24 @@ def build_core(
     numbers: StoreNumbers = SINGLE_STORE,
     cache_budget: CacheBudget | None = None,
 ) -> Vfs:
-    """A core for one store. ``store`` answers the calls a syscall waits on (short deadlines);
-    ``upload_store`` (default: ``store``) runs background uploads (long deadlines).
+    """A core for one store: the mount's door (``memfs.core.store_core.StoreCore``); the parts
+    it is made of are reached through ``Vfs.parts`` only (the core's own tests, its reports).
 
-    ``journal``: where acknowledged changes are recorded (None: nowhere, tests of the core);
-    ``kept_dir``: where refused content is kept (None: not kept); ``untouched``: journal
-    records a read-only mount leaves for the next one (reported); ``invalidator``: runs the
-    kernel invalidations the core queues (the daemon's, from a worker thread); ``numbers``:
-    the inode and handle ranges of the store's files, ``.search`` and ``.versions`` (the
-    mount's router hands them out: ``memfs.contract.numbers``); ``cache_budget``: the bytes of clean
-    data (contents, version contents and logs, listings, a local search index) this core shares
-    with the caches of other cores handed the same budget (None: its own, of
-    ``config.cache_bytes``; a session's stores share one).
-
-    The core it returns is the mount's door (``memfs.core.store_core.StoreCore``); its parts
-    are attributes of it for the core's own tests."""
+    Args:
+        store: answers the calls a syscall waits on (short deadlines).
+        config: the core's options (default: ``VfsConfig()``).
+        upload_store: runs background uploads (long deadlines; default: ``store``).
+        journal: where acknowledged changes are recorded (None: nowhere, tests of the core).
+        kept_dir: where refused content is kept (None: not kept).
+        untouched: journal records a read-only mount leaves for the next one (reported).
+        invalidator: runs the kernel invalidations the core queues (the daemon's, from a
+            worker thread).
+        numbers: the inode and handle ranges of the store's files, ``.search`` and
+            ``.versions`` (the mount's router hands them out: ``memfs.contract.numbers``).
+        cache_budget: the bytes of clean data (contents, version contents and logs, listings,
+            a local search index) shared with the cores handed the same budget (None: its
+            own, of ``config.cache_bytes``; a session's stores share one).
+    """
     config = config or VfsConfig()
     uploads = upload_store or store
     capabilities = store.capabilities

@@ -69,9 +69,15 @@ async def export_history(
     equal to it (the newest content of each memory the listing brought, the rest from the
     branch; files written ahead are found equal, those it lacks removed) while fast-import
     digests the last commits, and is checked against the branch's tree once it is written (a
-    difference: written again from the branch). ``find_redacted``: also list every version,
-    without contents, to report all those redacted since they were exported (not only those
-    made since the last export)."""
+    difference: written again from the branch).
+
+    Args:
+        repo: ``root``'s repository (default: opened there).
+        progress: told each phase's progress (``memfs.transfer.export.Progress``).
+        checkpoint_every: commits between two fast-import checkpoints (``CHECKPOINT_EVERY``).
+        find_redacted: also list every version, without contents, to report all those
+            redacted since they were exported (not only those made since the last export).
+    """
     repo = repo or git.GitRepo(root)
     report = ExportReport()
     with Tree(root):  # DIR exists from here on

@@ -296,12 +296,18 @@ class DatabricksClient(DatabricksTransport):
         path_prefix: str | None = None,
         page_size: int = 10,
     ) -> list[tuple[Entry, float]]:
-        """``entries:search``: the best ``page_size`` (1-100) entries of the actor (of the
-        session only, if given; ``session_less``: of no session, memfs server's extension
-        ``memfs_session_less``, which other servers ignore) with their contents and scores, best
-        first. A search changes nothing: retried like a read. ``results`` is the canonical
-        answer; an answer with only the deprecated ``managed_memory_entries`` has no scores (0.0
-        each, in its order)."""
+        """``entries:search``: the best entries of the actor with their contents and scores,
+        best first. A search changes nothing: retried like a read. ``results`` is the canonical
+        answer; one with only the deprecated ``managed_memory_entries`` has no scores (0.0 each,
+        in its order).
+
+        Args:
+            session_id: search this session's entries only.
+            session_less: search the entries of no session (memfs server's extension
+                ``memfs_session_less``; other servers ignore it).
+            path_prefix: search below this path only.
+            page_size: how many entries (1-100).
+        """
         body: JsonObject = {
             "actor_id": actor_id,
             "query": query,
