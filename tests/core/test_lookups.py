@@ -59,7 +59,7 @@ async def fresh_view(store: FakeStore, directory: str, *names: str) -> dict[str,
 async def warm(vfs: Vfs, directory: str) -> None:
     """The directory is listed, its listing indexed, and kept while the test runs (what a
     healthy change feed does)."""
-    vfs.parts.listings.vouch(math.inf)
+    vfs.vouch_listings(math.inf)
     if directory != "/":
         await vfs.lookup(
             vfs.parts.state.table.by_path[paths.parent(directory)].ino, paths.basename(directory)

@@ -225,18 +225,18 @@ async def test_a_deleted_store_hands_the_pending_changes_over_as_files(
                 new
             )  # its 404 is the store's own: nothing is tried more
         assert errno_for(raised.value) == errno.ENODEV
-        assert vfs.parts.gone.gone
+        assert vfs.gone_since is not None
         errors = await vfs.flush_all()
         assert len(errors) == 2 and all(isinstance(e, StoreGoneError) for e in errors)
         assert store.calls["delete"] == store.calls["update"] == 0
         with pytest.raises(StoreGoneError):
             await core.save("later.md", b"refused\n")
-        handed = vfs.parts.durable.hand_over()
+        handed = vfs.hand_over()
         assert handed is not None
         directory, lines = handed
         assert core.records() == []
         assert vfs.parts.durable.failed == {} and vfs.parts.durable.retrying == {}
-        assert vfs.parts.durable.hand_over() is None  # nothing left
+        assert vfs.hand_over() is None  # nothing left
     assert directory.parent == cache_dir / store.store_id
     assert (directory / "new.md").read_bytes() == b"fresh\n"
     assert (directory / "moved.md").read_bytes() == b"travels\n"

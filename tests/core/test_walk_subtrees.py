@@ -66,7 +66,7 @@ async def walk(vfs: Vfs, ino: int, path: str, out: dict[str, bytes]) -> None:
 
 async def walked(store: Any, **config: Any) -> tuple[Vfs, dict[str, bytes]]:
     vfs = build_core(store, VfsConfig(**config))
-    vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
+    vfs.vouch_listings(math.inf)  # what a healthy change feed does
     out: dict[str, bytes] = {}
     async with trio.open_nursery() as nursery:
         vfs.parts.bulk.run_in(nursery)
@@ -122,7 +122,7 @@ async def test_a_walk_below_a_listed_root_streams_only_its_own_directory() -> No
     walked_part = seeded(store, {f"/a/d{n:02}": SMALL_DIRECTORY - 1 for n in range(10)})
     seeded(store, {f"/b/d{n:02}": SMALL_DIRECTORY - 1 for n in range(30)})
     vfs = build_core(store, VfsConfig())
-    vfs.parts.listings.vouch(math.inf)
+    vfs.vouch_listings(math.inf)
     out: dict[str, bytes] = {}
     async with trio.open_nursery() as nursery:
         vfs.parts.bulk.run_in(nursery)

@@ -43,7 +43,7 @@ async def seed_big_directory(core: Core) -> None:
     for n in range(BIG):
         await core.client.create_memory(store, f"/big/f{n:03}.md", f"{n}\n")
     await core.client.create_memory(store, "/lonely/only.md", "alone\n")
-    core.vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
+    core.vfs.vouch_listings(math.inf)  # what a healthy change feed does
     assert len(await names(core.vfs, "big")) == BIG
     assert await names(core.vfs) == ["big", "lonely"]
 
@@ -152,7 +152,7 @@ async def test_a_patched_in_rename_is_newer_than_the_listing_it_lands_in(core: C
     vfs = core.vfs
     store = vfs.store_id
     await core.client.create_memory(store, "/keep.md", "k\n")
-    vfs.parts.listings.vouch(math.inf)
+    vfs.vouch_listings(math.inf)
     assert await names(vfs) == ["keep.md"]  # the root's listing is cached from here on
     await core.write_file(ROOT_INODE, "a.md", b"mine\n")
     await vfs.fsync_dir()  # uploaded after the listing was fetched

@@ -56,7 +56,7 @@ async def test_cold_directory_read_is_bulk_and_warm_read_is_free(client: StoreCl
     assert gets == 0
     assert listings == 2 + math.ceil(FILES / 20)
     assert vfs.parts.bulk.prefetches == 1
-    vfs.parts.listings.vouch(math.inf)  # what a healthy change feed does
+    vfs.vouch_listings(math.inf)  # what a healthy change feed does
     client.stats.reset()
     assert await read_all(vfs) == contents
     for _, node in await vfs.readdir(ROOT_INODE):
@@ -157,7 +157,7 @@ async def test_statfs_counts_once_then_follows_the_feed(client: StoreClient) -> 
     client.stats.reset()
     assert (await vfs.statfs())["f_ffree"] == 2000 - FILES - 1
     assert client.stats.total == 1  # one basic listing page of 100
-    vfs.parts.listings.vouch(math.inf)  # a healthy feed keeps the figures current from here on
+    vfs.vouch_listings(math.inf)  # a healthy feed keeps the figures current from here on
     await client.create_memory(store_id, "/new.md", "x" * 5000)
     gone = await client.create_memory(store_id, "/gone.md", "y" * 3000)
     await client.delete_memory(store_id, gone.id)
