@@ -19,8 +19,10 @@ server's MCP tools alike).
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from collections.abc import Sequence
 
 MAX_LINE = 200  # characters of the best line shown (best_line)
 MAX_TERMS = 32  # words beyond these are ignored: a query is a few words
@@ -98,3 +100,20 @@ def best_line(content: str, query: str) -> str:
                 best, best_count = line, count
     text = one_line(best)
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
+
+
+def relevance_of(scores: Sequence[float]) -> list[int]:
+    """The score people (and models) read, for each of one answer's scores, best first: 100
+    for the best, the others their score as a percentage of the best's, rounded, at least 1
+    (each matched a word).
+
+    The rankers' own scores compare only within one answer and mean nothing alone: BM25 by the
+    server (``7.31``), SQLite FTS5's BM25 of a local index (``9.028e-07`` for a word in most
+    memories: its floor), reciprocal rank fusion (at most ``0.033``). No positive score (an
+    answer without scores, Databricks' older one): 0 throughout."""
+    scored = [score > 0 and math.isfinite(score) for score in scores]
+    best = max((score for score, ok in zip(scores, scored, strict=True) if ok), default=0.0)
+    return [
+        max(1, round(100 * score / best)) if ok else 0
+        for score, ok in zip(scores, scored, strict=True)
+    ]

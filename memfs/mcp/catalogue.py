@@ -132,9 +132,10 @@ SEARCH_HOW = (
     "Phrase the query as a few keywords the memory would contain (names, terms, identifiers), "
     "not a question or an expression: a memory matches if it holds any of the words, in any "
     "form (searching finds search), case and accents ignored; quotes, AND, OR, -, * are plain "
-    "text and words such as the, of, to are skipped. Each line of the answer: path, score, the "
-    "line that matches best. The score only ranks: higher is more relevant, comparable within "
-    "one answer only (not a probability, not across queries). "
+    "text and words such as the, of, to are skipped. Each line of the answer: path, relevance, "
+    "the line that matches best. The relevance ranks the matches of this answer: 100 for the "
+    "best, the others a percentage of its score (50: half as relevant); not a probability, "
+    "not comparable across queries. "
     f"{search_tool.DEFAULT_LIMIT} matches unless limit says otherwise (at most "
     f"{search_tool.MAX_LIMIT})."
 )

@@ -23,7 +23,6 @@ It must not import pyfuse3 or know inodes (``memfs.search.tree`` serves the file
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -34,7 +33,7 @@ import trio
 from memfs.contract import paths
 from memfs.contract.errors import NotFoundError
 from memfs.contract.models import Memory, MemoryPrefix, MemoryVersion
-from memfs.contract.search_words import best_line, one_line, query_terms
+from memfs.contract.search_words import best_line, one_line, query_terms, relevance_of
 from memfs.contract.store_api import StoreAPI
 from memfs.search.index import SearchIndex
 
@@ -74,19 +73,9 @@ class Hit:
 
 
 def relevance(hits: list[Hit]) -> list[int]:
-    """The score people read, for each hit: 100 for the best, the others their score as a
-    percentage of the best's, rounded, at least 1 (each matched a word).
-
-    The rankers' own scores compare only within one answer and mean nothing alone: BM25 by the
-    server (``7.31``), SQLite FTS5's BM25 of a local index (``9.028e-07`` for a word in most
-    memories: its floor), reciprocal rank fusion (at most ``0.033``). No positive score (an
-    answer without scores, Databricks' older one): 0 throughout."""
-    scored = [hit.score > 0 and math.isfinite(hit.score) for hit in hits]
-    best = max((hit.score for hit, ok in zip(hits, scored, strict=True) if ok), default=0.0)
-    return [
-        max(1, round(100 * hit.score / best)) if ok else 0
-        for hit, ok in zip(hits, scored, strict=True)
-    ]
+    """The score people read, for each hit (``memfs.contract.search_words.relevance_of``: 100 for
+    the best, the others their score as a percentage of its score)."""
+    return relevance_of([hit.score for hit in hits])
 
 
 def render(hits: list[Hit]) -> str:

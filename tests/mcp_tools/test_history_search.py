@@ -100,9 +100,12 @@ async def test_search_ranks_with_paths_the_memory_tool_takes(open_ms: Callable[.
         await tools.memory("create", path="/memories/cooking.md", file_text="tomato sauce\n")
         await tools.memory("create", path="/memories/work.md", file_text="the report\n")
         answer = (await tools.ok("memory_search", query="tomatoes sun")).splitlines()
-        assert answer[0] == "2 memories match 'tomatoes sun', best first (path, score, best line):"
+        assert answer[0] == (
+            "2 memories match 'tomatoes sun', best first (path, relevance, best line):"
+        )
         rows = [row.split("\t") for row in answer[1:]]
         assert [r[0] for r in rows] == ["/memories/garden.md", "/memories/cooking.md"]
+        assert rows[0][1] == "100" and 1 <= int(rows[1][1]) < 100
         assert rows[0][2] == "tomatoes need sun"
         assert len((await tools.ok("memory_search", query="tomato", limit=1)).splitlines()) == 2
         assert await tools.ok("memory_search", query="zebra") == "No memory matches 'zebra'."

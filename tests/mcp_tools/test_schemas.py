@@ -74,7 +74,7 @@ def assert_search_says_how(search: dict[str, Any]) -> None:
     words = search["description"]
     assert "keywords" in words  # how to phrase a query
     assert "10 matches unless limit says otherwise" in words  # the default limit
-    assert "higher is more relevant" in words  # what a score means
+    assert "100 for the best, the others a percentage of its score" in words  # a score
     assert search["schema"]["properties"]["limit"]["default"] == 10
 
 
