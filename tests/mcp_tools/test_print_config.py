@@ -134,3 +134,24 @@ def test_an_unknown_store_prints_no_configuration(server: ServerProcess) -> None
     done = print_config(server.client_env(), "No Such Store")
     assert done.returncode == 3 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1
+
+
+async def test_a_key_file_stays_a_file_and_http_names_a_variable(
+    server: ServerProcess, client: StoreClient, tmp_path: Path
+) -> None:
+    store = await client.create_store("keyed")
+    key_file = tmp_path / "key"
+    key_file.write_text(server.api_key)
+    key_file.chmod(0o600)
+    env = {k: v for k, v in server.client_env().items() if k != "ANTHROPIC_API_KEY"}
+    found = printed(env, server.api_key, store.id, "--api-key-file", str(key_file))
+    for title in STDIO_TITLES:
+        _, stdio = found[title]
+        assert stdio["args"][-2:] == ["--api-key-file", str(key_file)]
+        assert stdio["env"] == {"ANTHROPIC_BASE_URL": server.base_url}
+    assert await tools_over_stdio(found["Claude Code, stdio"][1], env) == MEMORY_STORES_TOOLS
+    note, http = found["Claude Code, HTTP (memfs server)"]
+    assert http["headers"] == {"x-api-key": "${MEMFS_API_KEY}"}
+    assert f"set MEMFS_API_KEY to the key in {key_file}" in note
+    filled = {**env, "MEMFS_API_KEY": server.api_key}
+    assert await tools_over_http(http, filled) == MEMORY_STORES_TOOLS
