@@ -255,7 +255,33 @@ def run_mount(args: argparse.Namespace) -> int:
         log_file=log_file,
         what="the mount daemon",
     )
+    if started:
+        _warn_if_mounted_elsewhere(mountpoint)
     return 0 if started else 1
+
+
+def _warn_if_mounted_elsewhere(mountpoint: str) -> None:
+    """A warning, not a refusal, when the store now mounted at ``mountpoint`` is mounted
+    elsewhere on this machine too (by this user: a mount, or a session's directory): each mount
+    has its own caches and journal, so one file saved through both becomes a conflict copy."""
+    from memfs.mount.statedir import MountError, fresh_status, mounts_of, state_path
+
+    try:
+        doc = fresh_status(state_path(mountpoint, "status"))
+    except MountError:
+        return
+    store_id = (doc or {}).get("store_id")
+    if not isinstance(store_id, str):
+        return
+    others = [other for other in mounts_of(store_id) if other != mountpoint]
+    if others:
+        name = (doc or {}).get("store_name") or store_id
+        print(
+            f"memfs mount: warning: store {name} ({store_id}) is also mounted at "
+            f"{', '.join(others)}; the mounts do not share their caches, and a file saved "
+            "through both at once keeps one save, the other as a conflict copy",
+            file=sys.stderr,
+        )
 
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:

@@ -5,7 +5,7 @@ With PATH (a mount point, a synced directory, or any path inside one), that one;
 mount, session and sync of this user on the machine (the status files in the per-user state
 directory, ``memfs.mount.statedir``, whose daemon runs). The figures are asked of the daemon on
 its status socket, so they are current; a daemon that does not answer within two seconds (a stuck
-mount) is read from the status file it last wrote (``memfs.mount.status.fresh_status``). It never
+mount) is read from the status file it last wrote (``memfs.mount.statedir.fresh_status``). It never
 talks to the server. Exit code 1 if nothing is mounted at PATH (or the daemon publishes no
 status).
 """
@@ -86,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
 def running() -> list[tuple[str, dict[str, Any], str | None]]:
     """Every mount, session and sync of this user whose daemon runs: its kind (``mount``,
     ``session``, ``sync``), its status document as of now and, for a session, its id."""
-    from memfs.mount.statedir import runtime_dir
-    from memfs.mount.status import fresh_status
+    from memfs.mount.statedir import fresh_status, runtime_dir
     from memfs.session.state import SessionState
     from memfs.session.state import state_path as session_state
 
@@ -109,8 +108,8 @@ def running() -> list[tuple[str, dict[str, Any], str | None]]:
 def _status_of(path: str) -> dict[str, Any] | None:
     """The status document of the mount or sync on ``path`` or holding it; inside a mount of
     several stores, the section of the store it is in (``memfs.mount.status.store_section``)."""
-    from memfs.mount.statedir import state_path
-    from memfs.mount.status import fresh_status, store_section
+    from memfs.mount.statedir import fresh_status, state_path
+    from memfs.mount.status import store_section
 
     here = Path(path)
     for candidate in (here, *here.parents):

@@ -4,10 +4,10 @@ One directory per user holds what a running mount leaves for the commands that a
 ``$XDG_RUNTIME_DIR/memfs``, else ``/tmp/memfs-<uid>/memfs``, made 0700 and refused if another
 user could have planted it (``memfs.host.private``). Each mount's files are named by a hash of its
 mount point: ``.pid`` (``memfs umount`` signals it), ``.status`` (``memfs status`` reads it, and
-``.status.sock``, where the daemon answers with it at once), ``.report.json`` (the unmount
-report) and ``.log`` (the daemon's log, unless ``--log-file``
-names another; it rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean
-``memfs umount`` removes them all (``remove_state``); after a problem the log stays, for the
+``.status.sock``, where the daemon answers with it at once: ``fresh_status``), ``.report.json``
+(the unmount report) and ``.log`` (the daemon's log, unless ``--log-file`` names another; it
+rotates at ``LOG_MAX_BYTES``, keeping ``LOG_BACKUPS`` old parts). A clean ``memfs umount``
+removes them all (``remove_state``); after a problem the log stays, for the
 person who reads the report. What mounts left behind without a clean ``memfs umount`` (a killed
 daemon, ``fusermount3 -u``) is removed by the next ``memfs mount`` once it is a week old and no
 daemon of that mount point runs (``prune_stale``).
@@ -24,8 +24,10 @@ import json
 import logging
 import os
 import re
+import socket
 import time
 from pathlib import Path
+from typing import Any
 
 from memfs.host.portable import process_runs, user_id
 from memfs.host.private import NotPrivateError, private_dir
@@ -82,6 +84,35 @@ def state_path(mountpoint: str, suffix: str) -> Path:
     real = os.path.realpath(mountpoint)
     digest = hashlib.sha1(real.encode()).hexdigest()[:16]
     return runtime_dir() / f"{digest}.{suffix}"
+
+
+def socket_path(status_file: Path) -> Path:
+    """The socket on which the daemon that writes ``status_file`` answers with its status."""
+    return status_file.with_name(status_file.name + ".sock")
+
+
+def fresh_status(status_file: Path, *, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The status document of the daemon that publishes ``status_file``, as of now: asked on
+    its socket, else (no socket, or no answer within ``timeout``: a stuck daemon) read from the
+    file it last wrote. None if neither gives a document."""
+    if hasattr(socket, "AF_UNIX"):
+        chunks = []
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(timeout)
+                conn.connect(str(socket_path(status_file)))
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            doc = json.loads(b"".join(chunks))
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict):
+            return doc
+    try:
+        doc = json.loads(status_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def remove_state(mountpoint: str, *, logs: bool) -> None:

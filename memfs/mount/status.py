@@ -10,7 +10,7 @@ and its lag, recent errors), the ``RecentErrors`` log handler that remembers the
 and errors, and the ``StatusWriter`` task that the daemon runs to publish the document every
 second as ``<runtime dir>/memfs/<hash of the mount point>.status`` (written atomically; reading
 it costs the daemon nothing and works even while the mount is busy), and on request, as of that
-moment, on the socket beside it (``fresh_status``). Its text is
+moment, on the socket beside it (``memfs.mount.statedir.fresh_status`` asks it). Its text is
 ``memfs.mount.status_text``'s; the report a mount leaves at its end ``memfs.mount.report``'s.
 
 ``collect`` must not change any state of the mount.
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from memfs.host.private import replace_file
+from memfs.mount.statedir import socket_path
 
 if TYPE_CHECKING:
     from memfs.core import ConflictInfo, CoreStatus, StoreCore
@@ -203,8 +204,8 @@ def conflict_doc(conflict: ConflictInfo) -> dict[str, Any]:
 class StatusWriter:
     """Publishes ``document()`` to ``path`` every second until cancelled, and answers at once
     on the socket beside it (``<path>.sock``, in the same private directory): a client that
-    connects reads the document of that moment, then EOF (``fresh_status``), so ``memfs
-    status`` prints figures that are current, not up to a second old."""
+    connects reads the document of that moment, then EOF (``statedir.fresh_status``), so
+    ``memfs status`` prints figures that are current, not up to a second old."""
 
     def __init__(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
         self.path = path
@@ -265,37 +266,6 @@ class StatusWriter:
 
 
 STATUS_CLIENTS = 8  # connections the status socket queues
-
-
-def socket_path(status_file: Path) -> Path:
-    """The socket on which the daemon that writes ``status_file`` answers with its status."""
-    return status_file.with_name(status_file.name + ".sock")
-
-
-def fresh_status(status_file: Path, *, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The status document of the daemon that publishes ``status_file``, as of now: asked on
-    its socket, else (no socket, or no answer within ``timeout``: a stuck daemon) read from the
-    file it last wrote. None if neither gives a document."""
-    import socket
-
-    if hasattr(socket, "AF_UNIX"):
-        chunks = []
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(timeout)
-                conn.connect(str(socket_path(status_file)))
-                while chunk := conn.recv(65536):
-                    chunks.append(chunk)
-            doc = json.loads(b"".join(chunks))
-        except (OSError, ValueError):
-            doc = None
-        if isinstance(doc, dict):
-            return doc
-    try:
-        doc = json.loads(status_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def collect_mount(

@@ -52,3 +52,19 @@ def test_status_figures_are_current_when_printed(
     assert (mounted.path / "a.md").read_text() == "alpha\n"  # not cached: one more request
     doc = mounted.status()
     assert doc["requests"]["total"] > before
+
+
+def test_a_store_mounted_twice_gets_a_warning(
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    first = mount_factory()
+    other = mount_factory()  # another store: no warning
+    second = mount_factory(store_id=first.store_id, mount=False)
+    again = second.mount()
+    assert again.returncode == 0, again.stderr  # a warning, not a refusal
+    (line,) = again.stderr.splitlines()
+    assert line.startswith("memfs mount: warning: store ") and first.store_id in line
+    assert f"also mounted at {first.path};" in line and str(other.path) not in line
+    third = mount_factory(mount=False)
+    alone = third.mount()
+    assert alone.returncode == 0 and alone.stderr == ""
