@@ -264,24 +264,18 @@ def _warn_if_mounted_elsewhere(mountpoint: str) -> None:
     """A warning, not a refusal, when the store now mounted at ``mountpoint`` is mounted
     elsewhere on this machine too (by this user: a mount, or a session's directory): each mount
     has its own caches and journal, so one file saved through both becomes a conflict copy."""
-    from memfs.mount.statedir import MountError, fresh_status, mounts_of, state_path
+    from memfs.mount.statedir import MountError, fresh_status, mounted_elsewhere, state_path
 
     try:
-        doc = fresh_status(state_path(mountpoint, "status"))
+        doc = fresh_status(state_path(mountpoint, "status")) or {}
     except MountError:
         return
-    store_id = (doc or {}).get("store_id")
-    if not isinstance(store_id, str):
-        return
-    others = [other for other in mounts_of(store_id) if other != mountpoint]
-    if others:
-        name = (doc or {}).get("store_name") or store_id
-        print(
-            f"memfs mount: warning: store {name} ({store_id}) is also mounted at "
-            f"{', '.join(others)}; the mounts do not share their caches, and a file saved "
-            "through both at once keeps one save, the other as a conflict copy",
-            file=sys.stderr,
-        )
+    store_id = doc.get("store_id")
+    if isinstance(store_id, str):
+        described = f"{doc.get('store_name') or store_id} ({store_id})"
+        warning = mounted_elsewhere(store_id, described, but=mountpoint)
+        if warning is not None:
+            print(f"memfs mount: warning: {warning}", file=sys.stderr)
 
 
 def _api_usage_error(args: argparse.Namespace) -> str | None:

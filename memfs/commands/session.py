@@ -415,6 +415,9 @@ async def _serve(
 
     prompt = render_prompt(plans, root, synced=args.sync)
     prompt_file = Path(os.path.abspath(args.prompt_file)) if args.prompt_file else None
+    warnings = _mounted_elsewhere(plans)
+    for warning in warnings:  # on stderr in the foreground, in the log when detached
+        log.warning("%s", warning)
 
     def ready() -> None:
         if prompt_file is not None:
@@ -427,7 +430,8 @@ async def _serve(
                 raise OSError(problem) from None
             log.info("agent prompt written to %s", prompt_file)
         if ready_fd is not None:
-            _send_ready(ready_fd, {"ok": True, "prompt": prompt, "pid": os.getpid()})
+            ready_message = {"ok": True, "prompt": prompt, "pid": os.getpid()}
+            _send_ready(ready_fd, ready_message | {"warnings": warnings})
         elif prompt_file is None:
             sys.stdout.write(prompt)
             sys.stdout.flush()
@@ -461,6 +465,18 @@ async def _serve(
         return await runner.run(ready=ready)
     except MountError as exc:
         return refuse([str(exc)], EXIT_FAILED)
+
+
+def _mounted_elsewhere(plans: list[MountPlan]) -> list[str]:
+    """A warning, not a refusal, for each store of the session that a mount or another session
+    of this user already serves on this machine (``memfs mount`` warns alike)."""
+    from memfs.mount.statedir import mounted_elsewhere
+
+    found = (
+        None if plan.attachment.databricks else mounted_elsewhere(plan.store.id, plan.described)
+        for plan in plans
+    )
+    return [warning for warning in found if warning is not None]
 
 
 def _log_plan(plans: list[MountPlan]) -> None:
@@ -584,6 +600,8 @@ def _detach(args: argparse.Namespace, root: Path, session_id: str) -> int:
         for problem in message.get("problems") or []:
             print(f"memfs session: {problem}", file=sys.stderr)
         return int(message.get("code") or EXIT_FAILED)
+    for warning in message.get("warnings") or []:
+        print(f"memfs session: warning: {warning}", file=sys.stderr)
     if not args.prompt_file:
         sys.stdout.write(str(message.get("prompt", "")))
         sys.stdout.flush()

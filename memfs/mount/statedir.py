@@ -181,6 +181,19 @@ def mounts_of(store_id: str) -> list[str]:
     return found
 
 
+def mounted_elsewhere(store_id: str, described: str, *, but: str | None = None) -> str | None:
+    """The warning (not a refusal) for a store that a running mount of this user (or a
+    session's directory) other than ``but`` already serves; None when none does."""
+    others = [mountpoint for mountpoint in mounts_of(store_id) if mountpoint != but]
+    if not others:
+        return None
+    return (
+        f"store {described} is also mounted at {', '.join(others)}; the mounts do not share "
+        "their caches, and a file saved through both at once keeps one save, the other as a "
+        "conflict copy"
+    )
+
+
 def _daemon_runs(pid_file: Path) -> bool:
     """True if the process a pid file names exists (a reused pid errs on the side of keeping)."""
     try:

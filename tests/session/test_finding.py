@@ -4,9 +4,12 @@ one that runs, name each when several do; and a detached session says where it l
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from kit.mounts import MountedStore
 
 from .helpers import (
     Api,
@@ -21,12 +24,14 @@ from .helpers import (
 pytestmark = pytest.mark.fuse
 
 
-def _start(tmp_path: Path, root: Path, env: dict[str, str], store_id: str) -> None:
+def _start(tmp_path: Path, root: Path, env: dict[str, str], store_id: str) -> str:
+    """Start a detached session of one store at ``root``; its stderr."""
     config = write_config(
         tmp_path / f"{root.name}.json", [{"type": "memory_store", "memory_store_id": store_id}]
     )
     done = run_memfs(["session", "--config", str(config), "--root", str(root), "--detach"], env)
     assert done.returncode == 0, done.stderr
+    return done.stderr
 
 
 def test_status_and_stop_find_the_running_session_without_root(
@@ -80,3 +85,20 @@ def test_a_detached_session_names_its_log_file(
     mount = run_memfs(["status", str(root), "--json"], session_env)
     assert mount.returncode == 0, mount.stderr
     assert json.loads(mount.stdout)["log_file"] == log_file
+    listed = run_memfs(["status"], session_env).stdout.splitlines()
+    (line,) = [line for line in listed if f" {root} " in line]
+    assert line.startswith(f"session {state['session_id']} {root}  1 stores")
+
+
+def test_a_store_mounted_already_gets_a_warning_at_the_session(
+    tmp_path: Path,
+    root: Path,
+    session_env: dict[str, str],
+    mount_factory: Callable[..., MountedStore],
+) -> None:
+    mounted = mount_factory()
+    stderr = _start(tmp_path, root, session_env, mounted.store_id)
+    warnings = [line for line in stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and mounted.store_id in warnings[0]
+    assert warnings[0].startswith("memfs session: warning: store ")
+    assert f"also mounted at {mounted.path};" in warnings[0]

@@ -7,6 +7,7 @@ import os
 import stat
 from collections.abc import Callable
 
+from kit.mounts import memfs
 from kit.synced import SyncedDir
 from kit.waiting import wait_for
 
@@ -114,3 +115,13 @@ def test_once_reconciles_both_ways_and_exits(sync_factory: Factory) -> None:
     assert again.returncode == 0, again.stderr
     assert os.listdir(synced.path) != []
     assert synced.paths() == {"/remote.md", "/local.md"}
+
+
+def test_status_lists_the_sync_and_reports_on_a_path_inside_it(sync_factory: Factory) -> None:
+    synced = sync_factory(memories={"/notes/a.md": "alpha\n"})
+    listed = memfs("status", env=synced.env)
+    assert listed.returncode == 0, listed.stderr
+    (line,) = [line for line in listed.stdout.splitlines() if f" {synced.path} " in line]
+    assert line.startswith("sync ") and synced.store_id in line
+    inside = memfs("status", str(synced.local("/notes/a.md")), env=synced.env)
+    assert inside.returncode == 0 and f"synced dir       {synced.path}" in inside.stdout
