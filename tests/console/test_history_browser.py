@@ -79,9 +79,37 @@ def test_compare_two_versions(console: Any, client: httpx.Client) -> None:
     page.get_by_label(f"To {newest}").check()
     page.get_by_role("button", name="Compare").click()
     page.get_by_role("heading", name="Compare versions of /plan.md").wait_for()
-    diff = page.locator("pre.diff").inner_text()
-    assert "-step two" in diff and "+step 2" in diff and "+step three" in diff
-    assert " step one" in diff  # context
+    assert diff_rows(page) == [
+        ("", "", "", "@@ -1,2 +1,3 @@"),
+        ("1", "1", "", "step one"),  # context, numbered on both sides
+        ("2", "", "-", "step two"),
+        ("", "2", "+", "step 2"),
+        ("", "3", "+", "step three"),
+    ]
+    # in the changed line only the changed word is marked; a new line is no edit of an old one
+    assert page.locator("table.diff del").all_inner_texts() == ["two"]
+    assert page.locator("table.diff ins").all_inner_texts() == ["2"]
+    page.get_by_role("link", name="Split").click()
+    page.locator("table.diff.split").wait_for()
+    assert diff_rows(page, "split") == [
+        ("", "", "", "@@ -1,2 +1,3 @@"),
+        ("1", "step one", "1", "step one"),
+        ("2", "step two", "2", "step 2"),  # the old line beside the one that replaced it
+        ("", "", "3", "step three"),
+    ]
+    assert page.locator("table.diff del").all_inner_texts() == ["two"]
+    page.get_by_role("link", name="Unified").click()
+    page.locator("table.diff.unified").wait_for()
+
+
+def diff_rows(page: Any, view: str = "unified") -> list[tuple[str, ...]]:
+    """The compare page's diff table, each row its cells' text (a hunk's header alone last)."""
+    rows = page.locator(f"table.diff.{view} tbody tr")
+    table: list[tuple[str, ...]] = []
+    for row in rows.all():
+        cells = tuple(cell.rstrip("\n") for cell in row.locator("td").all_inner_texts())
+        table.append(("", "", "", cells[0]) if len(cells) == 1 else cells)
+    return table
 
 
 def test_history_fits_a_phone(console: Any, client: httpx.Client) -> None:
@@ -108,8 +136,7 @@ def test_restore_an_older_version(console: Any, client: httpx.Client) -> None:
     open_version(page, store, memory_id, first)
     assert page.locator("pre.content").inner_text() == "alpha\n"
     page.get_by_role("link", name="Compare with the current version").click()
-    diff = page.locator("pre.diff").inner_text()
-    assert "-alpha" in diff and "+beta" in diff
+    assert diff_rows(page)[1:] == [("1", "", "-", "alpha"), ("", "1", "+", "beta")]
     page.go_back()
     page.get_by_role("button", name="Restore").wait_for()
     store.update(memory_id, "gamma\n")  # another writer, after the page loaded
@@ -223,8 +250,11 @@ def test_agent_written_markup_in_history_is_text(
     assert page.locator("pre.content").inner_text() == f"{XSS_IMG}\n"
     compare = f"/memories/{memory_id}/history/compare?from={oldest}&to={newest}"
     page.goto(store.url(page, compare))
-    diff = page.locator("pre.diff").inner_text()
-    assert f"-{XSS_IMG}" in diff and f"+{XSS_SCRIPT}" in diff
+    assert diff_rows(page)[1:] == [("1", "", "-", XSS_IMG), ("", "1", "+", XSS_SCRIPT)]
+    page.get_by_role("link", name="Split").click()
+    page.locator("table.diff.split").wait_for()
+    assert page.evaluate("window.__pwned") is None
+    assert diff_rows(page, "split")[1:] == [("1", XSS_IMG, "1", XSS_SCRIPT)]
     page.goto(store.url(page, "/as-of?at=2100-01-01"))
     page.get_by_role("link", name=path).wait_for()
     assert page.evaluate("window.__pwned") is None

@@ -1,15 +1,18 @@
 """Line diffs for console pages (an edit conflict; the history pages compare versions too).
 
 ``line_diff`` is ``difflib.unified_diff`` cut into ``DiffLine`` items for a template to show
-in a ``<pre>``, each with its kind (added, removed, context, a hunk header) for the CSS. The
-text is the memories' own, escaped by the template like everything else: nothing here makes
-markup.
+in a ``<pre>`` (an edit conflict), each with its kind (added, removed, context, a hunk header)
+for the CSS. ``diff_table`` gives the compare page's table, as GitHub shows a diff: each line
+with its number in the old and the new version, and in a changed line the words that changed
+(``Piece.changed``, shown in ``<del>``/``<ins>``), unified or split side by side. The text is
+the memories' own, escaped by the template like everything else: nothing here makes markup.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,3 +51,108 @@ def _kind(line: str) -> DiffKind:
     if line.startswith("-"):
         return "remove"
     return "same"
+
+
+# --- the compare page's table: line numbers on both sides, changed words marked -------------
+
+TableKind = Literal["hunk", "add", "remove", "same", "change"]
+# a word, a run of spaces, or one other character: the units a changed word is marked in
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+# below this likeness two paired lines are a rewrite, not an edit: no word is marked
+WORD_MARK_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of a line's text; ``changed`` runs are shown in ``<del>`` or ``<ins>``."""
+
+    text: str
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class Side:
+    """One line of one version: its number there (``None`` on a blank half of a split row)."""
+
+    number: int | None
+    pieces: tuple[Piece, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """A row of the diff table. ``hunk`` rows carry their header in ``header``. In the unified
+    view a row is one line (``old`` and ``new`` are the same line for ``same``; an ``add`` has
+    no old number, a ``remove`` no new one); in the split view a row pairs an old line with the
+    new one that replaced it (a ``change``), either side possibly blank (number ``None``)."""
+
+    kind: TableKind
+    old: Side = Side(None)
+    new: Side = Side(None)
+    header: str = ""
+
+
+@dataclass(frozen=True)
+class DiffTable:
+    unified: list[DiffRow]
+    split: list[DiffRow]
+
+
+def diff_table(old: str, new: str) -> DiffTable:
+    """The diff of ``old`` to ``new`` as table rows, in both views (empty when they are equal)."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    unified: list[DiffRow] = []
+    split: list[DiffRow] = []
+    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+        header = _hunk_header(group)
+        unified.append(DiffRow("hunk", header=header))
+        split.append(DiffRow("hunk", header=header))
+        for tag, i1, i2, j1, j2 in group:
+            olds = [Side(i + 1, (Piece(old_lines[i]),)) for i in range(i1, i2)]
+            news = [Side(j + 1, (Piece(new_lines[j]),)) for j in range(j1, j2)]
+            if tag == "equal":
+                rows = [DiffRow("same", o, n) for o, n in zip(olds, news, strict=True)]
+                unified.extend(rows)
+                split.extend(rows)
+                continue
+            # a replaced line and its replacement, paired in order, get their words marked
+            for k in range(min(len(olds), len(news))):
+                olds[k], news[k] = _mark_words(olds[k], news[k])
+            unified.extend(DiffRow("remove", old=o) for o in olds)
+            unified.extend(DiffRow("add", new=n) for n in news)
+            for k in range(max(len(olds), len(news))):
+                o = olds[k] if k < len(olds) else Side(None)
+                n = news[k] if k < len(news) else Side(None)
+                split.append(DiffRow("change", o, n))
+    return DiffTable(unified, split)
+
+
+def _hunk_header(group: list[tuple[str, int, int, int, int]]) -> str:
+    first, last = group[0], group[-1]
+    old_start, old_end, new_start, new_end = first[1], last[2], first[3], last[4]
+    return f"@@ -{old_start + 1},{old_end - old_start} +{new_start + 1},{new_end - new_start} @@"
+
+
+def _mark_words(old: Side, new: Side) -> tuple[Side, Side]:
+    old_text, new_text = old.pieces[0].text, new.pieces[0].text
+    old_tokens, new_tokens = _TOKEN.findall(old_text), _TOKEN.findall(new_text)
+    matcher = difflib.SequenceMatcher(None, old_tokens, new_tokens, autojunk=False)
+    if matcher.ratio() < WORD_MARK_RATIO:
+        return old, new
+    old_pieces: list[Piece] = []
+    new_pieces: list[Piece] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        changed = tag != "equal"
+        _append(old_pieces, "".join(old_tokens[i1:i2]), changed)
+        _append(new_pieces, "".join(new_tokens[j1:j2]), changed)
+    return Side(old.number, tuple(old_pieces)), Side(new.number, tuple(new_pieces))
+
+
+def _append(pieces: list[Piece], text: str, changed: bool) -> None:
+    """Add a run, merged into the last one when both are changed or both are not."""
+    if not text:
+        return
+    if pieces and pieces[-1].changed == changed:
+        pieces[-1] = Piece(pieces[-1].text + text, changed)
+    else:
+        pieces.append(Piece(text, changed))

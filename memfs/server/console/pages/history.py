@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from typing import Any, cast, get_args
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -48,7 +49,7 @@ from memfs.contract.errors import (
 from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
 from memfs.contract.version_view import files_at, infer_paths
 from memfs.server.console.context import Console
-from memfs.server.console.diff import line_diff
+from memfs.server.console.diff import diff_table
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
@@ -249,14 +250,11 @@ class HistoryPages:
             raise NotFoundError("that version is not one of this memory's")
         old, new = sides
         redacted = [side for side in sides if side.redacted]
-        diff = None
-        if not redacted:
-            diff = line_diff(
-                old.content or "",
-                new.content or "",
-                old_name=f"{old.id} ({format_time(old.created_at)})",
-                new_name=f"{new.id} ({format_time(new.created_at)})",
-            )
+        diff = None if redacted else diff_table(old.content or "", new.content or "")
+        # the two views are links: the page is a GET of its query, the view one more field
+        compare_url = f"{context['memory_url']}/history/compare?" + urlencode(
+            {"from": first, "to": second}
+        )
         return self.render(
             request,
             "compare.html",
@@ -266,6 +264,9 @@ class HistoryPages:
             new=new,
             redacted=redacted,
             diff=diff,
+            split=request.query_params.get("view") == "split",
+            unified_url=compare_url,
+            split_url=compare_url + "&view=split",
             **context,
         )
 
