@@ -175,6 +175,8 @@ class ClientConfig:
     # the hosted service.
     auth_scheme: Literal["x-api-key", "bearer"] = "x-api-key"
     session_id: str | None = None  # sent as models.SESSION_HEADER when set
+    # where the key came from, for the words of a refusal: never the key itself
+    key_source: str = "the API key"
     timeout: float = 30.0  # seconds per request attempt
     connect_timeout: float = 5.0
     max_retries: int = 4
@@ -194,6 +196,13 @@ class ClientConfig:
     def shown_base_url(self) -> str:
         """The base URL for messages (password masked: ``shown_url``)."""
         return shown_url(self.base_url)
+
+    def refusal(self, status: int, server_says: str) -> str:
+        """A refused key (401) or request (403) in words that name where the key came from and
+        the server that refused it, so that the fix is plain; never the key itself."""
+        if status == 401:
+            return f"{self.key_source} was refused by {self.shown_base_url}"
+        return f"{self.key_source} may not do this at {self.shown_base_url}: {server_says}"
 
     def hide_secrets(self, text: str) -> str:
         """``text`` without the key or the base URL's password (for messages quoting others,
@@ -225,11 +234,14 @@ class ClientConfig:
         scheme: Literal["x-api-key", "bearer"] = "x-api-key"
         if api_key_file is not None:
             key = read_key_file(api_key_file)
+            source = f"the API key in --api-key-file {os.fspath(api_key_file)}"
         elif environ.get("ANTHROPIC_API_KEY"):
             key = check_api_key(Secret(environ["ANTHROPIC_API_KEY"].strip()), "ANTHROPIC_API_KEY")
+            source = "the API key in ANTHROPIC_API_KEY"
         elif environ.get("ANTHROPIC_AUTH_TOKEN"):
             token = Secret(environ["ANTHROPIC_AUTH_TOKEN"].strip())
             key, scheme = check_api_key(token, "ANTHROPIC_AUTH_TOKEN"), "bearer"
+            source = "the token in ANTHROPIC_AUTH_TOKEN"
         else:
             raise ConfigError(
                 "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) "
@@ -245,5 +257,6 @@ class ClientConfig:
             api_key=key,
             base_url=url,
             auth_scheme=scheme,
+            key_source=source,
             **overrides,  # type: ignore[arg-type]
         )

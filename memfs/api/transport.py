@@ -39,7 +39,14 @@ import trio
 from memfs.api import stats as outcomes
 from memfs.api.config import API_VERSION, MEMORY_BETA, ClientConfig
 from memfs.api.stats import RequestStats
-from memfs.contract.errors import ApiConnectionError, ApiError, ApiTimeoutError, api_error_class
+from memfs.contract.errors import (
+    ApiConnectionError,
+    ApiError,
+    ApiTimeoutError,
+    AuthenticationError,
+    PermissionDeniedError,
+    api_error_class,
+)
 from memfs.contract.models import SESSION_HEADER, JsonObject, format_time
 from memfs.contract.retry import NOT_APPLIED_STATUSES, RetryPolicy, retry_after_seconds
 
@@ -196,6 +203,13 @@ class Transport:
         """The exception an error answer means, read from this API's envelope (overridden)."""
         return _error_from(response, route)
 
+    def _explained(self, error: ApiError) -> ApiError:
+        """``error``, whose message says, for a refused key, where the key came from and which
+        server refused it (the server's own words name neither)."""
+        if isinstance(error, AuthenticationError | PermissionDeniedError):
+            error.message = self._config.refusal(error.status, error.message)
+        return error
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(base_url={self._config.shown_base_url!r}, "
@@ -324,7 +338,7 @@ class Transport:
                         method, route, status, elapsed_ms, _request_id(response, data),
                     )  # fmt: skip
                     return Reply(status, data, None, lost_answer)
-                error = self._error_answer(response, route)
+                error = self._explained(self._error_answer(response, route))
                 log.debug(
                     "%s %s -> %d %s in %.1f ms (request_id %s)",
                     method, route, status, error.error_type, elapsed_ms, error.request_id,
@@ -405,7 +419,7 @@ class Transport:
                 log.debug("GET %s -> %d (stream)", route, status)
                 if status != 200:
                     await response.aread()
-                    raise self._error_answer(response, route)
+                    raise self._explained(self._error_answer(response, route))
                 yield response
         except httpx.TimeoutException as exc:
             if not answered:

@@ -9,14 +9,7 @@ not import httpx or print tracebacks for expected errors: those become one line
 
 STORE arguments are a store id (``memstore_…``) or an exact store name.
 
-Exit codes:
-  0  success
-  1  any other error (invalid request refused by the server, server error, unreadable input)
-  2  usage: bad arguments, invalid path, no API key, refused to delete without --yes
-  3  not found: no such store, memory or version
-  4  conflict: path already taken, or the content changed (--if-sha precondition failed)
-  5  authentication or permission refused by the server
-  6  server unreachable (connection refused or broken, or timed out)
+Exit codes: ``memfs.contract.exit_codes`` (the same for every command).
 """
 
 from __future__ import annotations
@@ -34,27 +27,19 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
-from memfs.contract.errors import (
-    ApiConnectionError,
-    ApiError,
-    AuthenticationError,
-    ConflictError,
-    NotFoundError,
-    PathConflictError,
-    PermissionDeniedError,
+from memfs.contract.errors import ApiConnectionError, ApiError, PathConflictError
+from memfs.contract.exit_codes import (
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code_for,
 )
 from memfs.contract.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
 from memfs.contract.paths import PathError, as_prefix, validate_path, validate_prefix
 
 log = logging.getLogger(__name__)
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-EXIT_CONFLICT = 4
-EXIT_AUTH = 5
-EXIT_UNREACHABLE = 6
 
 # A command-line tool should fail fast when the server is down: fewer retries than a mount.
 CLI_MAX_RETRIES = 2
@@ -418,18 +403,6 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
 # Running an action
 
 
-def exit_code(exc: BaseException) -> int:
-    if isinstance(exc, NotFoundError):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, ConflictError):
-        return EXIT_CONFLICT
-    if isinstance(exc, AuthenticationError | PermissionDeniedError):
-        return EXIT_AUTH
-    if isinstance(exc, ApiConnectionError):
-        return EXIT_UNREACHABLE
-    return EXIT_ERROR
-
-
 def describe(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         if exc.request_id:
@@ -477,7 +450,7 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as exc:
         return fail(exc.message, exc.code, secret)
     except (ApiError, ApiConnectionError) as exc:
-        return fail(describe(exc), exit_code(exc), secret)
+        return fail(describe(exc), exit_code_for(exc), secret)
     except BrokenPipeError:
         return EXIT_ERROR
 

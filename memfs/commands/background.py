@@ -12,11 +12,17 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK
+
+# a child's failure on its readiness pipe: "error 5: the API key ... was refused by ..."
+_ERROR_LINE = re.compile(r"error(?: ([0-9]+))?: (.*)", re.DOTALL)
 
 
 def setup_logging(debug: bool, log_file: str | None) -> None:
@@ -47,8 +53,9 @@ def readiness(ready_fd: int | None, command: str) -> Callable[[str], None]:
     def ready(message: str) -> None:
         nonlocal ready_fd
         if ready_fd is None:
-            if message.startswith("error: "):
-                print(f"{command}: {message[7:]}", file=sys.stderr)
+            failed = parse_error(message)
+            if failed is not None:
+                print(f"{command}: {failed[1]}", file=sys.stderr)
             return
         with contextlib.suppress(OSError):
             os.write(ready_fd, (message + "\n").encode())
@@ -56,6 +63,15 @@ def readiness(ready_fd: int | None, command: str) -> Callable[[str], None]:
         ready_fd = None
 
     return ready
+
+
+def parse_error(line: str) -> tuple[int, str] | None:
+    """(exit status, message) of a readiness line ``error N: …`` (``error: …``: status 1),
+    or None for any other line."""
+    match = _ERROR_LINE.match(line)
+    if match is None:
+        return None
+    return int(match.group(1) or EXIT_ERROR), match.group(2)
 
 
 def read_ready(fd: int, child: subprocess.Popen[bytes], *, timeout: float) -> str:
@@ -102,10 +118,10 @@ def start_in_background(
     timeout: float,
     log_file: str,
     what: str,
-) -> bool:
+) -> int:
     """Run a ``memfs`` command line as a child in a session of its own and wait for its
-    readiness line (``--ready-fd``); True once it says ``ok``. Otherwise its error is printed,
-    one line, and the child ended.
+    readiness line (``--ready-fd``); 0 once it says ``ok``. Otherwise its error is printed,
+    one line, the child ended, and the exit status of its kind of fault returned.
 
     Args:
         command: what the error is printed as ("memfs mount: ...").
@@ -133,13 +149,14 @@ def start_in_background(
     os.close(write_end)
     answer = read_ready(read_end, child, timeout=timeout)
     if answer == "ok":
-        return True
-    if answer.startswith("error: "):
-        print(f"{command}: {answer[7:]}", file=sys.stderr)
+        return EXIT_OK
+    failed = parse_error(answer)
+    if failed is not None:
+        print(f"{command}: {failed[1]}", file=sys.stderr)
     else:
         print(f"{command}: {what} failed to start (see {log_file})", file=sys.stderr)
     if child.poll() is None:
         child.terminate()
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(10)
-    return False
+    return EXIT_ERROR if failed is None else failed[0]

@@ -32,6 +32,7 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
+from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 
 if TYPE_CHECKING:
     from memfs.commands.progress import PhaseProgress
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if usage is None and args.find_redacted and (not args.git or args.api == DATABRICKS):
         usage = "--find-redacted goes with --git on a Memory Stores store (its versions)"
     if usage is not None:
-        return actions.fail(usage, actions.EXIT_USAGE, None)
+        return actions.fail(usage, EXIT_USAGE, None)
     root = Path(args.dir)
     from memfs.commands.progress import PhaseProgress
 
@@ -165,11 +166,11 @@ def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: boo
         with progress:
             report = trio.run(main)
     except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, secret)
+        return actions.fail(str(exc), EXIT_USAGE, secret)
     except (ApiError, ApiConnectionError) as exc:
-        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
+        return actions.fail(actions.describe(exc), exit_code_for(exc), secret)
     except GitError as exc:
-        return actions.fail(str(exc), actions.EXIT_ERROR, secret)
+        return actions.fail(str(exc), EXIT_ERROR, secret)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         return actions.fail(f"cannot write the export: {exc.strerror or exc}{where}", 1, secret)
@@ -181,8 +182,8 @@ def _finish(main: Any, progress: PhaseProgress, secret: str | None, as_json: boo
             for line in details(report):
                 print(f"memfs export: {line}", file=sys.stderr)
     except BrokenPipeError:
-        return actions.EXIT_ERROR
-    return actions.EXIT_ERROR if report.tree.refused else actions.EXIT_OK
+        return EXIT_ERROR
+    return EXIT_ERROR if report.tree.refused else EXIT_OK
 
 
 def summary(report: ExportReport) -> str:

@@ -40,6 +40,7 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
+from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 from memfs.contract.paths import shown
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         args, "import into", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
     )
     if usage is not None:
-        return actions.fail(usage, actions.EXIT_USAGE, None)
+        return actions.fail(usage, EXIT_USAGE, None)
     if args.api == DATABRICKS:
         refused = refuse_without("memfs import --api databricks", "databricks")
         if refused is not None:
@@ -147,19 +148,19 @@ def _import(args: argparse.Namespace, open_store: Opener, *, secret: str | None)
     try:
         root_fd = os.open(args.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        return actions.fail(f"{args.dir}: {exc.strerror}", actions.EXIT_USAGE, secret)
+        return actions.fail(f"{args.dir}: {exc.strerror}", EXIT_USAGE, secret)
     results = Results()
     plan_holder: list[Plan] = []
     try:
         trio.run(_main, args, open_store, root_fd, plan_holder, results)
     except ConfigError as exc:
-        return actions.fail(str(exc), actions.EXIT_USAGE, secret)
+        return actions.fail(str(exc), EXIT_USAGE, secret)
     except (ApiError, ApiConnectionError) as exc:
         if plan_holder and not args.dry_run:
             _print_results(plan_holder[0], results)  # what was done before the failure
-        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
+        return actions.fail(actions.describe(exc), exit_code_for(exc), secret)
     except BrokenPipeError:
-        return actions.EXIT_ERROR
+        return EXIT_ERROR
     finally:
         os.close(root_fd)
     plan = plan_holder[0]
@@ -168,11 +169,11 @@ def _import(args: argparse.Namespace, open_store: Opener, *, secret: str | None)
     try:
         if args.dry_run:
             _print_plan(plan)
-            return actions.EXIT_ERROR if plan.count("refuse") else actions.EXIT_OK
+            return EXIT_ERROR if plan.count("refuse") else EXIT_OK
         failed = _print_results(plan, results)
     except BrokenPipeError:
-        return actions.EXIT_ERROR
-    return actions.EXIT_ERROR if failed or plan.count("refuse") else actions.EXIT_OK
+        return EXIT_ERROR
+    return EXIT_ERROR if failed or plan.count("refuse") else EXIT_OK
 
 
 async def _main(

@@ -32,6 +32,7 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
+from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +147,12 @@ def _run(args: argparse.Namespace, work: Callable[[argparse.Namespace], Awaitabl
     try:
         trio.run(work, args)
     except ConfigError as exc:
-        return actions.fail(f"mcp: {exc}", actions.EXIT_USAGE, None)
+        return actions.fail(f"mcp: {exc}", EXIT_USAGE, None)
     except (ApiError, ApiConnectionError) as exc:
-        return actions.fail(f"mcp: {actions.describe(exc)}", actions.exit_code(exc), None)
+        return actions.fail(f"mcp: {actions.describe(exc)}", exit_code_for(exc), None)
     except HandoverError as exc:
-        return actions.fail(f"mcp: {exc}", actions.EXIT_ERROR, None)
-    return actions.EXIT_OK
+        return actions.fail(f"mcp: {exc}", EXIT_ERROR, None)
+    return EXIT_OK
 
 
 async def _print_config(args: argparse.Namespace) -> None:

@@ -3,8 +3,9 @@
 Owns the command line of mounting: argument parsing, the checks made before anything starts,
 daemonizing (a ``--foreground`` child re-executed with its output to a log file, reporting
 readiness through a pipe: that child is ``memfs.commands.mount_foreground``) and one-line
-errors with exit code 1. The API key is never put on a command line, nor is
-``--base-url`` (it may hold a password): the child inherits them through the environment.
+errors with the exit status of their kind (``memfs.contract.exit_codes``). The API key is
+never put on a command line, nor is ``--base-url`` (it may hold a password): the child
+inherits them through the environment.
 
 It must not implement the filesystem (``memfs.mount.daemon`` runs it).
 """
@@ -23,6 +24,7 @@ from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_er
 from memfs.commands.background import start_in_background, store_arguments
 from memfs.commands.extras import needs_extra, refuse_without
 from memfs.commands.parsing import byte_size, complete_paths, megabytes
+from memfs.contract.exit_codes import EXIT_USAGE
 from memfs.host.private import NotPrivateError, create_private_file
 
 if TYPE_CHECKING:
@@ -211,7 +213,7 @@ def run_mount(args: argparse.Namespace) -> int:
             check_base_url(args.base_url, "--base-url")
         except ConfigError as exc:
             print(f"memfs mount: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_USAGE
     owner = Owner(
         uid=args.uid, gid=args.gid, umask=DEFAULT_UMASK if args.umask is None else args.umask
     )
@@ -247,7 +249,7 @@ def run_mount(args: argparse.Namespace) -> int:
         argv.append("--allow-other")
     if args.replay_legacy_journal:
         argv.append("--replay-legacy-journal")
-    started = start_in_background(
+    failed = start_in_background(
         "memfs mount",
         argv,
         args.base_url,
@@ -255,9 +257,9 @@ def run_mount(args: argparse.Namespace) -> int:
         log_file=log_file,
         what="the mount daemon",
     )
-    if started:
+    if not failed:
         _warn_if_mounted_elsewhere(mountpoint)
-    return 0 if started else 1
+    return failed
 
 
 def _warn_if_mounted_elsewhere(mountpoint: str) -> None:

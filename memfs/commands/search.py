@@ -36,6 +36,7 @@ from memfs.commands.api_options import (
 )
 from memfs.commands.extras import refuse_without
 from memfs.commands.parsing import complete_paths
+from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 
 if TYPE_CHECKING:
     from memfs.contract.store_api import StoreAPI
@@ -94,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
     from memfs.contract.search_words import query_terms
 
     if not query_terms(args.query):
-        return actions.fail("the query has no word to look for", actions.EXIT_USAGE, None)
+        return actions.fail("the query has no word to look for", EXIT_USAGE, None)
     usage = _api_usage_error(args)
     if usage is not None:
-        return actions.fail(usage, actions.EXIT_USAGE, None)
+        return actions.fail(usage, EXIT_USAGE, None)
     if args.api == DATABRICKS:
         return _run_databricks(args)
     config = actions.cli_config(args)
@@ -152,14 +153,14 @@ def _search_and_print(
     try:
         hits = trio.run(main)
     except ConfigError as exc:  # no workspace or credentials (Databricks)
-        return actions.fail(str(exc), actions.EXIT_USAGE, secret)
+        return actions.fail(str(exc), EXIT_USAGE, secret)
     except (ApiError, ApiConnectionError) as exc:
-        return actions.fail(actions.describe(exc), actions.exit_code(exc), secret)
+        return actions.fail(actions.describe(exc), exit_code_for(exc), secret)
     try:
         _print(hits, as_json=as_json)
     except BrokenPipeError:
-        return actions.EXIT_ERROR
-    return actions.EXIT_OK
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 async def search_store(store: StoreAPI, query: str, limit: int) -> list[Hit]:

@@ -24,11 +24,13 @@ instead), and never prints or logs the API key: it travels by environment or
 only by environment (``DATABRICKS_TOKEN``) or a profile of ``~/.databrickscfg``. State files
 and logs live in a private (0700) state directory; logs are 0600.
 
-Exit codes:
+Exit codes (``memfs.contract.exit_codes``, as every command's):
   0  success
   1  a store could not be mounted, a stop failed, or changes may not have been uploaded
-  2  the session was refused before anything was mounted (config, stores, directories,
-     credentials, a session already running at the root)
+  2  the session was refused before anything was mounted (config, directories, a session
+     already running at the root, problems of several kinds)
+  3, 5, 6  refused before anything was mounted because its stores are unknown (3), its
+     credentials refused (5) or its API out of reach (6)
 """
 
 from __future__ import annotations
@@ -411,7 +413,7 @@ async def _serve(
             stores = await fetch_all_stores(quick, config.attachments, args.profile)
         plans = plan_mounts(config.attachments, stores, root)
     except SessionError as exc:
-        return refuse(exc.problems, EXIT_REFUSED)
+        return refuse(exc.problems, exc.code)
 
     prompt = render_prompt(plans, root, synced=args.sync)
     prompt_file = Path(os.path.abspath(args.prompt_file)) if args.prompt_file else None
@@ -464,7 +466,7 @@ async def _serve(
     try:
         return await runner.run(ready=ready)
     except MountError as exc:
-        return refuse([str(exc)], EXIT_FAILED)
+        return refuse([str(exc)], exc.code)
 
 
 def _mounted_elsewhere(plans: list[MountPlan]) -> list[str]:

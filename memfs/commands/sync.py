@@ -32,11 +32,13 @@ from memfs.commands.parsing import RawDescriptionDefaultsHelpFormatter, complete
 READY_TIMEOUT = 600.0  # a first copy of a large store over a slow link may take minutes
 STOP_TIMEOUT = 45.0
 
-SYNC_EPILOG = """exit status:
+SYNC_EPILOG = """exit status (the same for every memfs command: README, "Exit codes"):
   0  in step (--once), or stopped with everything uploaded
   1  stopped or done with something not uploaded as meant (the report names it and where its
-     text is kept: refused files stay in DIR, conflict copies are in the store)
-  2  a usage error, a missing extra, or the store or DIR could not be used
+     text is kept: refused files stay in DIR, conflict copies are in the store), or DIR or
+     the log file could not be used
+  2  a usage error, a missing extra, no API key
+  3  no such store   5  the key was refused   6  the server could not be reached
 """
 
 
@@ -172,7 +174,7 @@ def _run(args: argparse.Namespace, directory: Path) -> int:
         setup_logging(args.debug, args.log_file)
     except NotPrivateError as exc:
         print(f"memfs sync: {exc}", file=sys.stderr)
-        return 2
+        return 1
     spec = StoreSpec(
         slug="",
         store=args.store,
@@ -212,17 +214,18 @@ def _detach(args: argparse.Namespace, directory: Path) -> int:
         create_private_file(Path(log_file), "log file")
     except (MountError, NotPrivateError) as exc:
         print(f"memfs sync: {exc}", file=sys.stderr)
-        return 2
+        return 1
     argv = [sys.executable, "-m", "memfs", "sync", args.store, str(directory)]
     argv += ["--log-file", log_file]
     argv += ["--watch", args.watch, "--change-feed", args.change_feed, "--api", args.api]
     argv += ["--poll-interval", str(args.poll_interval)]
     argv += ["--rescan-interval", str(args.rescan_interval)]
     argv += store_arguments(args, os.path.abspath(args.cache_dir) if args.cache_dir else None)
-    if not start_in_background(
+    failed = start_in_background(
         "memfs sync", argv, args.base_url, timeout=READY_TIMEOUT, log_file=log_file, what="the sync"
-    ):
-        return 2
+    )
+    if failed:
+        return failed
     print(f"memfs sync: {directory} is in step; stop it with: memfs sync --stop {directory}")
     return 0
 

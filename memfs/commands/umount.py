@@ -1,6 +1,6 @@
 """``memfs umount MOUNTPOINT``: a mount's end, asked for from the command line.
 
-Refused while files are open for writing (exit 3, each named with its processes:
+Refused while files are open for writing (exit 7, each named with its processes:
 ``memfs.mount.busy``) unless ``--force`` (a ``syncfs`` first); then the daemon is asked to end
 (SIGTERM: save what is open, flush, unmount, exit) and waited for (files left to upload shown on
 a terminal: ``memfs.commands.progress``), its unmount report printed, and the mount's state files
@@ -27,20 +27,20 @@ from typing import Any
 
 from memfs.commands.extras import needs_extra
 from memfs.commands.parsing import complete_paths
+from memfs.contract.exit_codes import EXIT_BUSY
 from memfs.host.private import NotPrivateError
 
 log = logging.getLogger(__name__)
 
 UMOUNT_TIMEOUT = 45.0
-EXIT_BUSY = 3  # files are open for writing under the mount; nothing was done
 BUSY_STATUS_WAIT = 2.5  # seconds to wait for a status document newer than the /proc scan
 
-UMOUNT_EPILOG = """exit status:
+UMOUNT_EPILOG = """exit status (the same for every memfs command: README, "Exit codes"):
   0  unmounted; everything was uploaded
   1  unmounted with something not uploaded as meant (the report says what and where it is
      kept), or the unmount failed
   2  a usage error, or the mount extra is missing
-  3  files under MOUNTPOINT are open for writing (each named, with the processes holding it):
+  7  files under MOUNTPOINT are open for writing (each named, with the processes holding it):
      nothing was done; close them, or use --force
 """
 
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
         "umount",
         help="flush pending writes and unmount",
         description="Ask the mount daemon to upload pending writes, unmount and exit.\n"
-        "A mount with files open for writing is refused (exit 3), each file named with the\n"
+        "A mount with files open for writing is refused (exit 7), each file named with the\n"
         "processes holding it. The root of a `memfs session` stops the session (memfs session\n"
         "stop); a store under it cannot be unmounted alone. A directory kept in step by `memfs\n"
         "sync` stops that sync (memfs sync --stop).",

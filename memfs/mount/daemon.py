@@ -380,6 +380,6 @@ def run_foreground(options: MountOptions, ready: Callable[[str], None]) -> int:
     try:
         return trio.run(daemon.run)
     except MountError as exc:
-        ready(f"error: {exc}")
+        ready(exc.ready_line())
         log.error("%s", exc)
-        return 1
+        return exc.code

@@ -28,6 +28,7 @@ from memfs.contract.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from memfs.contract.exit_codes import EXIT_USAGE, exit_code_for
 from memfs.contract.store_api import StoreAPI
 from memfs.host.private import NotPrivateError, private_dir
 from memfs.mount.options import StoreSpec
@@ -69,15 +70,13 @@ def databricks_journal_key(store: str, actor: str, session: str | None) -> str:
 def describe_api_error(
     exc: BaseException, store: str, base_url: str, api: str = "Memory Stores API"
 ) -> str:
-    key = "the Databricks token" if api == DATABRICKS_API else "the API key"
     if isinstance(exc, NotFoundError):
         return f"memory store {store!r} not found"
     if isinstance(exc, AmbiguousStoreError):
         return exc.message  # it names the matches
-    if isinstance(exc, AuthenticationError):
-        return f"{key} was refused (401 {exc.error_type})"
-    if isinstance(exc, PermissionDeniedError):
-        return f"{key} may not access this store (403 {exc.error_type})"
+    if isinstance(exc, AuthenticationError | PermissionDeniedError):
+        # the client's words name the key's source and the server (ClientConfig.refusal)
+        return f"{exc.message} ({exc.status} {exc.error_type})"
     if isinstance(exc, ApiConnectionError):
         return f"cannot reach the {api} at {base_url}"
     if isinstance(exc, ApiError):
@@ -98,14 +97,16 @@ async def open_store(opts: StoreSpec) -> AsyncIterator[OpenStore]:
             api_key_file=opts.api_key_file, base_url=opts.base_url, session_id=opts.session_id
         )
     except ConfigError as exc:
-        raise MountError(str(exc)) from None
+        raise MountError(str(exc), EXIT_USAGE) from None
     async with StoreClient(config) as client:
         # syscalls wait on these clients: a long retry-after is an error, not a wait
         quick = client.with_options(timeout=5.0, max_retries=1, deadline=10.0)
         try:
             found = await quick.resolve_store(opts.store)
         except (ApiError, ApiConnectionError) as exc:
-            raise MountError(describe_api_error(exc, opts.store, config.shown_base_url)) from None
+            raise MountError(
+                describe_api_error(exc, opts.store, config.shown_base_url), exit_code_for(exc)
+            ) from None
         # asked once: the limits, the change stream and search all come from this answer
         extensions = await server_extensions(quick)
         capabilities = capabilities_with(extensions)
@@ -137,10 +138,11 @@ async def open_databricks(opts: StoreSpec) -> AsyncIterator[OpenStore]:
                 open_store(opts.store, opts.actor, opts.dbx_session, profile=opts.profile)
             )
         except ConfigError as exc:
-            raise MountError(str(exc)) from None
+            raise MountError(str(exc), EXIT_USAGE) from None
         except (ApiError, ApiConnectionError) as exc:
             raise MountError(
-                describe_api_error(exc, opts.store, "the Databricks workspace", DATABRICKS_API)
+                describe_api_error(exc, opts.store, "the Databricks workspace", DATABRICKS_API),
+                exit_code_for(exc),
             ) from None
         session = f", session {opts.dbx_session}" if opts.dbx_session else ""
         yield OpenStore(

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memfs.contract.exit_codes import EXIT_ERROR
 from memfs.host.portable import process_runs, user_id
 from memfs.host.private import NotPrivateError, private_dir
 
@@ -49,7 +50,17 @@ STATE_SUFFIXES = ("pid", "status", "status.sock", "tmp", "report.json", "report.
 
 
 class MountError(Exception):
-    """A mount cannot start; the message is one line for a person."""
+    """A mount cannot start; the message is one line for a person, ``code`` the exit status of
+    its kind of fault (``memfs.contract.exit_codes``: a refused key 5, an unknown store 3...)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def ready_line(self) -> str:
+        """The line a daemon started in the background reports this failure with
+        (``memfs.commands.background.read_ready`` reads the code back)."""
+        return f"error {self.code}: {self}"
 
 
 def _private_dir(path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memfs.api.config import ConfigError
+from memfs.contract.exit_codes import EXIT_USAGE
 from memfs.mount.owner import Owner, parse_gid, parse_uid, parse_umask
 
 MAX_STORES = 8
@@ -41,11 +42,21 @@ _DATABRICKS_FIELDS = frozenset({"api", "actor_id", "session_id"})  # "api" also 
 
 
 class SessionError(ConfigError):
-    """The session cannot start; ``problems`` holds one line per reason, meant for a person."""
+    """The session cannot start; ``problems`` holds one line per reason, meant for a person;
+    ``code``, the exit status: that of their kind of fault when they share one (a refused key
+    5, unknown stores 3: ``memfs.contract.exit_codes``), else 2."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], code: int = EXIT_USAGE) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.code = code
+
+    @classmethod
+    def of_kinds(cls, problems: list[tuple[str, int]]) -> SessionError:
+        """One error for ``problems``, each (line, exit status of its kind)."""
+        codes = {code for _, code in problems}
+        code = codes.pop() if len(codes) == 1 else EXIT_USAGE
+        return cls(list(dict.fromkeys(line for line, _ in problems)), code)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memfs.contract.exit_codes import EXIT_NOT_FOUND, EXIT_USAGE
 from memfs.contract.models import MemoryStore
 from memfs.contract.paths import slug
 from memfs.session.config import DATABRICKS, Attachment, SessionError
@@ -90,7 +91,8 @@ def plan_mounts(
     """
     problems = check_stores(attachments, stores)
     if problems:
-        raise SessionError(problems)
+        missing = sum(stores.get(a.store_key) is None for a in attachments)
+        raise SessionError(problems, EXIT_NOT_FOUND if missing == len(problems) else EXIT_USAGE)
     plans: list[MountPlan] = []
     by_slug: dict[str, MountPlan] = {}
     attached = [a.store_key for a in attachments]

@@ -23,6 +23,7 @@ from memfs.contract.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from memfs.contract.exit_codes import EXIT_USAGE, exit_code_for
 from memfs.contract.models import MemoryStore
 from memfs.session.config import Attachment, SessionError
 
@@ -39,7 +40,7 @@ async def fetch_stores(
     SessionError with the reason, so the caller refuses the session as a whole.
     """
     found: dict[str, MemoryStore | None] = {}
-    failures: list[str] = []
+    failures: list[tuple[str, int]] = []
 
     async def one(store_id: str) -> None:
         try:
@@ -51,14 +52,15 @@ async def fetch_stores(
         except (ApiError, ApiConnectionError) as exc:
             service = f"the API at {client.config.shown_base_url}"
             refusal = "the API refused the credentials"
-            failures.append(_failure(exc, f"memory store {store_id}", service, refusal))
+            failure = _failure(exc, f"memory store {store_id}", service, refusal)
+            failures.append((failure, exit_code_for(exc)))
 
     async with trio.open_nursery() as nursery:
         for attachment in attachments:
             if not attachment.databricks:
                 nursery.start_soon(one, attachment.memory_store_id)
     if failures:
-        raise SessionError(sorted(set(failures)))
+        raise SessionError.of_kinds(sorted(set(failures)))
     return found
 
 
@@ -72,7 +74,7 @@ async def fetch_databricks_stores(
     from memfs.api.databricks import open_store  # its SDK is needed only with Databricks stores
 
     found: dict[str, MemoryStore | None] = {}
-    failures: list[str] = []
+    failures: list[tuple[str, int]] = []
 
     async def one(attachment: Attachment) -> None:
         store_id = attachment.memory_store_id
@@ -83,18 +85,19 @@ async def fetch_databricks_stores(
         except NotFoundError:
             found[attachment.store_key] = None
         except ConfigError as exc:
-            failures.append(str(exc))
+            failures.append((str(exc), EXIT_USAGE))
         except (ApiError, ApiConnectionError) as exc:
             refusal = "the Databricks workspace refused the token"
             store = f"Databricks store {store_id}"
-            failures.append(_failure(exc, store, "the Databricks workspace", refusal))
+            failure = _failure(exc, store, "the Databricks workspace", refusal)
+            failures.append((failure, exit_code_for(exc)))
 
     firsts = {a.store_key: a for a in reversed(attachments) if a.databricks}
     async with trio.open_nursery() as nursery:
         for attachment in firsts.values():
             nursery.start_soon(one, attachment)
     if failures:
-        raise SessionError(sorted(set(failures)))
+        raise SessionError.of_kinds(sorted(set(failures)))
     return found
 
 
@@ -105,7 +108,7 @@ async def fetch_all_stores(
     ``fetch_databricks_stores`` side by side; one SessionError with the failures of both (the
     Memory Stores API's first)."""
     found: dict[str, MemoryStore | None] = {}
-    problems: dict[bool, list[str]] = {False: [], True: []}  # by API: databricks?
+    problems: dict[bool, SessionError] = {}  # by API: databricks?
 
     async def one(databricks: bool) -> None:
         try:
@@ -114,13 +117,14 @@ async def fetch_all_stores(
             elif client is not None:
                 found.update(await fetch_stores(client, attachments))
         except SessionError as exc:
-            problems[databricks] = exc.problems
+            problems[databricks] = exc
 
     async with trio.open_nursery() as nursery:
         for databricks in {attachment.databricks for attachment in attachments}:
             nursery.start_soon(one, databricks)
-    if problems[False] or problems[True]:
-        raise SessionError(problems[False] + problems[True])
+    if problems:
+        errors = [problems[databricks] for databricks in (False, True) if databricks in problems]
+        raise SessionError.of_kinds([(line, e.code) for e in errors for line in e.problems])
     return found
 
 

@@ -349,8 +349,8 @@ def run_sync(
     try:
         status = trio.run(run.run)
     except MountError as exc:
-        ready(f"error: {exc}")
+        ready(exc.ready_line())
         log.error("%s", exc)
-        return 2, None
+        return exc.code, None
     log.info("memfs sync ended after %.1f s", time.monotonic() - started)
     return status, run.report

@@ -232,7 +232,15 @@ def test_key_sources_and_auth_errors(cli: Cli, store_name: str, tmp_path: Path) 
     env["ANTHROPIC_API_KEY"] = "sk-memfs-wrong-" + "w" * 24
     out = cli.run("stores", "list", env=env, expect=EXIT_AUTH)
     assert "sk-memfs-wrong" not in out.stderr
-    assert "authentication_error" in out.stderr
+    # the line names where the key came from and the server that refused it
+    assert out.stderr.startswith(
+        f"memfs: the API key in ANTHROPIC_API_KEY was refused by {cli.server.base_url} "
+        "(401 authentication_error"
+    ), out.stderr
+
+    key_file.write_text("sk-memfs-wrong-" + "f" * 24 + "\n")
+    out = cli.run("stores", "list", "--api-key-file", str(key_file), env=env, expect=EXIT_AUTH)
+    assert f"the API key in --api-key-file {key_file} was refused by" in out.stderr
 
 
 def test_unreachable_server_exit_code(cli: Cli) -> None:
@@ -314,12 +322,12 @@ def _commands_given_a_key(tmp_path: Path, args: tuple[str, ...]) -> dict[str, An
         "mount": (
             ["mount", "some-store", str(tmp_path / "mnt"), "--log-file",
              str(tmp_path / "daemon.log"), *args],
-            1,
+            EXIT_USAGE,  # the same code for the same fault (README, "Exit codes")
             "memfs mount: ",
         ),
         "session": (
             ["session", "--config", str(config), "--root", str(tmp_path / "r"), *args],
-            2,
+            EXIT_USAGE,
             "memfs session: ",
         ),
     }  # fmt: skip

@@ -106,18 +106,19 @@ def test_mount_errors_are_one_line(
     dbx = ("--api", "databricks", "--actor", ACTOR)
     code, said = mount(store, str(point), *dbx)
     assert (
-        code == 1
+        code == 2
         and said.startswith("memfs mount: no Databricks workspace")
         and said.count("\n") == 1
     )
     host = {"DATABRICKS_HOST": server.base_url}
     code, said = mount(store, str(point), *dbx, **host, DATABRICKS_TOKEN="not-the-token")
     assert (code, said) == (
-        1,
-        "memfs mount: the Databricks token was refused (401 UNAUTHENTICATED)\n",
+        5,
+        "memfs mount: the Databricks token in DATABRICKS_TOKEN was refused by "
+        f"{server.base_url} (401 UNAUTHENTICATED)\n",
     )
     code, said = mount("no-such-store", str(point), *dbx, **host, DATABRICKS_TOKEN=workspace.token)
-    assert (code, said) == (1, "memfs mount: memory store 'no-such-store' not found\n")
+    assert (code, said) == (3, "memfs mount: memory store 'no-such-store' not found\n")
     assert not os.path.ismount(point)
 
     # a profile of ~/.databrickscfg, as the Databricks CLI writes it

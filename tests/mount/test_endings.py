@@ -188,7 +188,7 @@ def test_umount_refuses_a_mount_written_to_then_force_saves_it_and_says_so(
         writer.write(0, HELD)
         writer.map(1, b"bbbb\n")  # a dirty page in the kernel: only a syncfs hands it over
         refused = memfs("umount", str(m.path), env=m.env)
-        assert refused.returncode == 3, refused.stderr
+        assert refused.returncode == 7, refused.stderr
         assert refused.stderr.splitlines() == [
             f"memfs umount: 2 file(s) under {m.path} are open for writing; nothing was "
             "done. Close them, or unmount with --force (what they hold is saved first; "

@@ -213,7 +213,7 @@ def test_store_not_found(mount_factory):
     m = mount_factory(mount=False)
     m.store_id = "no-such-store-name"
     result = m.mount()
-    assert result.returncode == 1
+    assert result.returncode == 3  # as `memfs stores show` (README, "Exit codes")
     assert "not found" in result.stderr and result.stderr.count("\n") == 1
     assert not os.path.ismount(m.path)
 
@@ -222,9 +222,15 @@ def test_bad_key(mount_factory):
     m = mount_factory(mount=False)
     m.env = dict(m.env, ANTHROPIC_API_KEY="sk-wrong-key-xxxxxxxxxxxxxxxxxxxx")
     result = m.mount()
-    assert result.returncode == 1
-    assert "refused" in result.stderr and result.stderr.count("\n") == 1
+    assert result.returncode == 5  # as `memfs stores list`
+    base_url = m.env["ANTHROPIC_BASE_URL"]
+    assert result.stderr == (
+        f"memfs mount: the API key in ANTHROPIC_API_KEY was refused by {base_url} "
+        "(401 authentication_error)\n"
+    )
     assert "sk-wrong" not in result.stderr + m.log()
+    listing = memfs("stores", "list", env=m.env)
+    assert listing.returncode == 5 and "ANTHROPIC_API_KEY" in listing.stderr
 
 
 def test_server_down(fresh_server, tmp_path):
@@ -234,7 +240,7 @@ def test_server_down(fresh_server, tmp_path):
     point.mkdir()
     start = time.monotonic()
     result = memfs("mount", "anything", str(point), env=env)
-    assert result.returncode == 1
+    assert result.returncode == 6  # as `memfs stores list`
     assert "cannot reach" in result.stderr and result.stderr.count("\n") == 1
     assert time.monotonic() - start < 30
     assert not os.path.ismount(point)

@@ -86,14 +86,22 @@ def resolve_workspace(profile: str | None = None) -> Workspace:
 
 
 def _workspace(
-    host: str, token: str, where: str, fresh: Callable[[], dict[str, str]] | None = None
+    host: str,
+    token: str,
+    where: str,
+    fresh: Callable[[], dict[str, str]] | None = None,
+    token_source: str | None = None,
 ) -> Workspace:
+    """``where``: what named the host (and, but for ``token_source``, the token)."""
+    if token_source is None:
+        token_source = "in DATABRICKS_TOKEN" if where == "DATABRICKS_HOST" else f"of {where}"
     return Workspace(
         ClientConfig(
             api_key=check_api_key(Secret(token.strip()), "the Databricks token"),
             base_url=check_base_url(host, where),
             auth_scheme="bearer",
             user_agent=USER_AGENT,
+            key_source=f"the Databricks token {token_source}",
         ),
         fresh,
     )
@@ -197,4 +205,5 @@ def _sdk_workspace(profile: str | None) -> Workspace:
                 f"the Databricks credentials (auth type {config.auth_type!r}) give no Bearer "
                 "token: set DATABRICKS_TOKEN, or use a profile with a token or OAuth"
             )
-    return _workspace(host, token, where, fresh)
+    source = f"from the credentials of auth type {config.auth_type!r}" if fresh else None
+    return _workspace(host, token, where, fresh, source)
