@@ -51,8 +51,7 @@ async def fetch_stores(
             found[store_id] = None
         except (ApiError, ApiConnectionError) as exc:
             service = f"the API at {client.config.shown_base_url}"
-            refusal = "the API refused the credentials"
-            failure = _failure(exc, f"memory store {store_id}", service, refusal)
+            failure = _failure(exc, f"memory store {store_id}", service)
             failures.append((failure, exit_code_for(exc)))
 
     async with trio.open_nursery() as nursery:
@@ -87,9 +86,8 @@ async def fetch_databricks_stores(
         except ConfigError as exc:
             failures.append((str(exc), EXIT_USAGE))
         except (ApiError, ApiConnectionError) as exc:
-            refusal = "the Databricks workspace refused the token"
             store = f"Databricks store {store_id}"
-            failure = _failure(exc, store, "the Databricks workspace", refusal)
+            failure = _failure(exc, store, "the Databricks workspace")
             failures.append((failure, exit_code_for(exc)))
 
     firsts = {a.store_key: a for a in reversed(attachments) if a.databricks}
@@ -128,11 +126,12 @@ async def fetch_all_stores(
     return found
 
 
-def _failure(exc: ApiError | ApiConnectionError, store: str, service: str, refusal: str) -> str:
+def _failure(exc: ApiError | ApiConnectionError, store: str, service: str) -> str:
     """The one line of a failure to retrieve ``store`` ("memory store ID"), in the words of its
-    API: the ``service`` that could not be reached, the ``refusal`` of the credentials."""
-    if isinstance(exc, AuthenticationError):
-        return f"{refusal}: {exc.message}"
+    API: the ``service`` that could not be reached; refused credentials in the client's words
+    (where the key came from, the server that refused it)."""
+    if isinstance(exc, AuthenticationError):  # the client's words name the key's source
+        return exc.message
     if isinstance(exc, PermissionDeniedError):
         return f"{store} is not accessible with these credentials"
     if isinstance(exc, ApiConnectionError):

@@ -75,7 +75,11 @@ async def test_error_codes_become_memfs_errors(status: int, code: str, expected:
         with pytest.raises(Exception) as raised:
             await api.create_entry("s", "a", None, "/x.md", "x")
     assert errno_for(raised.value) == expected
-    assert raised.value.message == "the server's words"  # type: ignore[attr-defined]
+    message = raised.value.message  # type: ignore[attr-defined]
+    if status in (401, 403):  # where the key came from and who refused it (ClientConfig.refusal)
+        assert message.startswith("the API key ") and api.config.shown_base_url in message
+    else:
+        assert message == "the server's words"
     assert len(seen) == 1  # not retried
     if code == "ALREADY_EXISTS":
         assert isinstance(raised.value, PathConflictError)

@@ -430,7 +430,7 @@ def test_a_base_url_password_never_shows(cli: Cli, tmp_path: Path) -> None:
              "--log-file", str(log)],
             env=env, capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        assert mount.returncode == 1
+        assert mount.returncode == EXIT_UNREACHABLE
         assert mount.stderr == f"memfs mount: cannot reach the Memory Stores API at {shown}\n"
     assert "cannot reach" in log.read_text() and SECRET_PART not in log.read_text()
     assert log.stat().st_mode & 0o777 == 0o600  # logs name stores and files

@@ -129,7 +129,7 @@ def test_a_detached_session_leaves_the_daemon_to_its_own_process(tmp_path: Path)
     argv = ["session", "--config", str(config), "--root", str(tmp_path / "root"), "--detach"]
     heavy = ("trio", "pyfuse3", "memfs.core", "memfs.mount.daemon", "memfs.session.runner")
     status, loaded, stderr = run_main(*argv, env=env, heavy=heavy)
-    assert status == 2 and "cannot reach the API at http://127.0.0.1:1" in stderr, stderr
+    assert status == 6 and "cannot reach the API at http://127.0.0.1:1" in stderr, stderr
     assert loaded == []
 
 

@@ -117,11 +117,12 @@ def test_one_root_for_both_apis_each_store_written_through_its_own_and_stopped_t
     assert mounts_under(root) == [] and not root.exists()
 
 
-def refused(tmp_path: Path, env: dict[str, str], resources: Any) -> str:
+def refused(tmp_path: Path, env: dict[str, str], resources: Any, code: int = 2) -> str:
+    """``code``: the exit status of the fault's kind (README, "Exit codes"), else 2."""
     root = tmp_path / "memory"
     config = write_config(tmp_path / "session.json", resources)
     done = run_memfs(["session", "--config", str(config), "--root", str(root)], env)
-    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert (done.returncode, done.stdout) == (code, ""), done.stderr
     assert not root.exists() and mounts_under(root) == []
     assert "Traceback" not in done.stderr
     return done.stderr
@@ -148,15 +149,17 @@ def test_databricks_refusals_are_one_line_each_before_anything_mounts(
     # a session of Databricks stores alone needs no Memory Stores key
     alone = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
     assert refused(
-        tmp_path, alone, [dbx(team, actor_id=ACTOR), dbx("no-such-store", actor_id=ACTOR)]
+        tmp_path, alone, [dbx(team, actor_id=ACTOR), dbx("no-such-store", actor_id=ACTOR)], 3
     ) == ("memfs session: resources[1]: Databricks store no-such-store does not exist\n")
     without = {k: v for k, v in env.items() if not k.startswith("DATABRICKS_")}
     said = refused(tmp_path, without, [ms, dbx(team, actor_id=ACTOR)])
     assert said.startswith("memfs session: no Databricks workspace") and said.count("\n") == 1
     said = refused(
-        tmp_path, {**env, "DATABRICKS_TOKEN": "not-the-token"}, [dbx(team, actor_id=ACTOR)]
+        tmp_path, {**env, "DATABRICKS_TOKEN": "not-the-token"}, [dbx(team, actor_id=ACTOR)], 5
     )
-    assert said.startswith("memfs session: the Databricks workspace refused the token")
+    assert said.startswith(
+        f"memfs session: the Databricks token in DATABRICKS_TOKEN was refused by {server.base_url}"
+    )
     assert said.count("\n") == 1 and "not-the-token" not in said
 
 

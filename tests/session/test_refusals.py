@@ -13,10 +13,19 @@ import pytest
 from .helpers import Api, mounts_under, run_memfs, slug_of, unique, write_config
 
 
-def refused(tmp_path: Path, root: Path, env: dict[str, str], resources: Any, *extra: str) -> str:
+def refused(
+    tmp_path: Path,
+    root: Path,
+    env: dict[str, str],
+    resources: Any,
+    *extra: str,
+    code: int = 2,
+) -> str:
+    """A refused session's stderr; ``code``: the exit status of its kind of fault (README,
+    "Exit codes": 3 unknown stores only, 5 a refused key, else 2)."""
     config = write_config(tmp_path / "session.json", resources)
     done = run_memfs(["session", "--config", str(config), "--root", str(root), *extra], env)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == code, done.stderr
     assert done.stdout == ""
     assert not root.exists(), "a refused session must not create its root"
     assert mounts_under(root) == []
@@ -39,6 +48,7 @@ def test_unknown_store(tmp_path: Path, root: Path, session_env: dict[str, str], 
                 "access": "read_only",
             },
         ],
+        code=3,  # as `memfs stores show` of an unknown store
     )
     assert (
         stderr == "memfs session: resources[1]: memory store memstore_doesnotexist does not exist\n"
@@ -143,9 +153,9 @@ def test_bad_credentials_are_refused_without_showing_the_key(
     store = api.create_store(unique("Locked"))
     env = dict(session_env, ANTHROPIC_API_KEY="sk-memfs-wrong-" + "w" * 24)
     stderr = refused(
-        tmp_path, root, env, [{"type": "memory_store", "memory_store_id": store["id"]}]
+        tmp_path, root, env, [{"type": "memory_store", "memory_store_id": store["id"]}], code=5
     )
-    assert "the API refused the credentials" in stderr
+    assert "the API key in ANTHROPIC_API_KEY was refused by http://" in stderr
     assert "wwwwwwww" not in stderr
 
 
@@ -155,7 +165,7 @@ def test_refusal_reaches_the_caller_with_and_without_detach(
 ) -> None:
     resources = [{"type": "memory_store", "memory_store_id": "memstore_nope"}]
     extra = ("--detach",) if detach else ()
-    stderr = refused(tmp_path, root, session_env, resources, *extra)
+    stderr = refused(tmp_path, root, session_env, resources, *extra, code=3)
     assert stderr.strip().splitlines()[-1] == (
         "memfs session: resources[0]: memory store memstore_nope does not exist"
     )
