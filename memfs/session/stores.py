@@ -46,7 +46,7 @@ async def fetch_stores(
         try:
             found[store_id] = await client.resolve_store(store_id)
         except AmbiguousStoreError as exc:
-            failures.append(exc.message)
+            failures.append((exc.message, EXIT_USAGE))  # the config's to fix: use an id
         except NotFoundError:
             found[store_id] = None
         except (ApiError, ApiConnectionError) as exc:

@@ -66,7 +66,11 @@ def test_a_store_name_several_stores_share(
     assert stderr.count("\n") == 1 and f"2 memory stores are named {name!r}" in stderr
     assert all(store_id in stderr for store_id in twins) and "use an id" in stderr
     unknown = refused(
-        tmp_path, root, session_env, [{"type": "memory_store", "memory_store_id": name + "s"}]
+        tmp_path,
+        root,
+        session_env,
+        [{"type": "memory_store", "memory_store_id": name + "s"}],
+        code=3,
     )
     assert unknown == f"memfs session: resources[0]: memory store {name}s does not exist\n"
 
