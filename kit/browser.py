@@ -56,6 +56,18 @@ XSS_IMG = "<img src=x onerror=window.__pwned=1;alert(1)>"
 XSS_SCRIPT = "<script>window.__pwned=2;alert(2)</script>"
 
 
+# the console's tones (console.css), as getComputedStyle gives a background
+SUCCESS = "rgb(240, 255, 244)"  # a notice that something was done ("Saved.")
+WARNING = "rgb(255, 248, 197)"  # a notice or button that asks for a second thought
+PRIMARY = "rgb(26, 127, 55)"  # a page's main action
+DESTRUCTIVE = "rgb(180, 35, 24)"  # a button that loses or overwrites data
+
+
+def background(locator: Any) -> str:
+    """The computed background colour of the element ``locator`` finds."""
+    return str(locator.evaluate("e => getComputedStyle(e).backgroundColor"))
+
+
 def api(base_url: str, key: str) -> httpx.Client:
     """A plain API client of the server (to seed stores, and to write as another writer)."""
     return httpx.Client(

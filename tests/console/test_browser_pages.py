@@ -9,7 +9,16 @@ from typing import Any
 
 import httpx
 
-from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
+from kit.browser import (
+    DESTRUCTIVE,
+    PRIMARY,
+    SUCCESS,
+    XSS_IMG,
+    XSS_SCRIPT,
+    Watched,
+    background,
+    needs_chromium,
+)
 from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
@@ -108,6 +117,7 @@ def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
     memory = new_memory(client, store_id, "/facts.md", "sky: blue\ngrass: green\n")
     page.goto(page.url + f"stores/{store_id}/memories/{memory['id']}/edit")
     page.get_by_label("Content").fill("sky: blue\ngrass: green\nsea: salty\n")
+    assert background(page.get_by_role("button", name="Save")) == PRIMARY
     theirs = "sky: grey\ngrass: green\n"
     changed = client.post(
         f"/v1/memory_stores/{store_id}/memories/{memory['id']}", json={"content": theirs}
@@ -119,8 +129,12 @@ def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
     assert "-sky: grey" in diff and "+sky: blue" in diff and "+sea: salty" in diff
     assert content_of(client, store_id, memory["id"]) == theirs  # nothing overwritten
     assert page.get_by_role("link", name="Keep theirs").is_visible()
+    # overwriting theirs looks like what it is; keeping theirs is no main action either
+    assert background(page.get_by_role("button", name="Save over theirs")) == DESTRUCTIVE
+    assert background(page.get_by_role("link", name="Keep theirs")) not in (DESTRUCTIVE, PRIMARY)
     page.get_by_role("button", name="Save over theirs").click()
     page.get_by_text("Saved.").wait_for()
+    assert background(page.get_by_role("status")) == SUCCESS
     assert content_of(client, store_id, memory["id"]) == "sky: blue\ngrass: green\nsea: salty\n"
 
 

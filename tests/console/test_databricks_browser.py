@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
+from kit.browser import (
+    DESTRUCTIVE,
+    WARNING,
+    XSS_IMG,
+    XSS_SCRIPT,
+    Watched,
+    background,
+    needs_chromium,
+)
 from kit.databricks import API, Workspace
 from kit.servers import ServerProcess
 
@@ -114,6 +122,7 @@ def test_an_edit_conflict_shows_theirs_against_yours(console: Any, workspace: Wo
     diff = page.locator("pre.diff").inner_text()
     assert "-sky: grey" in diff and "+sky: blue" in diff and "+sea: salty" in diff
     assert get_entry(workspace, store, entry)["content"] == theirs  # nothing overwritten
+    assert background(page.get_by_role("button", name="Save over theirs")) == DESTRUCTIVE
     page.get_by_role("button", name="Save over theirs").click()
     page.get_by_text("Saved.").wait_for()
     assert get_entry(workspace, store, entry)["content"] == "sky: blue\ngrass: green\nsea: salty\n"
@@ -124,6 +133,7 @@ def test_an_edit_conflict_shows_theirs_against_yours(console: Any, workspace: Wo
     page.get_by_role("button", name="Save").click()
     page.get_by_role("link", name="Keep theirs").click()
     page.get_by_text("Kept their version").wait_for()
+    assert background(page.get_by_role("status")) == WARNING  # yours was not saved
     assert page.locator("pre.content").inner_text() == "theirs again\n"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kit.browser import Watched, api, needs_chromium, sign_in
+from kit.browser import WARNING, Watched, api, background, needs_chromium, sign_in
 from kit.databricks import Workspace
 from kit.servers import ServerProcess
 
@@ -83,6 +83,7 @@ def test_memory_stores_pages_learn_of_changes(
     notice = memory_page.locator(NOTICE)
     notice.wait_for()
     assert notice.inner_text() == "Changed since you opened it: /a.md was modified. Reload"
+    assert background(notice) == WARNING  # not green like "Saved.": the page is stale
     assert unreloaded(memory_page)
     assert memory_page.locator("pre.content").inner_text() == "one\n"  # nothing replaced
     notice.get_by_role("link", name="Reload").click()

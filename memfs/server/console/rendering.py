@@ -8,7 +8,8 @@ snippets, diffs) is agent-written text and reaches the browser as text. ``Strict
 makes a misspelt variable an error, not an empty string.
 
 ``NOTICES`` are the messages a redirect may ask a page to show (``?notice=saved``): the query
-names one of them, so nothing a link carries is ever shown.
+names one of them, so nothing a link carries is ever shown. Those of ``WARNING_NOTICES`` say
+that something the user did was not done, and are shown as a warning, not as a success.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ NOTICES = {
     "entry-created": "Entry created.",
     "entry-deleted": "Entry deleted.",
 }
+WARNING_NOTICES = frozenset({"kept-theirs"})
 
 
 def _thousands(value: int) -> str:
@@ -80,11 +82,13 @@ class Renderer:
         headers: dict[str, str] | None = None,
         **context: Any,
     ) -> HTMLResponse:
-        notice = NOTICES.get(request.query_params.get("notice", ""))
+        notice_name = request.query_params.get("notice", "")
+        notice = NOTICES.get(notice_name)
         html = self.env.get_template(template).render(
             signed_in=signed_in,
             csrf=signed_in.csrf() if signed_in is not None else "",
             notice=notice,
+            notice_is_warning=notice_name in WARNING_NOTICES,
             error=error,
             **context,
         )
