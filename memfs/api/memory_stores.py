@@ -11,6 +11,7 @@ It must not send anything except through ``Transport``.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import AsyncIterator
 
@@ -27,6 +28,17 @@ STORE = "/v1/memory_stores/{store}"
 STORE_ARCHIVE = "/v1/memory_stores/{store}/archive"
 
 STORE_ID_PREFIX = "memstore_"
+
+
+def store_not_found(wanted: str, names: list[str]) -> str:
+    """The words of a store that is not there: the names closest to ``wanted`` (difflib, case
+    ignored), and where to see them all."""
+    by_folded = {name.casefold(): name for name in reversed(names)}
+    near = difflib.get_close_matches(wanted.casefold(), list(by_folded), n=3, cutoff=0.6)
+    hint = ""
+    if near:
+        hint = " did you mean " + " or ".join(repr(by_folded[name]) for name in near) + "?"
+    return f"memory store {wanted!r} not found;{hint} `memfs stores list` lists them"
 
 
 class AmbiguousStoreError(BadRequestError):
@@ -119,13 +131,10 @@ class StoreEndpoints(Transport):
                 return await self.get_store(id_or_name)
             except NotFoundError:
                 pass  # perhaps a store is named like an id
-        matches = [
-            store
-            async for store in self.list_stores(include_archived=True, limit=100)
-            if store.name == id_or_name
-        ]
+        stores = [store async for store in self.list_stores(include_archived=True, limit=100)]
+        matches = [store for store in stores if store.name == id_or_name]
         if not matches:
-            raise NotFoundError(f"no memory store with id or name {id_or_name!r}")
+            raise NotFoundError(store_not_found(id_or_name, [store.name for store in stores]))
         if len(matches) > 1:
             ids = ", ".join(store.id for store in matches)
             raise AmbiguousStoreError(

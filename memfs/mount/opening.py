@@ -71,7 +71,9 @@ def describe_api_error(
     exc: BaseException, store: str, base_url: str, api: str = "Memory Stores API"
 ) -> str:
     if isinstance(exc, NotFoundError):
-        return f"memory store {store!r} not found"
+        if api == DATABRICKS_API:
+            return f"memory store {store!r} not found"
+        return exc.message  # with the names near it (memory_stores.store_not_found)
     if isinstance(exc, AmbiguousStoreError):
         return exc.message  # it names the matches
     if isinstance(exc, AuthenticationError | PermissionDeniedError):

@@ -207,14 +207,27 @@ def test_usage_errors(cli: Cli, store_name: str, tmp_path: Path) -> None:
 
 
 def test_not_found_and_ambiguous_stores(cli: Cli) -> None:
-    out = cli.run("stores", "show", "no such store " + uuid.uuid4().hex, expect=EXIT_NOT_FOUND)
-    assert "no memory store" in out.stderr
+    wanted = "no such store " + uuid.uuid4().hex
+    out = cli.run("stores", "show", wanted, expect=EXIT_NOT_FOUND)
+    said = f"memfs: memory store {wanted!r} not found; `memfs stores list` lists them\n"
+    assert out.stderr == said
     cli.run("memories", "ls", "memstore_doesnotexist", expect=EXIT_NOT_FOUND)
     name = f"twin {uuid.uuid4().hex[:8]}"
     cli.run("stores", "create", name)
     cli.run("stores", "create", name)
     out = cli.run("stores", "show", name, expect=1)
     assert "use an id" in out.stderr
+
+
+def test_an_unknown_store_name_suggests_the_near_ones(cli: Cli) -> None:
+    name = f"Team Notes {uuid.uuid4().hex[:8]}"
+    cli.run("stores", "create", name)
+    for typed in (name[:-1], name.lower()):  # a letter short; another case
+        out = cli.run("memories", "ls", typed, expect=EXIT_NOT_FOUND)
+        assert out.stderr.startswith(  # the closest first
+            f"memfs: memory store {typed!r} not found; did you mean {name!r}"
+        )
+        assert out.stderr.endswith("? `memfs stores list` lists them\n")
 
 
 def test_key_sources_and_auth_errors(cli: Cli, store_name: str, tmp_path: Path) -> None:

@@ -211,10 +211,15 @@ def test_mount_point_missing(mount_factory, tmp_path):
 
 def test_store_not_found(mount_factory):
     m = mount_factory(mount=False)
-    m.store_id = "no-such-store-name"
+    name = m.sdk.beta.memory_stores.retrieve(m.store_id).name
+    m.store_id = name + "x"  # a name one letter off: the real one is suggested
     result = m.mount()
     assert result.returncode == 3  # as `memfs stores show` (README, "Exit codes")
-    assert "not found" in result.stderr and result.stderr.count("\n") == 1
+    # the closest first (other tests' stores may be near too)
+    assert result.stderr.startswith(
+        f"memfs mount: memory store {name + 'x'!r} not found; did you mean {name!r}"
+    )
+    assert result.stderr.endswith("? `memfs stores list` lists them\n")
     assert not os.path.ismount(m.path)
 
 

@@ -88,6 +88,7 @@ async def test_a_store_deleted_after_the_checks_fails_in_its_directory_only(
     state = SessionState.read(state_file)
     assert state is not None and state.status == "stopped"
     assert state.problems == [
-        f"{root / 'gone'}: never served: memory store 'memstore_deletedmeanwhile' not found"
+        f"{root / 'gone'}: never served: memory store 'memstore_deletedmeanwhile' not found; "
+        "`memfs stores list` lists them"
     ]
     state_file.unlink()
