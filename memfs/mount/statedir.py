@@ -58,8 +58,7 @@ class MountError(Exception):
         self.code = code
 
     def ready_line(self) -> str:
-        """The line a daemon started in the background reports this failure with
-        (``memfs.commands.background.read_ready`` reads the code back)."""
+        """This failure as a background daemon reports it (``read_ready`` reads the code)."""
         return f"error {self.code}: {self}"
 
 

@@ -73,8 +73,7 @@ class Hit:
 
 
 def relevance(hits: list[Hit]) -> list[int]:
-    """The score people read, for each hit (``memfs.contract.search_words.relevance_of``: 100 for
-    the best, the others their score as a percentage of its score)."""
+    """Each hit's score as people read it, a percentage of the best's (``relevance_of``)."""
     return relevance_of([hit.score for hit in hits])
 
 
