@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"memfs status: {exc}", file=sys.stderr)
             return 1
         if args.json:
-            print(json.dumps([doc | {"kind": kind} for kind, doc, _ in entries], indent=2))
+            listed = [doc | {"kind": kind, "session_id": sid} for kind, doc, sid in entries]
+            print(json.dumps(listed, indent=2))
         else:
             print(render_list(entries))
         return 0

@@ -88,6 +88,9 @@ def test_a_detached_session_names_its_log_file(
     listed = run_memfs(["status"], session_env).stdout.splitlines()
     (line,) = [line for line in listed if f" {root} " in line]
     assert line.startswith(f"session {state['session_id']} {root}  1 stores")
+    as_json = json.loads(run_memfs(["status", "--json"], session_env).stdout)
+    (ours,) = [doc for doc in as_json if doc["mountpoint"] == str(root)]
+    assert ours["kind"] == "session" and ours["session_id"] == state["session_id"]
 
 
 def test_a_store_mounted_already_gets_a_warning_at_the_session(
