@@ -31,7 +31,7 @@ from memfs.commands.api_options import (
     api_usage_error,
 )
 from memfs.commands.extras import refuse_without
-from memfs.commands.parsing import complete_paths
+from memfs.commands.parsing import complete_paths, swapped_arguments
 from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
     from memfs.commands import admin_actions as actions
 
-    usage = api_usage_error(
+    usage = swapped_arguments("memfs export", ("STORE", "DIR"), (args.store, args.dir), made=True)
+    usage = usage or api_usage_error(
         args, "export", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
     )
     if usage is None and args.find_redacted and (not args.git or args.api == DATABRICKS):

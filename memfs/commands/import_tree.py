@@ -39,7 +39,7 @@ from memfs.commands.api_options import (
     api_usage_error,
 )
 from memfs.commands.extras import refuse_without
-from memfs.commands.parsing import complete_paths
+from memfs.commands.parsing import complete_paths, swapped_arguments
 from memfs.contract.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, exit_code_for
 from memfs.contract.paths import shown
 
@@ -88,7 +88,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from memfs.commands import admin_actions as actions
 
-    usage = api_usage_error(
+    usage = swapped_arguments("memfs import", ("DIR", "STORE"), (args.dir, args.store))
+    usage = usage or api_usage_error(
         args, "import into", (("--api-key-file", args.api_key_file), ("--base-url", args.base_url))
     )
     if usage is not None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memfs.commands.api_options import DATABRICKS, add_api_options, api_usage_error
 from memfs.commands.background import start_in_background, store_arguments
 from memfs.commands.extras import needs_extra, refuse_without
-from memfs.commands.parsing import byte_size, complete_paths, megabytes
+from memfs.commands.parsing import byte_size, complete_paths, megabytes, swapped_arguments
 from memfs.contract.exit_codes import EXIT_USAGE
 from memfs.host.private import NotPrivateError, create_private_file
 
@@ -200,7 +200,8 @@ def run_mount(args: argparse.Namespace) -> int:
     from memfs.mount.statedir import MountError, check_mountpoint, prune_stale, state_path
 
     mountpoint = os.path.abspath(args.mountpoint)
-    usage = _api_usage_error(args)
+    usage = swapped_arguments("memfs mount", ("STORE", "MOUNTPOINT"), (args.store, args.mountpoint))
+    usage = usage or _api_usage_error(args)
     if usage is not None:
         print(f"memfs mount: {usage}", file=sys.stderr)
         return 2

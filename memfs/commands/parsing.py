@@ -96,3 +96,27 @@ def megabytes(text: str) -> float:
     if not 0 <= value < 2**40:  # NaN and infinities too
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes (e.g. 64, 0.5)")
     return value
+
+
+def swapped_arguments(
+    command: str, order: tuple[str, str], given: tuple[str, str], *, made: bool = False
+) -> str | None:
+    """The line that says two arguments were given the wrong way round, and the right order,
+    or None. ``order`` names them ("DIR", "STORE"), ``given`` is what was typed in that order:
+    swapped when the one that must be a directory is not one and the other is. ``made``: the
+    command makes a missing DIR, so the store must also be written as a path (``./notes``),
+    not a name that a directory here happens to have, and DIR must not exist."""
+    import os
+    import shlex
+
+    directory = order.index("DIR") if "DIR" in order else order.index("MOUNTPOINT")
+    other = 1 - directory
+    if os.path.isdir(given[directory]) or not os.path.isdir(given[other]):
+        return None
+    if made and (os.sep not in given[other] or os.path.lexists(given[directory])):
+        return None
+    right = f"{shlex.quote(given[1])} {shlex.quote(given[0])}"
+    return (
+        f"{given[directory]!r} is not a directory but {given[other]!r} is: the arguments are "
+        f"swapped? {command} takes {order[0]} {order[1]}: {command} {right}"
+    )

@@ -27,7 +27,11 @@ from memfs.commands.api_options import (
     api_usage_error,
 )
 from memfs.commands.extras import needs_extra, refuse_without
-from memfs.commands.parsing import RawDescriptionDefaultsHelpFormatter, complete_paths
+from memfs.commands.parsing import (
+    RawDescriptionDefaultsHelpFormatter,
+    complete_paths,
+    swapped_arguments,
+)
 
 READY_TIMEOUT = 600.0  # a first copy of a large store over a slow link may take minutes
 STOP_TIMEOUT = 45.0
@@ -141,7 +145,9 @@ def run_sync_command(args: argparse.Namespace) -> int:
     if not args.store:
         print("memfs sync: STORE is required (memfs sync STORE DIR)", file=sys.stderr)
         return 2
-    usage = api_usage_error(
+    given = (args.store, args.directory)
+    usage = swapped_arguments("memfs sync", ("STORE", "DIR"), given, made=True)
+    usage = usage or api_usage_error(
         args,
         "sync",
         (

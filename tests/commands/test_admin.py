@@ -7,6 +7,7 @@ Every run checks that the API key appears in no output. Expected errors must be 
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 import sys
@@ -447,3 +448,28 @@ def test_a_base_url_password_never_shows(cli: Cli, tmp_path: Path) -> None:
         assert mount.stderr == f"memfs mount: cannot reach the Memory Stores API at {shown}\n"
     assert "cannot reach" in log.read_text() and SECRET_PART not in log.read_text()
     assert log.stat().st_mode & 0o777 == 0o600  # logs name stores and files
+
+
+def test_swapped_arguments_show_the_right_order(cli: Cli, store_name: str, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.md").write_text("kept out of the store")
+    quoted = shlex.quote(store_name)
+    out = cli.run("import", store_name, str(tree), expect=EXIT_USAGE)  # DIR STORE swapped
+    assert out.stderr == (
+        f"memfs: {store_name!r} is not a directory but {str(tree)!r} is: the arguments are "
+        f"swapped? memfs import takes DIR STORE: memfs import {tree} {quoted}\n"
+    )
+    assert cli.json("memories", "ls", store_name, "-r") == []  # nothing imported
+    out = cli.run("export", str(tree), "out", expect=EXIT_USAGE)  # STORE DIR swapped
+    assert "memfs export takes STORE DIR: memfs export out " in out.stderr
+    assert not Path("out").exists()  # nothing made
+    mount = subprocess.run(
+        [sys.executable, "-m", "memfs", "mount", str(tree), store_name],
+        env=cli.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (mount.returncode, mount.stderr) == (
+        EXIT_USAGE,
+        f"memfs mount: {store_name!r} is not a directory but {str(tree)!r} is: the arguments "
+        f"are swapped? memfs mount takes STORE MOUNTPOINT: memfs mount {quoted} {tree}\n",
+    )
