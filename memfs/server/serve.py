@@ -10,7 +10,8 @@ Start-up failures a person can fix (the address is taken or cannot be resolved, 
 cannot be opened) raise ``StartupError``: one line, never a password. The socket is bound here,
 before Hypercorn runs, and handed to it as ``fd://N``, so a bind error is a plain ``OSError``
 here rather than one buried in Hypercorn's exception groups. "memfs server listening on …" is
-logged only once Hypercorn is accepting connections.
+logged only once Hypercorn is accepting connections, followed (the console on) by the console's
+URL (``console_urls``: a wildcard address becomes ``localhost``, which a browser can open).
 
 Search: with ``semantic`` the storage's ``SearchIndex`` gets the bundled embedding model, and
 documents indexed without it are embedded before the server listens (``backfill_search``).
@@ -57,6 +58,7 @@ from memfs.server.db.notify import (
     ChangeHub,
 )
 from memfs.server.http import http2
+from memfs.server.http.auth import CONSOLE_PATH
 from memfs.server.http.faults import FaultMiddleware, FaultSpec
 from memfs.server.http.metrics import Metrics
 from memfs.server.http.middleware import DEFAULT_BODY_TIMEOUT
@@ -251,6 +253,24 @@ def _first_signal(signals: AsyncIterator[int]) -> Callable[[], Awaitable[None]]:
     return wait
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "[::]")
+
+
+def console_urls(binds: list[str]) -> list[str]:
+    """The console's URL on each of Hypercorn's binds (``http://host:port``); a wildcard host
+    (every interface) is no address to browse to, so it is shown as ``localhost``."""
+    urls = []
+    for bind in binds:
+        scheme, _, netloc = bind.partition("://")
+        host, _, port = netloc.rpartition(":")
+        if host in WILDCARD_HOSTS:
+            host = "localhost"
+        url = f"{scheme}://{host}:{port}{CONSOLE_PATH}/"
+        if url not in urls:
+            urls.append(url)
+    return urls
+
+
 async def serve(
     settings: ServerSettings,
     *,
@@ -338,6 +358,11 @@ async def _serve(
             log.info(
                 "memfs server listening on %s (database %s)", ", ".join(binds), settings.db_label
             )
+            if settings.console:
+                log.info(
+                    "memfs console at %s (sign in with an API key)",
+                    ", ".join(console_urls(binds)),
+                )
             task_status.started(binds)
     finally:
         with trio.CancelScope(shield=True):

@@ -14,6 +14,7 @@ import pytest
 
 from kit.servers import free_port
 from memfs.commands.server import EXIT_FAILED
+from memfs.server.serve import console_urls
 
 KEY = "sk-startup-" + "s" * 24
 
@@ -113,8 +114,18 @@ def test_listening_is_logged_once_the_port_accepts(tmp_path: Path) -> None:
             pytest.fail("no 'listening' line within 20 s")
     finally:
         proc.terminate()
-        rest = proc.communicate(timeout=10)[1]
+        # read() keeps what readline() buffered already (communicate with a timeout reads the
+        # pipe itself, past that buffer); SIGTERM ends the server, so the pipe ends too
+        rest = proc.stderr.read()
+        proc.wait(timeout=10)
     text = "".join(lines) + rest
     assert f"memfs server listening on http://127.0.0.1:{port}" in text, text
     assert text.count("memfs server listening on") == 1
+    # and where a person opens the console
+    assert f"memfs console at http://127.0.0.1:{port}/console/ (sign in" in text, text
     assert proc.returncode == 0, text
+
+
+def test_the_console_url_names_an_address_a_browser_can_open() -> None:
+    binds = ["http://0.0.0.0:8700", "http://[::]:8700", "http://[::1]:8701"]
+    assert console_urls(binds) == ["http://localhost:8700/console/", "http://[::1]:8701/console/"]
