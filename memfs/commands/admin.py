@@ -17,6 +17,9 @@ from memfs.commands.parsing import complete_paths
 log = logging.getLogger(__name__)
 
 
+PATH_HELP = "a memory's path, such as /notes/todo.md (the leading / may be left out)"
+
+
 def _at_least_one(text: str) -> int:
     """An argparse type: a whole number >= 1 (else a usage error, exit 2)."""
     try:
@@ -62,11 +65,18 @@ def register(subparsers: Any) -> None:
     stores = subparsers.add_parser("stores", help="create, list, change and delete memory stores")
     actions = stores.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    def add(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    def add(
+        parent: Any, name: str, help_text: str, aliases: tuple[str, ...] = ()
+    ) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help_text, description=help_text, epilog=epilog
+            name,
+            aliases=list(aliases),
+            parents=[common],
+            help=help_text,
+            description=help_text,
+            epilog=epilog,
         )
-        parser.set_defaults(func=_run)
+        parser.set_defaults(func=_run, action=name)  # an alias runs its action
         return parser
 
     p = add(actions, "create", "create a memory store")
@@ -74,7 +84,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--description", metavar="D")
     p.add_argument("--metadata", metavar="KEY=VALUE", nargs="+", action="extend")
 
-    p = add(actions, "list", "list memory stores")
+    p = add(actions, "list", "list memory stores", aliases=("ls",))
     p.add_argument("--archived", action="store_true", help="include archived stores")
 
     p = add(actions, "show", "show one memory store")
@@ -99,25 +109,25 @@ def register(subparsers: Any) -> None:
     memories = subparsers.add_parser("memories", help="list, read, write and remove memories")
     actions = memories.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    p = add(actions, "ls", "list memories and directories")
+    p = add(actions, "ls", "list memories and directories", aliases=("list",))
     p.add_argument("store", metavar="STORE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?", help="a directory such as /notes/")
     p.add_argument("-r", "--recursive", action="store_true", help="list the whole subtree")
 
     p = add(actions, "cat", "print a memory's content")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("path", metavar="PATH")
+    p.add_argument("path", metavar="PATH", help=PATH_HELP)
 
     p = add(actions, "put", "create or update a memory from FILE or stdin")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("path", metavar="PATH")
+    p.add_argument("path", metavar="PATH", help=PATH_HELP)
     p.add_argument("file", metavar="FILE", nargs="?", default="-", help="a file, or - for stdin")
     complete_paths(p, files=("file",))
     p.add_argument("--if-sha", metavar="SHA256", help="update only if the content has this hash")
 
     p = add(actions, "rm", "delete a memory (its versions are kept)")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("path", metavar="PATH")
+    p.add_argument("path", metavar="PATH", help=PATH_HELP)
     p.add_argument("--if-sha", metavar="SHA256", help="delete only if the content has this hash")
 
     p = add(actions, "mv", "rename a memory (it keeps its id)")

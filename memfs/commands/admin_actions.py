@@ -107,18 +107,25 @@ def _print_store(store: MemoryStore) -> None:
 # Argument helpers
 
 
+def _rooted(text: str) -> str:
+    """A store path as typed: ``notes/todo.md`` is ``/notes/todo.md`` (a store has no current
+    directory, so a path without its leading ``/`` can mean nothing else; ``./x`` stays
+    invalid: the path rules refuse its ``.``)."""
+    return text if text.startswith("/") else "/" + text
+
+
 def _path(text: str) -> str:
     try:
-        return validate_path(text)
+        return validate_path(_rooted(text))
     except PathError as exc:
         raise CommandError(f"invalid path {text!r}: {exc}", EXIT_USAGE) from None
 
 
 def _prefix(text: str | None) -> str | None:
-    if text is None or text == "/":
+    if text is None or text == "/" or text == "":
         return None
     try:
-        return validate_prefix(as_prefix(text))
+        return validate_prefix(as_prefix(_rooted(text)))
     except PathError as exc:
         raise CommandError(f"invalid prefix {text!r}: {exc}", EXIT_USAGE) from None
 

@@ -192,7 +192,7 @@ def test_precondition_and_conflict_exit_codes(cli: Cli, store_name: str) -> None
 
 
 def test_usage_errors(cli: Cli, store_name: str, tmp_path: Path) -> None:
-    cli.run("memories", "put", store_name, "no-slash", input=b"x", expect=EXIT_USAGE)
+    cli.run("memories", "put", store_name, "./dot", input=b"x", expect=EXIT_USAGE)
     cli.run("memories", "cat", store_name, "/a/../b", expect=EXIT_USAGE)
     cli.run("memories", "put", store_name, "/x", "--if-sha", "abc", input=b"x", expect=EXIT_USAGE)
     cli.run("stores", "update", store_name, expect=EXIT_USAGE)
@@ -473,3 +473,16 @@ def test_swapped_arguments_show_the_right_order(cli: Cli, store_name: str, tmp_p
         f"memfs mount: {store_name!r} is not a directory but {str(tree)!r} is: the arguments "
         f"are swapped? memfs mount takes STORE MOUNTPOINT: memfs mount {quoted} {tree}\n",
     )
+
+
+def test_aliases_and_paths_without_their_leading_slash(cli: Cli, store_name: str) -> None:
+    assert store_name in cli.run("stores", "ls").stdout  # as `stores list`
+    cli.run("memories", "put", store_name, "notes/todo.md", "-", input=b"- [ ] write")
+    assert cli.run("memories", "cat", store_name, "notes/todo.md").stdout == "- [ ] write"
+    listed = cli.json("memories", "list", store_name, "notes/")  # `ls`, a prefix without /
+    assert [entry["path"] for entry in listed] == ["/notes/todo.md"]
+    cli.run("memories", "mv", store_name, "notes/todo.md", "done/todo.md")
+    assert len(cli.json("memories", "log", store_name, "done/todo.md")) == 2
+    cli.run("memories", "rm", store_name, "done/todo.md")
+    out = cli.run("memories", "cat", store_name, "./x.md", expect=EXIT_USAGE)  # not a store path
+    assert "invalid path './x.md'" in out.stderr

@@ -82,7 +82,7 @@ def test_bash_loads_the_script_and_completes(tmp_path: Path) -> None:
         "server stores memories search export import mount umount status sync session mcp "
         "completion",
         "memories mount mcp",
-        "create list show update archive delete",
+        "create list ls show update archive delete",  # `ls`: an alias of list
         "--grace",
         "auto poll",
         "bash zsh",
