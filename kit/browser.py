@@ -68,6 +68,32 @@ def background(locator: Any) -> str:
     return str(locator.evaluate("e => getComputedStyle(e).backgroundColor"))
 
 
+def diff_rows(page: Any, view: str = "unified") -> list[tuple[str, ...]]:
+    """A diff table's rows (``templates/_diff_table.html``), each its cells' text; a hunk's
+    header, one cell wide, comes last in a row of blanks. Unified: old number, new number,
+    sign, text; split: old number, old text, new number, new text."""
+    table: list[tuple[str, ...]] = []
+    for row in page.locator(f"table.diff.{view} tbody tr").all():
+        cells = tuple(cell.rstrip("\n") for cell in row.locator("td").all_inner_texts())
+        table.append(("", "", "", cells[0]) if len(cells) == 1 else cells)
+    return table
+
+
+def check_sky_conflict(page: Any) -> None:
+    """The edit conflict both consoles' tests stage (theirs ``sky: grey\\ngrass: green``,
+    yours ``sky: blue\\ngrass: green\\nsea: salty``) shown as theirs against yours: numbered
+    lines, and in the edited line only the changed word marked."""
+    assert diff_rows(page) == [
+        ("", "", "", "@@ -1,2 +1,3 @@"),
+        ("1", "", "-", "sky: grey"),
+        ("", "1", "+", "sky: blue"),
+        ("2", "2", "", "grass: green"),
+        ("", "3", "+", "sea: salty"),
+    ]
+    assert page.locator("table.diff del").all_inner_texts() == ["grey"]  # theirs
+    assert page.locator("table.diff ins").all_inner_texts() == ["blue"]  # yours
+
+
 def api(base_url: str, key: str) -> httpx.Client:
     """A plain API client of the server (to seed stores, and to write as another writer)."""
     return httpx.Client(

@@ -17,6 +17,8 @@ from kit.browser import (
     XSS_SCRIPT,
     Watched,
     background,
+    check_sky_conflict,
+    diff_rows,
     needs_chromium,
 )
 from kit.servers import ServerProcess
@@ -125,8 +127,7 @@ def test_an_edit_conflict_shows_a_diff_and_overwrites_nothing(
     assert changed.status_code == 200  # another writer, between load and save
     page.get_by_role("button", name="Save").click()
     page.get_by_text("Someone changed this memory since you opened it").wait_for()
-    diff = page.locator("pre.diff").inner_text()
-    assert "-sky: grey" in diff and "+sky: blue" in diff and "+sea: salty" in diff
+    check_sky_conflict(page)
     assert content_of(client, store_id, memory["id"]) == theirs  # nothing overwritten
     assert page.get_by_role("link", name="Keep theirs").is_visible()
     # overwriting theirs looks like what it is; keeping theirs is no main action either
@@ -209,7 +210,7 @@ def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
     )
     page.get_by_role("button", name="Save").click()  # the conflict's diff, escaped too
     page.get_by_text("Someone changed this memory").wait_for()
-    assert f"-{XSS_IMG}" in page.locator("pre.diff").inner_text()
+    assert ("4", "", "-", XSS_IMG) in diff_rows(page)  # theirs, as text
     assert page.evaluate("window.__pwned") is None  # neither payload ran
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     assert watched.dialogs == [] and watched.errors == []

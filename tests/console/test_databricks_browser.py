@@ -18,6 +18,8 @@ from kit.browser import (
     XSS_SCRIPT,
     Watched,
     background,
+    check_sky_conflict,
+    diff_rows,
     needs_chromium,
 )
 from kit.databricks import API, Workspace
@@ -119,8 +121,7 @@ def test_an_edit_conflict_shows_theirs_against_yours(console: Any, workspace: Wo
     workspace.patch(store, entry, theirs)  # another writer, between load and save
     page.get_by_role("button", name="Save").click()
     page.get_by_text("Someone changed this entry since you opened it").wait_for()
-    diff = page.locator("pre.diff").inner_text()
-    assert "-sky: grey" in diff and "+sky: blue" in diff and "+sea: salty" in diff
+    check_sky_conflict(page)
     assert get_entry(workspace, store, entry)["content"] == theirs  # nothing overwritten
     assert background(page.get_by_role("button", name="Save over theirs")) == DESTRUCTIVE
     page.get_by_role("button", name="Save over theirs").click()
@@ -203,7 +204,7 @@ def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
     workspace.patch(store, entry, content + XSS_IMG)
     page.get_by_role("button", name="Save").click()  # the conflict's diff, escaped too
     page.get_by_text("Someone changed this entry").wait_for()
-    assert f"-{XSS_IMG}" in page.locator("pre.diff").inner_text()
+    assert ("4", "", "-", XSS_IMG) in diff_rows(page)  # theirs, as text
     assert page.evaluate("window.__pwned") is None  # no payload ran
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     assert watched.dialogs == [] and watched.errors == []

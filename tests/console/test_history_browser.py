@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, needs_chromium
+from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, diff_rows, needs_chromium
 from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
@@ -100,16 +100,6 @@ def test_compare_two_versions(console: Any, client: httpx.Client) -> None:
     assert page.locator("table.diff del").all_inner_texts() == ["two"]
     page.get_by_role("link", name="Unified").click()
     page.locator("table.diff.unified").wait_for()
-
-
-def diff_rows(page: Any, view: str = "unified") -> list[tuple[str, ...]]:
-    """The compare page's diff table, each row its cells' text (a hunk's header alone last)."""
-    rows = page.locator(f"table.diff.{view} tbody tr")
-    table: list[tuple[str, ...]] = []
-    for row in rows.all():
-        cells = tuple(cell.rstrip("\n") for cell in row.locator("td").all_inner_texts())
-        table.append(("", "", "", cells[0]) if len(cells) == 1 else cells)
-    return table
 
 
 def test_history_fits_a_phone(console: Any, client: httpx.Client) -> None:

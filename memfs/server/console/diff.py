@@ -1,11 +1,11 @@
-"""Line diffs for console pages (an edit conflict; the history pages compare versions too).
+"""Line diffs for console pages: two versions compared (the history pages), theirs against
+yours (an edit conflict).
 
-``line_diff`` is ``difflib.unified_diff`` cut into ``DiffLine`` items for a template to show
-in a ``<pre>`` (an edit conflict), each with its kind (added, removed, context, a hunk header)
-for the CSS. ``diff_table`` gives the compare page's table, as GitHub shows a diff: each line
-with its number in the old and the new version, and in a changed line the words that changed
-(``Piece.changed``, shown in ``<del>``/``<ins>``), unified or split side by side. The text is
-the memories' own, escaped by the template like everything else: nothing here makes markup.
+``diff_table`` gives the rows of ``templates/_diff_table.html``, as GitHub shows a diff: each
+line with its number in the old and the new version, and in a changed line the words that
+changed (``Piece.changed``, shown in ``<del>``/``<ins>``), unified or split side by side. The
+text is the memories' own, escaped by the template like everything else: nothing here makes
+markup.
 """
 
 from __future__ import annotations
@@ -18,42 +18,7 @@ from typing import Literal
 
 log = logging.getLogger(__name__)
 
-DiffKind = Literal["file", "hunk", "add", "remove", "same"]
 CONTEXT_LINES = 3
-
-
-@dataclass(frozen=True)
-class DiffLine:
-    kind: DiffKind
-    text: str  # with its leading "+", "-", " " or "@@"
-
-
-def line_diff(old: str, new: str, *, old_name: str, new_name: str) -> list[DiffLine]:
-    """The unified diff of ``old`` to ``new`` (empty when they are equal)."""
-    lines = difflib.unified_diff(
-        old.splitlines(),
-        new.splitlines(),
-        fromfile=old_name,
-        tofile=new_name,
-        lineterm="",
-        n=CONTEXT_LINES,
-    )
-    return [DiffLine(_kind(line), line) for line in lines]
-
-
-def _kind(line: str) -> DiffKind:
-    if line.startswith(("---", "+++")):
-        return "file"
-    if line.startswith("@@"):
-        return "hunk"
-    if line.startswith("+"):
-        return "add"
-    if line.startswith("-"):
-        return "remove"
-    return "same"
-
-
-# --- the compare page's table: line numbers on both sides, changed words marked -------------
 
 TableKind = Literal["hunk", "add", "remove", "same", "change"]
 # a word, a run of spaces, or one other character: the units a changed word is marked in

@@ -10,7 +10,7 @@ Writes follow the mount's rule for a Databricks edit: the edit page carries the 
 content it loaded (a hidden ``precondition``; an entry without content: that of ``""``), and
 the write passes it as ``expected_sha256``, compared by the storage inside the write's
 transaction. If the content changed meanwhile nothing is written: the page shows theirs against
-yours as a diff (``diff.line_diff``) with "Save over theirs" (the precondition is now the
+yours as a diff (``diff.diff_table``) with "Save over theirs" (the precondition is now the
 version shown) and "Keep theirs". The patch holds only the fields the person changed (the
 description's loaded SHA-256 is a hidden field too), so a description edit never writes back
 content it did not touch, and the reverse; a description typed over someone else's new one is
@@ -33,7 +33,7 @@ from memfs.contract.errors import ApiError, BadRequestError, NotFoundError, Prec
 from memfs.contract.models import sha256_hex
 from memfs.contract.search_words import best_line
 from memfs.server.console.context import Console
-from memfs.server.console.diff import line_diff
+from memfs.server.console.diff import diff_table
 from memfs.server.console.live import Watch, databricks_target
 from memfs.server.console.pages.store import textarea
 from memfs.server.console.security import CONSOLE_PATH
@@ -296,7 +296,7 @@ class DatabricksPages:
                 content = theirs.content or ""
             if "description" not in fields:
                 description = their_description
-            diff = line_diff(theirs.content or "", content, old_name="theirs", new_name="yours")
+            diff = diff_table(theirs.content or "", content).unified
             return await self.entry_render(
                 request, "dbx_edit.html", signed_in, store, theirs, status=409, error=CONFLICT,
                 content=content, description=description, precondition=content_sha(theirs),

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from memfs.contract.errors import ApiError, NotFoundError, PreconditionFailedError
 from memfs.contract.models import Memory, MemoryStore
 from memfs.server.console.context import Console
-from memfs.server.console.diff import line_diff
+from memfs.server.console.diff import diff_table
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.store import memory_url, textarea
 from memfs.server.console.pages.stores import store_url
@@ -150,7 +150,7 @@ class MemoryPages:
                 error=CONFLICT,
                 yours=yours,
                 precondition=theirs.content_sha256,
-                diff=line_diff(theirs.content or "", yours, old_name="theirs", new_name="yours"),
+                diff=diff_table(theirs.content or "", yours).unified,
                 live=await memory_stores_target(
                     self.console, store.id, "notice", memory_id=memory_id
                 ),
