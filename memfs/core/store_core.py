@@ -85,6 +85,10 @@ class StoreFiles(Protocol):
 
     async def getattr(self, ino: int) -> Attr: ...
 
+    def refusal(self, ino: int) -> str | None:
+        """Why the file's content is not uploaded (not UTF-8, too large...), or None."""
+        ...
+
     def parent_ino(self, ino: int) -> int:
         """The directory holding ``ino`` (its ``..``); the root's is the root."""
         ...

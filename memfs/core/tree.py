@@ -26,6 +26,9 @@ from memfs.contract.numbers import NumberRange
 from memfs.core.ops.namespace import decode_name
 from memfs.core.store_core import Descriptions, Listed, StoreFiles
 
+# why a file's content is not uploaded (not UTF-8, too large...), read-only, on refused files
+REFUSED_XATTR = b"user.memfs.refused"
+
 
 @dataclass(frozen=True)
 class AttrChange:
@@ -241,6 +244,11 @@ class FilesTree:
         return descriptions
 
     async def getxattr(self, ino: int, name: bytes) -> bytes:
+        if name == REFUSED_XATTR:
+            why = self.core.refusal(ino) if ino in self.numbers else None
+            if why is None:
+                raise NoAttributeError("the file is not refused")
+            return why.encode()
         descriptions = self._descriptions(ino)
         return await descriptions.get(ino, decode_name(name))
 
@@ -250,7 +258,10 @@ class FilesTree:
         await descriptions.set(ino, decode_name(name), value)
 
     async def listxattr(self, ino: int) -> list[bytes]:
-        return [name.encode() for name in await self._descriptions(ino).names(ino)]
+        refused = [REFUSED_XATTR] if ino in self.numbers and self.core.refusal(ino) else []
+        if refused and not self.core.descriptions.enabled:
+            return refused  # the one attribute of a store without descriptions
+        return [name.encode() for name in await self._descriptions(ino).names(ino)] + refused
 
     async def removexattr(self, ino: int, name: bytes) -> None:
         descriptions = self._descriptions(ino)

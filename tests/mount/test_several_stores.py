@@ -451,3 +451,33 @@ def test_scratch_answers_as_tmpfs_for_removed_open_files_sizes_and_rename_flags(
         assert source.exists() and not target.exists()
     mounted.close()
     assert _paths(sdk, notes) == {"/a.md"}  # the refused rename moved nothing in the store
+
+
+def test_a_refused_file_says_why_in_an_extended_attribute_and_one_log_line(
+    several: Callable[..., SeveralStores],
+    sdk: anthropic.Anthropic,
+    server: ServerProcess,
+    tmp_path: Path,
+) -> None:
+    """Where the mount answers extended attributes (a session's stores, Databricks stores), a
+    file the store refuses carries its reason in ``user.memfs.refused``; the log says it once."""
+    notes, other = _store(sdk, {"/a.md": "A"}), _store(sdk, {})
+    reach = {"base_url": server.base_url, "api_key_file": _key_file(tmp_path, server)}
+    mounted = several(
+        [{"slug": "notes", "store": notes, **reach}, {"slug": "other", "store": other, **reach}]
+    )
+    binary = mounted.root / "notes" / "photo.md"
+    fd = os.open(binary, os.O_CREAT | os.O_WRONLY)
+    os.write(fd, b"\x89PNG\r\n\x1a\n\xff")
+    assert _errno(lambda: os.close(fd)) == errno.EILSEQ  # all a `cp` shows
+    why = "not UTF-8 text (EILSEQ): kept locally, not uploaded"
+    assert os.getxattr(binary, "user.memfs.refused") == why.encode()
+    assert os.listxattr(binary) == ["user.memfs.refused"]
+    lines = [line for line in mounted.log().splitlines() if "refused /photo.md" in line]
+    assert len(lines) == 1 and lines[0].endswith(f"refused /photo.md: {why} (until a valid save)")
+    # a file the store took has none; a valid save ends the refusal
+    a_md = mounted.root / "notes" / "a.md"
+    assert _errno(lambda: os.getxattr(a_md, "user.memfs.refused")) == errno.ENODATA
+    assert _errno(lambda: os.listxattr(a_md)) == errno.ENOTSUP  # a store without descriptions
+    binary.write_bytes(b"text now")
+    assert _errno(lambda: os.getxattr(binary, "user.memfs.refused")) == errno.ENODATA

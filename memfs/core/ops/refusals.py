@@ -95,7 +95,7 @@ class Refusals:
             self.count += 1
             self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
             log.warning(
-                "refused %s: %s; not uploaded, kept locally until a valid save",
+                "refused %s: %s: kept locally, not uploaded (until a valid save)",
                 node.path,
                 _WHY.get(reason, reason),
             )
@@ -104,6 +104,14 @@ class Refusals:
         self.nodes[node.ino] = node
         self.budget.charge(node)
         self.keep(node)
+
+    def why(self, ino: int) -> str | None:
+        """Why the content of file ``ino`` is not uploaded, in words (its extended attribute
+        ``user.memfs.refused``), or None when it is not refused."""
+        node = self.nodes.get(ino)
+        if node is None or node.refused is None:
+            return None
+        return f"{_WHY.get(node.refused, node.refused)}: kept locally, not uploaded"
 
     def refuse_description(self, node: Node, character: str) -> None:
         """A description holding ``character`` (which the store refuses) was not set."""

@@ -202,6 +202,9 @@ class Vfs(ChangeFeedDoor):
     async def getattr(self, ino: int) -> Attr:
         return self.attr(self._node(ino))
 
+    def refusal(self, ino: int) -> str | None:
+        return self._commits.refusals.why(ino)
+
     def parent_of(self, ino: int) -> Node:
         """The directory holding ``ino`` (its ``..``); the root's is the root."""
         node = self._node(ino)
