@@ -28,7 +28,7 @@ def test_mount_takes_base_url_and_never_puts_it_in_argv(
     del env["ANTHROPIC_BASE_URL"]
     mounted.env = env
     bad = memfs("mount", mounted.store_id, str(mounted.path), "--base-url", "ftp://x", env=env)
-    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("memfs mount: invalid --base-url 'ftp://x': ")
     result = mounted.mount("--base-url", url)
     assert result.returncode == 0, result.stderr

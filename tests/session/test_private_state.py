@@ -33,7 +33,7 @@ def test_session_logs_are_0600_in_a_0700_directory(
     done = run_memfs(
         ["session", "--config", str(config), "--root", str(root), "--detach"], session_env
     )
-    assert done.returncode == 2, done.stderr  # refused after the supervisor started logging
+    assert done.returncode == 3, done.stderr  # not found, after the supervisor started logging
     assert mode(state) == 0o700
     logs = list(state.glob("*.log"))
     assert logs and all(mode(log) == 0o600 for log in logs), [(p, mode(p)) for p in logs]
