@@ -24,9 +24,6 @@ import os
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from pathlib import Path
-
-import trio
 
 from memfs.contract import paths
 from memfs.contract.errors import (
@@ -56,11 +53,11 @@ from memfs.core.model.budget import NODE_BYTES
 from memfs.core.model.config import VfsConfig as VfsConfig  # the public import path of the options
 from memfs.core.model.inodes import InodeTable, Kind, Node
 from memfs.core.ops.feed_door import ChangeFeedDoor
+from memfs.core.ops.lifecycle_door import LifecycleDoor
 from memfs.core.ops.namespace import Invalidator, check_store_path
 from memfs.core.ops.parts import CoreParts
 from memfs.core.ops.refusals import TOO_LARGE
 from memfs.core.ops.rename import NamesChanged
-from memfs.core.ops.reports import CoreReport, CoreStatus, take_final_report, take_status
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +85,7 @@ class ListedNode:
         return facts(self.node)
 
 
-class Vfs(ChangeFeedDoor):
+class Vfs(ChangeFeedDoor, LifecycleDoor):
     """The filesystem core of one store: the file operations, and the calls of the mount's
     door (``memfs.core.store_core.StoreCore``). See the module docstring; made by
     ``memfs.core.build.build_core``.
@@ -606,69 +603,3 @@ class Vfs(ChangeFeedDoor):
         return statfs_fields(
             count, used, self._state.max_memories, self._state.max_content_bytes, room=room
         )
-
-    # =========================================================================================
-    # for the mount (the rest of the door, ``memfs.core.store_core.StoreCore``)
-
-    async def start(self, nursery: trio.Nursery) -> None:
-        """Start the background tasks in ``nursery``: the write-back queue, bulk fetches
-        ahead of a walk, the store's usage counts, the journal's flushes of drops."""
-        await nursery.start(self._writeback.run)
-        await nursery.start(self._durable.flusher.run)
-        self._bulk.run_in(nursery)
-        self._usage.run_in(nursery)
-
-    def load_journal(self) -> int:
-        """Queue what an earlier daemon acknowledged and never uploaded; how many records."""
-        return self._durable.load()
-
-    def set_activity_hook(self, hook: Callable[[], None]) -> None:
-        """``hook`` runs at a kernel request after an idle second (the change feed wakes)."""
-        self._on_activity = hook
-
-    @property
-    def pending_uploads(self) -> int:
-        return len(self._writeback)
-
-    @property
-    def upload_requests(self) -> int:
-        """Changes asked for so far (a flush that saw this number has nothing new to do)."""
-        return self._writeback.requests
-
-    @property
-    def local_bytes(self) -> int:
-        """Bytes held for local-only, refused and waiting files (``LocalBudget.total``)."""
-        return self._budget.total
-
-    def retry_waiting_for_room(self) -> None:
-        self._uploader.retry_waiting_for_room()
-
-    def save_open_files(self) -> int:
-        """At the end, commit what files still open for writing hold, as close would; how many."""
-        return self._commits.save_open(conflicts=self._durable.conflict_count)
-
-    async def fetch_everything(self, *, in_flight: int = 8) -> None:
-        """Every content and listing into the caches, sub-trees side by side (a first sync)."""
-        await self._bulk.fetch_tree(in_flight=in_flight)
-
-    def save_conflict(self, path: str, data: bytes) -> None:
-        """``data`` lost a race for ``path`` before reaching the core (a sync's file changed on
-        both sides): a conflict copy, as for an upload's; the file keeps the server's version."""
-        node = self._table.by_path.get(path)
-        self._durable.save_conflict(path, node.memory_id if node is not None else None, data)
-
-    async def flush_all(self, *, patience: float = 0.0) -> list[BaseException]:
-        """Upload all pending now, deferred deletes and moves too; retry ``patience`` seconds."""
-        return await self._uploader.flush_all(patience=patience)
-
-    def hand_over(self) -> tuple[Path, list[str]] | None:
-        """If the store was deleted: its pending changes as plain files (where; a line each)."""
-        return self._durable.hand_over() if self._gone.gone else None
-
-    def snapshot(self, *, conflicts: int) -> CoreStatus:
-        """What ``memfs status`` shows, now; the newest ``conflicts`` conflicts listed."""
-        return take_status(self.parts, conflicts=conflicts)
-
-    def final_report(self) -> CoreReport:
-        """What the unmount report says of this store, once the final flush is over."""
-        return take_final_report(self.parts)
