@@ -11,11 +11,11 @@ where the store has history (``StoreInfo.history``).
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from memfs.contract.unified_diff import unified_diff
 from memfs.mcp.backend import ChangedError, MemoryBackend, MissingError, StoredMemory, Version
 from memfs.mcp.memory_paths import STORE_ROOT, to_store, to_tool
 from memfs.mcp.memory_tool import numbered
@@ -28,8 +28,6 @@ RESTORE = "memory_restore"
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 CURRENT = "current"  # compare_to: the content the memory holds now
-DIFF_CONTEXT = 3  # unchanged lines shown around each change, as diff -u
-NO_NEWLINE = "\\ No newline at end of file"
 
 
 class HistoryTools:
@@ -87,20 +85,10 @@ class HistoryTools:
         else:
             other, _ = await self._version_of(path, store_path, compare_to)
             new, new_label = _content(path, other), f"{path} @ {compare_to}"
-        diff = list(
-            difflib.unified_diff(
-                old.splitlines(keepends=True),
-                new.splitlines(keepends=True),
-                fromfile=f"{path} @ {version_id}",
-                tofile=new_label,
-                n=DIFF_CONTEXT,
-            )
-        )
+        diff = unified_diff(old, new, f"{path} @ {version_id}", new_label)
         if not diff:
             return f"No difference: {path} @ {version_id} and {new_label} hold the same content."
-        # a last line without a newline is marked as diff -u marks it
-        marked = (line if line.endswith("\n") else f"{line}\n{NO_NEWLINE}\n" for line in diff)
-        return "".join(marked).rstrip("\n")
+        return "".join(diff).rstrip("\n")
 
     async def _version_of(
         self, path: str, store_path: str, version_id: str
