@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from memfs.api.pagination import Pager, page_from
 from memfs.api.transport import Transport, parse_answer, query_params
@@ -30,14 +30,21 @@ STORE_ARCHIVE = "/v1/memory_stores/{store}/archive"
 STORE_ID_PREFIX = "memstore_"
 
 
-def store_not_found(wanted: str, names: list[str]) -> str:
-    """The words of a store that is not there: the names closest to ``wanted`` (difflib, case
-    ignored), and where to see them all."""
-    by_folded = {name.casefold(): name for name in reversed(names)}
+def did_you_mean(wanted: str, names: Iterable[str]) -> str:
+    """`` did you mean 'A' or 'B'?`` for the names closest to ``wanted`` (difflib, case ignored;
+    at most three, the closest first), or "" when none is close: the hint of every not-found
+    name a person typed (a store's name, a memory's path)."""
+    by_folded = {name.casefold(): name for name in reversed(list(names))}
     near = difflib.get_close_matches(wanted.casefold(), list(by_folded), n=3, cutoff=0.6)
-    hint = ""
-    if near:
-        hint = " did you mean " + " or ".join(repr(by_folded[name]) for name in near) + "?"
+    if not near:
+        return ""
+    return " did you mean " + " or ".join(repr(by_folded[name]) for name in near) + "?"
+
+
+def store_not_found(wanted: str, names: list[str]) -> str:
+    """The words of a store that is not there: the names closest to ``wanted``, and where to
+    see them all."""
+    hint = did_you_mean(wanted, names)
     return f"memory store {wanted!r} not found;{hint} `memfs stores list` lists them"
 
 
