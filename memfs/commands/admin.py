@@ -12,6 +12,7 @@ import argparse
 import logging
 from typing import Any
 
+from memfs.commands.api_options import DATABRICKS, MEMORY_STORES
 from memfs.commands.parsing import complete_paths
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("prefix", metavar="PREFIX", nargs="?", help="a directory such as /notes/")
     p.add_argument("-r", "--recursive", action="store_true", help="list the whole subtree")
 
-    p = add(actions, "cat", "print a memory's content")
+    p = add(actions, "cat", "print a memory's content, or an old version's (--version)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH", help=PATH_HELP)
+    p.add_argument(
+        "--version",
+        metavar="V",
+        help="print version V instead (an id as `memories log` shows it, memver_…); a deleted "
+        "memory's versions are kept at its last path",
+    )
+    _versions_api(p)
 
     p = add(actions, "put", "create or update a memory from FILE or stdin")
     p.add_argument("store", metavar="STORE")
@@ -135,13 +143,54 @@ def register(subparsers: Any) -> None:
     p.add_argument("source", metavar="SRC")
     p.add_argument("target", metavar="DST")
 
-    p = add(actions, "log", "list versions, newest first")
+    p = add(actions, "log", "list versions, newest first", aliases=("history",))
     p.add_argument("store", metavar="STORE")
     p.add_argument("path", metavar="PATH", nargs="?")
+    _versions_api(p)
     p.add_argument(
         "-n",
         "--limit",
         type=_at_least_one,
         metavar="N",
         help="show at most N versions (N >= 1; default: all)",
+    )
+
+    p = add(
+        actions,
+        "diff",
+        "show what changed between two versions of a memory, as a unified diff",
+    )
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("path", metavar="PATH", help=PATH_HELP)
+    p.add_argument(
+        "--from",
+        dest="from_version",
+        metavar="V",
+        help="the old version (default: the one before --to; before the first, an empty text)",
+    )
+    p.add_argument(
+        "--to", dest="to_version", metavar="V", help="the new version (default: the current one)"
+    )
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when the versions differ, 0 when they are the same (as git diff); "
+        "without it 0 either way",
+    )
+    p.epilog = (
+        "Each header names the version's path and id, its time (UTC) and its writer. Coloured "
+        "when stdout is a terminal and NO_COLOR is unset. Versions are ids as `memories log` "
+        "shows them (memver_…). " + epilog
+    )
+    _versions_api(p)
+
+
+def _versions_api(parser: argparse.ArgumentParser) -> None:
+    """``--api``, for the commands that show versions: Databricks Agent Memory has none, which
+    they say in one line (exit 2) rather than argparse's "unrecognized arguments"."""
+    parser.add_argument(
+        "--api",
+        choices=[MEMORY_STORES, DATABRICKS],
+        default=MEMORY_STORES,
+        help="the store's API; versions are Memory Stores' only (Databricks keeps none)",
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,9 +28,12 @@ import trio
 
 from memfs.api import StoreClient
 from memfs.api.config import ClientConfig, ConfigError
-from memfs.contract.errors import ApiConnectionError, ApiError, PathConflictError
+from memfs.api.memory_stores import did_you_mean
+from memfs.commands.api_options import DATABRICKS
+from memfs.contract.errors import ApiConnectionError, ApiError, NotFoundError, PathConflictError
 from memfs.contract.exit_codes import (
     EXIT_CONFLICT,
+    EXIT_DIFFERENT,
     EXIT_ERROR,
     EXIT_NOT_FOUND,
     EXIT_OK,
@@ -38,6 +42,7 @@ from memfs.contract.exit_codes import (
 )
 from memfs.contract.models import Memory, MemoryPrefix, MemoryStore, MemoryVersion
 from memfs.contract.paths import PathError, as_prefix, validate_path, validate_prefix
+from memfs.contract.unified_diff import unified_diff
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +157,22 @@ def _metadata(pairs: Sequence[str] | None, *, allow_delete: bool) -> dict[str, s
 async def _memory_at(client: StoreClient, store: MemoryStore, path: str) -> Memory:
     memory = await client.find_memory(store.id, path)
     if memory is None:
-        raise CommandError(f"no memory at {path} in store {store.name!r}", EXIT_NOT_FOUND)
+        raise await _not_found(client, store, path)
     return memory
+
+
+async def _not_found(client: StoreClient, store: MemoryStore, path: str) -> CommandError:
+    """No memory at ``path``, with the paths of the store near it (a typo's fix), as an unknown
+    store's name is answered (``memory_stores.did_you_mean``). Lists the whole store: only on
+    this error's way out."""
+    paths = [
+        item.path
+        async for item in client.list_memories(store.id, depth=None, limit=100)
+        if isinstance(item, Memory)
+    ]
+    hint = did_you_mean(path, paths)
+    message = f"memory {path!r} not found in store {store.name!r}" + (f";{hint}" if hint else "")
+    return CommandError(message, EXIT_NOT_FOUND)
 
 
 def _read_input(source: str) -> str:
@@ -297,17 +316,43 @@ async def _memories_ls(client: StoreClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_text(text: str) -> None:
+    """``text`` on stdout as UTF-8, whatever the locale (a memory is UTF-8 text)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
 async def _memories_cat(client: StoreClient, args: argparse.Namespace) -> int:
     path = _path(args.path)
     store = await client.resolve_store(args.store)
+    if args.version is not None:
+        return await _cat_version(client, store, path, args)
     found = await _memory_at(client, store, path)
     memory = await client.get_memory(store.id, found.id)
     if args.json:
         _print_json(memory.to_json())
     else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write((memory.content or "").encode("utf-8"))
-        sys.stdout.buffer.flush()
+        _write_text(memory.content or "")
+    return EXIT_OK
+
+
+async def _cat_version(
+    client: StoreClient, store: MemoryStore, path: str, args: argparse.Namespace
+) -> int:
+    """``cat --version V``: version V's content, V one of the versions of the memory at
+    ``path`` now or of the last one there (a deleted memory's versions stay)."""
+    version = await _version(client, store, args.version)
+    if version.path != path:
+        memory = await client.find_memory(store.id, path)
+        if memory is None:
+            raise await _not_found(client, store, path)
+        if memory.id != version.memory_id:
+            raise _not_a_version_of(version, path)
+    if args.json:
+        _print_json(version.to_json())
+    else:
+        _write_text(_content(version, path))
     return EXIT_OK
 
 
@@ -387,7 +432,7 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
             if args.limit is not None and len(versions) >= args.limit:
                 break
     if path is not None and not versions:
-        raise CommandError(f"no versions at {path} in store {store.name!r}", EXIT_NOT_FOUND)
+        raise await _not_found(client, store, path)
     if args.json:
         _print_json([v.to_json(full=False) for v in versions])
         return EXIT_OK
@@ -404,6 +449,139 @@ async def _memories_log(client: StoreClient, args: argparse.Namespace) -> int:
     ]
     _print_table(["TIME", "OPERATION", "ACTOR", "PATH", "SIZE", "ID"], rows, right={4})
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# Old versions: cat --version, diff
+
+# diff's colours (SGR): on a terminal only, never with NO_COLOR set (no-color.org)
+_BOLD, _RED, _GREEN, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
+_LINE_COLOURS = {"@": _CYAN, "-": _RED, "+": _GREEN}
+
+
+async def _version(client: StoreClient, store: MemoryStore, version_id: str) -> MemoryVersion:
+    """Version ``version_id`` of the store, with its content."""
+    try:
+        return await client.get_version(store.id, version_id)
+    except NotFoundError:
+        raise CommandError(
+            f"no version {version_id!r} in store {store.name!r}; "
+            "`memfs memories log STORE PATH` lists a memory's versions",
+            EXIT_NOT_FOUND,
+        ) from None
+
+
+def _not_a_version_of(version: MemoryVersion, path: str) -> CommandError:
+    where = f"of {version.path}" if version.path else f"of memory {version.memory_id}"
+    return CommandError(
+        f"version {version.id} is not a version of {path} (it is one {where})", EXIT_NOT_FOUND
+    )
+
+
+def _content(version: MemoryVersion, path: str) -> str:
+    """A version's text: a deletion's is empty; a redacted one's is gone (not found)."""
+    if version.redacted:
+        raise CommandError(
+            f"version {version.id} of {path} was redacted: its content is gone", EXIT_NOT_FOUND
+        )
+    return version.content or ""
+
+
+async def _history(
+    client: StoreClient, store: MemoryStore, path: str
+) -> tuple[Memory | None, list[MemoryVersion]]:
+    """The memory at ``path`` (None if deleted) and its versions, newest first: the live one's,
+    else those of the last memory written there."""
+    memory = await client.find_memory(store.id, path)
+    memory_id = memory.id if memory is not None else None
+    if memory_id is None:
+        async for version in client.list_versions(store.id, limit=100):
+            if version.path == path:
+                memory_id = version.memory_id
+                break
+        else:
+            raise await _not_found(client, store, path)
+    versions = [v async for v in client.list_versions(store.id, memory_id=memory_id, limit=100)]
+    if not versions:  # the server's retention keeps a live memory's newest: only if it went now
+        raise CommandError(
+            f"no versions of {path} are kept in store {store.name!r}", EXIT_NOT_FOUND
+        )
+    return memory, versions
+
+
+def _side(version: MemoryVersion, path: str, memory: Memory | None) -> tuple[str, str]:
+    """A diff header's label and date: the version's path and id; its time and writer."""
+    label = f"{version.path or path} @ {version.id}"
+    if memory is not None and memory.memory_version_id == version.id:
+        label += " (current)"
+    elif version.operation == "deleted":
+        label += " (deleted)"
+    writer = version.created_by.describe() if version.created_by else "unknown writer"
+    return label, f"{_time(version.created_at)} UTC by {writer}"
+
+
+def _coloured(lines: list[str]) -> list[str]:
+    """The diff's lines in colour: the two headers bold, hunks cyan, removed red, added green."""
+    out = []
+    for i, line in enumerate(lines):
+        colour = _BOLD if i < 2 else _LINE_COLOURS.get(line[:1])
+        out.append(f"{colour}{line.rstrip(chr(10))}{_RESET}\n" if colour else line)
+    return out
+
+
+def _wants_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+async def _memories_diff(client: StoreClient, args: argparse.Namespace) -> int:
+    """A unified diff of two versions of the memory at PATH: ``--to`` (default: the newest, the
+    current content) against ``--from`` (default: the version before ``--to``; before the first
+    one, nothing). Exit 0, or with ``--exit-code`` 1 when they differ (as git diff)."""
+    path = _path(args.path)
+    store = await client.resolve_store(args.store)
+    memory, versions = await _history(client, store, path)
+    ids = [v.id for v in versions]
+    for wanted in (args.to_version, args.from_version):
+        if wanted is not None and wanted not in ids:
+            raise _not_a_version_of(await _version(client, store, wanted), path)
+    to_id = args.to_version or ids[0]
+    from_id = args.from_version
+    if from_id is None and ids.index(to_id) + 1 < len(ids):
+        from_id = ids[ids.index(to_id) + 1]
+    new = await client.get_version(store.id, to_id)
+    old = await client.get_version(store.id, from_id) if from_id is not None else None
+    new_label, new_date = _side(new, path, memory)
+    old_label, old_date = _side(old, path, memory) if old is not None else ("/dev/null", "")
+    old_text = _content(old, path) if old is not None else ""
+    lines = unified_diff(old_text, _content(new, path), old_label, new_label, old_date, new_date)
+    if args.json:
+        _print_json(
+            {
+                "from": old.to_json(full=False) if old is not None else None,
+                "to": new.to_json(full=False),
+                "diff": "".join(lines),
+            }
+        )
+    else:
+        _write_text("".join(_coloured(lines) if _wants_colour() else lines))
+    return EXIT_DIFFERENT if args.exit_code and lines else EXIT_OK
+
+
+def api_refusal(args: argparse.Namespace) -> str | None:
+    """Why ``memfs memories {args.action}`` cannot work on the API of ``--api`` (one line), or
+    None: these commands speak Memory Stores; a Databricks entry has no versions."""
+    if getattr(args, "api", None) != DATABRICKS:
+        return None
+    if args.action in ("diff", "log") or getattr(args, "version", None) is not None:
+        what = "--version" if args.action == "cat" else f"memories {args.action}"
+        return (
+            f"{what} needs a Memory Stores store: Databricks Agent Memory keeps no versions "
+            "(an entry holds its current content only)"
+        )
+    return (
+        "memories cat reads Memory Stores; a Databricks entry is read on a mount "
+        "(memfs mount STORE DIR --api databricks --actor A) or with memfs mcp --api databricks"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,6 +621,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the action ``memfs {args.command} {args.action}``: config, client, trio.run, and
     expected errors as exit codes."""
     command = ACTIONS[f"{args.command} {args.action}"]
+    refused = api_refusal(args)
+    if refused is not None:
+        return fail(refused, EXIT_USAGE, None)
     config = cli_config(args)
     if isinstance(config, int):
         return config
@@ -476,4 +657,5 @@ ACTIONS: dict[str, Command] = {
     "memories rm": _memories_rm,
     "memories mv": _memories_mv,
     "memories log": _memories_log,
+    "memories diff": _memories_diff,
 }

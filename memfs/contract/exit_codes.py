@@ -17,6 +17,8 @@ from memfs.contract.errors import (
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # any other failure; for mount, sync, session, umount: not uploaded as meant
+# not a fault: `memories diff --exit-code` found the versions different (git diff's 1), silently
+EXIT_DIFFERENT = 1
 EXIT_USAGE = 2  # bad arguments, a missing extra, no key or an unusable one (before any request)
 EXIT_NOT_FOUND = 3  # no such store, memory or version
 EXIT_CONFLICT = 4  # a path already taken, a precondition failed
