@@ -175,7 +175,10 @@ class ClientConfig:
     # the hosted service.
     auth_scheme: Literal["x-api-key", "bearer"] = "x-api-key"
     session_id: str | None = None  # sent as models.SESSION_HEADER when set
-    # where the key came from, for the words of a refusal: never the key itself
+    # where the key came from, never the key itself: the environment variable that held it
+    # (None for a key file, or a key given in code), which `memfs mcp --print-config` names,
+    # and the words a refusal names it by, both decided once (from_env)
+    key_variable: str | None = None
     key_source: str = "the API key"
     timeout: float = 30.0  # seconds per request attempt
     connect_timeout: float = 5.0
@@ -232,16 +235,18 @@ class ClientConfig:
         """
         environ = os.environ if env is None else env
         scheme: Literal["x-api-key", "bearer"] = "x-api-key"
+        variable: str | None = None
         if api_key_file is not None:
             key = read_key_file(api_key_file)
             source = f"the API key in --api-key-file {os.fspath(api_key_file)}"
         elif environ.get("ANTHROPIC_API_KEY"):
-            key = check_api_key(Secret(environ["ANTHROPIC_API_KEY"].strip()), "ANTHROPIC_API_KEY")
-            source = "the API key in ANTHROPIC_API_KEY"
+            variable = "ANTHROPIC_API_KEY"
+            key = check_api_key(Secret(environ[variable].strip()), variable)
+            source = f"the API key in {variable}"
         elif environ.get("ANTHROPIC_AUTH_TOKEN"):
-            token = Secret(environ["ANTHROPIC_AUTH_TOKEN"].strip())
-            key, scheme = check_api_key(token, "ANTHROPIC_AUTH_TOKEN"), "bearer"
-            source = "the token in ANTHROPIC_AUTH_TOKEN"
+            variable = "ANTHROPIC_AUTH_TOKEN"
+            key, scheme = check_api_key(Secret(environ[variable].strip()), variable), "bearer"
+            source = f"the token in {variable}"
         else:
             raise ConfigError(
                 "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) "
@@ -257,6 +262,7 @@ class ClientConfig:
             api_key=key,
             base_url=url,
             auth_scheme=scheme,
+            key_variable=variable,
             key_source=source,
             **overrides,  # type: ignore[arg-type]
         )

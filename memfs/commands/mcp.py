@@ -204,13 +204,9 @@ async def _memory_stores_launch(args: argparse.Namespace) -> tuple[str, Any, Any
     options = ["--read-only"] * args.read_only
     if args.session_id:
         options += ["--session-id", args.session_id]
-    variable: str | None = None
-    if args.api_key_file:
+    variable = config.key_variable  # where from_env found the key, not asked again
+    if variable is None:
         options += ["--api-key-file", os.path.abspath(args.api_key_file)]
-    elif os.environ.get("ANTHROPIC_API_KEY"):
-        variable = "ANTHROPIC_API_KEY"
-    else:
-        variable = "ANTHROPIC_AUTH_TOKEN"  # ClientConfig found the key in one of the three
     launch = Launch(
         command, [*prefix, "mcp", store.id, *options], {"ANTHROPIC_BASE_URL": base_url}, variable
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memfs.api.config import (
@@ -93,3 +95,23 @@ def test_passwords_in_base_urls_are_masked_everywhere_they_show() -> None:
     assert "hunter2" not in repr(config) and config.shown_base_url == "http://u:***@h"
     quoted = config.hide_secrets(f"error at http://u:hunter2@h/x with {config.api_key.reveal()}")
     assert quoted == "error at http://u:***@h/x with ********"
+
+
+def test_the_key_s_source_is_recorded_once_never_the_key(tmp_path: Path) -> None:
+    """The variable that held the key (what `memfs mcp --print-config` names) and a refusal's
+    words come from one decision of from_env; the ANTHROPIC_API_KEY wins over the token."""
+    token = "sk-config-token-" + "t" * 20
+    both = ClientConfig.from_env(env={**ENV, "ANTHROPIC_AUTH_TOKEN": token})
+    assert (both.key_variable, both.auth_scheme) == ("ANTHROPIC_API_KEY", "x-api-key")
+    assert both.refusal(401, "").startswith("the API key in ANTHROPIC_API_KEY was refused")
+    bearer = ClientConfig.from_env(env={"ANTHROPIC_AUTH_TOKEN": token})
+    assert (bearer.key_variable, bearer.auth_scheme) == ("ANTHROPIC_AUTH_TOKEN", "bearer")
+    assert bearer.refusal(401, "").startswith("the token in ANTHROPIC_AUTH_TOKEN was refused")
+    key_file = tmp_path / "key"
+    key_file.write_text(ENV["ANTHROPIC_API_KEY"] + "\n")
+    key_file.chmod(0o600)
+    from_file = ClientConfig.from_env(api_key_file=key_file, env=ENV)
+    assert from_file.key_variable is None  # a file is named by its option, in the words
+    assert from_file.key_source == f"the API key in --api-key-file {key_file}"
+    for config in (both, bearer, from_file):
+        assert config.api_key.reveal() not in repr(config)
