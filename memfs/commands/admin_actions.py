@@ -349,6 +349,10 @@ async def _cat_version(
             raise await _not_found(client, store, path)
         if memory.id != version.memory_id:
             raise _not_a_version_of(version, path)
+    if version.operation == "deleted":  # diff shows it as an empty text; cat has nothing
+        raise CommandError(
+            f"version {version.id} of {path} is its deletion: it holds no content", EXIT_NOT_FOUND
+        )
     if args.json:
         _print_json(version.to_json())
     else:

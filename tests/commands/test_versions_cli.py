@@ -38,6 +38,16 @@ def test_cat_prints_an_old_version(cli: Cli, store_name: str) -> None:
     cli.run("memories", "rm", store_name, "/notes/todo.md")
     out = cli.run("memories", "cat", store_name, "/notes/todo.md", "--version", second["id"])
     assert out.stdout == "- [x] one\n"
+    deletion = cli.json("memories", "log", store_name, "/notes/todo.md")[0]["id"]
+    removed = cli.run("memories", "diff", store_name, "/notes/todo.md").stdout.splitlines()
+    assert removed[1].startswith(f"+++ /notes/todo.md @ {deletion} (deleted)\t")
+    assert removed[2:] == ["@@ -1 +0,0 @@", "-gone", "\\ No newline at end of file"]
+    out = cli.run("memories", "cat", store_name, "/notes/todo.md", "--version", deletion,
+                  expect=EXIT_NOT_FOUND)  # fmt: skip
+    assert (
+        out.stderr
+        == f"memfs: version {deletion} of /notes/todo.md is its deletion: it holds no content\n"
+    )
 
     # a version of another memory, a version the store lacks
     other = saves(cli, store_name, "/other.md", "other")[0]["id"]
