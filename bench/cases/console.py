@@ -59,7 +59,7 @@ async def seed(
             actor=ACTOR,
         )
         first = first or memory.id
-    ids = [m.id for m in await SqlConsole(storage).memory_paths(store.id)]
+    ids = [m.id for m in await SqlConsole(storage).tree_memories(store.id)]
     extra = max(0, versions - memories)
     deletions = extra // 100
     for n in range(extra - deletions):

@@ -5,6 +5,8 @@ posted from another site changing nothing."""
 from __future__ import annotations
 
 import re
+import shlex
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -61,17 +63,63 @@ def test_browse_stores_to_a_store_to_a_memory(
     page.get_by_role("heading", name="Browse", level=1).wait_for()
     assert page.get_by_text("projects/", exact=True).is_visible()  # an open folder
     page.get_by_text("alpha/", exact=True).click()  # folders close...
-    assert not page.get_by_role("link", name="/projects/alpha/plan.md").is_visible()
+    assert not page.get_by_role("link", name="plan.md").is_visible()
     page.get_by_text("alpha/", exact=True).click()  # ...and open again
-    page.get_by_role("link", name="/projects/alpha/plan.md").click()
+    page.get_by_role("link", name="plan.md").click()
     page.get_by_role("heading", name="/projects/alpha/plan.md", level=1).wait_for()
     assert page.locator("pre.content").inner_text() == "step one\nstep two\n"
     for action in ("Edit", "Rename", "Delete", "History"):
         assert page.get_by_role("link", name=action, exact=True).is_visible()
     page.go_back()
-    page.get_by_role("link", name="/readme.md").click()
+    page.get_by_role("link", name="readme.md").click()
     # a leading newline survives the <pre> (the HTML parser drops one after the tag)
     assert page.locator("pre.content").inner_text() == "\nstarts with a blank line"
+    assert watched.dialogs == [] and watched.errors == []
+
+
+def test_the_tree_shows_names_in_their_folder_with_size_and_last_change(
+    console: Any, client: httpx.Client, console_server: ServerProcess
+) -> None:
+    page = console
+    store_id = new_store(client, "Tree view")
+    new_memory(client, store_id, "/a.md", "hi")
+    new_memory(client, store_id, "/projects/notes.md", "")
+    plan = new_memory(client, store_id, "/projects/alpha/plan.md", "x" * 1234)
+    page.goto(f"{console_server.base_url}/console/stores/{store_id}")
+    tree = page.locator(".store-tree")
+    # folders first, each memory by its name in its folder (the full path is its link's title)
+    names = tree.locator("summary, li.file > a").all_inner_texts()
+    assert names == ["projects/", "alpha/", "plan.md", "notes.md", "a.md"]
+    assert tree.get_by_text("/projects/alpha/plan.md").count() == 0
+    assert tree.get_by_role("link", name="plan.md").get_attribute("title") == plan["path"]
+    row = tree.locator("li.file").filter(has_text="plan.md")
+    assert " ".join(row.inner_text().split()) == "plan.md 1.2 kB changed just now by you"
+    for part in (".size", "time", ".writer"):
+        assert row.locator(part).is_visible()
+    when = row.locator("time")
+    changed = datetime.fromisoformat(when.get_attribute("datetime") or "")
+    assert abs((datetime.now(UTC) - changed).total_seconds()) < 60
+    assert when.get_attribute("title") == changed.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def test_the_use_panel_quotes_a_hostile_store_name_and_shows_no_key(
+    console: Any, client: httpx.Client, console_server: ServerProcess, watched: Watched
+) -> None:
+    page = console
+    name = f"it's {XSS_IMG} $(touch /tmp/pwned)"
+    store_id = new_store(client, name)
+    page.goto(f"{console_server.base_url}/console/stores/{store_id}")
+    panel = page.get_by_role("region", name="Use this store")
+    quoted = shlex.quote(name)
+    assert panel.locator("pre.commands").inner_text().splitlines() == [
+        f"export ANTHROPIC_BASE_URL={console_server.base_url}",
+        f"memfs mount {quoted} ~/memory",
+        f"memfs mcp {quoted}",
+        f"memfs mcp --print-config {quoted}",
+    ]
+    assert shlex.split(f"memfs mcp {quoted}")[2] == name  # a shell reads the name back whole
+    assert console_server.api_key not in page.content()
+    assert page.evaluate("window.__pwned") is None and page.locator("img").count() == 0
     assert watched.dialogs == [] and watched.errors == []
 
 
@@ -197,7 +245,9 @@ def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
     page.get_by_text(f"about {XSS_SCRIPT}").wait_for()  # the description, as text
     page.get_by_role("link", name=f"store {XSS_IMG}", exact=True).click()
     page.get_by_role("heading", name=f"store {XSS_IMG}", level=1).wait_for()
-    page.get_by_role("link", name=path).click()
+    # its name in its folder: "</script>" holds a "/", so "<script>…<" is a folder
+    page.get_by_text("<script>window.__pwned=2;alert(2)</", exact=True).wait_for()
+    page.get_by_role("link", name="script>.md", exact=True).click()
     page.get_by_role("heading", name=path, level=1).wait_for()
     assert page.locator("pre.content").inner_text() == content
     page.goto(f"{page.url.split('/memories/')[0]}/search?q=okapi")

@@ -67,7 +67,7 @@ def test_compare_two_versions(console: Any, client: httpx.Client) -> None:
     memory_id = store.create("/plan.md", "step one\nstep two\n")
     store.update(memory_id, "step one\nstep 2\nstep three\n")
     page.goto(store.url(page))
-    page.get_by_role("link", name="/plan.md").click()
+    page.get_by_role("link", name="plan.md", exact=True).click()
     page.get_by_role("link", name="History", exact=True).click()
     page.get_by_role("heading", name="History of /plan.md").wait_for()
     rows = page.locator("table.versions tbody tr")

@@ -77,7 +77,7 @@ def test_memory_stores_pages_learn_of_changes(
     # another memory: the store's listing reloads; the memory's page has nothing to say
     client.post(memories, json={"path": f"/{XSS_IMG}.md", "content": "two\n"})
     wait_reloaded(store_page)
-    store_page.get_by_role("link", name=f"/{XSS_IMG}.md").wait_for()
+    store_page.get_by_role("link", name=f"{XSS_IMG}.md").wait_for()
     # this memory: its page shows the notice (and is not reloaded)
     client.post(f"{memories}/{memory['id']}", json={"content": "one, changed\n"})
     notice = memory_page.locator(NOTICE)

@@ -117,11 +117,11 @@ async def test_the_console_storage_on_both_backends(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """Sessions (create, read, touch, end; ended ones purged at the next sign-in), memory
-    counts and the tree's paths, in SQLite and in PostgreSQL."""
+    counts and the tree's memories, in SQLite and in PostgreSQL."""
     from memfs.contract.models import Actor
     from memfs.server.backends.postgres import PostgresStorage
     from memfs.server.backends.storage import SqlStorage
-    from memfs.server.console.storage import ConsoleSession, MemoryPath
+    from memfs.server.console.storage import ConsoleSession
 
     storage: SqlStorage
     if backend == "postgres":
@@ -147,12 +147,18 @@ async def test_the_console_storage_on_both_backends(
         store = await storage.create_store(name="s", description="", metadata={})
         actor = Actor("api_actor", "apikey_1")
         made = [
-            await storage.create_memory(store.id, path=path, content="", actor=actor)
+            await storage.create_memory(store.id, path=path, content=path, actor=actor)
             for path in ("/b/z.md", "/a.md", "/b/a.md")
         ]
         assert await console.memory_counts([store.id, "memstore_nope"]) == {store.id: 3}
         by_path = sorted((m.path, m.id) for m in made)
-        assert await console.memory_paths(store.id) == [MemoryPath(i, p) for p, i in by_path]
+        listed = await console.tree_memories(store.id)
+        assert [(m.path, m.id) for m in listed] == by_path
+        # each with its size, and its head version's time and writer
+        heads = {m.id: m for m in made}
+        assert [(m.size, m.changed_at, m.changed_by) for m in listed] == [
+            (len(m.path), heads[m.id].updated_at, actor) for m in listed
+        ]
         assert console.memory_limit == 2000
     finally:
         await storage.aclose()

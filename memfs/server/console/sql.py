@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+from memfs.contract.models import Actor
 from memfs.server.console.storage import (
     ConsoleSession,
     ConsoleStorage,
     EntryGroup,
-    MemoryPath,
+    TreeMemory,
     VersionMark,
 )
 from memfs.server.db.clock import from_us, to_us
@@ -135,12 +136,25 @@ class SqlConsole(ConsoleStorage):
 
         return await self._backend._read(run)
 
-    async def memory_paths(self, store_id: str) -> list[MemoryPath]:
-        def run(tx: Tx) -> list[MemoryPath]:
+    async def tree_memories(self, store_id: str) -> list[TreeMemory]:
+        def run(tx: Tx) -> list[TreeMemory]:
+            # the head version (its primary key) says when and by whom the memory last changed
             rows = tx.execute(
-                "SELECT id, path FROM memories WHERE store_id = ? ORDER BY path", (store_id,)
+                "SELECT m.id, m.path, m.content_size, v.created_us, v.actor_type, v.actor_id "
+                "FROM memories m JOIN versions v ON v.id = m.head_version_id "
+                "WHERE m.store_id = ? ORDER BY m.path",
+                (store_id,),
             ).fetchall()
-            return [MemoryPath(row["id"], row["path"]) for row in rows]
+            return [
+                TreeMemory(
+                    row["id"],
+                    row["path"],
+                    row["content_size"],
+                    from_us(row["created_us"]),
+                    Actor(row["actor_type"], row["actor_id"]),
+                )
+                for row in rows
+            ]
 
         return await self._backend._read(run)
 

@@ -5,9 +5,10 @@ that every replica sees them: a session row is the SHA-256 of the random token t
 cookie holds (never the token itself), the id of the API key signed in with (``ids.api_key_id``,
 never the key) and its times. The policy (how long a session lives, when it is touched) is the
 console's; this interface only stores rows. It also counts a page of stores' memories at once
-(the stores page shows "N of 2,000"), and lists a store's memories as ids and paths alone (the
-store page's tree: no times, sizes or hashes read or turned into objects, which made the API's
-listing of 2,000 memories cost most of the page). For "the store as of" a moment it reads
+(the stores page shows "N of 2,000"), and lists a store's memories as what the store page's
+tree shows of each (``TreeMemory``: id, path, size, when and by whom it last changed; no
+content or hash read or turned into objects, which made the API's listing of 2,000 memories
+cost most of the page). For "the store as of" a moment it reads
 ``VersionMark`` rows (no content, nothing but what ``memfs.contract.version_view`` needs and the
 page shows): each memory's newest version then, and the whole history of the few memories whose
 version then was redacted (its path is inferred from its neighbours').
@@ -29,15 +30,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from memfs.contract.models import Actor
+
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryPath:
-    """A memory as the tree shows it."""
+class TreeMemory:
+    """A memory as the store page's tree shows it: its head version's time and writer."""
 
     id: str
     path: str
+    size: int  # bytes of UTF-8 content
+    changed_at: datetime
+    changed_by: Actor
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +109,7 @@ class ConsoleStorage(abc.ABC):
         """How many memories each of ``store_ids`` holds (unknown stores are left out)."""
 
     @abc.abstractmethod
-    async def memory_paths(self, store_id: str) -> list[MemoryPath]:
+    async def tree_memories(self, store_id: str) -> list[TreeMemory]:
         """Every memory of the store, in byte order of path (an unknown store: an empty list)."""
 
     @abc.abstractmethod

@@ -1,18 +1,24 @@
 """A store's page (``/console/stores/{id}``), its search and a new memory.
 
-The store page shows the store's tree: every memory (its id and path alone:
-``ConsoleStorage.memory_paths``), grouped
-into folders that open and close (``<details>``: no script), each memory a link showing its
-path. Folders start open when the store is small (``OPEN_ALL_BELOW`` memories), else only the
-top level is. The search (``…/search?q=``) is the server's own (``Storage.search_memories``,
-the API's ranking and query rules), each result its path and the best line of its content as
-an escaped snippet. "New memory" (``…/new``) creates one at a path, with the API's path and
-size rules; a refusal shows the form again, with what was typed and the API's message.
+The store page shows the store's tree (``ConsoleStorage.tree_memories``: no content read),
+grouped into folders that open and close (``<details>``: no script), folders first, as GitHub's
+file view: each memory a link showing its name in its folder, its size, when and by whom it last
+changed, and a badge where it is a mount's conflict copy or has one beside it (the server
+records no conflict: the copies, ``NAME.conflict-TIME.EXT``, are what a store holds of one).
+Folders start open when the store is small (``OPEN_ALL_BELOW`` memories), else only the top
+level is. Beside the tree, how to use the store: its ``memfs mount`` and ``memfs mcp`` lines
+with its name quoted for a shell and the server's base URL (never a key). The search
+(``…/search?q=``) is the server's own (``Storage.search_memories``, the API's ranking and query
+rules), each result its path and the best line of its content as an escaped snippet. "New
+memory" (``…/new``) creates one at a path, with the API's path and size rules; a refusal shows
+the form again, with what was typed and the API's message.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -27,7 +33,9 @@ from memfs.contract.search_words import best_line
 from memfs.server.console.context import Console
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.stores import store_url
+from memfs.server.console.security import is_https
 from memfs.server.console.sessions import SignedIn
+from memfs.server.console.storage import TreeMemory
 from memfs.server.memory_stores import validation
 from memfs.server.search import validate_query
 
@@ -35,6 +43,11 @@ log = logging.getLogger(__name__)
 
 OPEN_ALL_BELOW = 200
 SEARCH_LIMIT = 50
+MOUNT_POINT = "~/memory"  # the mount line's example directory
+# a mount's conflict copy (``memfs.core.ops.durable.conflict_path``): NAME.conflict-TIME[-N][.EXT]
+_CONFLICT_COPY = re.compile(r"(?P<stem>.+)\.conflict-\d{8}T\d{6}Z(?:-\d+)?(?P<ext>\.[^.]+)?")
+CONFLICT_COPY = "conflict copy"  # the badge of a copy
+HAS_CONFLICT = "conflict"  # the badge of the memory a copy was saved beside
 
 
 class HasPath(Protocol):
@@ -74,6 +87,49 @@ def build_tree(memories: Sequence[P]) -> Folder[P]:
     return root
 
 
+def conflict_copy_of(name: str) -> str | None:
+    """The name of the file ``name`` is a mount's conflict copy of, or None."""
+    found = _CONFLICT_COPY.fullmatch(name)
+    if found is None:
+        return None
+    return found["stem"] + (found["ext"] or "")
+
+
+def conflict_badges(memories: Sequence[TreeMemory]) -> dict[str, str]:
+    """The badge of each memory id that is a conflict copy, or has one in its folder."""
+    by_path = {memory.path: memory.id for memory in memories}
+    badges: dict[str, str] = {}
+    for memory in memories:
+        folder, _, name = memory.path.rpartition("/")
+        original = conflict_copy_of(name)
+        if original is None:
+            continue
+        badges[memory.id] = CONFLICT_COPY
+        original_id = by_path.get(f"{folder}/{original}")
+        if original_id is not None:
+            badges.setdefault(original_id, HAS_CONFLICT)
+    return badges
+
+
+def usage_lines(store_name: str, base_url: str) -> list[str]:
+    """The shell lines that mount the store and serve it over MCP: its name quoted (it is
+    agent-chosen; one that starts with "-" goes after "--", where no option is read)."""
+    name = shlex.quote(store_name)
+    if store_name.startswith("-"):
+        name = "-- " + name
+    return [
+        f"export ANTHROPIC_BASE_URL={shlex.quote(base_url)}",
+        f"memfs mount {name} {MOUNT_POINT}",
+        f"memfs mcp {name}",
+        f"memfs mcp --print-config {name}",
+    ]
+
+
+def base_url_of(request: Request) -> str:
+    """The server's base URL as the browser reached it (a TLS proxy's https included)."""
+    return f"{'https' if is_https(request) else 'http'}://{request.url.netloc}"
+
+
 def memory_url(store_id: str, memory_id: str) -> str:
     return f"{store_url(store_id)}/memories/{memory_id}"
 
@@ -88,7 +144,7 @@ class StorePages:
     async def store_page(self, request: Request) -> Response:
         signed_in = await self.console.signed_in(request)
         store = await self.storage.get_store(request.path_params["store_id"])
-        memories = await self.console.console_storage.memory_paths(store.id)
+        memories = await self.console.console_storage.tree_memories(store.id)
         return self.console.renderer.page(
             request,
             "store.html",
@@ -96,6 +152,8 @@ class StorePages:
             title=store.name,
             store=store,
             tree=build_tree(memories),
+            badges=conflict_badges(memories),
+            usage=usage_lines(store.name, base_url_of(request)),
             count=len(memories),
             limit=self.console.console_storage.memory_limit,
             open_all=len(memories) < OPEN_ALL_BELOW,
