@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 _UNITS = ("kB", "MB", "GB")
 SHORT_ID = 8  # characters of an id kept after its prefix ("apikey_", "sesn_")
-_WRITER_KINDS = {
+WRITER_KINDS = {  # an actor's type in words
     "session_actor": "session",
     "api_actor": "key",
     "user_actor": "user",
@@ -72,7 +72,7 @@ def writer(actor: Actor | None, me: str | None = None) -> str:
         return "unknown"
     if me is not None and actor.type == "api_actor" and actor.id == me:
         return "you"
-    kind = _WRITER_KINDS.get(actor.type, actor.type)
+    kind = WRITER_KINDS.get(actor.type, actor.type)
     prefix, underscore, rest = actor.id.partition("_")
     if not underscore:
         prefix, rest = "", actor.id

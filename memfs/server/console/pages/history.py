@@ -55,6 +55,7 @@ from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.console.storage import ConsoleStorage, VersionMark
+from memfs.server.console.wording import WRITER_KINDS
 from memfs.server.memory_stores import validation
 from memfs.server.memory_stores.storage import VersionFilter
 
@@ -90,13 +91,7 @@ def actor_text(actor: Actor | None) -> str:
     """Who wrote a version, in words: "session sesn_…", "key apikey_…"."""
     if actor is None:
         return "unknown"
-    kind = {
-        "session_actor": "session",
-        "api_actor": "key",
-        "user_actor": "user",
-        "service_account_actor": "service account",
-    }.get(actor.type, actor.type)
-    return f"{kind} {actor.id}"
+    return f"{WRITER_KINDS.get(actor.type, actor.type)} {actor.id}"
 
 
 def parse_moment(value: str, field: str) -> datetime:
