@@ -106,8 +106,11 @@ bench: setup
 
 # Search quality (MRR@10, recall@10 on the labelled set) and latency, BM25 and hybrid. Long:
 # the hybrid fill embeds every one of its 20,000 entries (docs/benchmarks.md, "Search").
+# Then retrieval on LoCoMo (docs/benchmarks.md, "LoCoMo retrieval"), whose data stays outside
+# the project: shared/locomo-dev beside the checkout, or `make bench-search MEMFS_LOCOMO_DIR=DIR`.
 bench-search: setup
 	$(BIN)/python -m bench search
+	$(BIN)/python -m bench locomo
 
 clean:
 	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache build *.egg-info
