@@ -55,7 +55,7 @@ from typing import Literal
 
 import trio
 
-from bench.cases.search import server_times
+from bench.cases.search import MODES, server_times
 from bench.fixtures import bench_key, server_on
 from bench.harness import Case, Row, percentile
 from kit.search_eval import MemoryStoreClient
@@ -68,7 +68,6 @@ log = logging.getLogger(__name__)
 
 DATA_ENV = "MEMFS_LOCOMO_DIR"
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "locomo-dev"
-MODES = {"bm25": [], "hybrid": ["--semantic"]}
 APIS = ("memory-stores", "databricks")
 GRANULARITIES = ("turn", "session")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
