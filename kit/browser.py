@@ -79,6 +79,19 @@ def diff_rows(page: Any, view: str = "unified") -> list[tuple[str, ...]]:
     return table
 
 
+def content_lines(page: Any) -> list[tuple[str, str]]:
+    """The raw view's rows (``templates/_content.html``): each line's number and its text."""
+    rows = page.eval_on_selector_all(
+        "table.lines tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText))"
+    )
+    return [(number, text.rstrip("\n")) for number, text in rows]
+
+
+def rendered_text(page: Any) -> str:
+    """The text of a memory's rendered Markdown (``templates/_content.html``)."""
+    return str(page.locator("div.markdown").inner_text())
+
+
 def check_sky_conflict(page: Any) -> None:
     """The edit conflict both consoles' tests stage (theirs ``sky: grey\\ngrass: green``,
     yours ``sky: blue\\ngrass: green\\nsea: salty``) shown as theirs against yours: numbered

@@ -377,6 +377,7 @@ def test_memory_store_pages(console: Any, seeded: tuple[Store, str]) -> None:
         Visit("search results", f"{store.url}/search?q=okapi+database", ("button", "Search")),
         Visit("new memory", f"{store.url}/new", ("button", "Create")),
         Visit("memory", memory, ("link", "Edit")),
+        Visit("memory, raw", f"{memory}?view=raw", ("link", "Edit")),
         Visit("edit", f"{memory}/edit", ("button", "Save")),
         Visit("rename", f"{memory}/rename", ("button", "Rename")),
         Visit("delete", f"{memory}/delete", ("button", "Delete")),
@@ -411,6 +412,7 @@ def test_history_pages(console: Any, seeded: tuple[Store, str]) -> None:
     visits = [
         Visit("a memory's history", f"{memory}/history", ("button", "Compare")),
         Visit("a version", f"{memory}/versions/{first}", ("button", "Restore")),
+        Visit("a version, raw", f"{memory}/versions/{first}?view=raw", ("button", "Restore")),
         Visit(
             "compare",
             f"{memory}/history/compare?from={first}&to={head}",

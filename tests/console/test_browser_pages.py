@@ -20,8 +20,10 @@ from kit.browser import (
     Watched,
     background,
     check_sky_conflict,
+    content_lines,
     diff_rows,
     needs_chromium,
+    rendered_text,
 )
 from kit.servers import ServerProcess
 
@@ -67,13 +69,14 @@ def test_browse_stores_to_a_store_to_a_memory(
     page.get_by_text("alpha/", exact=True).click()  # ...and open again
     page.get_by_role("link", name="plan.md").click()
     page.get_by_role("heading", name="/projects/alpha/plan.md", level=1).wait_for()
-    assert page.locator("pre.content").inner_text() == "step one\nstep two\n"
+    assert rendered_text(page) == "step one step two"  # Markdown: one paragraph
     for action in ("Edit", "Rename", "Delete", "History"):
         assert page.get_by_role("link", name=action, exact=True).is_visible()
     page.go_back()
     page.get_by_role("link", name="readme.md").click()
-    # a leading newline survives the <pre> (the HTML parser drops one after the tag)
-    assert page.locator("pre.content").inner_text() == "\nstarts with a blank line"
+    page.get_by_role("link", name="Raw").click()
+    # a leading blank line is a line of its own (a <pre> dropped one after the tag)
+    assert content_lines(page) == [("1", ""), ("2", "starts with a blank line")]
     assert watched.dialogs == [] and watched.errors == []
 
 
@@ -249,7 +252,9 @@ def test_agent_written_markup_is_shown_as_text_and_runs_nothing(
     page.get_by_text("<script>window.__pwned=2;alert(2)</", exact=True).wait_for()
     page.get_by_role("link", name="script>.md", exact=True).click()
     page.get_by_role("heading", name=path, level=1).wait_for()
-    assert page.locator("pre.content").inner_text() == content
+    assert rendered_text(page) == content.rstrip().replace("\n", " ")  # raw HTML: text
+    page.get_by_role("link", name="Raw").click()
+    assert content_lines(page) == [("1", XSS_IMG), ("2", XSS_SCRIPT), ("3", "<b>bold</b> okapi")]
     page.goto(f"{page.url.split('/memories/')[0]}/search?q=okapi")
     page.get_by_role("link", name=path).wait_for()
     assert "<b>bold</b> okapi" in page.locator("ol.results").inner_text()  # the snippet
@@ -289,3 +294,81 @@ def test_a_form_posted_from_another_site_changes_nothing(
     assert answer.value.status == 403  # the server answered, and refused
     after = {s["name"] for s in client.get("/v1/memory_stores").json()["data"]}
     assert after == before
+
+
+MARKDOWN = """# Shopping
+
+- milk
+- bread
+
+```
+make test
+```
+
+[the docs](https://example.com/docs) and [a trap](javascript:window.__pwned=3) or
+<javascript:window.__pwned=4>
+
+<script>console.error("script ran")</script>
+
+![a logo](https://example.com/logo.png)
+"""
+
+
+def test_a_memory_is_rendered_as_markdown_safely_and_raw_with_numbers(
+    console: Any, client: httpx.Client, watched: Watched
+) -> None:
+    page = console
+    store_id = new_store(client, "Markdown")
+    memory = new_memory(client, store_id, "/lists/shopping.md", MARKDOWN)
+    remote: list[str] = []
+    page.on(
+        "request",
+        lambda request: remote.append(request.url) if "example.com" in request.url else None,
+    )
+    page.goto(page.url + f"stores/{store_id}/memories/{memory['id']}")
+    rendered = page.locator("div.markdown")
+    # a heading (below the page's h1 and "Content" h2), a list, a code block
+    rendered.get_by_role("heading", name="Shopping", level=3).wait_for()
+    assert rendered.locator("ul > li").all_inner_texts() == ["milk", "bread"]
+    assert rendered.locator("pre > code").inner_text() == "make test\n"
+    docs = rendered.get_by_role("link", name="the docs")
+    assert docs.get_attribute("href") == "https://example.com/docs"
+    assert docs.get_attribute("rel") == "nofollow noopener noreferrer"
+    # javascript: addresses are no links, only text; the image is a link, never loaded
+    assert rendered.get_by_role("link").all_inner_texts() == ["the docs", "image: a logo"]
+    assert "[a trap](javascript:window.__pwned=3)" in rendered.inner_text()
+    assert "<javascript:window.__pwned=4>" in rendered.inner_text()
+    assert rendered.locator("img").count() == 0 and remote == []
+    # raw HTML is text: had the <script> been markup, it would have run or (the CSP) been
+    # refused, each a console error the page's watcher records once the page has loaded
+    assert '<script>console.error("script ran")</script>' in rendered.inner_text()
+    assert page.locator("main script").count() == 0
+    assert watched.errors == [] and watched.dialogs == []
+    assert page.evaluate("window.__pwned") is None
+
+    page.get_by_role("link", name="Raw").click()
+    page.locator("table.lines").wait_for()
+    assert page.get_by_role("link", name="Raw").get_attribute("aria-current") == "page"
+    lines = content_lines(page)
+    assert lines[:4] == [("1", "# Shopping"), ("2", ""), ("3", "- milk"), ("4", "- bread")]
+    assert [number for number, _ in lines] == [str(n) for n in range(1, 16)]
+    # a selection of the whole table copies the lines, not the gutter's numbers
+    copied = page.evaluate(
+        """() => { const range = document.createRange();
+        range.selectNodeContents(document.querySelector("table.lines tbody"));
+        getSelection().removeAllRanges(); getSelection().addRange(range);
+        return getSelection().toString(); }"""
+    )
+    assert copied.split("\n")[:5] == ["# Shopping", "", "- milk", "- bread", ""], repr(copied)
+    page.get_by_role("link", name="Rendered").click()
+    page.locator("div.markdown").wait_for()
+
+
+def test_a_memory_not_in_markdown_is_raw_with_numbers(console: Any, client: httpx.Client) -> None:
+    page = console
+    store_id = new_store(client, "Plain text")
+    memory = new_memory(client, store_id, "/notes.txt", "# not a heading\n\n<b>x</b>\n")
+    page.goto(page.url + f"stores/{store_id}/memories/{memory['id']}")
+    assert content_lines(page) == [("1", "# not a heading"), ("2", ""), ("3", "<b>x</b>")]
+    assert page.locator("div.markdown").count() == 0
+    assert page.get_by_role("link", name="Rendered").count() == 0  # nothing to render

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, diff_rows, needs_chromium
+from kit.browser import XSS_IMG, XSS_SCRIPT, Watched, diff_rows, needs_chromium, rendered_text
 from kit.servers import ServerProcess
 
 pytestmark = needs_chromium
@@ -124,7 +124,7 @@ def test_restore_an_older_version(console: Any, client: httpx.Client) -> None:
     store.update(memory_id, "beta\n")
     first = store.versions(memory_id)[-1]["id"]
     open_version(page, store, memory_id, first)
-    assert page.locator("pre.content").inner_text() == "alpha\n"
+    assert rendered_text(page) == "alpha"
     page.get_by_role("link", name="Compare with the current version").click()
     assert diff_rows(page)[1:] == [("1", "", "-", "alpha"), ("", "1", "+", "beta")]
     page.go_back()
@@ -136,7 +136,7 @@ def test_restore_an_older_version(console: Any, client: httpx.Client) -> None:
     page.reload()
     page.get_by_role("button", name="Restore").click()
     page.get_by_text("Restored").wait_for()
-    assert page.locator("pre.content").inner_text() == "alpha\n"
+    assert rendered_text(page) == "alpha"
     versions = store.versions(memory_id)
     assert [v["operation"] for v in versions] == ["modified", "modified", "modified", "created"]
     assert versions[0]["content"] == "alpha\n"
@@ -180,7 +180,7 @@ def test_redact_a_past_version_confirmed_and_never_the_head(
     open_version(page, store, memory_id, head)
     assert page.get_by_role("link", name="Redact", exact=True).count() == 0  # the head: no button
     open_version(page, store, memory_id, leaked)
-    assert "hunter2" in page.locator("pre.content").inner_text()
+    assert "hunter2" in rendered_text(page)
     page.get_by_role("link", name="Redact", exact=True).click()
     page.get_by_role("heading", name="Redact a version of /creds.md?").wait_for()
     page.get_by_role("button", name="Redact").click()  # not confirmed: the form stays unsent
@@ -216,7 +216,7 @@ def test_the_store_as_of_a_moment(console: Any, client: httpx.Client) -> None:
     page.get_by_role("heading", name="1 memory then").wait_for()
     assert page.get_by_role("link", name="/later.md").count() == 0
     page.get_by_role("link", name="/notes/todo.md").click()
-    assert page.locator("pre.content").inner_text() == "before\n"
+    assert rendered_text(page) == "before"
     page.go_back()
     page.get_by_label("Show the store as of").fill("2000-01-01")
     page.get_by_role("button", name="Show").click()
@@ -237,7 +237,7 @@ def test_agent_written_markup_in_history_is_text(
     page.goto(store.url(page, f"/memories/{memory_id}/history"))
     page.get_by_role("heading", name=f"History of {path}").wait_for()
     page.goto(store.url(page, f"/memories/{memory_id}/versions/{oldest}"))
-    assert page.locator("pre.content").inner_text() == f"{XSS_IMG}\n"
+    assert rendered_text(page) == XSS_IMG
     compare = f"/memories/{memory_id}/history/compare?from={oldest}&to={newest}"
     page.goto(store.url(page, compare))
     assert diff_rows(page)[1:] == [("1", "", "-", XSS_IMG), ("", "1", "+", XSS_SCRIPT)]

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kit.browser import WARNING, Watched, api, background, needs_chromium, sign_in
+from kit.browser import WARNING, Watched, api, background, needs_chromium, rendered_text, sign_in
 from kit.databricks import Workspace
 from kit.servers import ServerProcess
 
@@ -85,7 +85,7 @@ def test_memory_stores_pages_learn_of_changes(
     assert notice.inner_text() == "Changed since you opened it: /a.md was modified. Reload"
     assert background(notice) == WARNING  # not green like "Saved.": the page is stale
     assert unreloaded(memory_page)
-    assert memory_page.locator("pre.content").inner_text() == "one\n"  # nothing replaced
+    assert rendered_text(memory_page) == "one"  # nothing replaced
     notice.get_by_role("link", name="Reload").click()
     memory_page.get_by_text("one, changed").wait_for()
     assert store_page.evaluate("window.__pwned") is None

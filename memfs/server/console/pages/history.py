@@ -5,7 +5,8 @@ store's whole history and the store as it was at a moment.
   "Older versions" continues after the last one's store sequence), each with its time,
   operation, path, writer, size and state; two picked and compared (``…/history/compare``, a
   line diff). It works for a deleted memory too: versions outlive their memory.
-- ``…/versions/{version_id}``: one version's content as text; "Restore" (a POST) makes it the
+- ``…/versions/{version_id}``: one version's content, as the memory page shows it (rendered
+  Markdown, or its numbered lines: ``console.markdown``); "Restore" (a POST) makes it the
   memory's content again, as a new version whose update carries the precondition of the head
   the page showed (a change meanwhile is a 409, nothing overwritten), or creates the memory
   again at the version's path if it was deleted (a path taken meanwhile is a 409 naming the
@@ -51,6 +52,7 @@ from memfs.contract.version_view import files_at, infer_paths
 from memfs.server.console.context import Console
 from memfs.server.console.diff import diff_table
 from memfs.server.console.live import memory_stores_target
+from memfs.server.console.markdown import content_view
 from memfs.server.console.pages.store import build_tree, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
@@ -278,7 +280,7 @@ class HistoryPages:
         memory, newest = await self.memory_state(store, memory_id)
         return signed_in, self.common(store, memory_id, memory, newest), version
 
-    def version_page(
+    async def version_page(
         self,
         request: Request,
         signed_in: SignedIn,
@@ -289,6 +291,12 @@ class HistoryPages:
         error: str | None = None,
         taken_by: str | None = None,
     ) -> Response:
+        content = await content_view(
+            context["version_url"](version.id),
+            version.path,
+            version.content or "",
+            request.query_params.get("view"),
+        )
         return self.render(
             request,
             "version.html",
@@ -298,12 +306,13 @@ class HistoryPages:
             title=f"{context['memory_path']} at {format_time(version.created_at)}",
             version=version,
             taken_by=taken_by,
+            content=content,
             **context,
         )
 
     async def version_view(self, request: Request) -> Response:
         signed_in, context, version = await self.load_version(request)
-        return self.version_page(request, signed_in, context, version)
+        return await self.version_page(request, signed_in, context, version)
 
     async def restore(self, request: Request) -> Response:
         signed_in, context, version = await self.load_version(request)
@@ -337,17 +346,17 @@ class HistoryPages:
                 )
                 target = created.id
         except PreconditionFailedError:
-            return self.version_page(
+            return await self.version_page(
                 request, signed_in, context, version, status=409, error=CHANGED
             )
         except PathConflictError as exc:
             error = TAKEN.format(path=version.path)
-            return self.version_page(
+            return await self.version_page(
                 request, signed_in, context, version, status=409, error=error,
                 taken_by=exc.conflicting_memory_id,
             )  # fmt: skip
         except ApiError as exc:
-            return self.version_page(
+            return await self.version_page(
                 request, signed_in, context, version, status=exc.status, error=exc.message
             )
         return RedirectResponse(memory_url(store.id, target) + "?notice=restored", 303)

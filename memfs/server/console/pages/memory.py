@@ -1,9 +1,10 @@
 """A memory's pages: ``/console/stores/{id}/memories/{memory_id}`` and its ``edit``,
 ``rename`` and ``delete`` pages (``history`` is linked; its pages are their own group).
 
-The memory page shows the content as text in a ``<pre>`` (escaped, never rendered as HTML or
-Markdown). Every write carries the ``content_sha256`` of what the person saw (a hidden field),
-checked by the storage inside the write's transaction:
+The memory page shows the content rendered as Markdown for a ``.md`` path, or as numbered lines
+(``?view=raw``, and for every other path): ``console.markdown`` (raw HTML never rendered, links
+only to http(s), mailto or relative addresses). Every write carries the ``content_sha256`` of
+what the person saw (a hidden field), checked by the storage inside the write's transaction:
 - Save (``edit``): on a conflict nothing is overwritten; the page shows their version against
   yours as a diff and offers "Save over theirs" (a fresh precondition: the hash of the version
   shown) or "Keep theirs". A memory deleted meanwhile is not created again: the page says so
@@ -26,6 +27,7 @@ from memfs.contract.models import Memory, MemoryStore
 from memfs.server.console.context import Console
 from memfs.server.console.diff import diff_table
 from memfs.server.console.live import memory_stores_target
+from memfs.server.console.markdown import content_view
 from memfs.server.console.pages.store import memory_url, textarea
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
@@ -96,7 +98,15 @@ class MemoryPages:
     async def memory_page(self, request: Request) -> Response:
         signed_in, store, memory = await self.load(request)
         live = await memory_stores_target(self.console, store.id, "notice", memory_id=memory.id)
-        return self.page(request, "memory.html", signed_in, store, memory, live=live)
+        content = await content_view(
+            memory_url(store.id, memory.id),
+            memory.path,
+            memory.content or "",
+            request.query_params.get("view"),
+        )
+        return self.page(
+            request, "memory.html", signed_in, store, memory, live=live, content=content
+        )
 
     async def edit_form(self, request: Request) -> Response:
         signed_in, store, memory = await self.load(request)

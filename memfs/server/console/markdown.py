@@ -1,0 +1,132 @@
+"""A memory's content as its page shows it: Markdown rendered safely, or numbered lines.
+
+``render_markdown`` turns agent-written Markdown into HTML with markdown-it-py (CommonMark,
+plus tables and strikethrough): its output is the one piece of markup the console marks safe,
+and it holds nothing an agent wrote but escaped text and these rules' elements:
+- raw HTML is never rendered (``html`` off: ``<script>`` is shown as text);
+- a link is live only to http(s), mailto or a relative address (``_link_allowed``), and carries
+  ``rel="nofollow noopener noreferrer"``; any other (``javascript:``, ``data:``…) is its text;
+- an image is never loaded: it becomes a link to its address, named by its alt text (the CSP's
+  ``img-src`` would refuse a remote one anyway);
+- headings go two levels down (``#`` is an ``h3``): the page has its ``h1`` and "Content" ``h2``.
+
+``content_view`` picks a page's view: rendered for a Markdown path (``.md``) unless the page
+asks for ``?view=raw``, else the raw view, whose lines are numbered as the compare page numbers
+them (``str.splitlines``). Rendering runs in a worker thread: a hostile 100 KiB (the content
+limit) takes markdown-it up to ~2 s, which must not stall the server's other requests.
+This module must not touch storage or HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import trio
+from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from markupsafe import Markup
+
+log = logging.getLogger(__name__)
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+LINK_REL = "nofollow noopener noreferrer"
+HEADING_SHIFT = 2  # the page's h1 (the path) and h2 ("Content") sit above a memory's "#"
+# a scheme, as URLs spell it: what comes before the first ":" if no "/", "?" or "#" does
+_SCHEME = re.compile(r"^([^/?#]*):")
+_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def is_markdown(path: str | None) -> bool:
+    return path is not None and path.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+def _link_allowed(url: str) -> bool:
+    """http(s), mailto, or no scheme at all (relative, ``//host``, ``#anchor``)."""
+    scheme = _SCHEME.match(url.strip())
+    return scheme is None or scheme.group(1).lower() in _SCHEMES
+
+
+class _ConsoleMarkdown(MarkdownIt):
+    def validateLink(self, url: str) -> bool:
+        # a refused address leaves the link's href empty: ``_tame`` shows it as its text
+        return _link_allowed(url)
+
+
+def _tame(state: StateCore) -> None:
+    """Links without a live address become text, the others get ``rel``; images become links;
+    headings move down (module docstring)."""
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + HEADING_SHIFT)}"
+        if token.children:
+            token.children = _tame_inline(token.children)
+
+
+def _tame_inline(children: Sequence[Token]) -> list[Token]:
+    tamed: list[Token] = []
+    dead = False  # inside a link without a live address (CommonMark links never nest)
+    for token in children:
+        if token.type == "link_open":
+            href = token.attrGet("href")
+            dead = not (isinstance(href, str) and href and _link_allowed(href))
+            token.attrs = {} if dead else {"href": str(href), "rel": LINK_REL}
+            token.tag = "span" if dead else "a"
+        elif token.type == "link_close":
+            token.tag = "span" if dead else "a"
+            dead = False
+        elif token.type == "image":
+            tamed.extend(_image_as_link(token, inside_link=dead or _open_link(tamed)))
+            continue
+        tamed.append(token)
+    return tamed
+
+
+def _open_link(tokens: Sequence[Token]) -> bool:
+    for token in reversed(tokens):
+        if token.type in ("link_open", "link_close"):
+            return token.type == "link_open"
+    return False
+
+
+def _image_as_link(image: Token, *, inside_link: bool) -> list[Token]:
+    """An image as a link to its address, "image: ALT" (no link inside a link)."""
+    src = image.attrGet("src")
+    name = Token("text", "", 0, content=f"image: {image.content}" if image.content else "image")
+    if inside_link or not (isinstance(src, str) and src and _link_allowed(src)):
+        return [name]
+    opening = Token("link_open", "a", 1, attrs={"href": src, "rel": LINK_REL})
+    return [opening, name, Token("link_close", "a", -1)]
+
+
+_RENDERER = _ConsoleMarkdown("commonmark", {"html": False, "linkify": False})
+_RENDERER.enable(["table", "strikethrough"])
+_RENDERER.core.ruler.push("console_tame", _tame)
+
+
+def render_markdown(text: str) -> Markup:
+    """``text`` as HTML (module docstring: what it may hold)."""
+    return Markup(_RENDERER.render(text))
+
+
+@dataclass(frozen=True)
+class ContentView:
+    """What a page's "Content" shows: ``rendered`` Markdown, or (None) the numbered ``lines``;
+    ``markdown``: the path is Markdown's, so the page links both views (``url``: the page)."""
+
+    url: str
+    markdown: bool
+    rendered: Markup | None
+    lines: list[str]
+
+
+async def content_view(url: str, path: str | None, content: str, view: str | None) -> ContentView:
+    """The view of ``content`` a page at ``url`` asked for (``view``: the query's)."""
+    markdown = is_markdown(path)
+    if markdown and view != "raw":
+        rendered = await trio.to_thread.run_sync(render_markdown, content)
+        return ContentView(url, markdown, rendered, [])
+    return ContentView(url, markdown, None, content.splitlines())

@@ -1,0 +1,97 @@
+"""A memory's content as its page shows it, over plain HTTP (the app in process): Markdown
+rendered with raw HTML as text and only safe links live, the raw view's numbered lines, and
+``console.markdown``'s link rule address by address."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console.test_http import KEY, browser, sign_in
+from memfs.contract.models import Actor
+from memfs.server.app import create_app
+from memfs.server.backends.storage import Storage
+from memfs.server.console.markdown import render_markdown
+
+AGENT = Actor("session_actor", "sesn_agent")
+HOSTILE = (
+    "# Notes\n\n"
+    "<script>alert(1)</script>\n\n"
+    '<a href="javascript:alert(2)">raw</a> <img src=x onerror=alert(3)>\n\n'
+    "[js](javascript:alert(4)) [JS](JaVaScRiPt:alert(5)) [vb](vbscript:x) [data](data:text/html,x)"
+    " [file](file:///etc/passwd) [ok](https://example.com/a?b=1&c=2) [mail](mailto:a@example.com)"
+    " [rel](../other.md) [frag](#top)\n\n"
+    "![pixel](https://tracker.example/p.gif) ![](javascript:alert(6))\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "href"),
+    [
+        ("[a](https://example.com/x)", "https://example.com/x"),
+        ("[a](http://example.com)", "http://example.com"),
+        ("[a](mailto:team@example.com)", "mailto:team@example.com"),
+        ("[a](notes/today.md)", "notes/today.md"),
+        ("[a](/notes/today.md#now)", "/notes/today.md#now"),
+        ("[a](?q=1)", "?q=1"),
+        ("<https://example.com>", "https://example.com"),
+        ("[a](javascript:alert(1))", None),
+        ("[a](JAVASCRIPT:alert(1))", None),
+        ("[a](&#106;avascript:alert(1))", None),  # an entity is decoded before the check
+        ("<javascript:alert(1)>", None),
+        ("[a](vbscript:msgbox)", None),
+        ("[a](data:text/html;base64,PHNjcmlwdD4=)", None),
+        ("[a](file:///etc/passwd)", None),
+        ("[a](ftp://example.com)", None),
+        ("[a](x:y/z)", None),  # any other scheme
+        ("[a][r]\n\n[r]: javascript:alert(1)", None),
+    ],
+)
+def test_only_http_mailto_and_relative_links_are_live(source: str, href: str | None) -> None:
+    html = str(render_markdown(source))
+    links = re.findall(r'<a href="([^"]*)" rel="nofollow noopener noreferrer">', html)
+    assert links == ([] if href is None else [href.replace("&", "&amp;")]), html
+    assert html.count("<a ") == len(links)  # every link carries rel
+
+
+def test_markdown_holds_no_markup_an_agent_wrote() -> None:
+    html = str(render_markdown(HOSTILE))
+    assert "<h3>Notes</h3>" in html  # "#" under the page's h1 and "Content" h2
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script" not in html
+    assert "<img" not in html and "onerror=alert(3)&gt;" in html
+    live = re.findall(r'(?:href|src)="([^"]*)"', html)  # every address a browser would follow
+    assert live == [
+        "https://example.com/a?b=1&amp;c=2",
+        "mailto:a@example.com",
+        "../other.md",
+        "#top",
+        "https://tracker.example/p.gif",
+    ]
+    # an image is a link to its address, never loaded; one with a refused address, its source
+    assert (
+        '<a href="https://tracker.example/p.gif" rel="nofollow noopener noreferrer">'
+        "image: pixel</a>" in html
+    )
+    assert "![](javascript:alert(6))" in html
+
+
+async def test_the_memory_page_renders_markdown_and_numbers_raw_lines(storage: Storage) -> None:
+    store = await storage.create_store(name="Views", description="", metadata={})
+    md = await storage.create_memory(store.id, path="/a.md", content=HOSTILE, actor=AGENT)
+    text = await storage.create_memory(store.id, path="/b.txt", content="x\n\n# y", actor=AGENT)
+    base = f"/console/stores/{store.id}/memories"
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        rendered = await client.get(f"{base}/{md.id}")
+        assert rendered.status_code == 200
+        assert '<div class="markdown"><h3>Notes</h3>' in rendered.text
+        assert 'aria-current="page">Rendered</a>' in rendered.text
+        assert "<script>alert" not in rendered.text and "<img" not in rendered.text
+        raw = await client.get(f"{base}/{md.id}", params={"view": "raw"})
+        assert 'class="markdown"' not in raw.text and 'aria-current="page">Raw</a>' in raw.text
+        assert '<tr id="L3"><td class="num">3</td><td class="code">&lt;script&gt;' in raw.text
+        plain = await client.get(f"{base}/{text.id}")  # not Markdown: raw, no tabs
+        rows = re.findall(r'<td class="num">(\d+)</td><td class="code">([^<]*)</td>', plain.text)
+        assert rows == [("1", "x"), ("2", "\n"), ("3", "# y")]
+        assert "Rendered</a>" not in plain.text
