@@ -2,9 +2,10 @@
 
 ``Renderer.page`` renders a template of ``templates/`` (every page extends ``base.html``: the
 skip link, the header with the signed-in key and "Sign out", one ``<main>``) into an
-``HTMLResponse``. Autoescaping is on for every template, whatever its name, and nothing is ever
-marked safe: everything a page shows of a store (names, paths, contents, descriptions,
-snippets, diffs) is agent-written text and reaches the browser as text. ``StrictUndefined``
+``HTMLResponse``. Autoescaping is on for every template, whatever its name: everything a page
+shows of a store (names, paths, contents, descriptions, snippets, diffs) is agent-written text
+and reaches the browser as text. The one thing marked safe is ``console.markdown``'s rendering
+of a memory, which holds no markup an agent wrote. ``StrictUndefined``
 makes a misspelt variable an error, not an empty string.
 
 ``NOTICES`` are the messages a redirect may ask a page to show (``?notice=saved``): the query
