@@ -6,6 +6,7 @@ changing nothing."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -73,7 +74,7 @@ def test_compare_two_versions(console: Any, client: httpx.Client) -> None:
     rows = page.locator("table.versions tbody tr")
     assert rows.count() == 2
     assert "modified" in rows.nth(0).inner_text() and "created" in rows.nth(1).inner_text()
-    assert "key apikey_" in rows.nth(0).inner_text()  # who wrote it
+    assert "you" in rows.nth(0).locator("td.who").inner_text()  # the signed-in key wrote it
     newest, oldest = (v["id"] for v in store.versions(memory_id))
     page.get_by_label(f"From {oldest}").check()
     page.get_by_label(f"To {newest}").check()
@@ -289,3 +290,82 @@ def planted(body: str) -> Any:
         route.fulfill(content_type="text/html", body=body)
 
     return fulfill
+
+
+def test_history_rows_show_relative_times_lines_changed_and_writers_on_one_line(
+    console: Any, client: httpx.Client
+) -> None:
+    page = console
+    page.set_viewport_size({"width": 1400, "height": 800})
+    store = Store(client, "Rows")
+    memory_id = store.create("/plan.md", "one\ntwo\n")
+    store.update(memory_id, "one\n2\nthree\n")
+    newest, oldest = store.versions(memory_id)
+    for rest in (f"/memories/{memory_id}/history", "/history"):
+        page.goto(store.url(page, rest))
+        page.get_by_role("heading", name="History of").wait_for()
+        # the page takes the window's width, past the 60rem of the other pages
+        assert page.locator("main").evaluate("e => e.clientWidth") > 1300
+        rows = page.locator("table.versions tbody tr")
+        for row, version in zip(rows.all(), (newest, oldest), strict=True):
+            when = row.locator("td.when time")
+            moment = datetime.fromisoformat(version["created_at"]).astimezone(UTC)
+            assert when.get_attribute("datetime") == f"{moment:%Y-%m-%dT%H:%M:%SZ}"
+            assert when.get_attribute("title") == f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+            assert when.inner_text() == f"{moment:%b} {moment.day}, {moment:%H:%M}"
+            assert row.locator("td.when .ago").inner_text() == "just now"
+            writer = row.locator("td.who .writer")
+            assert writer.inner_text() == "you"  # the signed-in key wrote both
+            assert writer.evaluate("e => e.getClientRects().length") == 1  # one line
+        assert [" ".join(c.split()) for c in rows.locator("td.lines").all_inner_texts()] == [
+            "+2 −1",
+            "+2 −0",
+        ]
+        # the writer leads to the store's history of that key's versions
+        rows.first.locator("td.who .writer").click()
+        page.get_by_label("Key id").wait_for()
+        assert page.get_by_label("Key id").input_value().startswith("apikey_")
+        assert page.locator("table.versions tbody tr").count() >= 2
+
+
+def fields_beside_their_labels(page: Any) -> list[str]:
+    """What is wrong in a filter bar: a label not beside its field, or controls of one line
+    (same top) whose boxes differ in height."""
+    return list(
+        page.evaluate(
+            """() => {
+            const bad = [];
+            const bar = document.querySelector("form.filter-bar");
+            if (!bar) return ["no filter bar"];
+            for (const label of bar.querySelectorAll("label")) {
+                const field = document.getElementById(label.htmlFor).getBoundingClientRect();
+                const own = label.getBoundingClientRect();
+                const middle = (own.top + own.bottom) / 2;
+                if (middle < field.top || middle > field.bottom || own.right > field.left)
+                    bad.push(`${label.textContent} is not left of its field`);
+            }
+            const controls = [...bar.querySelectorAll("input, select, button")];
+            for (const a of controls) for (const b of controls) {
+                const ra = a.getBoundingClientRect(), rb = b.getBoundingClientRect();
+                if (Math.abs(ra.top - rb.top) < 8 && (Math.abs(ra.top - rb.top) > 1
+                        || Math.abs(ra.height - rb.height) > 1))
+                    bad.push(`${a.name || a.textContent} and ${b.name || b.textContent} differ`);
+            }
+            if (document.documentElement.scrollWidth > innerWidth) bad.push("scrolls sideways");
+            return bad;
+        }"""
+        )
+    )
+
+
+def test_the_filter_bars_keep_labels_fields_and_buttons_on_one_line(
+    console: Any, client: httpx.Client
+) -> None:
+    page = console
+    store = Store(client, "Filters")
+    store.create("/a.md", "okapi\n")
+    for width in (1000, 390):
+        page.set_viewport_size({"width": width, "height": 800})
+        for rest in ("/history", "/search?q=okapi"):
+            page.goto(store.url(page, rest))
+            assert fields_beside_their_labels(page) == [], (width, rest)

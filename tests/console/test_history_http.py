@@ -1,11 +1,13 @@
 """The console's history pages over plain HTTP (the app in process): the store as of a moment
 is what the mount's ``.versions/`` shows (the same rules, checked against its ``VersionIndex``
-on a history with renames, redactions and deletions), paging, the API's filters, and the
-refusals (an unconfirmed or cross-site redaction, a version of another memory)."""
+on a history with renames, redactions and deletions), paging, the API's filters, each row's
+short time, writer and lines added and removed (their count capped on hostile contents), and
+the refusals (an unconfirmed or cross-site redaction, a version of another memory)."""
 
 from __future__ import annotations
 
 import re
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,8 +17,10 @@ from console.test_http import KEY, browser, csrf_of, sign_in
 from memfs.contract.models import Actor, MemoryVersion
 from memfs.server.app import create_app
 from memfs.server.backends.storage import Storage
+from memfs.server.console.diff import EXACT_COUNT_CELLS, LineCount, diff_table, line_counts
 from memfs.server.console.pages.history import PAGE_SIZE, store_as_of
 from memfs.server.console.sql import SqlConsole
+from memfs.server.console.storage import ContentPair
 from memfs.server.memory_stores.storage import VersionFilter
 from memfs.versions.index import VersionIndex
 
@@ -210,5 +214,105 @@ async def test_version_marks_on_both_backends(
         assert (
             await SqlConsole(storage).latest_versions("memstore_nope", history[1].created_at) == []
         )
+        # each version beside its memory's version before it: "" before the first and for a
+        # deletion, None for a redacted one
+        await storage.update_memory(
+            store.id, memory.id, content=None, path="/n.md", expected_sha256=None, actor=AGENT
+        )
+        other = await storage.create_memory(store.id, path="/o.md", content="o", actor=AGENT)
+        await storage.delete_memory(store.id, other.id, expected_sha256=None, actor=AGENT)
+        ids = [v.id for v in await all_versions(storage, store.id)]
+        pairs = await SqlConsole(storage).version_changes(store.id, [*ids, "memver_nope"])
+        assert [pairs[version_id] for version_id in ids] == [
+            ContentPair(None, ""),
+            ContentPair("de", None),
+            ContentPair("de", "de"),
+            ContentPair("o", ""),
+            ContentPair("", "o"),
+        ]
+        assert len(pairs) == 5
     finally:
         await storage.aclose()
+
+
+WRITER = Actor("session_actor", "sesn_" + "mount7" * 6)
+TIME = re.compile(
+    r'<time datetime="(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)" '
+    r'title="(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC">([A-Z][a-z]{2} \d{1,2}, \d\d:\d\d)</time></a> '
+    r'<span class="ago">just now</span>'
+)
+LINES = re.compile(r'<td class="lines">(.*?)</td>')
+COUNT = re.compile(r">([+−][\d,]+)</span>")
+
+
+async def test_history_rows_give_short_times_brief_writers_and_lines_changed(
+    storage: Storage,
+) -> None:
+    store = await storage.create_store(name="Rows", description="", metadata={})
+    s = store.id
+    memory = await storage.create_memory(s, path="/n.md", content="a\nb\nc\n", actor=WRITER)
+    await storage.update_memory(
+        s, memory.id, content="a\nB\nc\nd\ne\n", path=None, expected_sha256=None, actor=WRITER
+    )
+    await storage.update_memory(s, memory.id, content=None, path="/m.md", expected_sha256=None,
+                                actor=WRITER)  # fmt: skip
+    await storage.delete_memory(s, memory.id, expected_sha256=None, actor=WRITER)
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        for url in (
+            f"/console/stores/{s}/memories/{memory.id}/history",
+            f"/console/stores/{s}/history",
+        ):
+            page = (await client.get(url)).text
+            # newest first: deleted (every line gone), renamed, edited, created
+            counts = [COUNT.findall(cell) for cell in LINES.findall(page)]
+            assert counts == [["+0", "−5"], ["+0", "−0"], ["+3", "−1"], ["+3", "−0"]], url
+            times = TIME.findall(page)
+            assert len(times) == 4  # to the second: no microseconds
+            versions = await all_versions(storage, s)
+            assert {t[0] for t in times} == {
+                v.created_at.strftime("%Y-%m-%dT%H:%M:%SZ") for v in versions
+            }
+            # a writer on one line: its kind and a short id, the whole id in its title, a link
+            # to the store's history of its versions
+            assert (
+                page.count(
+                    f'<a class="writer" href="/console/stores/{s}/history?session={WRITER.id}" '
+                    f'title="session {WRITER.id}: its versions in this store">'
+                    "session sesn_mount7mo…</a>"
+                )
+                == 4
+            )
+
+
+async def test_a_redacted_side_has_no_line_count(storage: Storage) -> None:
+    store = await storage.create_store(name="Redacted", description="", metadata={})
+    memory = await storage.create_memory(store.id, path="/r.md", content="x\n", actor=AGENT)
+    await storage.update_memory(
+        store.id, memory.id, content="y\n", path=None, expected_sha256=None, actor=AGENT
+    )
+    await storage.redact_version(store.id, (await all_versions(storage, store.id))[0].id,
+                                 actor=AGENT)  # fmt: skip
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        page = (await client.get(f"/console/stores/{store.id}/history")).text
+    assert LINES.findall(page) == ["–", "–"]  # neither the redacted one nor the one after it
+
+
+def test_a_line_count_is_the_diff_tables_and_capped_on_hostile_contents() -> None:
+    for old, new in [("a\nb\nc", "a\nB\nc\nd"), ("", "x\ny\n"), ("p\nq\n" * 30, "q\np\nr\n" * 20)]:
+        rows = diff_table(old, new).unified
+        table = LineCount(
+            sum(row.kind == "add" for row in rows), sum(row.kind == "remove" for row in rows)
+        )
+        assert line_counts(old, new) == table
+    # repeated lines take difflib cubic time (2,000 of them: a minute): past the cap, a count of
+    # lines as multisets, in linear time
+    old, new = "x\ny\n" * 1000, "y\nx\nz\n" * 700
+    assert len(old.splitlines()) * len(new.splitlines()) > EXACT_COUNT_CELLS
+    started = time.perf_counter()
+    assert line_counts(old, new) == LineCount(700, 600)
+    assert time.perf_counter() - started < 1.0
+    # a long memory with a small edit still counts exactly (its common head and tail set aside)
+    long = "".join(f"line {n}\n" for n in range(5000))
+    assert line_counts(long, long.replace("line 2500\n", "line 2500!\nnew\n")) == LineCount(2, 1)

@@ -5,7 +5,8 @@ yours (an edit conflict).
 line with its number in the old and the new version, and in a changed line the words that
 changed (``Piece.changed``, shown in ``<del>``/``<ins>``), unified or split side by side. The
 text is the memories' own, escaped by the template like everything else: nothing here makes
-markup.
+markup. ``line_counts`` gives the history's "+3 −1" of a version against the one before it,
+with its work capped.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
 log = logging.getLogger(__name__)
 
 CONTEXT_LINES = 3
+# the lines a count diffs exactly (old x new, once their common head and tail are set aside):
+# difflib takes up to cubic time on repeated lines (500 x 500 of them: ~0.5 s), so past this
+# the count is of lines as multisets, in linear time
+EXACT_COUNT_CELLS = 10_000
 
 TableKind = Literal["hunk", "add", "remove", "same", "change"]
 # a word, a run of spaces, or one other character: the units a changed word is marked in
@@ -90,6 +96,39 @@ def diff_table(old: str, new: str) -> DiffTable:
                 n = news[k] if k < len(news) else Side(None)
                 split.append(DiffRow("change", o, n))
     return DiffTable(unified, split)
+
+
+@dataclass(frozen=True)
+class LineCount:
+    """Lines added and removed by a version (the diff table's ``+`` and ``-`` rows)."""
+
+    added: int
+    removed: int
+
+
+def line_counts(old: str, new: str) -> LineCount:
+    """The lines ``new`` adds to and removes from ``old``: its common head and tail set aside,
+    the rest diffed as the diff table does, or, past ``EXACT_COUNT_CELLS``, counted as
+    multisets of lines (lines that only moved are not counted then: never more than the
+    diff's)."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    head = 0
+    while head < min(len(old_lines), len(new_lines)) and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(old_lines), len(new_lines)) - head
+        and old_lines[-1 - tail] == new_lines[-1 - tail]
+    ):
+        tail += 1
+    old_rest = old_lines[head : len(old_lines) - tail]
+    new_rest = new_lines[head : len(new_lines) - tail]
+    if len(old_rest) * len(new_rest) <= EXACT_COUNT_CELLS:
+        matcher = difflib.SequenceMatcher(None, old_rest, new_rest, autojunk=False)
+        same = sum(block.size for block in matcher.get_matching_blocks())
+    else:
+        same = sum((Counter(old_rest) & Counter(new_rest)).values())
+    return LineCount(len(new_rest) - same, len(old_rest) - same)
 
 
 def _hunk_header(group: list[tuple[str, int, int, int, int]]) -> str:

@@ -81,6 +81,7 @@ class Renderer:
         self.env.filters["ago"] = wording.ago
         self.env.filters["exact_time"] = wording.exact_time
         self.env.filters["machine_time"] = wording.machine_time
+        self.env.filters["short_time"] = wording.short_time
         self.env.filters["writer"] = wording.writer
 
     def page(

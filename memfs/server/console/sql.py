@@ -19,6 +19,7 @@ from memfs.contract.models import Actor
 from memfs.server.console.storage import (
     ConsoleSession,
     ConsoleStorage,
+    ContentPair,
     EntryGroup,
     TreeMemory,
     VersionMark,
@@ -56,6 +57,13 @@ def _mark(row: Row) -> VersionMark:
         row["content_size"],
         row["redacted_us"] is not None,
     )
+
+
+def _content(content: str | None, redacted_us: int | None, operation: str | None) -> str | None:
+    """A version's content for a line count: None if redacted, "" for a deletion's."""
+    if redacted_us is not None:
+        return None
+    return "" if operation == "deleted" else content or ""
 
 
 def _session(row: Row) -> ConsoleSession:
@@ -190,6 +198,38 @@ class SqlConsole(ConsoleStorage):
                 ).fetchall()
             rows.sort(key=lambda row: int(row["seq"]))
             return [_mark(row) for row in rows]
+
+        return await self._backend._read(run)
+
+    async def version_changes(
+        self, store_id: str, version_ids: Sequence[str]
+    ) -> dict[str, ContentPair]:
+        ids = list(version_ids)
+
+        def run(tx: Tx) -> dict[str, ContentPair]:
+            pairs: dict[str, ContentPair] = {}
+            for start in range(0, len(ids), _IDS_A_QUERY):
+                chunk = ids[start : start + _IDS_A_QUERY]
+                marks = ", ".join("?" for _ in chunk)
+                # the version before is its memory's highest seq below: one probe of the
+                # (store_id, memory_id, seq) index each
+                rows = tx.execute(
+                    "SELECT v.id, v.operation, v.content, v.redacted_us, p.id AS p_id, "
+                    "p.content AS p_content, p.redacted_us AS p_redacted_us "
+                    "FROM versions v LEFT JOIN versions p ON p.store_id = v.store_id "
+                    "AND p.seq = (SELECT MAX(q.seq) FROM versions q WHERE q.store_id = v.store_id "
+                    "AND q.memory_id = v.memory_id AND q.seq < v.seq) "
+                    f"WHERE v.store_id = ? AND v.id IN ({marks})",
+                    (store_id, *chunk),
+                ).fetchall()
+                for row in rows:
+                    pairs[row["id"]] = ContentPair(
+                        _content(row["content"], row["redacted_us"], row["operation"]),
+                        _content(row["p_content"], row["p_redacted_us"], None)
+                        if row["p_id"] is not None
+                        else "",
+                    )
+            return pairs
 
         return await self._backend._read(run)
 

@@ -12,6 +12,8 @@ cost most of the page). For "the store as of" a moment it reads
 ``VersionMark`` rows (no content, nothing but what ``memfs.contract.version_view`` needs and the
 page shows): each memory's newest version then, and the whole history of the few memories whose
 version then was redacted (its path is inferred from its neighbours').
+For the history's "+3 −1" it reads a page of versions' contents each beside its memory's
+version before it (``version_changes``: one query, the previous found by index).
 For a Databricks store it counts entries by actor and by an actor's session
 (``dbx_actors``, ``dbx_sessions``): the Databricks API has no listing of either; and it reads a
 Databricks store's newest change (``dbx_newest_change``: where a live page's stream starts, one
@@ -57,6 +59,15 @@ class VersionMark:
     created_at: datetime
     size: int | None  # None when deleted or redacted
     redacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPair:
+    """A version's content and that of its memory's version before it, for a line count:
+    ``""`` for a deletion's content or a first version's predecessor, None when redacted."""
+
+    content: str | None
+    previous: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,13 @@ class ConsoleStorage(abc.ABC):
     @abc.abstractmethod
     async def version_marks(self, store_id: str, memory_ids: Sequence[str]) -> list[VersionMark]:
         """Every version of those memories of the store, oldest first (the store's order)."""
+
+    @abc.abstractmethod
+    async def version_changes(
+        self, store_id: str, version_ids: Sequence[str]
+    ) -> dict[str, ContentPair]:
+        """Each of those versions of the store (by id; unknown ones left out) with its memory's
+        version before it (``ContentPair``)."""
 
     @abc.abstractmethod
     async def dbx_actors(

@@ -2,7 +2,8 @@
 
 ``human_size`` (``1.2 kB``: decimal units, as GitHub and ``ls -h --si`` count), ``ago`` (``5
 min ago``, against the moment the page is rendered; the exact time goes beside it in a
-``<time datetime title>``, ``exact_time``) and ``writer`` (``you``, ``key apikey_3f2a9c1b…``,
+``<time datetime title>``, ``exact_time``; a table's short time, ``short_time``: ``Dec 5,
+22:30``) and ``writer`` (``you``, ``key apikey_3f2a9c1b…``,
 ``session sesn_mount-7…``: the server knows no names for its keys, so a writer is its kind
 and a short id, the full id in the element's title). Pure functions of their arguments: no
 markup (templates escape what these return).
@@ -18,6 +19,7 @@ from memfs.contract.models import Actor
 log = logging.getLogger(__name__)
 
 _UNITS = ("kB", "MB", "GB")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 SHORT_ID = 8  # characters of an id kept after its prefix ("apikey_", "sesn_")
 WRITER_KINDS = {  # an actor's type in words
     "session_actor": "session",
@@ -58,6 +60,14 @@ def ago(moment: datetime, now: datetime | None = None) -> str:
 def exact_time(moment: datetime) -> str:
     """``2026-12-05 22:30:55 UTC``: the title of a relative time (to the second)."""
     return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def short_time(moment: datetime, now: datetime | None = None) -> str:
+    """``Dec 5, 22:30`` (UTC; month names whatever the locale), ``Dec 5 2025, 22:30`` when
+    ``moment`` is not of ``now``'s year (the clock's now by default)."""
+    utc = moment.astimezone(UTC)
+    year = "" if utc.year == (now or datetime.now(UTC)).year else f" {utc.year}"
+    return f"{_MONTHS[utc.month - 1]} {utc.day}{year}, {utc:%H:%M}"
 
 
 def machine_time(moment: datetime) -> str:

@@ -2,8 +2,10 @@
 store's whole history and the store as it was at a moment.
 
 - ``…/memories/{memory_id}/history``: the memory's versions newest first (``PAGE_SIZE`` a page,
-  "Older versions" continues after the last one's store sequence), each with its time,
-  operation, path, writer, size and state; two picked and compared (``…/history/compare``, a
+  "Older versions" continues after the last one's store sequence), each with its time (short,
+  and how long ago), operation, path, writer (short: ``wording.writer``; a link to the store's
+  history filtered by that key or session), lines added and removed against the version before
+  (``line_changes``), size and state; two picked and compared (``…/history/compare``, a
   line diff). It works for a deleted memory too: versions outlive their memory.
 - ``…/versions/{version_id}``: one version's content, as the memory page shows it (rendered
   Markdown, or its numbered lines: ``console.markdown``); "Restore" (a POST) makes it the
@@ -14,8 +16,8 @@ store's whole history and the store as it was at a moment.
   attributed to the signed-in key. The head of a live memory has no "Redact" (the API's rule);
   the storage refuses it anyway (its message on the page).
 - ``/stores/{id}/history``: every version of the store, newest first, filtered as the API
-  filters (operation, session, key, a time range), paginated; each links to its version and
-  its memory's history.
+  filters (operation, session, key, a time range), paginated, in the same columns; each links
+  to its version and its memory's history.
 - ``/stores/{id}/as-of?at=TIME``: the store at that moment (what ``.versions/TIME/`` shows in a
   mount: the rules of ``memfs.contract.version_view``), read-only, each memory a link to its version
   of then.
@@ -36,6 +38,7 @@ from datetime import UTC, datetime, time
 from typing import Any, cast, get_args
 from urllib.parse import urlencode
 
+import trio
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -50,7 +53,7 @@ from memfs.contract.errors import (
 from memfs.contract.models import Actor, Memory, MemoryStore, MemoryVersion, Operation, format_time
 from memfs.contract.version_view import files_at, infer_paths
 from memfs.server.console.context import Console
-from memfs.server.console.diff import diff_table
+from memfs.server.console.diff import LineCount, diff_table, line_counts
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.markdown import content_view
 from memfs.server.console.pages.store import build_tree, memory_url
@@ -130,6 +133,33 @@ def store_at(latest: list[VersionMark], histories: list[VersionMark]) -> list[At
     ]
 
 
+async def line_changes(
+    console: ConsoleStorage, store_id: str, versions: list[MemoryVersion]
+) -> dict[str, LineCount]:
+    """The lines each version added and removed against its memory's version before it (none
+    for a redacted side), in one query; counted in a worker thread (``line_counts`` caps its
+    work, yet a page may hold 50 contents of 100 KiB)."""
+    pairs = await console.version_changes(store_id, [version.id for version in versions])
+
+    def count() -> dict[str, LineCount]:
+        return {
+            version_id: line_counts(pair.previous, pair.content)
+            for version_id, pair in pairs.items()
+            if pair.content is not None and pair.previous is not None
+        }
+
+    return await trio.to_thread.run_sync(count)
+
+
+def writer_filter(store_id: str, actor: Actor | None) -> str | None:
+    """The store's history of that key's or session's writes (None for other writers: the
+    history filters by these two only)."""
+    field = {"api_actor": "key", "session_actor": "session"}.get(actor.type) if actor else None
+    if actor is None or field is None:
+        return None
+    return f"{store_url(store_id)}/history?" + urlencode({field: actor.id})
+
+
 async def store_as_of(console: ConsoleStorage, store_id: str, moment: datetime) -> list[AtMoment]:
     """The store's memories at ``moment``, in path order (``store_at``), in one query, or two
     when a memory's version then is redacted."""
@@ -198,6 +228,7 @@ class HistoryPages:
             "moment": format_time,
             "as_of_url": f"{store_url(store.id)}/as-of",
             "version_url": lambda version_id: version_url(store.id, memory_id, version_id),
+            "writer_url": lambda actor: writer_filter(store.id, actor),
         }
 
     async def memory_history(self, request: Request) -> Response:
@@ -225,6 +256,7 @@ class HistoryPages:
             signed_in=signed_in,
             title=f"History of {context['memory_path']}",
             versions=page.items,
+            changes=await line_changes(self.console.console_storage, store.id, page.items),
             older=page.next,
             first_page=before is None,
             live=live,
@@ -444,6 +476,8 @@ class HistoryPages:
             operations=OPERATIONS,
             filtered=bool(more),
             versions=versions,
+            changes=await line_changes(self.console.console_storage, store.id, versions),
+            writer_url=lambda actor: writer_filter(store.id, actor),
             older=older,
             older_query=more,
             actor_text=actor_text,
