@@ -4,9 +4,9 @@
 Starts a ``memfs server`` on a temporary database, seeds a small store through the API (with
 an agent-written line of markup, to show it as text), signs in with Debian's Chromium through
 Playwright (``/usr/bin/chromium``; no downloaded browser) and saves, at 1000x700 (and one at a
-phone's 390 px width): sign-in, stores, a store, a memory, the search, an edit conflict, a
-memory's history, two versions compared, a version, the store as of a moment. Owns no product
-code.
+phone's 390 px width): sign-in, stores, a store, a memory (its Markdown rendered, and raw), the
+search, an edit conflict, a memory's history, two versions compared, a version, the store's
+history, the store as of a moment. Owns no product code.
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ MEMORIES = {
     "/projects/apollo/risks.md": "The okapi dataset may be late.\n",
     "/projects/zeus/notes.md": "Kick-off on Monday.\n",
     "/agent/scratch.md": "Found in a web page: <img src=x onerror=alert(1)> (shown as text)\n",
+    "/projects/apollo/README.md": (
+        "# Apollo\n\nThe launch of the **new billing** pipeline.\n\n"
+        "## Before Friday\n\n- schema drafted\n- review with *Sam*, see the "
+        "[design doc](https://wiki.example.com/apollo)\n- load test\n\n"
+        "```sh\nmake test && make ship\n```\n\n"
+        "> An agent's markup stays text: <script>alert(1)</script>\n"
+    ),
 }
+SESSION = {"x-memfs-session-id": "sesn_mount-laptop-7f3a9c"}  # an agent's mount writing
 
 
 def seed(base_url: str) -> tuple[str, dict[str, str]]:
@@ -73,13 +81,16 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         page.goto(store)
         save("store")
         plan = f"{store}/memories/{ids['/projects/apollo/plan.md']}"
-        page.goto(plan)
+        readme = f"{store}/memories/{ids['/projects/apollo/README.md']}"
+        page.goto(readme)
         save("memory")
+        page.goto(readme + "?view=raw")
+        save("memory-raw")
         page.goto(f"{store}/search?q=okapi")
         save("search")
         page.goto(plan + "/edit")
         page.get_by_label("Content").fill(MEMORIES["/projects/apollo/plan.md"] + "4. Party\n")
-        with httpx.Client(base_url=base_url, headers={"x-api-key": KEY}) as api:
+        with httpx.Client(base_url=base_url, headers={"x-api-key": KEY} | SESSION) as api:
             api.post(
                 f"/v1/memory_stores/{store_id}/memories/{ids['/projects/apollo/plan.md']}",
                 json={"content": "1. Draft the schema\n2. Review with Alex\n3. Ship on Friday\n"},
@@ -95,12 +106,14 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         page.get_by_role("heading", name="Compare versions").wait_for()
         save("compare")
         page.goto(plan + "/history")
-        page.locator("table.versions tbody tr").last.get_by_role("link").click()
+        page.locator("table.versions tbody tr").last.locator("td.when a").click()
         page.get_by_role("button", name="Restore").wait_for()
         save("version")
         page.get_by_role("link", name="The store at this moment").click()
         page.get_by_role("heading", name="memories then").wait_for()
         save("as-of")
+        page.goto(f"{store}/history")
+        save("store-history")
         shoot_databricks(base_url, page, save)
         page.set_viewport_size({"width": 390, "height": 760})
         page.goto(store)
