@@ -8,6 +8,7 @@ subclass says in ``_UNEMBEDDED_SQL``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from memfs.server.search.document import DocumentKind, SearchScope, Tx
@@ -40,6 +41,33 @@ class FtsBase:
             (*params, model),
         ).fetchall()
         return [(row["doc_id"], bytes(row["embedding"])) for row in rows]
+
+    def paths(self, tx: Tx, scope: SearchScope, doc_ids: Sequence[str]) -> dict[str, str]:
+        """doc_id -> path of the scope's documents among ``doc_ids``."""
+        if not doc_ids:
+            return {}
+        where, params = scope_sql(scope, "d")
+        marks = ", ".join("?" for _ in doc_ids)
+        rows = tx.execute(
+            f"SELECT d.doc_id, d.path FROM search_docs d WHERE {where} AND d.doc_id IN ({marks})",
+            (*params, *doc_ids),
+        ).fetchall()
+        return {row["doc_id"]: row["path"] for row in rows}
+
+    def folder_members(
+        self, tx: Tx, scope: SearchScope, folders: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        """(doc_id, path) of the scope's documents under any of ``folders`` (each ending in
+        ``/``; deeper documents too: the caller keeps the direct ones)."""
+        if not folders:
+            return []
+        where, params = scope_sql(scope, "d")
+        under = " OR ".join("substr(d.path, 1, ?) = ?" for _ in folders)
+        rows = tx.execute(
+            f"SELECT d.doc_id, d.path FROM search_docs d WHERE {where} AND ({under})",
+            (*params, *(value for folder in folders for value in (len(folder), folder))),
+        ).fetchall()
+        return [(row["doc_id"], row["path"]) for row in rows]
 
     def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
         """Up to ``limit`` documents not embedded by ``model``: (kind, store_id, doc_id, text)."""

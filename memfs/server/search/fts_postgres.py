@@ -4,7 +4,7 @@ token count and embedding; a GIN index on the ``tsvector`` finds the matches.
 
 PostgreSQL has no BM25 (``ts_rank`` has no inverse document frequency), so the score is
 computed here in SQL with FTS5's formula: for each query lexeme, IDF = max(ln((N - n + 0.5) /
-(n + 0.5)), 1e-6) times f·(k1 + 1) / (f + k1·(1 - b + b·|D| / avgdl)), k1 = 1.2, b = 0.75,
+(n + 0.5)), 1e-6) times f·(k1 + 1) / (f + k1·(1 - b + b·|D| / avgdl)), k1 = 0.9, b = 0.4,
 where f is the lexeme's occurrences weighted per column (``COLUMN_WEIGHTS``, as on SQLite) and
 |D| the document's token count. N, n and avgdl are counted over the *scope*, as on SQLite, so a
 score never depends on another store, actor, session or API. Differences from SQLite
@@ -27,7 +27,7 @@ from memfs.server.search.terms import scope_sql
 
 log = logging.getLogger(__name__)
 
-K1, B = 1.2, 0.75
+K1, B = 0.9, 0.4  # Anserini's defaults: better than FTS5's 1.2, 0.75 on short memories (LoCoMo)
 _DESCRIPTION, _PATH, _CONTENT = COLUMN_WEIGHTS
 
 

@@ -2,7 +2,7 @@
 count and embedding) and the FTS5 table ``search_text`` (description, path, content) sharing its
 rowid; ``search_terms`` (an ``fts5vocab`` ``instance`` table) lists every token occurrence.
 
-Ranking is BM25 with FTS5's own formula (k1 = 1.2, b = 0.75, the column weights of
+Ranking is BM25 with FTS5's own formula (k1 = 0.9, b = 0.4 as Anserini's, the column weights of
 ``COLUMN_WEIGHTS``; written out in ``fts_postgres``), computed in SQL over the *scope* only: the
 document count, average length and how many documents hold a word are counted among the scope's
 documents, so a score never depends on another store, actor, session or API (FTS5's ``bm25()``
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # BM25 weights of (description, path, content): a description is a curated summary, so a
 # word there counts twice; a path word counts like a content word.
 COLUMN_WEIGHTS = (2.0, 1.0, 1.0)
-K1, B = 1.2, 0.75
+K1, B = 0.9, 0.4  # Anserini's defaults: better than FTS5's 1.2, 0.75 on short memories (LoCoMo)
 _WEIGHT_OF_COLUMN = (
     f"CASE v.col WHEN 'description' THEN {COLUMN_WEIGHTS[0]} "
     f"WHEN 'path' THEN {COLUMN_WEIGHTS[1]} ELSE {COLUMN_WEIGHTS[2]} END"

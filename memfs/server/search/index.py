@@ -12,6 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 
+from memfs.contract import search_context
 from memfs.server.search import semantic
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchHit, SearchScope, Tx
 from memfs.server.search.fts_postgres import PostgresFts
@@ -21,8 +22,9 @@ from memfs.server.search.terms import query_terms
 log = logging.getLogger(__name__)
 
 VECTOR_CACHE = 256  # recently embedded texts kept (a rename re-indexes the same text)
-# How many candidates each ranking contributes to the fusion (at least the answer's limit).
-FUSION_DEPTH = 50
+# How many candidates each ranking contributes (at least the answer's limit): enough that the
+# context (``memfs.contract.search_context``) finds the best memories' folders and neighbours.
+CANDIDATES = 200
 
 _BACKENDS: dict[str, SqliteFts | PostgresFts] = {
     "sqlite": SqliteFts(),
@@ -81,18 +83,30 @@ class SearchIndex:
         _BACKENDS[tx.dialect.name].remove(tx, kind, store_id, None)
 
     def search(self, tx: Tx, scope: SearchScope, query: str, limit: int) -> list[SearchHit]:
-        """The at most ``limit`` documents in ``scope`` best matching ``query``, best first."""
+        """The at most ``limit`` documents in ``scope`` best matching ``query``, best first:
+        BM25 (fused with the embeddings' cosine when semantic), then read in context (each
+        document with its folder and its neighbours in a numbered series:
+        ``memfs.contract.search_context``)."""
         backend = _BACKENDS[tx.dialect.name]
         terms = query_terms(query)
-        depth = limit if self.embedder is None else max(limit, FUSION_DEPTH)
+        depth = max(limit, CANDIDATES)
         lexical = backend.bm25(tx, scope, terms, depth) if terms else []
         if self.embedder is None:
-            return [SearchHit(doc_id, score) for doc_id, score in lexical]
-        if not query.strip():
+            scores = dict(lexical)
+        elif not query.strip():
             return []
-        vectors = backend.vectors(tx, scope, self.embedder.name)
-        meaning = semantic.cosine_ranking(self.embedder.query(query), vectors, depth)
-        return [SearchHit(*hit) for hit in semantic.fuse([lexical, meaning], limit)]
+        else:
+            vectors = backend.vectors(tx, scope, self.embedder.name)
+            meaning = semantic.cosine_scores(self.embedder.query(query), vectors, depth)
+            scores = semantic.fuse(lexical, meaning)
+        if not scores:
+            return []
+        paths = backend.paths(tx, scope, list(scores))
+        folders = search_context.context_folders(scores, paths)
+        members = backend.folder_members(tx, scope, sorted(folders))
+        ranked = search_context.in_context(scores, paths, members)
+        best = sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return [SearchHit(doc_id, score) for doc_id, score in best]
 
     def backfill(self, tx: Tx, batch: int = 32) -> int:
         """Embed up to ``batch`` documents that lack this embedder's vector; how many were.

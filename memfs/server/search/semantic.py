@@ -8,9 +8,14 @@ bytes beside their index row with the model's name; a search embeds only the que
 to tens of thousands of vectors, see docs/server.md). Documents written while semantic search
 was off, or by another model, are embedded when the server starts with it (``backfill``).
 
-The two rankings are fused by reciprocal rank fusion (``fuse``): a document's score is the sum
-over the rankings it appears in of 1 / (``RRF_K`` + rank). This module imports numpy and the
-model lazily: without the extra, ``load_embedder`` raises ``SemanticUnavailableError``.
+The two rankings are fused by a convex combination of their scores (``fuse``), each first made
+relative to its answer: BM25 divided by the best BM25, a cosine as its place between the
+scope's median cosine (0) and the best (1), below the median nothing. Scores keep how far apart
+two documents are, where ranks keep only their order; Bruch et al. (ACM TOIS 2023, "An Analysis
+of Fusion Functions for Hybrid Retrieval") found the convex combination better than reciprocal
+rank fusion, and on LoCoMo it is (docs/benchmarks.md, *LoCoMo retrieval*). This module imports
+numpy and the model lazily: without the extra, ``load_embedder`` raises
+``SemanticUnavailableError``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60  # the constant of Cormack et al.: damps the weight of the very first ranks
+# The weight of BM25 in the fusion (the embeddings' is the rest): words matched exactly are the
+# stronger evidence; the embeddings find what is said in other words.
+LEXICAL_WEIGHT = 0.6
 # What is embedded of a document: its description and the start of its content, so one write
 # costs at most about one 512-token window of the model (BM25 still sees every word).
 EMBED_CHARS = 2000
@@ -95,11 +102,12 @@ def to_bytes(vector: NDArray[np.float32]) -> bytes:
     return vector.astype(STORED_DTYPE).tobytes()
 
 
-def cosine_ranking(
+def cosine_scores(
     query: NDArray[np.float32], vectors: Sequence[tuple[str, bytes]], limit: int
 ) -> list[tuple[str, float]]:
-    """The ``limit`` best (doc_id, cosine) of ``vectors`` (``to_bytes`` of normalised vectors),
-    best first."""
+    """The ``limit`` best (doc_id, relative cosine) of ``vectors`` (``to_bytes`` of normalised
+    vectors), best first: the cosine's place between the median of all ``vectors`` (0) and the
+    best (1); documents at or below the median are left out."""
     import numpy as np
 
     if not vectors:
@@ -107,20 +115,30 @@ def cosine_ranking(
     stored = np.frombuffer(b"".join(blob for _, blob in vectors), dtype=STORED_DTYPE)
     matrix = stored.reshape(len(vectors), -1).astype(np.float32)
     scores = matrix @ query.astype(np.float32, copy=False)
+    median, best_score = float(np.median(scores)), float(scores.max())
+    span = best_score - median
+    if span <= 0:
+        return []
     top = (
         np.argpartition(-scores, limit - 1)[:limit]
         if limit < len(scores)
         else np.arange(len(scores))
     )
     best = sorted(top, key=lambda i: (-scores[i], vectors[i][0]))
-    return [(vectors[i][0], float(scores[i])) for i in best]
+    return [
+        (vectors[i][0], (float(scores[i]) - median) / span) for i in best if scores[i] > median
+    ]
 
 
-def fuse(rankings: Sequence[Sequence[tuple[str, Any]]], limit: int) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion of ``rankings`` (each best first): the ``limit`` best by fused
-    score, ties by doc id."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, (doc_id, _) in enumerate(ranking, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (RRF_K + rank)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+def fuse(
+    lexical: Sequence[tuple[str, float]], meaning: Sequence[tuple[str, float]]
+) -> dict[str, float]:
+    """The convex combination (module docstring) of BM25 scores ``lexical`` and relative cosines
+    ``meaning`` (``cosine_scores``): doc_id -> fused score in [0, 1]."""
+    best = max((score for _, score in lexical), default=0.0)
+    fused = {
+        doc_id: LEXICAL_WEIGHT * score / best for doc_id, score in lexical if best > 0
+    }
+    for doc_id, score in meaning:
+        fused[doc_id] = fused.get(doc_id, 0.0) + (1 - LEXICAL_WEIGHT) * score
+    return fused

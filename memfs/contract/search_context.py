@@ -1,0 +1,109 @@
+"""Ranking in context: a memory is read with its folder and its neighbours in a numbered series.
+
+One rule for the reference server's engine and a mount's local index, applied after a ranker
+(BM25, or BM25 fused with embeddings) has scored each memory on its own words. Memories are
+rarely self-contained: the answer to "what did Caroline take away from the book?" is a reply,
+"It taught me self-acceptance", whose words are all in the memory before it; a folder
+(``/session_07/``, ``/projects/garden/``) is about one thing, and a memory in the folder that
+holds the best matches is more likely to be the one sought than a stray word match elsewhere.
+Passage retrieval has long scored a passage with its document and its neighbours (Callan,
+SIGIR 1994; score smoothing over adjacent passages); here the "document" is the folder and the
+passages are its memories:
+
+    context(m) = s(m) + FOLDER_WEIGHT * best(folder of m)
+                      + sum over d of NEIGHBOUR_WEIGHTS[d - 1] * max(s of the memories d steps
+                                                                     away in m's series)
+
+where ``s`` is the ranker's score divided by the answer's best (so 1 is the best match) and
+``best(folder)`` the highest ``s`` among the folder's memories. A *series* is the memories of
+one folder whose names differ only in their last number (``turn_007.md``, ``turn_008.md``;
+``2024-05-01.md``, ``2024-05-02.md``), in numeric order: a conversation, a journal, a log.
+Names outside a series (``todo.md``, ``ideas.md``) have no neighbours, so unrelated notes never
+lend each other score; they still share their folder's.
+
+Only the folders of the ``CONTEXT_DEPTH`` best memories are read: a folder without a good match
+lends nothing worth the reading. The weights were chosen on the development half of LoCoMo
+(docs/benchmarks.md, *LoCoMo retrieval*) in coarse steps and checked on the held-back half;
+nothing depends on a question's wording.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+FOLDER_WEIGHT = 0.7
+NEIGHBOUR_WEIGHTS = (0.5, 0.25)  # one step away, two steps away
+CONTEXT_DEPTH = 50  # the best memories whose folders (and series) are read
+# A name in a series: anything, its last run of digits, then no digit (an extension).
+_SERIES_NAME = re.compile(r"^(.*?)(\d+)(\D*)$", re.DOTALL)
+
+
+def folder_of(path: str) -> str:
+    """The folder holding ``path``, ending in ``/`` (``/a/b.md`` -> ``/a/``; ``b.md`` -> ``/``)."""
+    head, _, _ = path.rpartition("/")
+    return head + "/" if head else "/"
+
+
+def series_of(path: str) -> tuple[str, str, str, int] | None:
+    """(folder, name before the number, name after it, number) of a name in a series, or None
+    for a name without a number."""
+    folder = folder_of(path)
+    match = _SERIES_NAME.match(path[len(folder) :] if path.startswith(folder) else path)
+    if match is None:
+        return None
+    before, digits, after = match.groups()
+    return folder, before, after, int(digits)
+
+
+def context_folders(scores: Mapping[str, float], paths: Mapping[str, str]) -> set[str]:
+    """The folders whose memories ``in_context`` needs: those of the ``CONTEXT_DEPTH`` best of
+    ``scores`` (``paths``: the path of each scored memory)."""
+    best = sorted(scores, key=lambda doc: (-scores[doc], doc))[:CONTEXT_DEPTH]
+    return {folder_of(paths[doc]) for doc in best if doc in paths}
+
+
+def in_context(
+    scores: Mapping[str, float],
+    paths: Mapping[str, str],
+    members: Iterable[tuple[str, str]],
+) -> dict[str, float]:
+    """Each memory's score in context (module docstring), for the scored memories and every
+    memory of their ``context_folders``.
+
+    ``scores``: memory id -> the ranker's score (higher is better, at least 0); ``paths``: the
+    path of each scored memory; ``members``: (memory id, path) of every memory of the
+    ``context_folders`` (more is harmless: memories of other folders are ignored)."""
+    best = max(scores.values(), default=0.0)
+    if best <= 0:
+        return dict(scores)
+    own = {doc: score / best for doc, score in scores.items()}
+    folders = context_folders(scores, paths)
+    where = {doc: path for doc, path in members if folder_of(path) in folders}
+    for doc in own:
+        if doc in paths and folder_of(paths[doc]) in folders:
+            where[doc] = paths[doc]
+    folder_best: dict[str, float] = defaultdict(float)
+    series: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
+    for doc, path in where.items():
+        folder = folder_of(path)
+        folder_best[folder] = max(folder_best[folder], own.get(doc, 0.0))
+        key = series_of(path)
+        if key is not None:
+            series[key[:3]].append((key[3], doc))
+    context = dict(own)
+    for doc, path in where.items():
+        context[doc] = own.get(doc, 0.0) + FOLDER_WEIGHT * folder_best[folder_of(path)]
+    for members_in_order in series.values():
+        members_in_order.sort()
+        ids = [doc for _, doc in members_in_order]
+        for i, doc in enumerate(ids):
+            for step, weight in enumerate(NEIGHBOUR_WEIGHTS, start=1):
+                near = [own.get(ids[j], 0.0) for j in (i - step, i + step) if 0 <= j < len(ids)]
+                if near:
+                    context[doc] += weight * max(near)
+    return context
