@@ -19,7 +19,9 @@ where ``s`` is the ranker's score divided by the answer's best (so 1 is the best
 one folder whose names differ only in their last number (``turn_007.md``, ``turn_008.md``;
 ``2024-05-01.md``, ``2024-05-02.md``), in numeric order: a conversation, a journal, a log.
 Names outside a series (``todo.md``, ``ideas.md``) have no neighbours, so unrelated notes never
-lend each other score; they still share their folder's.
+lend each other score; they still share their folder's. The answer holds the memories the
+ranker scored and the memories of a series next to one (within two steps): a memory is never
+returned only for the folder it is in.
 
 Only the folders of the ``CONTEXT_DEPTH`` best memories are read: a folder without a good match
 lends nothing worth the reading. The weights were chosen on the development half of LoCoMo
@@ -72,8 +74,8 @@ def in_context(
     paths: Mapping[str, str],
     members: Iterable[tuple[str, str]],
 ) -> dict[str, float]:
-    """Each memory's score in context (module docstring), for the scored memories and every
-    memory of their ``context_folders``.
+    """Each memory's score in context (module docstring), for the scored memories and the
+    memories of a series one or two steps from a scored one.
 
     ``scores``: memory id -> the ranker's score (higher is better, at least 0); ``paths``: the
     path of each scored memory; ``members``: (memory id, path) of every memory of the
@@ -95,15 +97,18 @@ def in_context(
         key = series_of(path)
         if key is not None:
             series[key[:3]].append((key[3], doc))
+    # Who is answered: the scored memories, and the memories of a series with a scored
+    # neighbour (a reply); a memory that is only in a good folder lends itself no match.
     context = dict(own)
-    for doc, path in where.items():
-        context[doc] = own.get(doc, 0.0) + FOLDER_WEIGHT * folder_best[folder_of(path)]
     for members_in_order in series.values():
         members_in_order.sort()
         ids = [doc for _, doc in members_in_order]
         for i, doc in enumerate(ids):
             for step, weight in enumerate(NEIGHBOUR_WEIGHTS, start=1):
                 near = [own.get(ids[j], 0.0) for j in (i - step, i + step) if 0 <= j < len(ids)]
-                if near:
-                    context[doc] += weight * max(near)
+                if near and max(near) > 0:
+                    context[doc] = context.get(doc, 0.0) + weight * max(near)
+    for doc in context:
+        if doc in where:
+            context[doc] += FOLDER_WEIGHT * folder_best[folder_of(where[doc])]
     return context

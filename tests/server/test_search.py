@@ -288,10 +288,29 @@ async def test_the_migration_indexes_existing_memories(
         await storage.aclose()
 
 
-def test_reciprocal_rank_fusion_rewards_agreement() -> None:
-    fused = fuse([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.8)]], 3)
-    assert [doc_id for doc_id, _ in fused] == ["b", "a", "c"]
-    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+def test_fusion_weighs_scores_not_ranks() -> None:
+    """BM25 over the best BM25 (0.6) plus the relative cosine (0.4): agreement wins, and a
+    document far behind in BM25 stays behind however close its rank."""
+    fused = fuse([("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.8)])
+    assert sorted(fused, key=lambda doc: -fused[doc]) == ["b", "a", "c"]
+    assert fused["b"] == pytest.approx(0.6 * 5 / 9 + 0.4 * 0.9)
+    assert fused["a"] == pytest.approx(0.6)
+    assert fuse([("a", 9.0), ("b", 0.9)], [])["b"] == pytest.approx(0.06)
+
+
+def test_cosines_are_relative_to_the_scope_and_below_the_median_left_out() -> None:
+    np = pytest.importorskip("numpy")
+    from memfs.server.search.semantic import cosine_scores, to_bytes
+
+    def unit(*xs: float) -> bytes:
+        v = np.array(xs, dtype=np.float32)
+        return to_bytes(v / np.linalg.norm(v))
+
+    vectors = [("best", unit(1, 0)), ("mid", unit(1, 1)), ("far", unit(0, 1)), ("med", unit(1, 2))]
+    scores = dict(cosine_scores(np.array([1, 0], dtype=np.float32), vectors, 10))
+    assert scores["best"] == pytest.approx(1.0)
+    assert 0 < scores["mid"] < 1
+    assert "far" not in scores and "med" not in scores  # at or below the median cosine
 
 
 async def test_the_kept_scope_counts_follow_every_write(tmp_path: Path) -> None:

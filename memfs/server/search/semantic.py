@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -125,9 +125,7 @@ def cosine_scores(
         else np.arange(len(scores))
     )
     best = sorted(top, key=lambda i: (-scores[i], vectors[i][0]))
-    return [
-        (vectors[i][0], (float(scores[i]) - median) / span) for i in best if scores[i] > median
-    ]
+    return [(vectors[i][0], (float(scores[i]) - median) / span) for i in best if scores[i] > median]
 
 
 def fuse(
@@ -136,9 +134,7 @@ def fuse(
     """The convex combination (module docstring) of BM25 scores ``lexical`` and relative cosines
     ``meaning`` (``cosine_scores``): doc_id -> fused score in [0, 1]."""
     best = max((score for _, score in lexical), default=0.0)
-    fused = {
-        doc_id: LEXICAL_WEIGHT * score / best for doc_id, score in lexical if best > 0
-    }
+    fused = {doc_id: LEXICAL_WEIGHT * score / best for doc_id, score in lexical if best > 0}
     for doc_id, score in meaning:
         fused[doc_id] = fused.get(doc_id, 0.0) + (1 - LEXICAL_WEIGHT) * score
     return fused
