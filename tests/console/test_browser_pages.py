@@ -90,11 +90,12 @@ def test_the_tree_shows_names_in_their_folder_with_size_and_last_change(
     plan = new_memory(client, store_id, "/projects/alpha/plan.md", "x" * 1234)
     page.goto(f"{console_server.base_url}/console/stores/{store_id}")
     tree = page.locator(".store-tree")
-    # folders first, each memory by its name in its folder (the full path is its link's title)
+    # folders first, each memory by its name in its folder
     names = tree.locator("summary, li.file > a").all_inner_texts()
     assert names == ["projects/", "alpha/", "plan.md", "notes.md", "a.md"]
     assert tree.get_by_text("/projects/alpha/plan.md").count() == 0
-    assert tree.get_by_role("link", name="plan.md").get_attribute("title") == plan["path"]
+    link = tree.get_by_role("link", name="plan.md")
+    assert link.get_attribute("href") == f"/console/stores/{store_id}/memories/{plan['id']}"
     row = tree.locator("li.file").filter(has_text="plan.md")
     assert " ".join(row.inner_text().split()) == "plan.md 1.2 kB changed just now by you"
     for part in (".size", "time", ".writer"):

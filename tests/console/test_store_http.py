@@ -64,7 +64,6 @@ async def test_the_tree_shows_names_in_their_folder_with_size_and_last_change(
     assert page.index("<summary>projects/</summary>") < page.index("<summary>alpha/</summary>")
     assert page.index(">alpha/<") < page.index(">plan.md<") < page.index(">b.md<")
     assert page.index(">b.md<") < page.index(">readme.md<")
-    assert 'title="/projects/alpha/plan.md">plan.md</a>' in page  # the full path on hover
     seven = (now - timedelta(minutes=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
     exact = (now - timedelta(minutes=7)).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f'<time datetime="{seven}" title="{exact}">7 min ago</time>' in page

@@ -153,16 +153,21 @@ class SqlConsole(ConsoleStorage):
                 "WHERE m.store_id = ? ORDER BY m.path",
                 (store_id,),
             ).fetchall()
-            return [
-                TreeMemory(
-                    row["id"],
-                    row["path"],
-                    row["content_size"],
-                    from_us(row["created_us"]),
-                    Actor(row["actor_type"], row["actor_id"]),
+            writers: dict[tuple[str, str], Actor] = {}  # a few writers wrote most memories
+            tree = []
+            for row in rows:
+                writer = (row["actor_type"], row["actor_id"])
+                actor = writers.get(writer) or writers.setdefault(writer, Actor(*writer))
+                tree.append(
+                    TreeMemory(
+                        row["id"],
+                        row["path"],
+                        row["content_size"],
+                        from_us(row["created_us"]),
+                        actor,
+                    )
                 )
-                for row in rows
-            ]
+            return tree
 
         return await self._backend._read(run)
 

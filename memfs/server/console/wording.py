@@ -59,7 +59,7 @@ def ago(moment: datetime, now: datetime | None = None) -> str:
 
 def exact_time(moment: datetime) -> str:
     """``2026-12-05 22:30:55 UTC``: the title of a relative time (to the second)."""
-    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    return _utc(moment).isoformat(" ", "seconds")[:19] + " UTC"
 
 
 def short_time(moment: datetime, now: datetime | None = None) -> str:
@@ -72,7 +72,12 @@ def short_time(moment: datetime, now: datetime | None = None) -> str:
 
 def machine_time(moment: datetime) -> str:
     """``2026-12-05T22:30:55Z``: a ``<time>``'s ``datetime`` (to the second)."""
-    return f"{moment.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    return _utc(moment).isoformat("T", "seconds")[:19] + "Z"
+
+
+def _utc(moment: datetime) -> datetime:
+    # isoformat is 5x faster than strftime; a page formats 2,000 times
+    return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
 
 
 def writer(actor: Actor | None, me: str | None = None) -> str:

@@ -36,6 +36,7 @@ from memfs.server.console.pages.stores import store_url
 from memfs.server.console.security import is_https
 from memfs.server.console.sessions import SignedIn
 from memfs.server.console.storage import TreeMemory
+from memfs.server.db.clock import utc_now
 from memfs.server.memory_stores import validation
 from memfs.server.search import validate_query
 
@@ -152,6 +153,9 @@ class StorePages:
             title=store.name,
             store=store,
             tree=build_tree(memories),
+            memories_url=memory_url(store.id, ""),
+            me=signed_in.api_key_id,
+            now=utc_now(),
             badges=conflict_badges(memories),
             usage=usage_lines(store.name, base_url_of(request)),
             count=len(memories),
