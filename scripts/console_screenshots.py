@@ -22,6 +22,7 @@ import httpx
 from kit.servers import ServerProcess, free_port
 
 KEY = "sk-screenshots-" + "s" * 24
+AGENT_KEY = "sk-screenshots-agent-" + "a" * 18  # another writer, as the store page shows them
 OUT = Path(__file__).resolve().parents[1] / "docs" / "console"
 CHROMIUM = "/usr/bin/chromium"
 MEMORIES = {
@@ -39,6 +40,10 @@ MEMORIES = {
     ),
 }
 SESSION = {"x-memfs-session-id": "sesn_mount-laptop-7f3a9c"}  # an agent's mount writing
+BY_AGENT = {  # written with AGENT_KEY: a mount's conflict copy beside the memory it met
+    "/preferences/coffee.conflict-20261205T091500Z.md": "Prefers soy milk.\n",
+    "/projects/zeus/budget.md": "Budget: " + "42 units, " * 150 + "\n",
+}
 
 
 def seed(base_url: str) -> tuple[str, dict[str, str]]:
@@ -54,7 +59,12 @@ def seed(base_url: str) -> tuple[str, dict[str, str]]:
                 f"/v1/memory_stores/{store['id']}/memories", json={"path": path, "content": content}
             )
             ids[path] = made.json()["id"]
-        return store["id"], ids
+    with httpx.Client(base_url=base_url, headers={"x-api-key": AGENT_KEY}) as agent:
+        for path, content in BY_AGENT.items():
+            agent.post(
+                f"/v1/memory_stores/{store['id']}/memories", json={"path": path, "content": content}
+            )
+    return store["id"], ids
 
 
 def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
@@ -66,9 +76,9 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1000, "height": 700})
 
-        def save(name: str) -> None:
+        def save(name: str, *, full_page: bool = False) -> None:
             path = OUT / f"{name}.png"
-            page.screenshot(path=str(path))
+            page.screenshot(path=str(path), full_page=full_page)
             saved.append(path)
 
         page.goto(base_url + "/console/sign-in")
@@ -79,7 +89,7 @@ def shoot(base_url: str, store_id: str, ids: dict[str, str]) -> list[Path]:
         save("stores")
         store = f"{base_url}/console/stores/{store_id}"
         page.goto(store)
-        save("store")
+        save("store", full_page=True)  # the tree, then how to use the store
         plan = f"{store}/memories/{ids['/projects/apollo/plan.md']}"
         readme = f"{store}/memories/{ids['/projects/apollo/README.md']}"
         page.goto(readme)
@@ -166,7 +176,7 @@ def main() -> None:
     parser.parse_args()
     with (
         tempfile.TemporaryDirectory() as tmp,
-        ServerProcess(db=Path(tmp) / "shots.db", port=free_port(), keys=[KEY]) as server,
+        ServerProcess(db=Path(tmp) / "shots.db", port=free_port(), keys=[KEY, AGENT_KEY]) as server,
     ):
         store_id, ids = seed(server.base_url)
         for path in shoot(server.base_url, store_id, ids):

@@ -91,7 +91,7 @@ def test_the_tree_shows_names_in_their_folder_with_size_and_last_change(
     page.goto(f"{console_server.base_url}/console/stores/{store_id}")
     tree = page.locator(".store-tree")
     # folders first, each memory by its name in its folder
-    names = tree.locator("summary, li.file > a").all_inner_texts()
+    names = tree.locator("summary, li.file .name > a").all_inner_texts()
     assert names == ["projects/", "alpha/", "plan.md", "notes.md", "a.md"]
     assert tree.get_by_text("/projects/alpha/plan.md").count() == 0
     link = tree.get_by_role("link", name="plan.md")

@@ -23,7 +23,6 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from memfs.server.console import wording
 from memfs.server.console.sessions import SignedIn
 
 log = logging.getLogger(__name__)
@@ -54,10 +53,6 @@ def _thousands(value: int) -> str:
     return f"{value:,}"
 
 
-def _basename(path: str) -> str:
-    return path.rpartition("/")[2]
-
-
 def _has_carriage_return(value: str) -> bool:
     return "\r" in value
 
@@ -76,7 +71,6 @@ class Renderer:
         )
         self.env.filters["thousands"] = _thousands
         self.env.tests["carriage_return"] = _has_carriage_return
-        self.env.filters["basename"] = _basename
         self.env.filters["human_size"] = wording.human_size
         self.env.filters["ago"] = wording.ago
         self.env.filters["exact_time"] = wording.exact_time

@@ -59,7 +59,7 @@ def ago(moment: datetime, now: datetime | None = None) -> str:
 
 def exact_time(moment: datetime) -> str:
     """``2026-12-05 22:30:55 UTC``: the title of a relative time (to the second)."""
-    return _utc(moment).isoformat(" ", "seconds")[:19] + " UTC"
+    return time_attributes(moment)[1]
 
 
 def short_time(moment: datetime, now: datetime | None = None) -> str:
@@ -72,11 +72,17 @@ def short_time(moment: datetime, now: datetime | None = None) -> str:
 
 def machine_time(moment: datetime) -> str:
     """``2026-12-05T22:30:55Z``: a ``<time>``'s ``datetime`` (to the second)."""
-    return _utc(moment).isoformat("T", "seconds")[:19] + "Z"
+    return time_attributes(moment)[0]
+
+
+def time_attributes(moment: datetime) -> tuple[str, str]:
+    """``machine_time`` and ``exact_time`` at once, from one isoformat (5x faster than
+    strftime: the store page's tree may show 2,000 times)."""
+    machine = _utc(moment).isoformat("T", "seconds")[:19]
+    return machine + "Z", f"{machine[:10]} {machine[11:]} UTC"
 
 
 def _utc(moment: datetime) -> datetime:
-    # isoformat is 5x faster than strftime; a page formats 2,000 times
     return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
 
 

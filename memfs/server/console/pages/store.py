@@ -21,15 +21,17 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from datetime import datetime
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from memfs.contract.errors import ApiError
-from memfs.contract.models import Memory, MemoryStore
+from memfs.contract.models import Actor, Memory, MemoryStore
 from memfs.contract.search_words import best_line
+from memfs.server.console import wording
 from memfs.server.console.context import Console
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.pages.stores import store_url
@@ -112,6 +114,51 @@ def conflict_badges(memories: Sequence[TreeMemory]) -> dict[str, str]:
     return badges
 
 
+class TreeRow(NamedTuple):
+    """One memory's row of the tree, its words made once (a page may show 2,000 rows: Jinja
+    filters and lookups per row cost more than the rest of the page)."""
+
+    path: str
+    url: str
+    name: str  # in its folder
+    size: str
+    changed_at: str  # a <time>'s datetime
+    changed_exact: str  # its title
+    changed_ago: str
+    writer: str
+    writer_id: str
+    badge: str | None
+
+
+def tree_rows(
+    memories: Sequence[TreeMemory], store_id: str, me: str, now: datetime
+) -> list[TreeRow]:
+    """The rows of ``memories`` as the store page shows them, signed in as the key ``me``."""
+    badges = conflict_badges(memories)
+    writers: dict[Actor, str] = {}
+    base = memory_url(store_id, "")
+    rows = []
+    for memory in memories:
+        changed, exact = wording.time_attributes(memory.changed_at)
+        actor = memory.changed_by
+        who = writers.get(actor) or writers.setdefault(actor, wording.writer(actor, me))
+        rows.append(
+            TreeRow(
+                memory.path,
+                base + memory.id,
+                memory.path.rpartition("/")[2],
+                wording.human_size(memory.size),
+                changed,
+                exact,
+                wording.ago(memory.changed_at, now),
+                who,
+                actor.id,
+                badges.get(memory.id),
+            )
+        )
+    return rows
+
+
 def usage_lines(store_name: str, base_url: str) -> list[str]:
     """The shell lines that mount the store and serve it over MCP: its name quoted (it is
     agent-chosen; one that starts with "-" goes after "--", where no option is read)."""
@@ -152,11 +199,7 @@ class StorePages:
             signed_in=signed_in,
             title=store.name,
             store=store,
-            tree=build_tree(memories),
-            memories_url=memory_url(store.id, ""),
-            me=signed_in.api_key_id,
-            now=utc_now(),
-            badges=conflict_badges(memories),
+            tree=build_tree(tree_rows(memories, store.id, signed_in.api_key_id, utc_now())),
             usage=usage_lines(store.name, base_url_of(request)),
             count=len(memories),
             limit=self.console.console_storage.memory_limit,
