@@ -23,6 +23,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from memfs.server.console import wording
 from memfs.server.console.sessions import SignedIn
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,6 @@ class Renderer:
         )
         self.env.filters["thousands"] = _thousands
         self.env.tests["carriage_return"] = _has_carriage_return
-        self.env.filters["human_size"] = wording.human_size
         self.env.filters["ago"] = wording.ago
         self.env.filters["exact_time"] = wording.exact_time
         self.env.filters["machine_time"] = wording.machine_time
