@@ -287,3 +287,25 @@ async def test_without_a_change_hub_pages_are_not_live(storage: Storage) -> None
 
 def _patch(**fields: str | None) -> EntryPatch:
     return EntryPatch(dict(fields))
+
+
+async def test_a_listing_of_entries_says_how_long_ago_each_changed(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memfs.server.backends.sqlite import SqliteStorage
+
+    changed = datetime.now(UTC) - timedelta(minutes=7)
+    storage = await SqliteStorage.open(tmp_path / "dbx.db", clock=lambda: changed)
+    try:
+        await storage.databricks.create_store("ago", description=None, creator="t")
+        await storage.databricks.create_entry("ago", entry("bob", "/notes.md"))
+        async with signed_in(create_app(storage, [KEY])) as client:
+            page = (await client.get("/console/databricks/ago/entries?actor=bob")).text
+    finally:
+        await storage.aclose()
+    machine = changed.strftime("%Y-%m-%dT%H:%M:%SZ")
+    exact = changed.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f'<time datetime="{machine}" title="{exact}">7 min ago</time>' in page  # changed
+    month = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()[changed.month - 1]
+    short = f"{month} {changed.day}, {changed:%H:%M}"
+    assert f'<time datetime="{machine}" title="{exact}">{short}</time>' in page  # created
