@@ -306,6 +306,5 @@ async def test_a_listing_of_entries_says_how_long_ago_each_changed(tmp_path: Pat
     machine = changed.strftime("%Y-%m-%dT%H:%M:%SZ")
     exact = changed.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f'<time datetime="{machine}" title="{exact}">7 min ago</time>' in page  # changed
-    month = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()[changed.month - 1]
-    short = f"{month} {changed.day}, {changed:%H:%M}"
+    short = f"{changed:%b} {changed.day}, {changed:%H:%M}"  # C locale: English month names
     assert f'<time datetime="{machine}" title="{exact}">{short}</time>' in page  # created
