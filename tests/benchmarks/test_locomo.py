@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.cases.locomo import Question, hit_rank, quality
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CONVERSATION = {
@@ -19,7 +21,7 @@ CONVERSATION = {
     "session_1": [
         {"speaker": "Ada", "dia_id": "D1:1", "text": "Good afternoon, how was the week?"},
         {"speaker": "Bo", "dia_id": "D1:2", "text": "I climbed the old tower by the sea."},
-        {"speaker": "Ada", "dia_id": "D1:3", "text": "zebra zebra zebra stripes"},
+        {"speaker": "Ada", "dia_id": "D1:3", "text": "Stripes everywhere at the fair."},
     ],
     "session_2_date_time": "9:30 am on 20 May, 2023",
     "session_2": [
@@ -59,15 +61,14 @@ def test_the_case_finds_the_evidence_and_scores_it(tmp_path: Path) -> None:
     rows: list[dict[str, Any]] = report["rows"]
     assert "1 conversations, 5 turns, 3 questions" in report["note"]
     for api in ("memory-stores", "databricks"):
-        # per turn: the caption finds the okapi's turn first; no turn has the lighthouse (the
-        # summary is not stored); the turn with three zebras ranks above the evidence
-        assert ranks(rows, api, "turn") == {0: 1, 1: None, 3: 2}
-        # per session: the second session holds the okapi and the one zebra, the first has more
-        assert ranks(rows, api, "session") == {0: 1, 1: None, 3: 2}
+        # the caption finds the okapi's turn (and session) first, "zebra" its only turn; no
+        # turn has the lighthouse (the summary is not stored): a miss
+        assert ranks(rows, api, "turn") == {0: 1, 1: None, 3: 1}
+        assert ranks(rows, api, "session") == {0: 1, 1: None, 3: 1}
         assert scores(rows, api, "turn") == {
-            "1-4": (3, 0.667, 0.667, 0.5),  # MRR (1 + 0 + 1/2) / 3
+            "1-4": (3, 0.667, 0.667, 0.667),
             "1 multi-hop": (1, 0.0, 0.0, 0.0),
-            "2 temporal": (1, 1.0, 1.0, 0.5),
+            "2 temporal": (1, 1.0, 1.0, 1.0),
             "3 open-domain": (0, 0.0, 0.0, 0.0),
             "4 single-hop": (1, 1.0, 1.0, 1.0),
         }
@@ -94,6 +95,29 @@ def scores(
         for r in rows
         if "mrr_at_10" in r and (r["api"], r["granularity"]) == (api, granularity)
     }
+
+
+def test_ranks_become_recall_and_mrr_by_category() -> None:
+    """The scores from ranks the server would not give a tiny store: 2 and 7 (only the
+    top 5 counts for recall@5), 0 (not in the top 10)."""
+    asked = [
+        Question("c", i, category, "?", frozenset(["D1:1"]))
+        for i, category in enumerate([1, 1, 2, 4, 4])
+    ]
+    label = {"api": "a", "backend": "b", "mode": "m", "granularity": "g"}
+    rows = quality(label, list(zip(asked, [1, 7, 0, 2, 1], strict=True)))
+    assert [
+        (r.category, r.questions, r.recall_at_5, r.recall_at_10, r.mrr_at_10) for r in rows
+    ] == [
+        ("1-4", 5, 0.6, 0.8, round((1 + 1 / 7 + 1 / 2 + 1) / 5, 3)),
+        ("1 multi-hop", 2, 0.5, 1.0, round((1 + 1 / 7) / 2, 3)),
+        ("2 temporal", 1, 0.0, 0.0, 0.0),
+        ("3 open-domain", 0, 0.0, 0.0, 0.0),
+        ("4 single-hop", 2, 1.0, 1.0, 0.75),
+    ]
+    holds = {"/a.md": frozenset(["D1:2"]), "/b.md": frozenset(["D1:1", "D1:3"])}
+    assert hit_rank(["/a.md", "/x.md", "/b.md"], holds, asked[0]) == 3
+    assert hit_rank(["/a.md"] * 10 + ["/b.md"], holds, asked[0]) == 0  # 11th: not in the top 10
 
 
 def test_missing_data_is_one_line_that_says_how_to_point_at_it(tmp_path: Path) -> None:
