@@ -10,7 +10,13 @@ text without a word (blank, punctuation only) finds nothing.
 
 Documents are (memory id, path, description, content); a match in the description weighs twice
 a match in the path or the content (the server's weights: a description is a curated summary).
-Scores are ``-bm25()``: higher is better, comparable only within one answer.
+The ``CANDIDATES`` best by ``-bm25()`` are then read in context, as the server's are
+(``memfs.contract.search_context``: each memory with its folder and its neighbours in a
+numbered series, so a reply without the query's words follows the turn that has them). Scores
+are the context's: higher is better, comparable only within one answer.
+
+FTS5's ``bm25()`` has fixed parameters (k1 1.2, b 0.75) where the server's BM25 now uses
+k1 0.9, b 0.4 (``memfs.server.search.fts_sqlite``): the two rank alike but not identically.
 
 It must not talk to a store or know files and inodes. One index belongs to one trio thread.
 """
@@ -22,11 +28,15 @@ import sqlite3
 import zlib
 from dataclasses import dataclass
 
+from memfs.contract import search_context
 from memfs.contract.search_words import fts5_match, query_terms
 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 100
+# How many BM25 candidates are read in context (at least the answer's limit): the server's
+# depth (memfs.server.search.index.CANDIDATES), enough to find the best memories' folders.
+CANDIDATES = 200
 # weights of the columns path, description, content in bm25()
 _WEIGHTS = (1.0, 2.0, 1.0)
 
@@ -63,6 +73,8 @@ class SearchIndex:
             "sha TEXT NOT NULL, path TEXT NOT NULL, description TEXT NOT NULL, "
             "content BLOB NOT NULL)"
         )
+        # the members of a folder, read for ranking in context (``_folder_members``)
+        self._db.execute("CREATE INDEX doc_path ON doc (path, memory_id)")
         # porter: "searching" finds "search"; unicode61 folds case and diacritics
         self._db.execute(
             "CREATE VIRTUAL TABLE fts USING fts5(path, description, content, content='', "
@@ -144,13 +156,16 @@ class SearchIndex:
         self, query: str, *, limit: int = 10, path_prefix: str | None = None
     ) -> list[IndexHit]:
         """The best ``limit`` (1-100) matches of ``query``, best first; ``path_prefix``: only
-        paths starting with it (a plain string prefix, as the server's)."""
+        paths starting with it (a plain string prefix, as the server's). BM25 ranks the
+        candidates, then each is read in context (module docstring); a memory answered for its
+        place next to a match holds none of the query's words."""
         expression = match_expression(query)
         if expression is None:
             return []
         limit = max(1, min(MAX_LIMIT, limit))
+        # FTS5's bm25() cannot take k1 and b: it ranks with 1.2 and 0.75 (module docstring).
         sql = (
-            "SELECT doc.memory_id, doc.path, doc.description, doc.content, "
+            "SELECT doc.memory_id, doc.path, "
             f"-bm25(fts, {', '.join(map(str, _WEIGHTS))}) AS score "
             "FROM fts JOIN doc ON doc.rowid = fts.rowid WHERE fts MATCH ?"
         )
@@ -159,9 +174,51 @@ class SearchIndex:
             sql += " AND substr(doc.path, 1, ?) = ?"
             params += [len(path_prefix), path_prefix]
         sql += " ORDER BY score DESC, doc.path LIMIT ?"
-        params.append(limit)
+        params.append(max(limit, CANDIDATES))
         rows = self._db.execute(sql, params).fetchall()
-        return [IndexHit(row[0], row[1], row[2], _text(row[3]), float(row[4])) for row in rows]
+        if not rows:
+            return []
+        scores = {row[0]: float(row[2]) for row in rows}
+        paths = {row[0]: row[1] for row in rows}
+        members = self._folder_members(search_context.context_folders(scores, paths))
+        if path_prefix:
+            members = [(doc, path) for doc, path in members if path.startswith(path_prefix)]
+        ranked = search_context.in_context(scores, paths, members)
+        best = sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return self._hits(best)
+
+    def _folder_members(self, folders: set[str]) -> list[tuple[str, str]]:
+        """(memory id, path) of the documents directly in any of ``folders`` (each ending in
+        ``/``). Each folder is a range of the path index: the paths from ``/a/`` up to ``/a0``
+        (``0`` follows ``/``) are exactly those starting with ``/a/`` (SQLite compares text as
+        UTF-8 bytes, in code point order), never a LIKE pattern (a user's path may hold ``%``)."""
+        if not folders:
+            return []
+        one = (
+            "SELECT memory_id, path FROM doc WHERE path >= ? AND path < ? "
+            "AND instr(substr(path, ?), '/') = 0"
+        )
+        ordered = sorted(folders)
+        params = [value for f in ordered for value in (f, f[:-1] + "0", len(f) + 1)]
+        rows: list[tuple[str, str]] = self._db.execute(
+            " UNION ALL ".join(one for _ in ordered), params
+        ).fetchall()
+        return rows
+
+    def _hits(self, best: list[tuple[str, float]]) -> list[IndexHit]:
+        """The answered documents, in ``best``'s order with its scores; their description and
+        content are read only here, for the hits shown."""
+        marks = ", ".join("?" for _ in best)
+        rows = self._db.execute(
+            f"SELECT memory_id, path, description, content FROM doc WHERE memory_id IN ({marks})",
+            [doc for doc, _ in best],
+        ).fetchall()
+        by_id = {row[0]: row for row in rows}
+        return [
+            IndexHit(doc, by_id[doc][1], by_id[doc][2], _text(by_id[doc][3]), score)
+            for doc, score in best
+            if doc in by_id
+        ]
 
 
 def _text(compressed: bytes) -> str:

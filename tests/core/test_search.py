@@ -65,6 +65,50 @@ def test_ranking_paths_descriptions_and_prefix() -> None:
     assert {h.path for h in index.search("tomato")} == {"/old/garden.md", "/work/todo.md"}
 
 
+async def test_a_reply_without_the_query_s_words_follows_the_turn_that_has_them(
+    store: FakeStore,
+) -> None:
+    """Ranking in context, as the server's (``memfs.contract.search_context``): the reply to a
+    matching turn is answered right after it, showing its first line; a note that matched
+    nothing is not, however many there are; a neighbour outside ``path_prefix`` is not."""
+    store.seed("/chat/turn_001.md", "What did you take away from the book about gardening?")
+    store.seed("/chat/turn_002.md", "\n  \nIt taught me self-acceptance.\nAnd patience.\n")
+    store.seed("/chat/turn_003.md", "Shall we meet on Sunday?")
+    store.seed("/chat/turn_004.md", "Yes, at ten.")
+    store.seed("/notes/todo.md", "buy milk\ncall the plumber")
+    store.seed("/notes/seeds.md", "gardening: order seeds")
+    search = LocalSearch(store)
+    hits = await search.search("book gardening")
+    assert paths_of(hits)[:2] == ["/chat/turn_001.md", "/chat/turn_002.md"]
+    assert hits[1].line == "It taught me self-acceptance."  # no word matched: the first line
+    assert 0 < hits[1].score < hits[0].score
+    assert "/notes/todo.md" not in paths_of(hits)  # in no series: no neighbour lends it score
+    assert "/chat/turn_004.md" not in paths_of(hits)  # three places from the match
+    assert set(paths_of(hits)) == {
+        "/chat/turn_001.md",
+        "/chat/turn_002.md",
+        "/chat/turn_003.md",
+        "/notes/seeds.md",
+    }
+    found = await search.search("book gardening", path_prefix="/chat/turn_001")
+    assert paths_of(found) == ["/chat/turn_001.md"]
+    assert paths_of(await search.search("book gardening", limit=1)) == ["/chat/turn_001.md"]
+
+
+def test_a_match_in_the_best_match_s_folder_ranks_above_an_equal_one_elsewhere() -> None:
+    """Two memories match equally; the one in the folder of the best match comes first (by
+    path alone it would not: ``/a-work/`` sorts first)."""
+    index = SearchIndex()
+    index.put("best", "/z_garden/tomatoes.md", "tomato soil tomato", sha="1")
+    index.put("there", "/z_garden/beds.md", "soil", sha="2")
+    index.put("elsewhere", "/a-work/beds.md", "soil", sha="3")
+    for n in range(5):
+        index.put(f"other{n}", f"/misc/other{n}.md", "nothing to see", sha=f"o{n}")
+    hits = index.search("tomato soil")
+    assert [hit.memory_id for hit in hits] == ["best", "there", "elsewhere"]
+    assert hits[1].score > hits[2].score
+
+
 def test_best_line() -> None:
     content = "# Title\n\nthe cat sat\nthe cat sat on the mat\n\tmat\n"
     assert best_line(content, "mat cat") == "the cat sat on the mat"
@@ -112,7 +156,8 @@ async def test_first_search_fetches_the_store_in_pages(store: FakeStore) -> None
     store.seed("/top.md", "the keyword7 again")
     search = LocalSearch(store)
     hits = await search.search("keyword7")
-    assert sorted(paths_of(hits)) == ["/deep/dir1/note7.md", "/top.md"]
+    # the two matches first; note7's neighbours in its series (note1 … note13) follow
+    assert sorted(paths_of(hits)[:2]) == ["/deep/dir1/note7.md", "/top.md"]
     assert hits[0].line in ("keyword7", "the keyword7 again")
     assert store.calls["read"] == 0  # contents came with the listing pages
     pages = store.calls["list_directory_page"]
