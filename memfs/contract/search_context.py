@@ -54,7 +54,11 @@ def folder_of(path: str) -> str:
 def series_of(path: str) -> tuple[str, str, str, int] | None:
     """(folder, name before the number, name after it, number) of a name in a series, or None
     for a name without a number."""
-    folder = folder_of(path)
+    return _series_in(folder_of(path), path)
+
+
+def _series_in(folder: str, path: str) -> tuple[str, str, str, int] | None:
+    """``series_of(path)`` when ``folder`` is ``folder_of(path)``, already known."""
     match = _SERIES_NAME.match(path[len(folder) :] if path.startswith(folder) else path)
     if match is None:
         return None
@@ -85,30 +89,44 @@ def in_context(
         return dict(scores)
     own = {doc: score / best for doc, score in scores.items()}
     folders = context_folders(scores, paths)
-    where = {doc: path for doc, path in members if folder_of(path) in folders}
+    # Each memory of those folders: its path and folder (worked out once: a search reads
+    # hundreds of members).
+    where: dict[str, tuple[str, str]] = {}
+    for doc, path in members:
+        folder = folder_of(path)
+        if folder in folders:
+            where[doc] = (path, folder)
     for doc in own:
         if doc in paths and folder_of(paths[doc]) in folders:
-            where[doc] = paths[doc]
+            where[doc] = (paths[doc], folder_of(paths[doc]))
     folder_best: dict[str, float] = defaultdict(float)
     series: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
-    for doc, path in where.items():
-        folder = folder_of(path)
+    for doc, (path, folder) in where.items():
         folder_best[folder] = max(folder_best[folder], own.get(doc, 0.0))
-        key = series_of(path)
+        key = _series_in(folder, path)
         if key is not None:
             series[key[:3]].append((key[3], doc))
     # Who is answered: the scored memories, and the memories of a series with a scored
     # neighbour (a reply); a memory that is only in a good folder lends itself no match.
     context = dict(own)
+    reach = len(NEIGHBOUR_WEIGHTS)
     for members_in_order in series.values():
         members_in_order.sort()
         ids = [doc for _, doc in members_in_order]
-        for i, doc in enumerate(ids):
+        # only a place within reach of a match gains anything: the others are not looked at
+        near_a_match = {
+            j
+            for i, doc in enumerate(ids)
+            if own.get(doc, 0.0) > 0
+            for j in range(max(0, i - reach), min(len(ids), i + reach + 1))
+        }
+        for i in sorted(near_a_match):
+            doc = ids[i]
             for step, weight in enumerate(NEIGHBOUR_WEIGHTS, start=1):
                 near = [own.get(ids[j], 0.0) for j in (i - step, i + step) if 0 <= j < len(ids)]
                 if near and max(near) > 0:
                     context[doc] = context.get(doc, 0.0) + weight * max(near)
     for doc in context:
         if doc in where:
-            context[doc] += FOLDER_WEIGHT * folder_best[folder_of(where[doc])]
+            context[doc] += FOLDER_WEIGHT * folder_best[where[doc][1]]
     return context
