@@ -306,6 +306,10 @@ MARKDOWN = """# Shopping
 make test
 ```
 
+| item | qty |
+|:-----|----:|
+| milk |   2 |
+
 [the docs](https://example.com/docs) and [a trap](javascript:window.__pwned=3) or
 <javascript:window.__pwned=4>
 
@@ -332,6 +336,9 @@ def test_a_memory_is_rendered_as_markdown_safely_and_raw_with_numbers(
     rendered.get_by_role("heading", name="Shopping", level=3).wait_for()
     assert rendered.locator("ul > li").all_inner_texts() == ["milk", "bread"]
     assert rendered.locator("pre > code").inner_text() == "make test\n"
+    # a column's alignment without a style attribute, which the CSP would refuse (an error)
+    quantity = rendered.locator("td").filter(has_text="2")
+    assert quantity.evaluate("e => getComputedStyle(e).textAlign") == "right"
     docs = rendered.get_by_role("link", name="the docs")
     assert docs.get_attribute("href") == "https://example.com/docs"
     assert docs.get_attribute("rel") == "nofollow noopener noreferrer"
@@ -352,7 +359,7 @@ def test_a_memory_is_rendered_as_markdown_safely_and_raw_with_numbers(
     assert page.get_by_role("link", name="Raw").get_attribute("aria-current") == "page"
     lines = content_lines(page)
     assert lines[:4] == [("1", "# Shopping"), ("2", ""), ("3", "- milk"), ("4", "- bread")]
-    assert [number for number, _ in lines] == [str(n) for n in range(1, 16)]
+    assert [number for number, _ in lines] == [str(n) for n in range(1, 20)]
     # a selection of the whole table copies the lines, not the gutter's numbers
     copied = page.evaluate(
         """() => { const range = document.createRange();

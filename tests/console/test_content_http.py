@@ -76,6 +76,12 @@ def test_markdown_holds_no_markup_an_agent_wrote() -> None:
     assert "![](javascript:alert(6))" in html
 
 
+def test_a_table_column_is_aligned_by_class_not_by_the_style_the_csp_refuses() -> None:
+    html = str(render_markdown("| a | b |\n|:-:|--:|\n| 1 | 2 |\n"))
+    assert "style=" not in html
+    assert html.count('class="align-center"') == 2 and html.count('class="align-right"') == 2
+
+
 async def test_the_memory_page_renders_markdown_and_numbers_raw_lines(storage: Storage) -> None:
     store = await storage.create_store(name="Views", description="", metadata={})
     md = await storage.create_memory(store.id, path="/a.md", content=HOSTILE, actor=AGENT)

@@ -222,7 +222,10 @@ async def test_version_marks_on_both_backends(
         other = await storage.create_memory(store.id, path="/o.md", content="o", actor=AGENT)
         await storage.delete_memory(store.id, other.id, expected_sha256=None, actor=AGENT)
         ids = [v.id for v in await all_versions(storage, store.id)]
-        pairs = await SqlConsole(storage).version_changes(store.id, [*ids, "memver_nope"])
+        elsewhere = await storage.create_store(name="elsewhere", description="", metadata={})
+        await storage.create_memory(elsewhere.id, path="/e.md", content="e", actor=AGENT)
+        theirs = (await all_versions(storage, elsewhere.id))[0].id  # another store's: left out
+        pairs = await SqlConsole(storage).version_changes(store.id, [*ids, "memver_nope", theirs])
         assert [pairs[version_id] for version_id in ids] == [
             ContentPair(None, ""),
             ContentPair("de", None),

@@ -6,19 +6,23 @@ and it holds nothing an agent wrote but escaped text and these rules' elements:
 - raw HTML is never rendered (``html`` off: ``<script>`` is shown as text);
 - a link is live only to http(s), mailto or a relative address (``_link_allowed``), and carries
   ``rel="nofollow noopener noreferrer"``; any other (``javascript:``, ``data:``…) is its text;
-- an image is never loaded: it becomes a link to its address, named by its alt text (the CSP's
-  ``img-src`` would refuse a remote one anyway);
+- an image is never loaded: it becomes a link to its address, named by its alt text (the CSP,
+  ``default-src 'self'``, would refuse a remote one anyway);
+- a table column's alignment is a class (``align-center``), not the ``style`` attribute the
+  CSP refuses;
 - headings go two levels down (``#`` is an ``h3``): the page has its ``h1`` and "Content" ``h2``.
 
 ``content_view`` picks a page's view: rendered for a Markdown path (``.md``) unless the page
 asks for ``?view=raw``, else the raw view, whose lines are numbered as the compare page numbers
 them (``str.splitlines``). Rendering runs in a worker thread: a hostile 100 KiB (the content
-limit) takes markdown-it up to ~2 s, which must not stall the server's other requests.
+limit) takes markdown-it up to ~2.5 s, which must not stall the server's other requests; the
+last ``RENDERED_KEPT`` renderings are kept (by content), so a page viewed again costs nothing.
 This module must not touch storage or HTTP.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -34,10 +38,12 @@ log = logging.getLogger(__name__)
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 LINK_REL = "nofollow noopener noreferrer"
+RENDERED_KEPT = 16  # at most ~16 x (100 KiB of content + its HTML) held
 HEADING_SHIFT = 2  # the page's h1 (the path) and h2 ("Content") sit above a memory's "#"
 # a scheme, as URLs spell it: what comes before the first ":" if no "/", "?" or "#" does
 _SCHEME = re.compile(r"^([^/?#]*):")
 _SCHEMES = frozenset({"http", "https", "mailto"})
+_ALIGNMENTS = {f"text-align:{side}": f"align-{side}" for side in ("left", "center", "right")}
 
 
 def is_markdown(path: str | None) -> bool:
@@ -62,6 +68,8 @@ def _tame(state: StateCore) -> None:
     for token in state.tokens:
         if token.type in ("heading_open", "heading_close"):
             token.tag = f"h{min(6, int(token.tag[1]) + HEADING_SHIFT)}"
+        if token.type in ("th_open", "td_open") and "style" in token.attrs:
+            token.attrs = {"class": _ALIGNMENTS.get(str(token.attrs["style"]), "")}
         if token.children:
             token.children = _tame_inline(token.children)
 
@@ -107,6 +115,7 @@ _RENDERER.enable(["table", "strikethrough"])
 _RENDERER.core.ruler.push("console_tame", _tame)
 
 
+@functools.lru_cache(maxsize=RENDERED_KEPT)
 def render_markdown(text: str) -> Markup:
     """``text`` as HTML (module docstring: what it may hold)."""
     return Markup(_RENDERER.render(text))
