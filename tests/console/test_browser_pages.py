@@ -348,10 +348,12 @@ def test_a_memory_is_rendered_as_markdown_safely_and_raw_with_numbers(
     assert "<javascript:window.__pwned=4>" in rendered.inner_text()
     assert rendered.locator("img").count() == 0 and remote == []
     # raw HTML is text: had the <script> been markup, it would have run or (the CSP) been
-    # refused, each a console error the page's watcher records once the page has loaded
+    # refused, each a console error; a probe logged now arrives after any of them (in order)
     assert '<script>console.error("script ran")</script>' in rendered.inner_text()
     assert page.locator("main script").count() == 0
-    assert watched.errors == [] and watched.dialogs == []
+    with page.expect_console_message(lambda message: message.text == "probe"):
+        page.evaluate("console.error('probe')")
+    assert watched.errors == ["probe"] and watched.dialogs == []
     assert page.evaluate("window.__pwned") is None
 
     page.get_by_role("link", name="Raw").click()
