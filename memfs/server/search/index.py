@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from memfs.contract import search_context
+from memfs.contract import search_context, search_dates
 from memfs.server.search import semantic
 from memfs.server.search.document import DocumentKind, SearchDocument, SearchHit, SearchScope, Tx
 from memfs.server.search.fts_postgres import PostgresFts
@@ -84,8 +84,9 @@ class SearchIndex:
 
     def search(self, tx: Tx, scope: SearchScope, query: str, limit: int) -> list[SearchHit]:
         """The at most ``limit`` documents in ``scope`` best matching ``query``, best first:
-        BM25 (fused with the embeddings' cosine when semantic), then read in context (each
-        document with its folder and its neighbours in a numbered series:
+        BM25 (fused with the embeddings' cosine when semantic), preferring the memories whose
+        days meet the days the query names (``memfs.contract.search_dates``), then read in
+        context (each document with its folder and its neighbours in a numbered series:
         ``memfs.contract.search_context``)."""
         backend = _BACKENDS[tx.dialect.name]
         terms = query_terms(query)
@@ -101,6 +102,10 @@ class SearchIndex:
             scores = semantic.fuse(lexical, meaning)
         if not scores:
             return []
+        window = search_dates.query_window(query)
+        if window is not None:
+            texts = backend.texts(tx, scope, list(scores), search_dates.MAX_CHARS)
+            scores = search_dates.dated(scores, texts, window)
         paths = backend.paths(tx, scope, list(scores))
         folders = search_context.context_folders(scores, paths)
         members = backend.folder_members(tx, scope, sorted(folders))

@@ -1,0 +1,99 @@
+"""Dates in a search (``memfs.contract.search_dates``) on made-up queries and memories."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from memfs.contract.search_dates import (
+    DATE_WEIGHT,
+    dated,
+    meets,
+    memory_windows,
+    query_window,
+)
+
+
+def day(text: str) -> int:
+    return date.fromisoformat(text).toordinal()
+
+
+def span(first: str, last: str) -> tuple[int, int]:
+    return day(first), day(last)
+
+
+@pytest.mark.parametrize(
+    ("query", "window"),
+    [
+        ("What did John do on August 3, 2023?", span("2023-08-03", "2023-08-03")),
+        ("What happened on 3 August, 2023", span("2023-08-03", "2023-08-03")),
+        ("notes of the 3rd of August 2023", span("2023-08-03", "2023-08-03")),
+        ("what changed on 2023-08-03", span("2023-08-03", "2023-08-03")),
+        ("What setback did Melanie face in October 2023?", span("2023-10-01", "2023-10-31")),
+        ("the week before August 3, 2023", span("2023-07-27", "2023-08-03")),
+        ("the day after 3 Aug 2023", span("2023-08-03", "2023-08-04")),
+        ("Where was John between August 11 and August 15 2023?", span("2023-08-11", "2023-08-15")),
+        ("between 11 Aug and 15 August 2023", span("2023-08-11", "2023-08-15")),
+        (
+            "Where was John between 11 August 2023 and 15 August 2023?",
+            span("2023-08-11", "2023-08-15"),
+        ),
+        ("injuries in 2023", span("2023-01-01", "2023-12-31")),
+        ("When did Melanie go camping in June?", None),  # a month of any year: no window
+        ("When is the dentist?", None),
+        ("31 February 2023", span("2023-02-01", "2023-02-28")),  # no such day: the month
+    ],
+)
+def test_the_days_a_query_asks_about(query: str, window: tuple[int, int] | None) -> None:
+    assert query_window(query) == window
+
+
+def test_relative_times_are_resolved_against_the_memory_s_own_date() -> None:
+    """3 August 2023 was a Thursday."""
+    text = (
+        "6:20 pm on 3 August, 2023 — John: yesterday the kids painted; last week we went to "
+        "a memorial; last Friday I ran; last weekend we camped; last month I moved."
+    )
+    own, *others = memory_windows(text)
+    assert own == span("2023-08-03", "2023-08-03")
+    assert span("2023-08-02", "2023-08-02") in others  # yesterday
+    assert span("2023-07-24", "2023-07-30") in others  # last week
+    assert span("2023-07-28", "2023-07-28") in others  # last Friday
+    assert span("2023-07-28", "2023-07-30") in others  # last weekend, around Saturday the 29th
+    assert span("2023-07-01", "2023-07-31") in others  # last month
+
+
+def test_a_memory_without_a_date_speaks_of_no_day() -> None:
+    assert memory_windows("yesterday I went to the shelter") == []
+
+
+def test_last_month_in_january_is_december_of_the_year_before() -> None:
+    (own, last_month) = memory_windows("5 January 2024: paid last month's rent")
+    assert own == span("2024-01-05", "2024-01-05")
+    assert last_month == span("2023-12-01", "2023-12-31")
+
+
+def test_meets_shares_a_day() -> None:
+    window = span("2023-07-27", "2023-08-03")
+    assert meets(window, [span("2023-08-03", "2023-08-10")])
+    assert not meets(window, [span("2023-08-04", "2023-08-10")])
+    assert not meets(window, [])
+
+
+def test_dated_prefers_the_memory_that_speaks_of_the_day_asked() -> None:
+    """Two memories of equal words: the one written that week ("last week" from 3 August)
+    outranks the one of another month; a memory meeting by its own date and its days gains
+    twice."""
+    window = query_window("What did John do the week before August 3, 2023?")
+    assert window is not None
+    texts = {
+        "memorial": "3 August, 2023 — John: last week we went to a military memorial",
+        "other": "9 May, 2023 — John: we went to a memorial",
+        "undated": "we went to a memorial",
+    }
+    scores = dated({"memorial": 1.0, "other": 2.0, "undated": 2.0}, texts, window)
+    assert scores["memorial"] == pytest.approx(0.5 + 2 * DATE_WEIGHT)
+    assert scores["other"] == pytest.approx(1.0)
+    assert scores["undated"] == pytest.approx(1.0)
+    assert max(scores, key=lambda doc: scores[doc]) == "memorial"
