@@ -34,6 +34,11 @@ LONG_LINE = "token=" + "Zm9vYmFyYmF6" * 60
 LONG_URL = "https://wiki.example.com/" + "very-long-page-name-" * 12
 CONTENT = f"# Decision\n\nWe moved the database.\n{LONG_LINE}\nSee {LONG_URL}\n"
 THEIRS = CONTENT + "Theirs.\n"
+# rendered Markdown at its widest: a table of six columns of unbroken words, a long code line
+WIDE_MARKDOWN = (
+    f"# Wide\n\n| {' | '.join(f'{n}-{LONG_WORD}' for n in range(6))} |\n|{'---|' * 6}\n"
+    f"| {' | '.join(LONG_LINE[:80] for _ in range(6))} |\n\n```\n{LONG_LINE}\n```\n"
+)
 OVER = ("button", "Save over theirs")
 STORE_NAME = "Platform-team-quarterly-planning-and-retrospective-notes-" * 2
 
@@ -370,6 +375,7 @@ def test_memory_store_pages(console: Any, seeded: tuple[Store, str]) -> None:
     page = console
     store, memory_id = seeded
     memory = f"{store.url}/memories/{memory_id}"
+    wide = store.create("/notes/wide.md", WIDE_MARKDOWN)
     visits = [
         Visit("stores", page.url, ("button", "Create store")),
         Visit("store settings", f"{store.url}/settings", ("button", "Save")),
@@ -378,6 +384,7 @@ def test_memory_store_pages(console: Any, seeded: tuple[Store, str]) -> None:
         Visit("new memory", f"{store.url}/new", ("button", "Create")),
         Visit("memory", memory, ("link", "Edit")),
         Visit("memory, raw", f"{memory}?view=raw", ("link", "Edit")),
+        Visit("memory, a wide table", f"{store.url}/memories/{wide}", ("link", "Edit")),
         Visit("edit", f"{memory}/edit", ("button", "Save")),
         Visit("rename", f"{memory}/rename", ("button", "Rename")),
         Visit("delete", f"{memory}/delete", ("button", "Delete")),
