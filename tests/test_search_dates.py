@@ -97,3 +97,28 @@ def test_dated_prefers_the_memory_that_speaks_of_the_day_asked() -> None:
     assert scores["other"] == pytest.approx(1.0)
     assert scores["undated"] == pytest.approx(1.0)
     assert max(scores, key=lambda doc: scores[doc]) == "memorial"
+
+
+def test_only_the_best_candidates_are_read_and_the_rest_keep_their_score() -> None:
+    from memfs.contract.search_dates import DATE_DEPTH, best_of
+
+    scores = {f"m{n:04}": float(10_000 - n) for n in range(DATE_DEPTH + 5)}
+    read = best_of(scores)
+    assert len(read) == DATE_DEPTH and "m0000" in read and f"m{DATE_DEPTH:04}" not in read
+    window = query_window("on 3 May 2023")
+    assert window is not None
+    texts = {doc: "3 May 2023: notes" for doc in read}
+    answer = dated(scores, texts, window)
+    assert answer["m0000"] == pytest.approx(1 + DATE_WEIGHT)
+    assert answer[f"m{DATE_DEPTH:04}"] == pytest.approx((10_000 - DATE_DEPTH) / 10_000)
+
+
+def test_a_hostile_text_is_read_in_bounded_time_and_dates() -> None:
+    """Thousands of dates and relative times: at most ``MAX_CHARS`` read, ``MAX_DATES``
+    absolute dates and twice that many windows kept."""
+    from memfs.contract.search_dates import MAX_CHARS, MAX_DATES
+
+    text = "3 May 2023 yesterday " * 10_000
+    windows = memory_windows(text)
+    assert len(windows) <= 2 * MAX_DATES
+    assert memory_windows("x" * MAX_CHARS + " 3 May 2023") == []

@@ -104,7 +104,7 @@ class SearchIndex:
             return []
         window = search_dates.query_window(query)
         if window is not None:
-            texts = backend.texts(tx, scope, list(scores), search_dates.MAX_CHARS)
+            texts = backend.texts(tx, scope, search_dates.best_of(scores), search_dates.MAX_CHARS)
             scores = search_dates.dated(scores, texts, window)
         paths = backend.paths(tx, scope, list(scores))
         folders = search_context.context_folders(scores, paths)
