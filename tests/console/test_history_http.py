@@ -17,7 +17,14 @@ from console.test_http import KEY, browser, csrf_of, sign_in
 from memfs.contract.models import Actor, MemoryVersion
 from memfs.server.app import create_app
 from memfs.server.backends.storage import Storage
-from memfs.server.console.diff import EXACT_COUNT_CELLS, LineCount, diff_table, line_counts
+from memfs.server.console.diff import (
+    EXACT_COUNT_CELLS,
+    EXACT_DIFF_CELLS,
+    LineCount,
+    Piece,
+    diff_table,
+    line_counts,
+)
 from memfs.server.console.pages.history import PAGE_SIZE, store_as_of
 from memfs.server.console.sql import SqlConsole
 from memfs.server.console.storage import ContentPair
@@ -319,3 +326,25 @@ def test_a_line_count_is_the_diff_tables_and_capped_on_hostile_contents() -> Non
     # a long memory with a small edit still counts exactly (its common head and tail set aside)
     long = "".join(f"line {n}\n" for n in range(5000))
     assert line_counts(long, long.replace("line 2500\n", "line 2500!\nnew\n")) == LineCount(2, 1)
+
+
+def test_the_diff_table_marks_words_only_where_it_is_cheap_and_junks_repeated_lines() -> None:
+    """One line of 15,000 words against another kept difflib busy for minutes on the console's
+    worker: past ``EXACT_DIFF_CELLS`` token pairs the pair is shown whole and unmarked, and past
+    as many line pairs repeated lines stop being anchors (still a diff: every line shown once)."""
+    old = " ".join(f"w{n % 7}" for n in range(15_000))
+    new = " ".join(f"w{n % 5}" for n in range(15_000))
+    rows = diff_table(old, new).unified
+    assert [row.kind for row in rows] == ["hunk", "remove", "add"]
+    assert rows[1].old.pieces == (Piece(old),) and rows[2].new.pieces == (Piece(new),)
+    marked = diff_table("the cat sat", "the dog sat").unified
+    assert any(piece.changed for piece in marked[1].old.pieces)  # a short pair: words marked
+    old_lines = [f"same {n % 3}" for n in range(3000)]
+    new_lines = [f"same {n % 4}" for n in range(3000)]
+    assert len(old_lines) * len(new_lines) > EXACT_DIFF_CELLS
+    table = diff_table("\n".join(old_lines), "\n".join(new_lines)).unified
+    for side, lines in (("old", old_lines), ("new", new_lines)):
+        shown = [getattr(row, side) for row in table if getattr(row, side).number is not None]
+        numbers = [line.number for line in shown]
+        assert numbers == sorted(set(numbers)) and numbers  # each line once, in order
+        assert all("".join(p.text for p in line.pieces) == lines[line.number - 1] for line in shown)

@@ -26,6 +26,11 @@ CONTEXT_LINES = 3
 # difflib takes up to cubic time on repeated lines (500 x 500 of them: ~0.5 s), so past this
 # the count is of lines as multisets, in linear time
 EXACT_COUNT_CELLS = 10_000
+# The same blow-up in the table: past this many line pairs difflib's "autojunk" heuristic is
+# on (lines in more than 1% of a long text are not used as anchors: a diff that may not be the
+# shortest, found in about linear time), and words are marked only on line pairs of at most
+# this many token pairs (one 15,000-word line against another took minutes).
+EXACT_DIFF_CELLS = 250_000
 
 TableKind = Literal["hunk", "add", "remove", "same", "change"]
 # a word, a run of spaces, or one other character: the units a changed word is marked in
@@ -72,7 +77,8 @@ class DiffTable:
 def diff_table(old: str, new: str) -> DiffTable:
     """The diff of ``old`` to ``new`` as table rows, in both views (empty when they are equal)."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    exact = len(old_lines) * len(new_lines) <= EXACT_DIFF_CELLS
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=not exact)
     unified: list[DiffRow] = []
     split: list[DiffRow] = []
     for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
@@ -157,6 +163,8 @@ def _hunk_header(group: list[tuple[str, int, int, int, int]]) -> str:
 def _mark_words(old: Side, new: Side) -> tuple[Side, Side]:
     old_text, new_text = old.pieces[0].text, new.pieces[0].text
     old_tokens, new_tokens = _TOKEN.findall(old_text), _TOKEN.findall(new_text)
+    if len(old_tokens) * len(new_tokens) > EXACT_DIFF_CELLS:
+        return old, new  # shown whole, unmarked: marking would cost more than the page
     matcher = difflib.SequenceMatcher(None, old_tokens, new_tokens, autojunk=False)
     if matcher.ratio() < WORD_MARK_RATIO:
         return old, new
