@@ -364,3 +364,28 @@ async def test_the_kept_scope_counts_follow_every_write(tmp_path: Path) -> None:
         assert kept[-1][5] == 5 + 3 + 1 + 2  # "a b c d e", "x a md", "c", "b md"
     finally:
         await storage.aclose()
+
+
+async def test_a_dated_query_prefers_the_memory_that_speaks_of_that_week(storage: Storage) -> None:
+    """On both backends, through the engine: two memories of the same words in folders of
+    their own, the one written on 3 August about "last week" answers "the week before August
+    3, 2023" first, though the other matches its words better (texts read by the backend)."""
+    store = await storage.create_store(name="dated", description="", metadata={})
+    await storage.create_memory(
+        store.id,
+        path="/may/log.md",
+        content="9 May, 2023: a military memorial visit, the memorial with the kids",
+        actor=ACTOR,
+    )
+    await storage.create_memory(
+        store.id,
+        path="/august/log.md",
+        content="3 August, 2023: last week we had a meaningful day at a memorial",
+        actor=ACTOR,
+    )
+    hits = await storage.search_memories(
+        store.id, "memorial visit the week before August 3, 2023", limit=5, path_prefix=None
+    )
+    assert [memory.path for memory, _ in hits] == ["/august/log.md", "/may/log.md"]
+    undated = await storage.search_memories(store.id, "memorial visit", limit=5, path_prefix=None)
+    assert [memory.path for memory, _ in undated][0] == "/may/log.md"

@@ -31,6 +31,9 @@ class FtsBase:
     # SELECT of (kind, store_id, doc_id, description, path, content) of documents whose
     # embedding_model is not the first parameter, at most the second parameter of them.
     _UNEMBEDDED_SQL: str
+    # Where a document's content is read beside ``search_docs d`` (FROM clause), and as what.
+    _CONTENT_FROM: str
+    _CONTENT_COLUMN: str
 
     def vectors(self, tx: Tx, scope: SearchScope, model: str) -> list[Any]:
         """(doc_id, embedding) of the scope's documents embedded by ``model``."""
@@ -68,6 +71,22 @@ class FtsBase:
             (*params, *(value for folder in folders for value in (len(folder), folder))),
         ).fetchall()
         return [(row["doc_id"], row["path"]) for row in rows]
+
+    def texts(
+        self, tx: Tx, scope: SearchScope, doc_ids: Sequence[str], chars: int
+    ) -> dict[str, str]:
+        """doc_id -> the first ``chars`` characters of the content of the scope's documents
+        among ``doc_ids``."""
+        if not doc_ids:
+            return {}
+        where, params = scope_sql(scope, "d")
+        marks = ", ".join("?" for _ in doc_ids)
+        rows = tx.execute(
+            f"SELECT d.doc_id, substr({self._CONTENT_COLUMN}, 1, ?) AS content "
+            f"FROM {self._CONTENT_FROM} WHERE {where} AND d.doc_id IN ({marks})",
+            (chars, *params, *doc_ids),
+        ).fetchall()
+        return {row["doc_id"]: row["content"] for row in rows}
 
     def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
         """Up to ``limit`` documents not embedded by ``model``: (kind, store_id, doc_id, text)."""

@@ -43,20 +43,8 @@ class PostgresFts(FtsBase):
         "SELECT kind, store_id, doc_id, description, path, content FROM search_docs "
         "WHERE embedding_model IS NULL OR embedding_model <> ? LIMIT ?"
     )
-
-    def texts(self, tx: Tx, scope: SearchScope, doc_ids: list[str], chars: int) -> dict[str, str]:
-        """doc_id -> the first ``chars`` characters of the content of the scope's documents
-        among ``doc_ids``."""
-        if not doc_ids:
-            return {}
-        where, params = scope_sql(scope, "d")
-        marks = ", ".join("?" for _ in doc_ids)
-        rows = tx.execute(
-            "SELECT d.doc_id, substr(d.content, 1, ?) AS content FROM search_docs d "
-            f"WHERE {where} AND d.doc_id IN ({marks})",
-            (chars, *params, *doc_ids),
-        ).fetchall()
-        return {row["doc_id"]: row["content"] for row in rows}
+    _CONTENT_FROM = "search_docs d"
+    _CONTENT_COLUMN = "d.content"
 
     def index(
         self, tx: Tx, doc: SearchDocument, embedding: bytes | None, model: str | None

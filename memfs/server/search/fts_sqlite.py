@@ -145,23 +145,11 @@ class SqliteFts(FtsBase):
         "FROM search_docs d JOIN search_text t ON t.rowid = d.id "
         "WHERE d.embedding_model IS NULL OR d.embedding_model <> ? LIMIT ?"
     )
+    _CONTENT_FROM = "search_docs d JOIN search_text t ON t.rowid = d.id"
+    _CONTENT_COLUMN = "t.content"
 
     def __init__(self) -> None:
         self._tokens = QueryTokens()
-
-    def texts(self, tx: Tx, scope: SearchScope, doc_ids: list[str], chars: int) -> dict[str, str]:
-        """doc_id -> the first ``chars`` characters of the content of the scope's documents
-        among ``doc_ids``."""
-        if not doc_ids:
-            return {}
-        where, params = scope_sql(scope, "d")
-        marks = ", ".join("?" for _ in doc_ids)
-        rows = tx.execute(
-            "SELECT d.doc_id, substr(t.content, 1, ?) AS content FROM search_docs d "
-            f"JOIN search_text t ON t.rowid = d.id WHERE {where} AND d.doc_id IN ({marks})",
-            (chars, *params, *doc_ids),
-        ).fetchall()
-        return {row["doc_id"]: row["content"] for row in rows}
 
     def index(
         self, tx: Tx, doc: SearchDocument, embedding: bytes | None, model: str | None
