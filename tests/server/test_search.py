@@ -388,4 +388,4 @@ async def test_a_dated_query_prefers_the_memory_that_speaks_of_that_week(storage
     )
     assert [memory.path for memory, _ in hits] == ["/august/log.md", "/may/log.md"]
     undated = await storage.search_memories(store.id, "memorial visit", limit=5, path_prefix=None)
-    assert [memory.path for memory, _ in undated][0] == "/may/log.md"
+    assert [memory.path for memory, _ in undated] == ["/may/log.md", "/august/log.md"]
