@@ -8,6 +8,8 @@ from memfs.contract.search_context import (
     CONTEXT_DEPTH,
     FOLDER_WEIGHT,
     NEIGHBOUR_WEIGHTS,
+    REPLY_WEIGHT,
+    asks,
     context_folders,
     folder_of,
     in_context,
@@ -96,3 +98,31 @@ def test_only_the_best_memories_folders_are_read() -> None:
 def test_nothing_scored_is_nothing_answered() -> None:
     assert in_context({}, {}, [("a", "/c/turn_1.md")]) == {}
     assert in_context({"a": 0.0}, {"a": "/a.md"}, []) == {"a": 0.0}
+
+
+def test_a_question_lends_its_reply_the_reply_weight() -> None:
+    """The memory after one that asks gains ``REPLY_WEIGHT`` of it, where the memory before it
+    (not a reply) and the neighbours of a statement gain ``NEIGHBOUR_WEIGHTS[0]``."""
+    store = {f"q{n}": f"/q/turn_{n}.md" for n in (1, 2, 3)}
+    store |= {f"s{n}": f"/s/turn_{n}.md" for n in (1, 2, 3)}
+    scores = {"q2": 1.0, "s2": 1.0}
+    paths = {doc: store[doc] for doc in scores}
+    context = in_context(scores, paths, store.items(), questions={"q2"})
+    assert context["q3"] == pytest.approx(REPLY_WEIGHT + FOLDER_WEIGHT)
+    assert context["q1"] == pytest.approx(NEIGHBOUR_WEIGHTS[0] + FOLDER_WEIGHT)
+    assert context["s3"] == pytest.approx(NEIGHBOUR_WEIGHTS[0] + FOLDER_WEIGHT)
+    assert NEIGHBOUR_WEIGHTS[0] < REPLY_WEIGHT
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Where do you walk the dog?", True),
+        ("Where?\n\n \t", True),
+        ("Is it? No, it is not.", False),
+        ("What is it?)", False),
+        ("", False),
+    ],
+)
+def test_a_memory_asks_when_its_text_ends_with_a_question_mark(text: str, expected: bool) -> None:
+    assert asks(text) is expected

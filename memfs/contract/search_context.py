@@ -15,9 +15,14 @@ passages are its memories:
                                                                      away in m's series)
 
 where ``s`` is the ranker's score divided by the answer's best (so 1 is the best match) and
-``best(folder)`` the highest ``s`` among the folder's memories. A *series* is the memories of
-one folder whose names differ only in their last number (``turn_007.md``, ``turn_008.md``;
-``2024-05-01.md``, ``2024-05-02.md``), in numeric order: a conversation, a journal, a log.
+``best(folder)`` the highest ``s`` among the folder's memories. A memory that *asks* (its text
+ends with a question mark) lends the memory after it ``REPLY_WEIGHT`` rather than the first
+neighbour weight: a question is answered by the next turn, whose words are rarely the
+question's ("What position do you play?" then "Shooting guard, and our opener is next week").
+
+A *series* is the memories of one folder whose names differ only in their last number
+(``turn_007.md``, ``turn_008.md``; ``2024-05-01.md``, ``2024-05-02.md``), in numeric order: a
+conversation, a journal, a log.
 Names outside a series (``todo.md``, ``ideas.md``) have no neighbours, so unrelated notes never
 lend each other score; they still share their folder's. The answer holds the memories the
 ranker scored and the memories of a series next to one (within two steps): a memory is never
@@ -34,12 +39,14 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 log = logging.getLogger(__name__)
 
 FOLDER_WEIGHT = 0.7
 NEIGHBOUR_WEIGHTS = (0.5, 0.25)  # one step away, two steps away
+REPLY_WEIGHT = 0.9  # what a memory that asks lends the one after it (its reply)
+WHITE_SPACE = " \t\r\n\f\v"  # what may follow a question's mark (the servers' SQL trims the same)
 CONTEXT_DEPTH = 50  # the best memories whose folders (and series) are read
 # A name in a series: anything, its last run of digits, then no digit (an extension).
 _SERIES_NAME = re.compile(r"^(.*?)(\d+)(\D*)$", re.DOTALL)
@@ -66,6 +73,11 @@ def _series_in(folder: str, path: str) -> tuple[str, str, str, int] | None:
     return folder, before, after, int(digits)
 
 
+def asks(text: str) -> bool:
+    """Whether ``text`` ends with a question (its last character but ``WHITE_SPACE`` is ``?``)."""
+    return text.rstrip(WHITE_SPACE).endswith("?")
+
+
 def context_folders(scores: Mapping[str, float], paths: Mapping[str, str]) -> set[str]:
     """The folders whose memories ``in_context`` needs: those of the ``CONTEXT_DEPTH`` best of
     ``scores`` (``paths``: the path of each scored memory)."""
@@ -77,13 +89,16 @@ def in_context(
     scores: Mapping[str, float],
     paths: Mapping[str, str],
     members: Iterable[tuple[str, str]],
+    questions: Collection[str] = frozenset(),
 ) -> dict[str, float]:
     """Each memory's score in context (module docstring), for the scored memories and the
     memories of a series one or two steps from a scored one.
 
     ``scores``: memory id -> the ranker's score (higher is better, at least 0); ``paths``: the
     path of each scored memory; ``members``: (memory id, path) of every memory of the
-    ``context_folders`` (more is harmless: memories of other folders are ignored)."""
+    ``context_folders`` (more is harmless: memories of other folders are ignored);
+    ``questions``: the scored memories that ``asks`` (the others lend replies no more than any
+    neighbour)."""
     best = max(scores.values(), default=0.0)
     if best <= 0:
         return dict(scores)
@@ -123,9 +138,16 @@ def in_context(
         for i in sorted(near_a_match):
             doc = ids[i]
             for step, weight in enumerate(NEIGHBOUR_WEIGHTS, start=1):
-                near = [own.get(ids[j], 0.0) for j in (i - step, i + step) if 0 <= j < len(ids)]
-                if near and max(near) > 0:
-                    context[doc] = context.get(doc, 0.0) + weight * max(near)
+                # what each neighbour lends, as a share of the weight one step away: a
+                # question lends its reply REPLY_WEIGHT
+                lent = [
+                    own.get(ids[j], 0.0)
+                    * (REPLY_WEIGHT / weight if j == i - 1 and ids[j] in questions else 1.0)
+                    for j in (i - step, i + step)
+                    if 0 <= j < len(ids)
+                ]
+                if lent and max(lent) > 0:
+                    context[doc] = context.get(doc, 0.0) + weight * max(lent)
     for doc in context:
         if doc in where:
             context[doc] += FOLDER_WEIGHT * folder_best[where[doc][1]]

@@ -12,7 +12,8 @@ Documents are (memory id, path, description, content); a match in the descriptio
 a match in the path or the content (the server's weights: a description is a curated summary).
 The ``CANDIDATES`` best by ``-bm25()`` are then read in context, as the server's are
 (``memfs.contract.search_context``: each memory with its folder and its neighbours in a
-numbered series, so a reply without the query's words follows the turn that has them). Scores
+numbered series, so a reply without the query's words follows the turn that has them, the more
+when that turn asks). Scores
 are the context's: higher is better, comparable only within one answer.
 
 FTS5's ``bm25()`` has fixed parameters (k1 1.2, b 0.75) where the server's BM25 now uses
@@ -68,10 +69,12 @@ class SearchIndex:
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:")
+        # asks: whether the content ends with a question (``search_context.asks``), known at
+        # indexing so that ranking in context never decompresses the candidates
         self._db.execute(
             "CREATE TABLE doc (rowid INTEGER PRIMARY KEY, memory_id TEXT UNIQUE NOT NULL, "
             "sha TEXT NOT NULL, path TEXT NOT NULL, description TEXT NOT NULL, "
-            "content BLOB NOT NULL)"
+            "content BLOB NOT NULL, asks INTEGER NOT NULL)"
         )
         # the members of a folder, read for ranking in context (``_folder_members``)
         self._db.execute("CREATE INDEX doc_path ON doc (path, memory_id)")
@@ -131,8 +134,16 @@ class SearchIndex:
         self, memory_id: str, path: str, description: str, content: str, *, sha: str
     ) -> None:
         cursor = self._db.execute(
-            "INSERT INTO doc (memory_id, sha, path, description, content) VALUES (?, ?, ?, ?, ?)",
-            (memory_id, sha, path, description, zlib.compress(content.encode("utf-8"))),
+            "INSERT INTO doc (memory_id, sha, path, description, content, asks) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                memory_id,
+                sha,
+                path,
+                description,
+                zlib.compress(content.encode("utf-8")),
+                search_context.asks(content),
+            ),
         )
         self._db.execute(
             "INSERT INTO fts (rowid, path, description, content) VALUES (?, ?, ?, ?)",
@@ -166,7 +177,7 @@ class SearchIndex:
         # FTS5's bm25() cannot take k1 and b: it ranks with 1.2 and 0.75 (module docstring).
         sql = (
             "SELECT doc.memory_id, doc.path, "
-            f"-bm25(fts, {', '.join(map(str, _WEIGHTS))}) AS score "
+            f"-bm25(fts, {', '.join(map(str, _WEIGHTS))}) AS score, doc.asks "
             "FROM fts JOIN doc ON doc.rowid = fts.rowid WHERE fts MATCH ?"
         )
         params: list[object] = [expression]
@@ -183,7 +194,8 @@ class SearchIndex:
         members = self._folder_members(search_context.context_folders(scores, paths))
         if path_prefix:
             members = [(doc, path) for doc, path in members if path.startswith(path_prefix)]
-        ranked = search_context.in_context(scores, paths, members)
+        questions = {row[0] for row in rows if row[3]}
+        ranked = search_context.in_context(scores, paths, members, questions)
         best = sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return self._hits(best)
 

@@ -109,6 +109,19 @@ def test_a_match_in_the_best_match_s_folder_ranks_above_an_equal_one_elsewhere()
     assert hits[1].score > hits[2].score
 
 
+def test_a_question_lends_its_reply_more_than_a_statement_lends_its_neighbour() -> None:
+    """As the server's: the reply after a turn that asks ranks above the turn after one that
+    states a little better; known from the content at indexing, and kept by a move."""
+    index = SearchIndex()
+    index.put("a1", "/a/turn_1.md", "I walk the dog, a big dog.", sha="1")
+    index.put("a2", "/a/turn_2.md", "Lovely, mine sleeps all day.", sha="2")
+    index.put("b1", "/b/turn_1.md", "Where do you walk the dog?\n", sha="3")
+    index.put("b2", "/b/turn_2.md", "Along the river, past the mill.", sha="4")
+    assert [hit.memory_id for hit in index.search("walk dog")] == ["a1", "b1", "b2", "a2"]
+    index.move("b1", "/b/turn_0.md")  # re-indexed under its new name: still asks
+    assert [hit.memory_id for hit in index.search("walk dog")] == ["a1", "b1", "b2", "a2"]
+
+
 def test_best_line() -> None:
     content = "# Title\n\nthe cat sat\nthe cat sat on the mat\n\tmat\n"
     assert best_line(content, "mat cat") == "the cat sat on the mat"

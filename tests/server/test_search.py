@@ -389,3 +389,25 @@ async def test_a_dated_query_prefers_the_memory_that_speaks_of_that_week(storage
     assert [memory.path for memory, _ in hits] == ["/august/log.md", "/may/log.md"]
     undated = await storage.search_memories(store.id, "memorial visit", limit=5, path_prefix=None)
     assert [memory.path for memory, _ in undated] == ["/may/log.md", "/august/log.md"]
+
+
+async def test_a_question_lends_its_reply_more_than_a_statement_lends_its_neighbour(
+    storage: Storage,
+) -> None:
+    """On both backends, through the engine: two conversations match the query in their first
+    turn, the one that states a little better; the reply after the turn that asks (ending "?",
+    then white space) ranks above the turn after the one that states, though neither reply
+    holds a query word (the backend tells which candidates ask)."""
+    store = await storage.create_store(name="replies", description="", metadata={})
+    turns = {
+        "/a/turn_1.md": "I walk the dog, a big dog.",
+        "/a/turn_2.md": "Lovely, mine sleeps all day.",
+        "/b/turn_1.md": "Where do you walk the dog?  \n\t",
+        "/b/turn_2.md": "Along the river, past the mill.",
+    }
+    for path, content in turns.items():
+        await storage.create_memory(store.id, path=path, content=content, actor=ACTOR)
+    hits = await storage.search_memories(store.id, "walk dog", limit=5, path_prefix=None)
+    assert [memory.path for memory, _ in hits] == [
+        "/a/turn_1.md", "/b/turn_1.md", "/b/turn_2.md", "/a/turn_2.md"
+    ]  # fmt: skip

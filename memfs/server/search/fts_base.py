@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from memfs.contract.search_context import WHITE_SPACE
 from memfs.server.search.document import DocumentKind, SearchScope, Tx
 from memfs.server.search.terms import scope_sql
 
@@ -87,6 +88,20 @@ class FtsBase:
             (chars, *params, *doc_ids),
         ).fetchall()
         return {row["doc_id"]: row["content"] for row in rows}
+
+    def questions(self, tx: Tx, scope: SearchScope, doc_ids: Sequence[str]) -> set[str]:
+        """The scope's documents among ``doc_ids`` whose content ends with a question (its last
+        character but white space is ``?``: ``memfs.contract.search_context.asks``)."""
+        if not doc_ids:
+            return set()
+        where, params = scope_sql(scope, "d")
+        marks = ", ".join("?" for _ in doc_ids)
+        rows = tx.execute(
+            f"SELECT d.doc_id FROM {self._CONTENT_FROM} WHERE {where} "
+            f"AND d.doc_id IN ({marks}) AND rtrim({self._CONTENT_COLUMN}, ?) LIKE ?",
+            (*params, *doc_ids, WHITE_SPACE, "%?"),
+        ).fetchall()
+        return {row["doc_id"] for row in rows}
 
     def unembedded(self, tx: Tx, model: str, limit: int) -> list[Any]:
         """Up to ``limit`` documents not embedded by ``model``: (kind, store_id, doc_id, text)."""

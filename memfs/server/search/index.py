@@ -109,7 +109,9 @@ class SearchIndex:
         paths = backend.paths(tx, scope, list(scores))
         folders = search_context.context_folders(scores, paths)
         members = backend.folder_members(tx, scope, sorted(folders))
-        ranked = search_context.in_context(scores, paths, members)
+        near = [doc for doc, path in paths.items() if search_context.folder_of(path) in folders]
+        questions = backend.questions(tx, scope, near)
+        ranked = search_context.in_context(scores, paths, members, questions)
         best = sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [SearchHit(doc_id, score) for doc_id, score in best]
 
