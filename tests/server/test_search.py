@@ -313,6 +313,47 @@ def test_cosines_are_relative_to_the_scope_and_below_the_median_left_out() -> No
     assert "far" not in scores and "med" not in scores  # at or below the median cosine
 
 
+def test_a_document_s_best_vector_is_its_cosine_and_broken_blobs_are_skipped() -> None:
+    """A document stored as two vectors (two chunks) scores by the one nearer the query; a blob
+    that holds no whole vector (written by another model's size) is left out, not misread."""
+    np = pytest.importorskip("numpy")
+    from memfs.server.search.semantic import cosine_scores, to_bytes
+
+    def units(*rows: tuple[float, float]) -> bytes:
+        v = np.array(rows, dtype=np.float32)
+        return to_bytes(v / np.linalg.norm(v, axis=1, keepdims=True))
+
+    vectors = [
+        ("long", units((0, 1), (1, 0.1))),  # its second chunk is about the query
+        ("short", units((1, 0.5))),
+        ("far", units((0, 1))),
+        ("other", units((-1, 1))),
+        ("broken", units((1, 0))[:3]),
+        ("empty", b""),
+    ]
+    scores = dict(cosine_scores(np.array([1, 0], dtype=np.float32), vectors, 10))
+    assert list(scores) == ["long", "short"]
+    assert scores["long"] == pytest.approx(1.0)
+
+
+def test_a_long_document_is_embedded_in_two_chunks_cut_at_lines() -> None:
+    from memfs.server.search.semantic import EMBED_CHARS, MAX_CHUNKS, document_chunks
+
+    assert MAX_CHUNKS == 2
+    assert document_chunks("a note", "short") == ("a note\nshort",)
+    assert document_chunks("", "") == ("",)
+    line = "x" * 99 + "\n"
+    chunks = document_chunks("", line * 100)  # 10,000 characters
+    assert len(chunks) == MAX_CHUNKS
+    assert all(len(chunk) <= EMBED_CHARS for chunk in chunks)
+    assert chunks[0].endswith("x") and chunks[1].startswith("\n")  # cut before a line break
+    assert "".join(chunks) == (line * 100)[: len("".join(chunks))]
+    unbroken = document_chunks("", "y" * 5000)
+    assert [len(chunk) for chunk in unbroken] == [EMBED_CHARS, EMBED_CHARS]
+    # white space alone is no chunk, however much of it there is
+    assert document_chunks("", "z" * 10 + " " * 1_000_000) == ("z" * 10 + " " * (EMBED_CHARS - 10),)
+
+
 async def test_the_kept_scope_counts_follow_every_write(tmp_path: Path) -> None:
     """SQLite keeps each scope's document count and token total (``search_scope_stats``) for
     BM25: after creates, updates, renames and deletes of both APIs, and a store delete, they

