@@ -76,6 +76,7 @@ def test_notes_outside_a_series_lend_each_other_nothing_but_their_folder() -> No
         "elsewhere": "/work/soil.md",
         "unmatched": "/garden/budget.md",
     }
+    store["unmatched-elsewhere"] = "/work/plan.md"  # a folder's unscored memory lends it nothing
     order = ranked({"best": 9.0, "same-folder": 3.0, "elsewhere": 3.0}, store)
     assert order == ["best", "same-folder", "elsewhere"]
 
@@ -121,8 +122,22 @@ def test_a_question_lends_its_reply_the_reply_weight() -> None:
         ("Where?\n\n \t", True),
         ("Is it? No, it is not.", False),
         ("What is it?)", False),
+        ("Is it?\u00a0", False),  # only the white space the servers' SQL trims
         ("", False),
     ],
 )
 def test_a_memory_asks_when_its_text_ends_with_a_question_mark(text: str, expected: bool) -> None:
     assert asks(text) is expected
+
+
+def test_scores_are_relative_to_the_best_and_neighbours_add_to_a_memory_s_own() -> None:
+    """Whatever the ranker's scale, the best match's own part is 1; a scored memory next to
+    another keeps its own score and gains its neighbour's share; a scored memory missing from
+    ``members`` is still read in its folder."""
+    store = {"t1": "/c/turn_1.md", "t2": "/c/turn_2.md", "t3": "/c/turn_3.md"}
+    paths = {"t1": store["t1"], "t2": store["t2"]}
+    context = in_context({"t1": 8.0, "t2": 4.0}, paths, [("t3", store["t3"])])
+    one, two = NEIGHBOUR_WEIGHTS
+    assert context["t1"] == pytest.approx(1.0 + one * 0.5 + FOLDER_WEIGHT)
+    assert context["t2"] == pytest.approx(0.5 + one * 1.0 + FOLDER_WEIGHT)
+    assert context["t3"] == pytest.approx(one * 0.5 + two * 1.0 + FOLDER_WEIGHT)

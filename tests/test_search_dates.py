@@ -43,6 +43,8 @@ def span(first: str, last: str) -> tuple[int, int]:
         ("When did Melanie go camping in June?", None),  # a month of any year: no window
         ("When is the dentist?", None),
         ("31 February 2023", span("2023-02-01", "2023-02-28")),  # no such day: the month
+        # no such first day: the span is not read, the date named is still asked about
+        ("between February 30 and March 3, 2023", span("2023-03-03", "2023-03-03")),
     ],
 )
 def test_the_days_a_query_asks_about(query: str, window: tuple[int, int] | None) -> None:
@@ -62,6 +64,49 @@ def test_relative_times_are_resolved_against_the_memory_s_own_date() -> None:
     assert span("2023-07-28", "2023-07-28") in others  # last Friday
     assert span("2023-07-28", "2023-07-30") in others  # last weekend, around Saturday the 29th
     assert span("2023-07-01", "2023-07-31") in others  # last month
+
+
+@pytest.mark.parametrize(
+    ("text", "windows"),
+    [
+        # a weekday's "last Monday" is a week back, never the day itself
+        (
+            "Monday 7 August 2023: last Monday, last weekend",
+            [span("2023-08-07", "2023-08-07"), span("2023-07-31", "2023-07-31"),
+             span("2023-08-04", "2023-08-06")],
+        ),
+        # on a Saturday "last weekend" is the one before; on a Sunday, the one just gone
+        (
+            "Saturday 5 August 2023: last weekend",
+            [span("2023-08-05", "2023-08-05"), span("2023-07-28", "2023-07-30")],
+        ),
+        (
+            "Sunday 6 August 2023: last weekend",
+            [span("2023-08-06", "2023-08-06"), span("2023-08-04", "2023-08-06")],
+        ),
+        # across the end of a year
+        (
+            "20 December 2023: next month, last year, next week, tomorrow, two weeks ago",
+            [span("2023-12-20", "2023-12-20"), span("2024-01-01", "2024-01-31"),
+             span("2022-01-01", "2022-12-31"), span("2023-12-24", "2023-12-30"),
+             span("2023-12-21", "2023-12-21"), span("2023-11-29", "2023-12-10")],
+        ),
+        # a month as the own date: relative times count from its first day
+        ("August 2023: yesterday", [span("2023-08-01", "2023-08-31"), span("2023-07-31", "2023-07-31")]),
+        # a span inside one already read is skipped, the pattern's later matches still read
+        (
+            "3 August 2023, then August 2024",
+            [span("2023-08-03", "2023-08-03"), span("2024-08-01", "2024-08-31")],
+        ),
+        # no such day: its month, and the dates after it are still read
+        (
+            "31 February 2023 and 3 March 2023",
+            [span("2023-02-01", "2023-02-28"), span("2023-03-03", "2023-03-03")],
+        ),
+    ],
+)  # fmt: skip
+def test_relative_times_and_dates_at_the_edges(text: str, windows: list[tuple[int, int]]) -> None:
+    assert memory_windows(text) == windows
 
 
 def test_a_memory_without_a_date_speaks_of_no_day() -> None:
@@ -105,6 +150,10 @@ def test_only_the_best_candidates_are_read_and_the_rest_keep_their_score() -> No
     scores = {f"m{n:04}": float(10_000 - n) for n in range(DATE_DEPTH + 5)}
     read = best_of(scores)
     assert len(read) == DATE_DEPTH and "m0000" in read and f"m{DATE_DEPTH:04}" not in read
+    # by score, not by name: the best-named memory scoring least is not read
+    assert best_of({"a": 1.0} | {f"z{n}": 2.0 for n in range(DATE_DEPTH)}) == sorted(
+        f"z{n}" for n in range(DATE_DEPTH)
+    )
     window = query_window("on 3 May 2023")
     assert window is not None
     texts = {doc: "3 May 2023: notes" for doc in read}
@@ -120,5 +169,23 @@ def test_a_hostile_text_is_read_in_bounded_time_and_dates() -> None:
 
     text = "3 May 2023 yesterday " * 10_000
     windows = memory_windows(text)
-    assert len(windows) <= 2 * MAX_DATES
+    assert MAX_DATES < len(windows) <= 2 * MAX_DATES  # its dates still read, up to the bound
     assert memory_windows("x" * MAX_CHARS + " 3 May 2023") == []
+
+
+def test_dated_scores_are_relative_to_the_best_and_count_each_kind_of_day_once() -> None:
+    """Scores are divided by the best (whatever its size); a memory that meets the window only
+    by a day it speaks of gains ``DATE_WEIGHT`` once; nothing scored, nothing changed."""
+    window = query_window("on 3 August 2023")
+    assert window is not None
+    texts = {
+        "spoken-of": "9 May 2023: on 3 August 2023 we move",
+        "own": "3 August 2023: moving day",
+        "neither": "9 May 2023: packing",
+    }
+    scores = dated({"spoken-of": 0.5, "own": 0.25, "neither": 0.25}, texts, window)
+    assert scores == pytest.approx(
+        {"spoken-of": 1.0 + DATE_WEIGHT, "own": 0.5 + DATE_WEIGHT, "neither": 0.5}
+    )
+    assert dated({}, texts, window) == {}
+    assert dated({"own": 0.0}, texts, window) == {"own": 0.0}
