@@ -92,7 +92,10 @@ def test_relative_times_are_resolved_against_the_memory_s_own_date() -> None:
              span("2023-12-21", "2023-12-21"), span("2023-11-29", "2023-12-10")],
         ),
         # a month as the own date: relative times count from its first day
-        ("August 2023: yesterday", [span("2023-08-01", "2023-08-31"), span("2023-07-31", "2023-07-31")]),
+        (
+            "August 2023: yesterday",
+            [span("2023-08-01", "2023-08-31"), span("2023-07-31", "2023-07-31")],
+        ),
         # a span inside one already read is skipped, the pattern's later matches still read
         (
             "3 August 2023, then August 2024",
