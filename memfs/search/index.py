@@ -13,8 +13,8 @@ a match in the path or the content (the server's weights: a description is a cur
 The ``CANDIDATES`` best by ``-bm25()`` are then read in context, as the server's are
 (``memfs.contract.search_context``: each memory with its folder and its neighbours in a
 numbered series, so a reply without the query's words follows the turn that has them, the more
-when that turn asks). Scores
-are the context's: higher is better, comparable only within one answer.
+when that turn asks). Scores are the context's: higher is better, comparable only within one
+answer.
 
 FTS5's ``bm25()`` has fixed parameters (k1 1.2, b 0.75) where the server's BM25 now uses
 k1 0.9, b 0.4 (``memfs.server.search.fts_sqlite``): the two rank alike but not identically.
