@@ -12,7 +12,7 @@ from console.test_http import KEY, browser, sign_in
 from memfs.contract.models import Actor
 from memfs.server.app import create_app
 from memfs.server.backends.storage import Storage
-from memfs.server.console.markdown import render_markdown
+from memfs.server.console.markdown import MemoryLinks, render_markdown
 
 AGENT = Actor("session_actor", "sesn_agent")
 HOSTILE = (
@@ -101,3 +101,50 @@ async def test_the_memory_page_renders_markdown_and_numbers_raw_lines(storage: S
         rows = re.findall(r'<td class="num">(\d+)</td><td class="code">([^<]*)</td>', plain.text)
         assert rows == [("1", "x"), ("2", "\n"), ("3", "# y")]
         assert "Rendered</a>" not in plain.text
+
+
+@pytest.mark.parametrize(
+    ("source", "href"),
+    [
+        ("[a](todo.md)", "/console/stores/s/open?path=/notes/day/todo.md"),
+        ("[a](../ideas.md#now)", "/console/stores/s/open?path=/notes/ideas.md#now"),
+        ("[a](/top.md)", "/console/stores/s/open?path=/top.md"),
+        ("[a](../../../../up.md)", "/console/stores/s/open?path=/up.md"),  # never above "/"
+        ("[a](my%20plan.md?raw=1)", "/console/stores/s/open?path=/notes/day/my%20plan.md"),
+        ("![chart](chart.png)", "/console/stores/s/open?path=/notes/day/chart.png"),
+        ("[a](#section)", "#section"),
+        ("[a](?q=1)", "?q=1"),
+        ("[a](//example.com/x.md)", "//example.com/x.md"),
+        ("[a](https://example.com/x.md)", "https://example.com/x.md"),
+    ],
+)
+def test_a_link_to_another_memory_opens_its_page(source: str, href: str) -> None:
+    """A relative or absolute path names a memory of the store, read from the linking memory's
+    folder: its link goes to the console's opener for that path; other addresses keep theirs."""
+    html = str(render_markdown(source, MemoryLinks("/console/stores/s/open", "/notes/day/log.md")))
+    assert re.findall(r'<a href="([^"]*)"', html) == [href], html
+
+
+async def test_the_opener_redirects_to_the_memory_at_a_path(storage: Storage) -> None:
+    """A memory's page links its neighbour through the opener, which answers with the
+    neighbour's page; a path holding no memory is 404 naming it, an invalid one 400."""
+    store = await storage.create_store(name="Links", description="", metadata={})
+    log = await storage.create_memory(
+        store.id, path="/notes/log.md", content="see [the plan](plan%20b.md)", actor=AGENT
+    )
+    plan = await storage.create_memory(
+        store.id, path="/notes/plan b.md", content="# Plan", actor=AGENT
+    )
+    console = f"/console/stores/{store.id}"
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        page = await client.get(f"{console}/memories/{log.id}")
+        opener = f"{console}/open?path=/notes/plan%20b.md"
+        assert f'<a href="{opener}" rel="nofollow noopener noreferrer">the plan</a>' in page.text
+        opened = await client.get(opener)
+        assert opened.status_code == 303
+        assert opened.headers["location"] == f"{console}/memories/{plan.id}"
+        missing = await client.get(f"{console}/open", params={"path": "/notes/plan.md"})
+        assert missing.status_code == 404 and "/notes/plan.md" in missing.text
+        invalid = await client.get(f"{console}/open", params={"path": "no-slash"})
+        assert invalid.status_code == 400

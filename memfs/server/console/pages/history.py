@@ -56,7 +56,7 @@ from memfs.server.console.context import Console
 from memfs.server.console.diff import LineCount, diff_table, line_counts
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.markdown import content_view
-from memfs.server.console.pages.store import build_tree, memory_url
+from memfs.server.console.pages.store import build_tree, memory_opener, memory_url
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.console.storage import ConsoleStorage, VersionMark
@@ -328,6 +328,7 @@ class HistoryPages:
             version.path,
             version.content or "",
             request.query_params.get("view"),
+            memory_opener(context["store"].id),
         )
         return self.render(
             request,

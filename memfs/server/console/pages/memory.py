@@ -28,10 +28,11 @@ from memfs.server.console.context import Console
 from memfs.server.console.diff import diff_table
 from memfs.server.console.live import memory_stores_target
 from memfs.server.console.markdown import content_view
-from memfs.server.console.pages.store import memory_url, textarea
+from memfs.server.console.pages.store import memory_opener, memory_url, textarea
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.memory_stores import validation
+from memfs.server.memory_stores.storage import MemoryPosition
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class MemoryPages:
             memory.path,
             memory.content or "",
             request.query_params.get("view"),
+            memory_opener(store.id),
         )
         return self.page(
             request, "memory.html", signed_in, store, memory, live=live, content=content
@@ -248,9 +250,29 @@ class MemoryPages:
             )
         return RedirectResponse(store_url(store.id) + "?notice=deleted", 303)
 
+    async def open_path(self, request: Request) -> Response:
+        """A link between memories (``markdown.MemoryLinks``): the page of the memory at
+        ``?path=``, or 404 naming the path."""
+        await self.console.signed_in(request)
+        store = await self.storage.get_store(request.path_params["store_id"])
+        path = validation.memory_path(request.query_params.get("path", ""))
+        page = await self.storage.list_memories(
+            store.id,
+            prefix=path[: path.rindex("/") + 1],
+            depth=0,
+            after=MemoryPosition(path, inclusive=True),
+            limit=1,
+            with_content=False,
+        )
+        found = page.items[0] if page.items else None
+        if not isinstance(found, Memory) or found.path != path:
+            raise NotFoundError(f"no memory at {path} in this store")
+        return RedirectResponse(memory_url(store.id, found.id), 303)
+
     def routes(self) -> list[Route]:
         memory = "/stores/{store_id}/memories/{memory_id}"
         return [
+            Route("/stores/{store_id}/open", self.open_path, methods=["GET"]),
             Route(memory, self.memory_page, methods=["GET"]),
             Route(memory + "/edit", self.edit_form, methods=["GET"]),
             Route(memory + "/edit", self.save, methods=["POST"]),

@@ -182,6 +182,11 @@ def memory_url(store_id: str, memory_id: str) -> str:
     return f"{store_url(store_id)}/memories/{memory_id}"
 
 
+def memory_opener(store_id: str) -> str:
+    """The address that opens the store's memory at ``?path=`` (a link between memories)."""
+    return f"{store_url(store_id)}/open"
+
+
 class StorePages:
     """A store's page, its search and a new memory (module doc)."""
 
