@@ -295,6 +295,31 @@ async def test_history_rows_give_short_times_brief_writers_and_lines_changed(
             )
 
 
+async def test_version_and_compare_pages_name_writers_as_the_history_does(
+    storage: Storage,
+) -> None:
+    """One writer, one wording: the short form on one line, the whole id in its title; the
+    signed-in key is "you"."""
+    store = await storage.create_store(name="Writers", description="", metadata={})
+    s = store.id
+    memory = await storage.create_memory(s, path="/w.md", content="a\n", actor=WRITER)
+    await storage.update_memory(
+        s, memory.id, content="b\n", path=None, expected_sha256=None, actor=WRITER
+    )
+    older, newer = sorted(await all_versions(storage, s), key=lambda v: v.created_at)
+    short = f'<span class="writer" title="session {WRITER.id}">session sesn_mount7mo…</span>'
+    base = f"/console/stores/{s}/memories/{memory.id}"
+    async with browser(create_app(storage, [KEY])) as client:
+        await sign_in(client)
+        version = (await client.get(f"{base}/versions/{older.id}")).text
+        assert f"<dt>Written by</dt><dd>{short}</dd>" in version
+        compare = (
+            await client.get(f"{base}/history/compare", params={"from": older.id, "to": newer.id})
+        ).text
+        assert compare.count(short) == 2
+        assert WRITER.id not in compare.replace(f'title="session {WRITER.id}"', "")
+
+
 async def test_a_redacted_side_has_no_line_count(storage: Storage) -> None:
     store = await storage.create_store(name="Redacted", description="", metadata={})
     memory = await storage.create_memory(store.id, path="/r.md", content="x\n", actor=AGENT)
