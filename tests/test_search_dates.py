@@ -192,3 +192,29 @@ def test_dated_scores_are_relative_to_the_best_and_count_each_kind_of_day_once()
     )
     assert dated({}, texts, window) == {}
     assert dated({"own": 0.0}, texts, window) == {"own": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("phrase", "window"),
+    [
+        ("last night", span("2023-08-02", "2023-08-02")),
+        ("tonight", span("2023-08-03", "2023-08-03")),
+        ("this morning", span("2023-08-03", "2023-08-03")),
+        ("this afternoon", span("2023-08-03", "2023-08-03")),
+        ("THIS EVENING", span("2023-08-03", "2023-08-03")),
+        ("tomorrow", span("2023-08-04", "2023-08-04")),
+        ("two days ago", span("2023-07-30", "2023-08-01")),
+        ("a week ago", span("2023-07-24", "2023-07-30")),
+        ("next week", span("2023-08-07", "2023-08-13")),
+        ("a month ago", span("2023-07-01", "2023-07-31")),
+        ("a year ago", span("2022-01-01", "2022-12-31")),
+        ("last Sunday", span("2023-07-30", "2023-07-30")),
+    ],
+)
+def test_each_relative_time_is_read(phrase: str, window: tuple[int, int]) -> None:
+    """One phrase of each kind (a text holding none of their words is not scanned for them:
+    ``_RELATIVE_WORDS``); 3 August 2023 was a Thursday."""
+    assert memory_windows(f"3 August 2023: {phrase} we met") == [
+        span("2023-08-03", "2023-08-03"),
+        window,
+    ]

@@ -91,10 +91,15 @@ _ANY_RELATIVE = re.compile(
     "|".join(f"(?P<r{n}>{pattern.pattern})" for n, (pattern, _) in enumerate(_RELATIVE)),
     re.IGNORECASE,
 )
+# Every relative time above holds one of these words (a weekday ends in "day"): a text without
+# any is not scanned by ``_ANY_RELATIVE`` (~3 us against ~80 us for 1,000 characters; most
+# memories speak of no relative time).
+_RELATIVE_WORDS = ("day", "night", "morning", "afternoon", "evening", "tomorrow", "week",
+                   "month", "year")  # fmt: skip
 # Only so much of a memory is read for dates, of only the best candidates, and only so many
 # dates kept: its own date comes first, and a search that names a date reads its candidates
 # (100 memories of 1,000 characters dense with dates: ~90 ms; of prose with numbers: ~30 ms;
-# LoCoMo's turns: ~1 ms).
+# LoCoMo's turns, each with its date: ~7 ms, ~17 ms before ``_RELATIVE_WORDS``).
 MAX_CHARS = 1000
 DATE_DEPTH = 100
 MAX_DATES = 16
@@ -194,6 +199,9 @@ def memory_windows(text: str) -> list[Window]:
         return []
     windows = [window for *_, window in found]
     anchor = windows[0][0]
+    folded = text.casefold()  # as _ANY_RELATIVE's IGNORECASE ("WEEK", "ſunday")
+    if not any(word in folded for word in _RELATIVE_WORDS):
+        return windows
     for match in _ANY_RELATIVE.finditer(text):
         if len(windows) >= 2 * MAX_DATES:
             break
