@@ -57,19 +57,8 @@ class MemoryStoresBackend:
 
     async def read(self, path: str) -> StoredMemory | None:
         with translated():
-            # a listing's prefix is a directory: seek the path within its parent's range
-            page = await self.storage.list_memories(
-                self.store_id,
-                prefix=path[: path.rindex("/") + 1],
-                depth=0,
-                after=MemoryPosition(path, inclusive=True),
-                limit=1,
-                with_content=True,
-            )
-        first = page.items[0] if page.items else None
-        if not isinstance(first, Memory) or first.path != path:
-            return None
-        return stored(first)
+            memory = await self.storage.memory_at(self.store_id, path, with_content=True)
+        return None if memory is None else stored(memory)
 
     async def list_below(self, prefix: str) -> list[Listed]:
         found: list[Listed] = []

@@ -165,6 +165,20 @@ class MemoryStoresStorage(abc.ABC):
         """Memories below ``prefix`` in byte order of path; ``depth=1`` rolls up subdirectories
         into ``MemoryPrefix`` items (found by index seeks, not by scanning the subtree)."""
 
+    async def memory_at(self, store_id: str, path: str, *, with_content: bool) -> Memory | None:
+        """The live memory at ``path``, or None: one listing that seeks the path within its
+        folder (a listing's prefix is a folder)."""
+        page = await self.list_memories(
+            store_id,
+            prefix=path[: path.rindex("/") + 1],
+            depth=0,
+            after=MemoryPosition(path, inclusive=True),
+            limit=1,
+            with_content=with_content,
+        )
+        first = page.items[0] if page.items else None
+        return first if isinstance(first, Memory) and first.path == path else None
+
     @abc.abstractmethod
     async def update_memory(
         self,

@@ -32,7 +32,6 @@ from memfs.server.console.pages.store import memory_opener, memory_url, textarea
 from memfs.server.console.pages.stores import store_url
 from memfs.server.console.sessions import SignedIn
 from memfs.server.memory_stores import validation
-from memfs.server.memory_stores.storage import MemoryPosition
 
 log = logging.getLogger(__name__)
 
@@ -256,16 +255,8 @@ class MemoryPages:
         await self.console.signed_in(request)
         store = await self.storage.get_store(request.path_params["store_id"])
         path = validation.memory_path(request.query_params.get("path", ""))
-        page = await self.storage.list_memories(
-            store.id,
-            prefix=path[: path.rindex("/") + 1],
-            depth=0,
-            after=MemoryPosition(path, inclusive=True),
-            limit=1,
-            with_content=False,
-        )
-        found = page.items[0] if page.items else None
-        if not isinstance(found, Memory) or found.path != path:
+        found = await self.storage.memory_at(store.id, path, with_content=False)
+        if found is None:
             raise NotFoundError(f"no memory at {path} in this store")
         return RedirectResponse(memory_url(store.id, found.id), 303)
 
